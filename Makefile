@@ -1,0 +1,32 @@
+# Command entry points.  `make demo` and `make test` are the README's two commands.
+PRESET ?= default
+BUILD  := build/$(PRESET)
+JOBS   ?= 2
+
+.PHONY: bootstrap configure build demo test bench format clean
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+configure: bootstrap
+	@test -f $(BUILD)/build.ninja || cmake --preset $(PRESET)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: run the default config (8 ranks, encoder tp2·dp2 -> llm tp2·pp2), record it,
+# check it, and open the viewer on it when a display is available.
+demo: build
+	scripts/demo.sh $(BUILD)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 600
+
+bench: build
+	scripts/bench.sh $(BUILD)
+
+format:
+	find app core storage ui tests -name '*.cpp' -o -name '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf build

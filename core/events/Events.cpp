@@ -1,0 +1,63 @@
+#include "core/events/Events.h"
+
+#include <array>
+
+namespace stagescope::events {
+namespace {
+constexpr std::array<const char*, static_cast<size_t>(ActionKind::Count)> kActionNames = {
+    "F", "B", "RF", "SF", "RB", "SB", "SF_RB", "SB_RF", "DP_REDUCE", "OPT_STEP"};
+
+template <typename Enum, size_t N>
+bool parseFrom(const std::array<const char*, N>& names, const std::string& text, Enum* out) {
+  for (size_t i = 0; i < N; ++i) {
+    if (text == names[i]) {
+      *out = static_cast<Enum>(i);
+      return true;
+    }
+  }
+  return false;
+}
+constexpr std::array<const char*, 5> kStatusNames = {"running", "completed", "failed", "hung",
+                                                     "killed"};
+constexpr std::array<const char*, 4> kLevelNames = {"off", "meta", "stats", "full"};
+}  // namespace
+
+const char* toString(ActionKind kind) {
+  auto i = static_cast<size_t>(kind);
+  return i < kActionNames.size() ? kActionNames[i] : "?";
+}
+bool parseActionKind(const std::string& text, ActionKind* out) {
+  return parseFrom(kActionNames, text, out);
+}
+const char* toString(Direction d) { return d == Direction::Activation ? "activation" : "gradient"; }
+const char* toString(EdgeKind k) { return k == EdgeKind::P2P ? "p2p" : "bridge"; }
+const char* toString(BridgeRole r) {
+  switch (r) {
+    case BridgeRole::None: return "none";
+    case BridgeRole::OneToOne: return "one_to_one";
+    case BridgeRole::FanIn: return "fan_in";
+    case BridgeRole::FanOut: return "fan_out";
+  }
+  return "?";
+}
+const char* toString(Side s) { return s == Side::Send ? "send" : "recv"; }
+const char* toString(GradPhase p) {
+  switch (p) {
+    case GradPhase::Accumulated: return "accumulated";
+    case GradPhase::Reduced: return "reduced";
+    case GradPhase::ParamAfterStep: return "param_after_step";
+    case GradPhase::ParamInitial: return "param_initial";
+    case GradPhase::Reference: return "reference";
+  }
+  return "?";
+}
+const char* toString(RunStatus s) { return kStatusNames[static_cast<size_t>(s)]; }
+bool parseRunStatus(const std::string& text, RunStatus* out) {
+  return parseFrom(kStatusNames, text, out);
+}
+const char* toString(RecordLevel l) { return kLevelNames[static_cast<size_t>(l)]; }
+bool parseRecordLevel(const std::string& text, RecordLevel* out) {
+  return parseFrom(kLevelNames, text, out);
+}
+
+}  // namespace stagescope::events

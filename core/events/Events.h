@@ -1,0 +1,196 @@
+// The events vocabulary: plain, torch-free records of what a run planned and did.
+//
+// Contract: these structs are the only thing that crosses from the engine (core/engine, which
+// links LibTorch) to storage (SQLite) and from storage to every reader (ui, check, compare,
+// export).  Times are nanoseconds of the recording host's monotonic clock (CLOCK_MONOTONIC);
+// `seq` numbers give the causal order on one rank.  Ranks are global ranks unless a field
+// says "group".  Iterations, microbatches and sequence numbers start at 0; -1 means "none".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stagescope::events {
+
+// One scheduled action on one rank.  The 1F1B plan is a list of these per rank; the engine
+// executes exactly that list, and records each with its start and end time.
+enum class ActionKind : uint8_t {
+  Forward = 0,              // forward of one microbatch through this rank's module stage
+  Backward,                 // backward of one microbatch
+  RecvForward,              // receive activations (P2P or bridge)
+  SendForward,              // send activations
+  RecvBackward,             // receive gradients
+  SendBackward,             // send gradients
+  SendForwardRecvBackward,  // combined (steady state), paired so it cannot deadlock
+  SendBackwardRecvForward,  // combined (steady state)
+  DpReduce,                 // data-parallel gradient reduction after the last backward
+  OptimizerStep,            // optimizer step at the end of an iteration
+  Count
+};
+const char* toString(ActionKind kind);
+bool parseActionKind(const std::string& text, ActionKind* out);
+
+// A planned or executed action.  For communication actions `peers` lists the global ranks
+// this rank exchanges with in that action (several for a bridge fan-in/fan-out).
+struct ActionRecord {
+  int32_t rank = -1;
+  int32_t iteration = -1;
+  int32_t seq = -1;         // index in this rank's action list of this iteration
+  ActionKind kind = ActionKind::Forward;
+  int32_t microbatch = -1;
+  std::string module;       // module this action belongs to ("" for rank-wide actions)
+  int32_t stage = -1;       // pp index within the module
+  std::vector<int32_t> peers;
+  int64_t startNs = 0;
+  int64_t endNs = 0;
+};
+
+enum class Direction : uint8_t { Activation = 0, Gradient = 1 };
+enum class EdgeKind : uint8_t { P2P = 0, Bridge = 1 };
+enum class BridgeRole : uint8_t { None = 0, OneToOne, FanIn, FanOut };
+enum class Side : uint8_t { Send = 0, Recv = 1 };
+const char* toString(Direction d);
+const char* toString(EdgeKind k);
+const char* toString(BridgeRole r);
+const char* toString(Side s);
+
+// Summary statistics of a tensor's values, computed over all elements (float64 accumulation).
+struct TensorStats {
+  double min = 0, max = 0, mean = 0, l2 = 0;
+  int64_t nanCount = 0, infCount = 0;
+  int64_t numel = 0;
+};
+
+// One point-to-point message as seen by one side.  Every message is recorded twice: by the
+// sender (side=Send) and by the receiver (side=Recv); pairing key = (edge, direction,
+// iteration, microbatch, srcRank, dstRank).
+struct TransferRecord {
+  int32_t rank = -1;  // the recording rank (srcRank when side=Send, dstRank when side=Recv)
+  Side side = Side::Send;
+  int32_t srcRank = -1, dstRank = -1;            // global ranks
+  int32_t srcGroupRank = -1, dstGroupRank = -1;  // ranks inside the group used for the message
+  std::string edge;    // "llm:pp0->pp1" for P2P, "vision->llm" for a bridge
+  EdgeKind edgeKind = EdgeKind::P2P;
+  BridgeRole role = BridgeRole::None;
+  Direction direction = Direction::Activation;
+  int32_t iteration = -1, microbatch = -1;
+  int32_t actionSeq = -1;  // the ActionRecord.seq this message belongs to
+  std::vector<int64_t> shape;
+  std::string dtype;       // "float32", "bfloat16", ...
+  int64_t bytes = 0;
+  uint64_t checksum = 0;   // FNV-1a 64 of the raw contiguous bytes (0 when level < stats)
+  bool hasStats = false;
+  TensorStats stats;
+  int64_t startNs = 0, endNs = 0;
+  std::vector<uint8_t> payload;  // raw bytes, only at level full
+};
+
+// What a gradient (or parameter) record describes.
+enum class GradPhase : uint8_t {
+  Accumulated = 0,  // parameter .grad after the backward of `microbatch` (accumulating)
+  Reduced,          // after the data-parallel reduction (final gradient of the iteration)
+  ParamAfterStep,   // the parameter values after the optimizer step
+  ParamInitial,     // the initial parameter shard (level full only carries values)
+  Reference,        // the single-process reference gradient of the full parameter
+};
+const char* toString(GradPhase p);
+
+// One parameter shard's gradient (or value) at one point of the step.
+struct GradientRecord {
+  int32_t rank = -1;
+  int32_t iteration = -1, microbatch = -1;  // microbatch -1 for Reduced/ParamAfterStep
+  GradPhase phase = GradPhase::Accumulated;
+  std::string param;   // full logical name, layout independent: "llm.layers.3.attn.q.weight"
+  std::string module;
+  int32_t tp = 0, pp = 0, dp = 0;
+  int32_t partitionDim = -1;  // dimension along which the full tensor is split by TP (-1: replicated)
+  int64_t partitionOffset = 0;  // offset of this shard along partitionDim in the full tensor
+  std::vector<int64_t> shape;      // shard shape
+  std::vector<int64_t> fullShape;  // full (unsharded) shape
+  std::string dtype;
+  double norm = 0;
+  uint64_t checksum = 0;
+  bool hasStats = false;
+  TensorStats stats;
+  std::vector<uint8_t> payload;  // raw values at level full
+};
+
+// Loss of one microbatch (value before the /m normalisation) on a last-stage rank.
+struct LossRecord {
+  int32_t rank = -1;
+  int32_t iteration = -1, microbatch = -1;  // microbatch -1: mean over the iteration
+  int32_t dp = 0;
+  double loss = 0;
+};
+
+// The input of one microbatch on a first-stage rank (level full): tokens or patches.
+struct InputRecord {
+  int32_t rank = -1;
+  int32_t iteration = -1, microbatch = -1;
+  std::string module;
+  std::string name;  // "tokens", "patches"
+  std::vector<int64_t> shape;
+  std::string dtype;
+  std::vector<uint8_t> payload;
+};
+
+// Where a rank sits.  A rank belongs to exactly one module in supported layouts.
+struct RankInfo {
+  int32_t rank = -1;
+  std::string module;
+  int32_t tp = 0, cp = 0, pp = 0, dp = 0;
+  int32_t globalStage = 0;  // stage index along the longest path through the module DAG
+  int32_t totalStages = 0;
+  int32_t warmup = 0;       // 1F1B warmup forwards
+  std::string host;
+  std::string device;       // "cpu", "cuda:0"
+  int64_t pid = 0;
+  int64_t clockOffsetNs = 0;  // host monotonic clock minus rank 0's, estimated at rendezvous
+};
+
+// One module's grid as configured.
+struct ModuleInfo {
+  std::string name;
+  std::string kind;  // "encoder" | "llm"
+  int32_t tp = 1, cp = 1, pp = 1, dp = 1;
+  int32_t offset = 0;
+  int32_t layers = 0;
+  std::vector<std::string> downstream;  // names of modules this one feeds
+};
+
+enum class RunStatus : uint8_t { Running = 0, Completed, Failed, Hung, Killed };
+const char* toString(RunStatus s);
+bool parseRunStatus(const std::string& text, RunStatus* out);
+
+// Recording levels, ordered: each includes everything of the previous one.
+enum class RecordLevel : uint8_t { Off = 0, Meta, Stats, Full };
+const char* toString(RecordLevel l);
+bool parseRecordLevel(const std::string& text, RecordLevel* out);
+
+// Run-wide facts, written once by the launcher (rank 0 in multi-host runs).
+struct RunInfo {
+  std::string runId;
+  std::string configText;  // the TOML as given, after --set overrides
+  std::string configHash;  // hex FNV-1a 64 of configText
+  int32_t worldSize = 0;
+  int32_t iterations = 0, microbatches = 0;
+  RecordLevel level = RecordLevel::Stats;
+  std::vector<ModuleInfo> modules;
+  std::string versionStagescope, versionTorch, versionSqlite, compiler;
+  int64_t startUnixMs = 0, endUnixMs = 0;
+  RunStatus status = RunStatus::Running;
+  std::string statusReason;
+};
+
+// A diagnosis record (hang wait-for edge, fault, first failure) written by ranks or launcher.
+struct DiagnosisRecord {
+  int32_t rank = -1;
+  std::string kind;    // "hang", "rank_failed", "timeout", "fault_injected", ...
+  int32_t iteration = -1, actionSeq = -1;
+  int32_t waitsOnRank = -1;
+  std::string message;  // one human sentence
+  int64_t timeNs = 0;
+};
+
+}  // namespace stagescope::events

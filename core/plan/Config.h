@@ -1,0 +1,119 @@
+// The run configuration: one TOML file (assets/configs/*.toml), parsed and validated before
+// any rank starts.  Torch-free.
+//
+// Contract: parseConfig() either returns a RunConfig that every later stage can trust
+// (grids fit the world, no overlap, every rank in exactly one module, all divisibility
+// rules hold) or throws ConfigError whose message names the field, the value and what was
+// expected, e.g.
+//   "config.toml: modules.vision.dp = 3: the llm dp (2) and this dp must divide one another"
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace stagescope::plan {
+
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string field, const std::string& message)
+      : std::runtime_error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }  // dotted path, e.g. "modules.vision.tp"
+
+ private:
+  std::string field_;
+};
+
+// One module of the multimodal model ([[modules]] table in TOML).
+struct ModuleConfig {
+  std::string name;          // unique; used as the dict key between stages
+  std::string kind;          // "encoder" | "llm"
+  int tp = 1, cp = 1, pp = 1, dp = 1;
+  int offset = 0;            // first global rank of this module's grid
+  int layers = 2;            // transformer blocks
+  std::vector<int> stageLayers;  // optional explicit split over pp (sums to layers)
+  int hidden = 32;
+  int heads = 4;
+  int ffn = 64;
+  // encoder only
+  int patches = 4;
+  int patchDim = 8;
+  // llm only
+  int vocab = 64;
+  int textLen = 8;
+
+  int size() const { return tp * cp * pp * dp; }
+  bool contains(int rank) const { return rank >= offset && rank < offset + size(); }
+  // Number of layers held by pipeline stage `stage`.
+  int layersOfStage(int stage) const;
+  int firstLayerOfStage(int stage) const;
+};
+
+struct OptimizerConfig {
+  std::string kind = "sgd";  // "sgd" | "adam"
+  double lr = 0.01;
+  double momentum = 0.0;     // sgd
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
+  double weightDecay = 0.0;
+};
+
+// Which records to keep (see docs/run-file.md).
+struct RecordConfig {
+  std::string level = "stats";     // off | meta | stats | full
+  std::vector<int> iterations;     // empty: all
+  std::vector<std::string> modules;  // empty: all
+  std::vector<int> ranks;          // empty: all
+  bool wants(int iteration, const std::string& module, int rank) const;
+};
+
+// A fault to inject (debugging issue); empty by default.
+struct FaultConfig {
+  std::string kind;       // delay | drop | corrupt | shape | nan | inf | kill
+  int iteration = 0;
+  int microbatch = 0;
+  std::string module;     // the sending module (or the module whose rank is killed)
+  int stage = -1;         // pp index within the module; -1 = last stage
+  std::string direction = "activation";  // activation | gradient
+  int rank = -1;          // kill: the global rank (overrides module/stage)
+  double delaySeconds = 0;
+};
+
+struct RunConfig {
+  std::string sourceName;  // file name for messages
+  std::string text;        // the TOML text after overrides
+  uint64_t seed = 1234;
+  int iterations = 2;
+  int microbatches = 4;        // m, per iteration
+  int microBatchSize = 2;      // llm micro-batch size per DP replica
+  std::string dtype = "float32";  // float32 | bfloat16
+  std::string device = "cpu";     // cpu | cuda
+  std::string backend = "gloo";   // gloo | nccl
+  double timeoutSeconds = 60;     // every blocking wait
+  double lossScale = 1.0;         // constant loss scale, applied once per microbatch on the last stage
+  bool forwardOnly = false;
+  int worldSize = 0;              // derived: max(offset + size); a given world_size must equal it
+  std::vector<ModuleConfig> modules;  // config order; encoders first by convention
+  OptimizerConfig optimizer;
+  RecordConfig record;
+  std::vector<FaultConfig> faults;
+
+  const ModuleConfig& module(const std::string& name) const;
+  const ModuleConfig& llm() const;
+  std::vector<const ModuleConfig*> encoders() const;  // config order
+  const ModuleConfig* moduleOfRank(int rank) const;   // nullptr if none
+  // Micro-batch size of an encoder replica: microBatchSize * llm.dp / enc.dp.
+  int encoderMicroBatchSize(const ModuleConfig& enc) const;
+  // Global batch per iteration: microbatches * microBatchSize * llm.dp.
+  int globalBatch() const { return microbatches * microBatchSize * llm().dp; }
+};
+
+// Parses and validates.  `overrides` are "key=value" pairs applied before validation
+// (dotted keys; "modules.NAME.field" addresses a module by name).
+RunConfig parseConfig(const std::string& text, const std::string& sourceName,
+                      const std::vector<std::string>& overrides = {});
+RunConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace stagescope::plan

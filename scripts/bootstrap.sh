@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything stagescope needs on a fresh Debian 12 machine of this project's kind
+# (2 cores, CUDA 13.0 toolkit present, Debian + PyPI reachable).  Idempotent: a second run
+# only checks.  Versions that matter are pinned: torch (LibTorch) 2.11.0, the same as the
+# GPU machine's image, so headers and ABI match on both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION=2.11.0
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3-venv
+  libsqlite3-dev sqlite3
+  libgloo-dev                                  # gloo headers: the torch wheel ships none
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libgtest-dev
+  libimgui-dev libglfw3-dev libstb-dev libfreetype-dev libgl-dev
+  xvfb xauth libgl1-mesa-dri                   # GUI tests under Xvfb + Mesa
+  chromium                                     # HTML report screenshot test
+  iproute2 procps
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import importlib.metadata as m,sys; sys.exit(m.version('torch')!='$TORCH_VERSION')" 2>/dev/null; then
+  echo "bootstrap: installing torch==$TORCH_VERSION (LibTorch for C++; --no-deps: no Python CUDA libs)"
+  .venv/bin/pip install -q --no-deps "torch==$TORCH_VERSION"
+fi
+TORCH_ROOT=$(.venv/bin/python -c "import importlib.util as u,os;print(os.path.dirname(u.find_spec('torch').origin))")
+test -f "$TORCH_ROOT/lib/libtorch_cpu.so" || { echo "bootstrap: $TORCH_ROOT/lib/libtorch_cpu.so missing" >&2; exit 1; }
+echo "bootstrap: ok (torch at $TORCH_ROOT)"

@@ -1,0 +1,2 @@
+// (being written)
+#include "core/plan/Plan.h"

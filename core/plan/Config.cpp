@@ -1,2 +1,715 @@
-// (being written)
-#include "core/plan/Plan.h"
+// TOML parsing and validation of the run configuration (see Config.h for the contract).
+//
+// Every failure is a ConfigError whose message is one line:
+//   "<source>: <field> = <value>: <what was expected>"
+#include "core/plan/Config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace stagescope::plan {
+namespace {
+
+// ---- formatting helpers ------------------------------------------------------------------
+
+// One-line rendering of a TOML node (strings quoted), truncated for messages.
+std::string show(const toml::node& node) {
+  std::ostringstream os;
+  node.visit([&](const auto& v) { os << v; });
+  std::string text = os.str();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+std::string quote(const std::string& s) {
+  return "\"" + s + "\"";
+}
+
+// Throws the one-line ConfigError of this file.
+class Failer {
+ public:
+  explicit Failer(std::string source) : source_(std::move(source)) {}
+  [[noreturn]] void operator()(const std::string& field, const std::string& value,
+                               const std::string& expected) const {
+    throw ConfigError(field, source_ + ": " + field + " = " + value + ": " + expected);
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+// Typed access to one TOML table, with the dotted prefix used in messages.
+class Section {
+ public:
+  Section(const toml::table& table, std::string prefix, const Failer& fail)
+      : table_(table), prefix_(std::move(prefix)), fail_(fail) {}
+
+  std::string field(const std::string& key) const {
+    return prefix_.empty() ? key : prefix_ + "." + key;
+  }
+
+  // Rejects every key not in `allowed`, listing the allowed ones.
+  void allowOnly(const std::vector<std::string>& allowed) const {
+    for (const auto& [key, node] : table_) {
+      std::string k(key.str());
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        fail_(field(k), show(node), "unknown key (allowed: " + join(allowed, ", ") + ")");
+      }
+    }
+  }
+
+  const toml::node* get(const std::string& key) const { return table_.get(key); }
+
+  void readInt(const std::string& key, int* out) const {
+    int64_t v = 0;
+    if (readInt64(key, &v)) {
+      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+        fail_(field(key), std::to_string(v), "expected an integer in 32-bit range");
+      }
+      *out = static_cast<int>(v);
+    }
+  }
+
+  bool readInt64(const std::string& key, int64_t* out) const {
+    const toml::node* node = get(key);
+    if (!node) return false;
+    if (!node->is_integer()) fail_(field(key), show(*node), "expected an integer");
+    *out = node->as_integer()->get();
+    return true;
+  }
+
+  void readDouble(const std::string& key, double* out) const {
+    const toml::node* node = get(key);
+    if (!node) return;
+    if (node->is_integer()) {
+      *out = static_cast<double>(node->as_integer()->get());
+    } else if (node->is_floating_point()) {
+      *out = node->as_floating_point()->get();
+    } else {
+      fail_(field(key), show(*node), "expected a number");
+    }
+    if (!std::isfinite(*out)) fail_(field(key), show(*node), "expected a finite number");
+  }
+
+  void readBool(const std::string& key, bool* out) const {
+    const toml::node* node = get(key);
+    if (!node) return;
+    if (!node->is_boolean()) fail_(field(key), show(*node), "expected true or false");
+    *out = node->as_boolean()->get();
+  }
+
+  void readString(const std::string& key, std::string* out) const {
+    const toml::node* node = get(key);
+    if (!node) return;
+    if (!node->is_string()) fail_(field(key), show(*node), "expected a string");
+    *out = node->as_string()->get();
+  }
+
+  void readIntArray(const std::string& key, std::vector<int>* out) const {
+    const toml::node* node = get(key);
+    if (!node) return;
+    if (!node->is_array()) fail_(field(key), show(*node), "expected an array of integers");
+    out->clear();
+    for (const toml::node& item : *node->as_array()) {
+      if (!item.is_integer()) fail_(field(key), show(*node), "expected an array of integers");
+      int64_t v = item.as_integer()->get();
+      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+        fail_(field(key), show(*node), "expected integers in 32-bit range");
+      }
+      out->push_back(static_cast<int>(v));
+    }
+  }
+
+  void readStringArray(const std::string& key, std::vector<std::string>* out) const {
+    const toml::node* node = get(key);
+    if (!node) return;
+    if (!node->is_array()) fail_(field(key), show(*node), "expected an array of strings");
+    out->clear();
+    for (const toml::node& item : *node->as_array()) {
+      if (!item.is_string()) fail_(field(key), show(*node), "expected an array of strings");
+      out->push_back(item.as_string()->get());
+    }
+  }
+
+  // A sub-table; nullptr when absent; fails when present but not a table.
+  const toml::table* subTable(const std::string& key) const {
+    const toml::node* node = get(key);
+    if (!node) return nullptr;
+    if (!node->is_table()) fail_(field(key), show(*node), "expected a table ([" + key + "])");
+    return node->as_table();
+  }
+
+  // An array of tables; empty when absent.
+  std::vector<const toml::table*> tableArray(const std::string& key) const {
+    std::vector<const toml::table*> out;
+    const toml::node* node = get(key);
+    if (!node) return out;
+    if (!node->is_array()) {
+      fail_(field(key), show(*node), "expected an array of tables ([[" + key + "]])");
+    }
+    for (const toml::node& item : *node->as_array()) {
+      if (!item.is_table()) {
+        fail_(field(key), show(*node), "expected an array of tables ([[" + key + "]])");
+      }
+      out.push_back(item.as_table());
+    }
+    return out;
+  }
+
+ private:
+  const toml::table& table_;
+  std::string prefix_;
+  const Failer& fail_;
+};
+
+void requireOneOf(const Failer& fail, const std::string& field, const std::string& value,
+                  const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+    fail(field, quote(value), "expected one of " + join(allowed, ", "));
+  }
+}
+
+void requireAtLeast(const Failer& fail, const std::string& field, int value, int minimum) {
+  if (value < minimum) {
+    fail(field, std::to_string(value), "expected an integer >= " + std::to_string(minimum));
+  }
+}
+
+// ---- overrides ---------------------------------------------------------------------------
+
+std::vector<std::string> splitDots(const std::string& key) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : key) {
+    if (c == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  size_t e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// Finds the [[modules]] table whose name is `name`; nullptr if none.
+toml::table* findModule(toml::table& root, const std::string& name) {
+  toml::array* modules = root["modules"].as_array();
+  if (!modules) return nullptr;
+  for (toml::node& item : *modules) {
+    toml::table* t = item.as_table();
+    if (t && t->get("name") && t->get("name")->value<std::string>() == name) return t;
+  }
+  return nullptr;
+}
+
+// Applies one "key=value" override to `root`.  The value is parsed as a TOML value and
+// falls back to a bare string.
+void applyOverride(toml::table& root, const std::string& item, const Failer& fail) {
+  size_t eq = item.find('=');
+  if (eq == std::string::npos) fail("--set", quote(item), "expected key=value");
+  std::string key = trim(item.substr(0, eq));
+  std::string text = trim(item.substr(eq + 1));
+  std::vector<std::string> parts = splitDots(key);
+  for (const auto& p : parts) {
+    if (p.empty()) fail("--set", quote(item), "expected a dotted key like optimizer.lr=0.1");
+  }
+  toml::table* target = &root;
+  size_t first = 0;
+  if (parts.size() == 3 && parts[0] == "modules") {
+    target = findModule(root, parts[1]);
+    if (!target) fail("--set " + key, quote(parts[1]), "no module with this name");
+    first = 2;
+  }
+  for (size_t i = first; i + 1 < parts.size(); ++i) {
+    toml::node* child = target->get(parts[i]);
+    if (!child) {
+      target->insert_or_assign(parts[i], toml::table{});
+      child = target->get(parts[i]);
+    }
+    if (!child->is_table()) fail("--set " + key, show(*child), "is not a table");
+    target = child->as_table();
+  }
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    parsed.insert_or_assign("v", text);  // bare string
+  }
+  if (!parsed.get("v") || parsed.size() != 1) {
+    parsed = toml::table{};
+    parsed.insert_or_assign("v", text);
+  }
+  parsed.get("v")->visit([&](const auto& v) { target->insert_or_assign(parts.back(), v); });
+}
+
+// ---- sections ----------------------------------------------------------------------------
+
+void readTopLevel(const Section& s, RunConfig* c) {
+  s.allowOnly({"seed", "iterations", "microbatches", "micro_batch_size", "dtype", "device",
+               "backend", "timeout_seconds", "loss_scale", "forward_only", "world_size",
+               "optimizer", "record", "modules", "faults"});
+  int64_t seed = static_cast<int64_t>(c->seed);
+  s.readInt64("seed", &seed);
+  c->seed = static_cast<uint64_t>(seed);
+  s.readInt("iterations", &c->iterations);
+  s.readInt("microbatches", &c->microbatches);
+  s.readInt("micro_batch_size", &c->microBatchSize);
+  s.readString("dtype", &c->dtype);
+  s.readString("device", &c->device);
+  s.readString("backend", &c->backend);
+  s.readDouble("timeout_seconds", &c->timeoutSeconds);
+  s.readDouble("loss_scale", &c->lossScale);
+  s.readBool("forward_only", &c->forwardOnly);
+}
+
+void validateTopLevel(const Failer& fail, const Section& s, const RunConfig& c) {
+  if (const toml::node* n = s.get("seed"); n && n->as_integer()->get() < 0) {
+    fail("seed", show(*n), "expected an integer >= 0");
+  }
+  requireAtLeast(fail, "iterations", c.iterations, 1);
+  requireAtLeast(fail, "microbatches", c.microbatches, 1);
+  requireAtLeast(fail, "micro_batch_size", c.microBatchSize, 1);
+  requireOneOf(fail, "dtype", c.dtype, {"float32", "bfloat16"});
+  requireOneOf(fail, "device", c.device, {"cpu", "cuda"});
+  requireOneOf(fail, "backend", c.backend, {"gloo", "nccl"});
+  if (c.backend == "nccl" && c.device != "cuda") {
+    fail("backend", quote(c.backend),
+         "nccl requires device = \"cuda\" (device is " + quote(c.device) + ")");
+  }
+  if (c.timeoutSeconds <= 0) {
+    fail("timeout_seconds", show(*s.get("timeout_seconds")), "expected a number > 0");
+  }
+  if (c.lossScale <= 0) fail("loss_scale", show(*s.get("loss_scale")), "expected a number > 0");
+}
+
+bool validName(const std::string& name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+  });
+}
+
+const std::vector<std::string> kModuleKeys = {
+    "name",         "kind",   "tp",    "cp",  "pp",      "dp",        "offset", "layers",
+    "stage_layers", "hidden", "heads", "ffn", "patches", "patch_dim", "vocab",  "text_len"};
+
+// Reads one [[modules]] table; `index` names it in messages until its name is known.
+ModuleConfig readModule(const toml::table& table, size_t index, const Failer& fail) {
+  ModuleConfig m;
+  std::string prefix = "modules[" + std::to_string(index) + "]";
+  Section pre(table, prefix, fail);
+  if (!pre.get("name")) fail(prefix + ".name", "(missing)", "every module needs a name");
+  pre.readString("name", &m.name);
+  if (!validName(m.name)) {
+    fail(prefix + ".name", quote(m.name),
+         "expected a non-empty name of letters, digits, '_' or '-' starting with a letter");
+  }
+  Section s(table, "modules." + m.name, fail);
+  s.allowOnly(kModuleKeys);
+  if (!s.get("kind")) fail(s.field("kind"), "(missing)", "expected \"encoder\" or \"llm\"");
+  s.readString("kind", &m.kind);
+  s.readInt("tp", &m.tp);
+  s.readInt("cp", &m.cp);
+  s.readInt("pp", &m.pp);
+  s.readInt("dp", &m.dp);
+  s.readInt("offset", &m.offset);
+  s.readInt("layers", &m.layers);
+  s.readIntArray("stage_layers", &m.stageLayers);
+  s.readInt("hidden", &m.hidden);
+  s.readInt("heads", &m.heads);
+  s.readInt("ffn", &m.ffn);
+  s.readInt("patches", &m.patches);
+  s.readInt("patch_dim", &m.patchDim);
+  s.readInt("vocab", &m.vocab);
+  s.readInt("text_len", &m.textLen);
+  return m;
+}
+
+void validateStageLayers(const Failer& fail, const Section& s, const ModuleConfig& m) {
+  if (m.stageLayers.empty()) {
+    if (m.layers % m.pp != 0) {
+      fail(s.field("layers"), std::to_string(m.layers),
+           "expected a multiple of pp (" + std::to_string(m.pp) +
+               "), or give stage_layers to split unevenly");
+    }
+    return;
+  }
+  const std::string field = s.field("stage_layers");
+  const std::string value = show(*s.get("stage_layers"));
+  if (static_cast<int>(m.stageLayers.size()) != m.pp) {
+    fail(field, value, "expected " + std::to_string(m.pp) + " entries (one per pp stage)");
+  }
+  int sum = 0;
+  for (int n : m.stageLayers) {
+    if (n < 1) fail(field, value, "every stage needs at least 1 layer");
+    sum += n;
+  }
+  if (sum != m.layers) {
+    fail(field, value,
+         "entries sum to " + std::to_string(sum) +
+             ", expected layers = " + std::to_string(m.layers));
+  }
+}
+
+void validateModule(const Failer& fail, const Section& s, const ModuleConfig& m) {
+  requireOneOf(fail, s.field("kind"), m.kind, {"encoder", "llm"});
+  requireAtLeast(fail, s.field("tp"), m.tp, 1);
+  requireAtLeast(fail, s.field("pp"), m.pp, 1);
+  requireAtLeast(fail, s.field("dp"), m.dp, 1);
+  if (m.cp != 1) {
+    fail(s.field("cp"), std::to_string(m.cp),
+         "context parallelism is not supported; expected cp = 1");
+  }
+  requireAtLeast(fail, s.field("offset"), m.offset, 0);
+  requireAtLeast(fail, s.field("layers"), m.layers, 1);
+  requireAtLeast(fail, s.field("hidden"), m.hidden, 1);
+  requireAtLeast(fail, s.field("heads"), m.heads, 1);
+  requireAtLeast(fail, s.field("ffn"), m.ffn, 1);
+  requireAtLeast(fail, s.field("patches"), m.patches, 1);
+  requireAtLeast(fail, s.field("patch_dim"), m.patchDim, 1);
+  requireAtLeast(fail, s.field("vocab"), m.vocab, 2);
+  requireAtLeast(fail, s.field("text_len"), m.textLen, 1);
+  auto tpStr = std::to_string(m.tp);
+  if (m.heads % m.tp != 0) {
+    fail(s.field("heads"), std::to_string(m.heads), "expected a multiple of tp (" + tpStr + ")");
+  }
+  if (m.ffn % m.tp != 0) {
+    fail(s.field("ffn"), std::to_string(m.ffn), "expected a multiple of tp (" + tpStr + ")");
+  }
+  if (m.hidden % m.heads != 0) {
+    fail(s.field("hidden"), std::to_string(m.hidden),
+         "expected a multiple of heads (" + std::to_string(m.heads) + ")");
+  }
+  if (m.layers < m.pp) {
+    fail(s.field("layers"), std::to_string(m.layers),
+         "expected at least one layer per pp stage (pp = " + std::to_string(m.pp) + ")");
+  }
+  validateStageLayers(fail, s, m);
+}
+
+std::string rangeText(const ModuleConfig& m) {
+  return std::to_string(m.offset) + ".." + std::to_string(m.offset + m.size() - 1);
+}
+
+// One llm; encoder DP compatible with the llm's; grids tile [0, world) without overlap.
+void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root) {
+  if (c->modules.empty()) {
+    fail("modules", "(none)", "expected at least one [[modules]] table with kind = \"llm\"");
+  }
+  std::set<std::string> names;
+  const ModuleConfig* llm = nullptr;
+  for (const auto& m : c->modules) {
+    if (!names.insert(m.name).second) {
+      fail("modules.name", quote(m.name), "duplicate module name; names must be unique");
+    }
+    if (m.kind == "llm") {
+      if (llm) {
+        fail("modules." + m.name + ".kind", quote(m.kind),
+             "only one module may be the llm (\"" + llm->name + "\" already is)");
+      }
+      llm = &m;
+    }
+  }
+  if (!llm) fail("modules", "(no llm)", "expected exactly one module with kind = \"llm\"");
+  for (const auto& m : c->modules) {
+    if (m.kind != "encoder") continue;
+    const std::string f = "modules." + m.name + ".dp";
+    if (llm->dp % m.dp != 0 && m.dp % llm->dp != 0) {
+      fail(f, std::to_string(m.dp),
+           "the llm dp (" + std::to_string(llm->dp) + ") and this dp must divide one another");
+    }
+    int numerator = c->microBatchSize * llm->dp;
+    if (numerator % m.dp != 0 || numerator / m.dp < 1) {
+      fail(f, std::to_string(m.dp),
+           "encoder micro-batch size micro_batch_size*llm.dp/dp = " +
+               std::to_string(c->microBatchSize) + "*" + std::to_string(llm->dp) + "/" +
+               std::to_string(m.dp) + " must be an integer >= 1");
+    }
+  }
+  int world = 0;
+  for (const auto& m : c->modules) world = std::max(world, m.offset + m.size());
+  std::vector<const ModuleConfig*> owner(static_cast<size_t>(world), nullptr);
+  for (const auto& m : c->modules) {
+    for (int r = m.offset; r < m.offset + m.size(); ++r) {
+      if (owner[r]) {
+        fail("modules." + m.name + ".offset", std::to_string(m.offset),
+             "grid of \"" + m.name + "\" (ranks " + rangeText(m) + ") overlaps grid of \"" +
+                 owner[r]->name + "\" (ranks " + rangeText(*owner[r]) + ") at rank " +
+                 std::to_string(r));
+      }
+      owner[r] = &m;
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    if (!owner[r]) {
+      fail("modules", "(gap at rank " + std::to_string(r) + ")",
+           "rank " + std::to_string(r) + " belongs to no module; grids must tile ranks 0.." +
+               std::to_string(world - 1));
+    }
+  }
+  if (const toml::node* n = root.get("world_size")) {
+    if (!n->is_integer()) fail("world_size", show(*n), "expected an integer");
+    if (n->as_integer()->get() != world) {
+      fail("world_size", show(*n),
+           "expected " + std::to_string(world) + " (max offset + tp*cp*pp*dp over modules)");
+    }
+  }
+  c->worldSize = world;
+}
+
+void readOptimizer(const Failer& fail, const toml::table* table, OptimizerConfig* o) {
+  if (!table) return;
+  Section s(*table, "optimizer", fail);
+  s.allowOnly({"kind", "lr", "momentum", "beta1", "beta2", "eps", "weight_decay"});
+  s.readString("kind", &o->kind);
+  s.readDouble("lr", &o->lr);
+  s.readDouble("momentum", &o->momentum);
+  s.readDouble("beta1", &o->beta1);
+  s.readDouble("beta2", &o->beta2);
+  s.readDouble("eps", &o->eps);
+  s.readDouble("weight_decay", &o->weightDecay);
+  requireOneOf(fail, "optimizer.kind", o->kind, {"sgd", "adam"});
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  if (o->lr <= 0) fail("optimizer.lr", num(o->lr), "expected a number > 0");
+  if (o->momentum < 0 || o->momentum >= 1) {
+    fail("optimizer.momentum", num(o->momentum), "expected a number in [0, 1)");
+  }
+  if (o->beta1 < 0 || o->beta1 >= 1) {
+    fail("optimizer.beta1", num(o->beta1), "expected a number in [0, 1)");
+  }
+  if (o->beta2 < 0 || o->beta2 >= 1) {
+    fail("optimizer.beta2", num(o->beta2), "expected a number in [0, 1)");
+  }
+  if (o->eps <= 0) fail("optimizer.eps", num(o->eps), "expected a number > 0");
+  if (o->weightDecay < 0) {
+    fail("optimizer.weight_decay", num(o->weightDecay), "expected a number >= 0");
+  }
+}
+
+void readRecord(const Failer& fail, const toml::table* table, RunConfig* c) {
+  if (!table) return;
+  RecordConfig& r = c->record;
+  Section s(*table, "record", fail);
+  s.allowOnly({"level", "iterations", "modules", "ranks"});
+  s.readString("level", &r.level);
+  s.readIntArray("iterations", &r.iterations);
+  s.readStringArray("modules", &r.modules);
+  s.readIntArray("ranks", &r.ranks);
+  requireOneOf(fail, "record.level", r.level, {"off", "meta", "stats", "full"});
+  for (int it : r.iterations) {
+    if (it < 0 || it >= c->iterations) {
+      fail("record.iterations", std::to_string(it),
+           "expected iterations in 0.." + std::to_string(c->iterations - 1));
+    }
+  }
+  for (const auto& name : r.modules) {
+    bool known = std::any_of(c->modules.begin(), c->modules.end(),
+                             [&](const ModuleConfig& m) { return m.name == name; });
+    if (!known) fail("record.modules", quote(name), "no module with this name");
+  }
+  for (int rank : r.ranks) {
+    if (rank < 0 || rank >= c->worldSize) {
+      fail("record.ranks", std::to_string(rank),
+           "expected ranks in 0.." + std::to_string(c->worldSize - 1));
+    }
+  }
+}
+
+FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index,
+                      const RunConfig& c) {
+  FaultConfig f;
+  Section s(table, "faults[" + std::to_string(index) + "]", fail);
+  s.allowOnly(
+      {"kind", "iteration", "microbatch", "module", "stage", "direction", "rank", "delay_seconds"});
+  s.readString("kind", &f.kind);
+  s.readInt("iteration", &f.iteration);
+  s.readInt("microbatch", &f.microbatch);
+  s.readString("module", &f.module);
+  s.readInt("stage", &f.stage);
+  s.readString("direction", &f.direction);
+  s.readInt("rank", &f.rank);
+  s.readDouble("delay_seconds", &f.delaySeconds);
+  requireOneOf(fail, s.field("kind"), f.kind,
+               {"delay", "drop", "corrupt", "shape", "nan", "inf", "kill"});
+  if (f.iteration < 0 || f.iteration >= c.iterations) {
+    fail(s.field("iteration"), std::to_string(f.iteration),
+         "expected 0.." + std::to_string(c.iterations - 1) +
+             " (iterations = " + std::to_string(c.iterations) + ")");
+  }
+  if (f.microbatch < 0 || f.microbatch >= c.microbatches) {
+    fail(s.field("microbatch"), std::to_string(f.microbatch),
+         "expected 0.." + std::to_string(c.microbatches - 1) +
+             " (microbatches = " + std::to_string(c.microbatches) + ")");
+  }
+  requireOneOf(fail, s.field("direction"), f.direction, {"activation", "gradient"});
+  if (f.rank < -1 || f.rank >= c.worldSize) {
+    fail(s.field("rank"), std::to_string(f.rank),
+         "expected -1 (none) or a rank in 0.." + std::to_string(c.worldSize - 1));
+  }
+  if (f.delaySeconds < 0) {
+    fail(s.field("delay_seconds"), show(*s.get("delay_seconds")), "expected a number >= 0");
+  }
+  if (f.kind == "delay" && f.delaySeconds <= 0) {
+    fail(s.field("delay_seconds"), s.get("delay_seconds") ? show(*s.get("delay_seconds")) : "0",
+         "a delay fault needs delay_seconds > 0");
+  }
+  bool byRank = f.kind == "kill" && f.rank >= 0;
+  if (!byRank) {
+    const ModuleConfig* m = nullptr;
+    for (const auto& mod : c.modules) {
+      if (mod.name == f.module) m = &mod;
+    }
+    if (!m) {
+      fail(s.field("module"), quote(f.module),
+           "no module with this name" + std::string(f.kind == "kill" ? " (or give rank)" : ""));
+    }
+    if (f.stage < -1 || f.stage >= m->pp) {
+      fail(s.field("stage"), std::to_string(f.stage),
+           "expected -1 (last) or a pp index in 0.." + std::to_string(m->pp - 1));
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+// ---- ModuleConfig / RecordConfig / RunConfig ----------------------------------------------
+
+int ModuleConfig::layersOfStage(int stage) const {
+  if (stage < 0 || stage >= pp) return 0;
+  if (!stageLayers.empty()) return stageLayers[stage];
+  return layers / pp;
+}
+
+int ModuleConfig::firstLayerOfStage(int stage) const {
+  int first = 0;
+  for (int s = 0; s < stage && s < pp; ++s) first += layersOfStage(s);
+  return first;
+}
+
+bool RecordConfig::wants(int iteration, const std::string& module, int rank) const {
+  if (level == "off") return false;
+  auto inInts = [](const std::vector<int>& v, int x) {
+    return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+  };
+  bool moduleOk =
+      modules.empty() || std::find(modules.begin(), modules.end(), module) != modules.end();
+  return inInts(iterations, iteration) && moduleOk && inInts(ranks, rank);
+}
+
+const ModuleConfig& RunConfig::module(const std::string& name) const {
+  for (const auto& m : modules) {
+    if (m.name == name) return m;
+  }
+  throw ConfigError("modules", sourceName + ": modules = " + quote(name) + ": no such module");
+}
+
+const ModuleConfig& RunConfig::llm() const {
+  for (const auto& m : modules) {
+    if (m.kind == "llm") return m;
+  }
+  throw ConfigError("modules", sourceName + ": modules = (no llm): expected one llm module");
+}
+
+std::vector<const ModuleConfig*> RunConfig::encoders() const {
+  std::vector<const ModuleConfig*> out;
+  for (const auto& m : modules) {
+    if (m.kind == "encoder") out.push_back(&m);
+  }
+  return out;
+}
+
+const ModuleConfig* RunConfig::moduleOfRank(int rank) const {
+  for (const auto& m : modules) {
+    if (m.contains(rank)) return &m;
+  }
+  return nullptr;
+}
+
+int RunConfig::encoderMicroBatchSize(const ModuleConfig& enc) const {
+  return microBatchSize * llm().dp / enc.dp;
+}
+
+// ---- entry points --------------------------------------------------------------------------
+
+RunConfig parseConfig(const std::string& text, const std::string& sourceName,
+                      const std::vector<std::string>& overrides) {
+  Failer fail(sourceName);
+  toml::table root;
+  try {
+    root = toml::parse(text, sourceName);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw ConfigError("", sourceName + ":" + std::to_string(b.line) + ":" +
+                              std::to_string(b.column) +
+                              ": not valid TOML: " + std::string(e.description()));
+  }
+  for (const auto& item : overrides) applyOverride(root, item, fail);
+
+  RunConfig c;
+  c.sourceName = sourceName;
+  std::ostringstream os;
+  os << root << "\n";
+  c.text = os.str();
+
+  Section top(root, "", fail);
+  readTopLevel(top, &c);
+  validateTopLevel(fail, top, c);
+  std::vector<const toml::table*> moduleTables = top.tableArray("modules");
+  for (size_t i = 0; i < moduleTables.size(); ++i) {
+    c.modules.push_back(readModule(*moduleTables[i], i, fail));
+    const ModuleConfig& m = c.modules.back();
+    validateModule(fail, Section(*moduleTables[i], "modules." + m.name, fail), m);
+  }
+  validateModuleSet(fail, &c, root);
+  readOptimizer(fail, top.subTable("optimizer"), &c.optimizer);
+  readRecord(fail, top.subTable("record"), &c);
+  std::vector<const toml::table*> faultTables = top.tableArray("faults");
+  for (size_t i = 0; i < faultTables.size(); ++i) {
+    c.faults.push_back(readFault(fail, *faultTables[i], i, c));
+  }
+  return c;
+}
+
+RunConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw ConfigError("", path + ": cannot open the config file (missing or not a regular file)");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("", path + ": cannot open the config file (missing or unreadable)");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return parseConfig(buffer.str(), path, overrides);
+}
+
+}  // namespace stagescope::plan

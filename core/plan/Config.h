@@ -29,11 +29,11 @@ class ConfigError : public std::runtime_error {
 
 // One module of the multimodal model ([[modules]] table in TOML).
 struct ModuleConfig {
-  std::string name;          // unique; used as the dict key between stages
-  std::string kind;          // "encoder" | "llm"
+  std::string name;  // unique; used as the dict key between stages
+  std::string kind;  // "encoder" | "llm"
   int tp = 1, cp = 1, pp = 1, dp = 1;
-  int offset = 0;            // first global rank of this module's grid
-  int layers = 2;            // transformer blocks
+  int offset = 0;                // first global rank of this module's grid
+  int layers = 2;                // transformer blocks
   std::vector<int> stageLayers;  // optional explicit split over pp (sums to layers)
   int hidden = 32;
   int heads = 4;
@@ -55,29 +55,29 @@ struct ModuleConfig {
 struct OptimizerConfig {
   std::string kind = "sgd";  // "sgd" | "adam"
   double lr = 0.01;
-  double momentum = 0.0;     // sgd
+  double momentum = 0.0;                          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
   double weightDecay = 0.0;
 };
 
 // Which records to keep (see docs/run-file.md).
 struct RecordConfig {
-  std::string level = "stats";     // off | meta | stats | full
-  std::vector<int> iterations;     // empty: all
+  std::string level = "stats";       // off | meta | stats | full
+  std::vector<int> iterations;       // empty: all
   std::vector<std::string> modules;  // empty: all
-  std::vector<int> ranks;          // empty: all
+  std::vector<int> ranks;            // empty: all
   bool wants(int iteration, const std::string& module, int rank) const;
 };
 
 // A fault to inject (debugging issue); empty by default.
 struct FaultConfig {
-  std::string kind;       // delay | drop | corrupt | shape | nan | inf | kill
+  std::string kind;  // delay | drop | corrupt | shape | nan | inf | kill
   int iteration = 0;
   int microbatch = 0;
-  std::string module;     // the sending module (or the module whose rank is killed)
-  int stage = -1;         // pp index within the module; -1 = last stage
+  std::string module;                    // the sending module (or the module whose rank is killed)
+  int stage = -1;                        // pp index within the module; -1 = last stage
   std::string direction = "activation";  // activation | gradient
-  int rank = -1;          // kill: the global rank (overrides module/stage)
+  int rank = -1;                         // kill: the global rank (overrides module/stage)
   double delaySeconds = 0;
 };
 
@@ -86,15 +86,15 @@ struct RunConfig {
   std::string text;        // the TOML text after overrides
   uint64_t seed = 1234;
   int iterations = 2;
-  int microbatches = 4;        // m, per iteration
-  int microBatchSize = 2;      // llm micro-batch size per DP replica
+  int microbatches = 4;           // m, per iteration
+  int microBatchSize = 2;         // llm micro-batch size per DP replica
   std::string dtype = "float32";  // float32 | bfloat16
   std::string device = "cpu";     // cpu | cuda
   std::string backend = "gloo";   // gloo | nccl
   double timeoutSeconds = 60;     // every blocking wait
-  double lossScale = 1.0;         // constant loss scale, applied once per microbatch on the last stage
+  double lossScale = 1.0;  // constant loss scale, applied once per microbatch on the last stage
   bool forwardOnly = false;
-  int worldSize = 0;              // derived: max(offset + size); a given world_size must equal it
+  int worldSize = 0;  // derived: max(offset + size); a given world_size must equal it
   std::vector<ModuleConfig> modules;  // config order; encoders first by convention
   OptimizerConfig optimizer;
   RecordConfig record;

@@ -19,8 +19,8 @@ class Grid {
   const std::vector<int>& shape() const { return shape_; }
   const std::vector<std::string>& names() const { return names_; }
   bool contains(int rank) const { return rank >= offset_ && rank < offset_ + size_; }
-  int dimSize(const std::string& name) const;         // throws if unknown
-  std::vector<int> coords(int rank) const;            // in names order; throws if not a member
+  int dimSize(const std::string& name) const;  // throws if unknown
+  std::vector<int> coords(int rank) const;     // in names order; throws if not a member
   int coord(int rank, const std::string& name) const;
   int rankOf(const std::vector<int>& coords) const;
 

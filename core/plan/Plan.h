@@ -20,19 +20,19 @@ namespace stagescope::plan {
 struct Message {
   events::Side side = events::Side::Send;
   events::Direction direction = events::Direction::Activation;
-  int peer = -1;           // global rank
+  int peer = -1;  // global rank
   int microbatch = -1;
-  std::string edge;        // "llm:pp0->pp1" (P2P) or "vision->llm" (bridge)
+  std::string edge;  // "llm:pp0->pp1" (P2P) or "vision->llm" (bridge)
   events::EdgeKind edgeKind = events::EdgeKind::P2P;
   events::BridgeRole role = events::BridgeRole::None;
 };
 
 struct Action {
   events::ActionKind kind = events::ActionKind::Forward;
-  int microbatch = -1;     // F/B: the microbatch; comm: the activation's (or gradient's) mb
-  int gradMicrobatch = -1; // combined ops: the microbatch of the gradient half
+  int microbatch = -1;      // F/B: the microbatch; comm: the activation's (or gradient's) mb
+  int gradMicrobatch = -1;  // combined ops: the microbatch of the gradient half
   std::string module;
-  int stage = -1;          // pp index within the module
+  int stage = -1;                 // pp index within the module
   std::vector<Message> messages;  // in the order they must be posted
 };
 
@@ -65,6 +65,11 @@ std::string checkPlanProgress(const Plan& plan);
 
 // ActionRecords (iteration, seq, kind, mb, module, stage, peers) for the recorder.
 std::vector<events::ActionRecord> toRecords(const RankPlan& rankPlan, int iteration);
+
+// Short label of an action as in reference §10.13: "F3", "B0", "RF", "SF_RB", "DP_REDUCE".
+std::string actionLabel(const Action& action);
+// A rank's actions as space-separated labels, e.g. "F0 SF F1 SF ... DP_REDUCE OPT_STEP".
+std::string orderString(const RankPlan& rankPlan);
 
 // Human-readable rendering for `stagescope plan`: a steps x ranks grid plus per-rank counts.
 std::string renderPlan(const Plan& plan, const RunConfig& config);

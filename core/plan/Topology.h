@@ -3,6 +3,7 @@
 // (reference §3.2, §3.3, §4.5).  Torch-free.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,15 @@ enum class BridgeRankRole { Member, Sender, Receiver };
 
 // One edge src -> dest of the module DAG, with the reference's leader / comm-map semantics.
 struct Bridge {
-  std::string src, dest;               // module names
-  std::string name;                    // "src->dest"
+  std::string src, dest;                       // module names
+  std::string name;                            // "src->dest"
   std::vector<std::vector<int>> srcBoundary;   // per src DP replica: TP ranks of the last pp stage
   std::vector<std::vector<int>> destBoundary;  // per dest DP replica: TP ranks of pp stage 0
-  std::vector<int> srcLeaders;   // per src DP replica: (tp=T-1, pp=last)
-  std::vector<int> destLeaders;  // per dest DP replica: (tp=0, pp=0)
+  std::vector<int> srcLeaders;                 // per src DP replica: (tp=T-1, pp=last)
+  std::vector<int> destLeaders;                // per dest DP replica: (tp=0, pp=0)
+  // The comm map (reference §3.3): sender leader -> its dest leaders, receiver leader -> its
+  // src leaders, both in DP order.
+  std::map<int, std::vector<int>> sendTo, recvFrom;
   // Fan factor: fan-in when srcLeaders > destLeaders (k = S/D), fan-out when fewer (k = D/S).
   bool fanIn() const { return srcLeaders.size() > destLeaders.size(); }
   bool fanOut() const { return srcLeaders.size() < destLeaders.size(); }

@@ -14,16 +14,27 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace stagescope::plan {
 namespace {
 
 // ---- formatting helpers ------------------------------------------------------------------
 
-// One-line rendering of a TOML node (strings quoted), truncated for messages.
+// One-line rendering of a TOML node for messages: strings double-quoted, floats in the
+// shortest usual form (0.1, not 0.10000000000000001), tables and arrays as TOML; truncated.
 std::string show(const toml::node& node) {
   std::ostringstream os;
-  node.visit([&](const auto& v) { os << v; });
+  node.visit([&](const auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, toml::value<std::string>>) {
+      os << '"' << v.get() << '"';
+    } else if constexpr (std::is_same_v<T, toml::value<double>>) {
+      os << v.get();
+    } else {
+      os << v;
+    }
+  });
   std::string text = os.str();
   std::replace(text.begin(), text.end(), '\n', ' ');
   if (text.size() > 60) text = text.substr(0, 57) + "...";

@@ -2,6 +2,7 @@
 #include "core/plan/Plan.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace stagescope::plan {
 namespace {
@@ -34,6 +35,10 @@ class RankBuilder {
   RankBuilder(const RunConfig& config, const Topology& topo, int rank)
       : config_(config), topo_(topo), rank_(rank) {
     const ModuleConfig* m = config.moduleOfRank(rank);
+    if (!m) {
+      throw std::invalid_argument("rank " + std::to_string(rank) +
+                                  " belongs to no module (validate the config first)");
+    }
     module_ = m;
     const Grid& grid = topo.grid(m->name);
     coords_ = grid.coords(rank);

@@ -22,29 +22,36 @@ struct TransferPair {
   int64_t recv = -1;
   bool shapeMatches = true;
   bool checksumMatches = true;  // false only when both sides recorded a checksum that differs
+  bool dtypeMatches = true;     // false only when both sides exist with different dtypes
+  bool complete() const { return send >= 0 && recv >= 0; }
+  bool ok() const { return complete() && shapeMatches && checksumMatches && dtypeMatches; }
 };
 
 struct RunModel {
   std::string path;
   int schemaVersion = 0;
-  bool partial = false;           // a rank shard is missing or the merge did not finish
-  std::vector<std::string> notes; // why partial, merge log lines
+  bool partial = false;            // a rank shard is missing or the merge did not finish
+  std::vector<std::string> notes;  // why partial, merge log lines
 
   events::RunInfo info;
-  std::vector<events::RankInfo> ranks;                      // sorted by rank; ranks[i].rank == i when complete
-  std::vector<std::vector<events::ActionRecord>> plan;      // [rank] sorted by (iteration, seq)
-  std::vector<std::vector<events::ActionRecord>> actions;   // [rank] sorted by (iteration, seq); times ascending
-  std::vector<events::TransferRecord> transfers;            // sorted by (iteration, microbatch, edge, direction, srcRank, dstRank, side)
-  std::vector<int64_t> transferIds;                         // row id in the file, parallel to transfers
-  std::vector<TransferPair> pairs;                          // one per message (send or recv seen)
-  std::vector<events::GradientRecord> gradients;            // sorted by (iteration, phase, param, tp, pp, dp, microbatch)
-  std::vector<events::LossRecord> losses;                   // sorted by (iteration, microbatch, dp, rank)
-  std::vector<events::InputRecord> inputs;                  // level full only
-  std::vector<events::DiagnosisRecord> diagnoses;
+  std::vector<events::RankInfo> ranks;  // sorted by rank; ranks[i].rank == i when complete
+  std::vector<std::vector<events::ActionRecord>> plan;  // [rank] sorted by (iteration, seq)
+  std::vector<std::vector<events::ActionRecord>>
+      actions;  // [rank] sorted by (iteration, seq); times ascending
+  std::vector<events::TransferRecord>
+      transfers;  // sorted by (iteration, microbatch, edge, direction, srcRank, dstRank, side)
+  std::vector<int64_t> transferIds;  // row id in the file, parallel to transfers
+  std::vector<TransferPair> pairs;   // one per message (send or recv seen), in transfers order
+  std::vector<events::GradientRecord>
+      gradients;  // sorted by (iteration, phase, param, tp, pp, dp, microbatch)
+  std::vector<events::LossRecord> losses;  // sorted by (iteration, microbatch, dp, rank)
+  std::vector<events::InputRecord>
+      inputs;  // sorted by (iteration, microbatch, rank, module, name); payload at level full only
+  std::vector<events::DiagnosisRecord> diagnoses;  // sorted by (timeNs, rank)
 
   int64_t minTimeNs = 0, maxTimeNs = 0;  // over all actions (after clock offsets)
 
-  // Lookups.
+  // Lookups (implemented in storage/RunModel.cpp).
   const events::RankInfo* rankInfo(int rank) const;
   int iterations() const { return info.iterations; }
   size_t eventCount() const;  // actions + transfers + gradients + losses

@@ -1,0 +1,247 @@
+#include "storage/Merge.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
+
+#include "storage/RunModel.h"
+#include "storage/Schema.h"
+#include "storage/Sqlite.h"
+
+namespace stagescope::storage {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Debian's SQLite allows 10 attached databases; keep one spare.
+constexpr int kMaxAttachedPerGroup = 9;
+
+int64_t nowUnixMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string fileName(const std::string& path) {
+  return fs::path(path).filename().string();
+}
+
+// The rank N of "<run>.rank<N>.shard", or -1.
+int rankFromName(const std::string& runName, const std::string& name) {
+  const std::string prefix = runName + ".rank";
+  const std::string suffix = ".shard";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix))
+    return -1;
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stoi(digits);
+}
+
+// Inspects a shard before attaching it: format, and who wrote it.
+ShardMergeInfo inspectShard(const std::string& runName, const std::string& path) {
+  ShardMergeInfo info;
+  info.path = path;
+  info.rank = rankFromName(runName, fileName(path));
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    info.state = "missing";
+    info.note = path + ": shard file not found";
+    return info;
+  }
+  try {
+    // Opening read-write lets SQLite recover the WAL of a writer that was killed.
+    Db db = openStagescopeFile(path, true);
+    if (!db.hasTable("writer"))
+      throw RunFileError(RunFileError::Kind::NotARunFile, path + ": not a shard (no writer table)");
+    Stmt w = db.prepare("SELECT rank FROM writer LIMIT 1");
+    if (w.step()) info.rank = w.i32(0);
+    info.state = "ok";
+  } catch (const std::exception& e) {
+    info.state = "failed";
+    info.note = e.what();
+  }
+  return info;
+}
+
+// Writes (or updates) the shard's row; returns its id.  A shard merged earlier keeps its rows
+// and state when it is now missing or unreadable (the rows of the earlier merge stay valid).
+int64_t recordShard(Db& db, const ShardMergeInfo& s, const std::string& state,
+                    const std::string& level) {
+  const bool keepMerged = state != "merging";
+  Stmt up = db.prepare(
+      std::string("INSERT INTO shards(file, rank, level, state, note) VALUES(?,?,?,?,?) "
+                  "ON CONFLICT(file) DO UPDATE SET rank=excluded.rank, level=excluded.level, "
+                  "state=excluded.state, note=excluded.note") +
+      (keepMerged ? " WHERE shards.state != 'merged'" : ""));
+  up.bindText(1, fileName(s.path));
+  up.bind(2, int32_t{s.rank});
+  up.bindText(3, level);
+  up.bindText(4, state);
+  if (s.note.empty())
+    up.bindNull(5);
+  else
+    up.bindText(5, s.note);
+  up.run();
+  Stmt id = db.prepare("SELECT id FROM shards WHERE file = ?");
+  id.bindText(1, fileName(s.path));
+  return id.step() ? id.i64(0) : -1;
+}
+
+// Copies one attached shard in one transaction; returns the number of rows copied.
+int64_t copyShard(Db& db, const std::string& alias, int64_t shardId) {
+  static const char* kCounted[] = {"ranks",     "plan",   "actions", "transfers",
+                                   "gradients", "losses", "inputs",  "diagnoses"};
+  Transaction tx(db);
+  std::string update =
+      "UPDATE shards SET state='merged', note=NULL, merged_unix_ms=" + std::to_string(nowUnixMs());
+  int64_t total = 0;
+  for (const char* name : kCounted) {
+    const TableDef& t = tableDef(name);
+    const std::string cols = dataColumns(t);
+    const std::string id = std::to_string(shardId);
+    db.exec(std::string("DELETE FROM main.") + name + " WHERE shard_id = " + id);
+    db.exec(std::string("INSERT INTO main.") + name + "(shard_id, " + cols + ") SELECT " + id +
+            ", " + cols + " FROM " + alias + "." + name + " ORDER BY rowid");
+    const int64_t n = db.changes();
+    total += n;
+    update += std::string(", n_") + name + "=" + std::to_string(n);
+  }
+  // Run-wide facts: the run file's own row (createRunFile) wins over a shard's copy.
+  db.exec("INSERT OR IGNORE INTO main.run SELECT * FROM " + alias + ".run");
+  db.exec("INSERT OR IGNORE INTO main.modules SELECT * FROM " + alias + ".modules");
+  db.exec(update + " WHERE id = " + std::to_string(shardId));
+  tx.commit();
+  return total;
+}
+
+std::string shardLevel(Db& db, const std::string& alias) {
+  Stmt s = db.prepare("SELECT level FROM " + alias + ".writer LIMIT 1");
+  return s.step() ? std::string(s.text(0)) : std::string();
+}
+
+void mergeAttached(Db& db, const std::string& alias, ShardMergeInfo& s) {
+  const std::string level = shardLevel(db, alias);
+  const int64_t id = recordShard(db, s, "merging", level);
+  s.rows = copyShard(db, alias, id);
+  s.state = "merged";
+}
+
+}  // namespace
+
+std::string shardPathFor(const std::string& runPath, int rank) {
+  return runPath + ".rank" + std::to_string(rank) + ".shard";
+}
+
+std::vector<std::string> findShards(const std::string& runPath) {
+  const fs::path run(runPath);
+  const std::string runName = run.filename().string();
+  fs::path dir = run.parent_path();
+  if (dir.empty()) dir = ".";
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const int rank = rankFromName(runName, name);
+    if (rank >= 0) found.emplace_back(rank, (dir / name).string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+void createRunFile(const std::string& path, const events::RunInfo& info) {
+  std::error_code ec;
+  if (fs::exists(path, ec)) throw std::runtime_error(path + ": run file already exists");
+  Db db(path, Db::Mode::Create);
+  db.setBusyTimeout(10000);
+  Transaction tx(db);
+  createSchema(db, FileKind::Run);
+  writeRunInfo(db, info);
+  tx.commit();
+}
+
+void updateRunStatus(const std::string& path, events::RunStatus status, const std::string& reason,
+                     int64_t endUnixMs) {
+  Db db = openStagescopeFile(path, true);
+  Stmt s = db.prepare("UPDATE run SET status=?, status_reason=?, end_unix_ms=? WHERE id=1");
+  s.bindText(1, events::toString(status));
+  s.bindText(2, reason);
+  s.bind(3, endUnixMs);
+  s.run();
+  if (db.changes() == 0)
+    throw RunFileError(RunFileError::Kind::Corrupt, path + ": run file has no run row");
+}
+
+MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Db db = openStagescopeFile(runPath, true);
+  if (!db.hasTable("shards"))
+    throw RunFileError(RunFileError::Kind::NotARunFile,
+                       runPath + ": a shard, not a run file (no shards table)");
+  db.exec("PRAGMA cache_size=-65536");
+  const std::string runName = fileName(runPath);
+
+  MergeResult result;
+  std::vector<size_t> ready;  // positions of inspectable shards
+  for (const auto& path : shardPaths) {
+    result.shards.push_back(inspectShard(runName, path));
+    auto& s = result.shards.back();
+    if (s.state == "ok")
+      ready.push_back(result.shards.size() - 1);
+    else
+      recordShard(db, s, s.state, "");
+  }
+
+  const int limit =
+      std::min(kMaxAttachedPerGroup, sqlite3_limit(db.handle(), SQLITE_LIMIT_ATTACHED, -1));
+  for (size_t g = 0; g < ready.size(); g += static_cast<size_t>(limit)) {
+    const size_t end = std::min(ready.size(), g + static_cast<size_t>(limit));
+    std::vector<std::pair<size_t, std::string>> attached;
+    for (size_t k = g; k < end; ++k) {
+      auto& s = result.shards[ready[k]];
+      std::string alias = std::to_string(k - g);
+      alias.insert(0, 1, 's');  // (not "s" + …: GCC 12 -Wrestrict false positive)
+      try {
+        Stmt at = db.prepare("ATTACH DATABASE ? AS " + alias);
+        at.bindText(1, s.path);
+        at.run();
+        attached.emplace_back(ready[k], alias);
+      } catch (const std::exception& e) {
+        s.state = "failed";
+        s.note = e.what();
+        recordShard(db, s, s.state, "");
+      }
+    }
+    for (auto& [pos, alias] : attached) {
+      auto& s = result.shards[pos];
+      try {
+        mergeAttached(db, alias, s);
+      } catch (const std::exception& e) {
+        s.state = "failed";
+        s.note = e.what();
+        recordShard(db, s, s.state, "");
+      }
+    }
+    for (auto& [pos, alias] : attached) db.exec("DETACH DATABASE " + alias);
+  }
+  createIndexes(db);
+
+  for (const auto& s : result.shards) {
+    if (s.state == "merged") {
+      ++result.merged;
+      result.rows += s.rows;
+    } else {
+      (s.state == "missing" ? result.missing : result.failed) += 1;
+      result.notes.push_back(s.note);
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace stagescope::storage

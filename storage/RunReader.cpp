@@ -1,0 +1,554 @@
+#include "storage/RunReader.h"
+
+#include <algorithm>
+#include <bit>
+#include <filesystem>
+#include <set>
+#include <tuple>
+
+#include "storage/Merge.h"
+#include "storage/Schema.h"
+#include "storage/Sqlite.h"
+
+namespace stagescope::storage {
+namespace {
+
+using Kind = RunFileError::Kind;
+constexpr int kMaxRanks = 1 << 20;  // sanity bound on rank numbers read from a file
+
+// Reads tables of one file into a RunModel; every failure becomes a RunFileError.
+class Loader {
+ public:
+  Loader(Db& db, RunModel& m, const LoadOptions& opts, std::function<void(float)>& progress)
+      : db_(db), m_(m), opts_(opts), progress_(progress) {}
+
+  void load() {
+    countRows();
+    readRun();
+    readModules();
+    readRanks();
+    readActions("plan", false);
+    readActions("actions", true);
+    readTransfers();
+    readGradients();
+    readLosses();
+    readInputs();
+    readDiagnoses();
+    readShards();
+  }
+
+ private:
+  [[noreturn]] void bad(const char* table, const std::string& what) {
+    throw RunFileError(Kind::Corrupt, m_.path + ": table " + table + ": " + what);
+  }
+  template <typename E, typename Parse>
+  E parse(const char* table, std::string_view text, Parse fn) {
+    E e{};
+    if (!fn(text, &e)) bad(table, "unknown value '" + std::string(text) + "'");
+    return e;
+  }
+  template <typename T>
+  void list(const char* table, std::string_view text, std::vector<T>* out) {
+    if (!parseList(text, out)) bad(table, "malformed list '" + std::string(text) + "'");
+  }
+  static void assign(std::string& dst, std::string_view v) { dst.assign(v.data(), v.size()); }
+
+  void countRows() {
+    for (const char* t : {"plan", "actions", "transfers", "gradients", "losses"})
+      total_ += db_.queryInt(std::string("SELECT count(*) FROM ") + t);
+  }
+  void tick() {
+    if (progress_ && (++done_ & 0xffff) == 0 && total_ > 0)
+      progress_(std::min(0.99f, static_cast<float>(done_) / static_cast<float>(total_)));
+  }
+
+  void readRun() {
+    Stmt s = db_.prepare("SELECT " + dataColumns(tableDef("run")) + " FROM run WHERE id = 1");
+    if (!s.step()) return;  // a shard of a rank other than 0
+    auto& r = m_.info;
+    assign(r.runId, s.text(0));
+    assign(r.configText, s.text(1));
+    assign(r.configHash, s.text(2));
+    r.worldSize = s.i32(3);
+    r.iterations = s.i32(4);
+    r.microbatches = s.i32(5);
+    r.level = parse<events::RecordLevel>("run", s.text(6), [](std::string_view t, auto* o) {
+      return events::parseRecordLevel(std::string(t), o);
+    });
+    assign(r.versionStagescope, s.text(7));
+    assign(r.versionTorch, s.text(8));
+    assign(r.versionSqlite, s.text(9));
+    assign(r.compiler, s.text(10));
+    r.startUnixMs = s.i64(11);
+    r.endUnixMs = s.i64(12);
+    r.status = parse<events::RunStatus>("run", s.text(13), [](std::string_view t, auto* o) {
+      return events::parseRunStatus(std::string(t), o);
+    });
+    assign(r.statusReason, s.text(14));
+  }
+
+  void readModules() {
+    Stmt s = db_.prepare("SELECT " + dataColumns(tableDef("modules")) +
+                         " FROM modules ORDER BY rank_offset, name");
+    while (s.step()) {
+      events::ModuleInfo mi;
+      assign(mi.name, s.text(0));
+      assign(mi.kind, s.text(1));
+      mi.tp = s.i32(2);
+      mi.cp = s.i32(3);
+      mi.pp = s.i32(4);
+      mi.dp = s.i32(5);
+      mi.offset = s.i32(6);
+      mi.layers = s.i32(7);
+      std::string_view down = s.text(8);
+      while (!down.empty()) {
+        size_t comma = down.find(',');
+        mi.downstream.emplace_back(down.substr(0, comma));
+        down = comma == std::string_view::npos ? std::string_view() : down.substr(comma + 1);
+      }
+      m_.info.modules.push_back(std::move(mi));
+    }
+  }
+
+  void readRanks() {
+    Stmt s = db_.prepare("SELECT " + dataColumns(tableDef("ranks")) + " FROM ranks ORDER BY rowid");
+    while (s.step()) {
+      events::RankInfo r;
+      r.rank = s.i32(0);
+      if (r.rank < 0 || r.rank >= kMaxRanks) bad("ranks", "rank " + std::to_string(r.rank));
+      assign(r.module, s.text(1));
+      r.tp = s.i32(2);
+      r.cp = s.i32(3);
+      r.pp = s.i32(4);
+      r.dp = s.i32(5);
+      r.globalStage = s.i32(6);
+      r.totalStages = s.i32(7);
+      r.warmup = s.i32(8);
+      assign(r.host, s.text(9));
+      assign(r.device, s.text(10));
+      r.pid = s.i64(11);
+      r.clockOffsetNs = s.i64(12);
+      m_.ranks.push_back(std::move(r));
+    }
+    // Sorted by rank; a rank recorded twice keeps its last record.
+    std::stable_sort(m_.ranks.begin(), m_.ranks.end(),
+                     [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    std::vector<events::RankInfo> unique;
+    for (auto& r : m_.ranks) {
+      if (!unique.empty() && unique.back().rank == r.rank)
+        unique.back() = std::move(r);
+      else
+        unique.push_back(std::move(r));
+    }
+    m_.ranks = std::move(unique);
+  }
+
+  std::vector<events::ActionRecord>& rankList(std::vector<std::vector<events::ActionRecord>>& v,
+                                              const char* table, int rank) {
+    if (rank < 0 || rank >= kMaxRanks) bad(table, "rank " + std::to_string(rank));
+    if (static_cast<size_t>(rank) >= v.size()) v.resize(static_cast<size_t>(rank) + 1);
+    return v[static_cast<size_t>(rank)];
+  }
+
+  void readActions(const char* table, bool withTimes) {
+    auto& out = withTimes ? m_.actions : m_.plan;
+    out.resize(std::max<size_t>(out.size(), static_cast<size_t>(std::max(0, m_.info.worldSize))));
+    std::string cols = "rank, iteration, seq, kind, microbatch, module, stage, peers";
+    if (withTimes) cols += ", start_ns, end_ns";
+    Stmt s = db_.prepare("SELECT " + cols + " FROM " + table + " ORDER BY rowid");
+    while (s.step()) {
+      events::ActionRecord a;
+      a.rank = s.i32(0);
+      a.iteration = s.i32(1);
+      a.seq = s.i32(2);
+      a.kind = parse<events::ActionKind>(table, s.text(3), parseActionKindText);
+      a.microbatch = s.i32(4);
+      assign(a.module, s.text(5));
+      a.stage = s.i32(6);
+      list(table, s.text(7), &a.peers);
+      if (withTimes) {
+        a.startNs = s.i64(8);
+        a.endNs = s.i64(9);
+      }
+      rankList(out, table, a.rank).push_back(std::move(a));
+      tick();
+    }
+  }
+
+  static void readStats(const Stmt& s, int c, bool* has, events::TensorStats* st) {
+    *has = !s.isNull(c + 6);
+    if (!*has) return;
+    st->min = s.f64(c);
+    st->max = s.f64(c + 1);
+    st->mean = s.f64(c + 2);
+    st->l2 = s.f64(c + 3);
+    st->nanCount = s.i64(c + 4);
+    st->infCount = s.i64(c + 5);
+    st->numel = s.i64(c + 6);
+  }
+  static void readPayload(const Stmt& s, int c, std::vector<uint8_t>* out) {
+    auto b = s.blob(c);
+    out->assign(b.begin(), b.end());
+  }
+
+  void readTransfers() {
+    const std::string payload = opts_.payloads ? "payload" : "NULL";
+    Stmt s = db_.prepare(
+        "SELECT id, rank, side, src_rank, dst_rank, src_group_rank, dst_group_rank, edge, "
+        "edge_kind, role, direction, iteration, microbatch, action_seq, shape, dtype, bytes, "
+        "checksum, stat_min, stat_max, stat_mean, stat_l2, stat_nan_count, stat_inf_count, "
+        "stat_numel, start_ns, end_ns, " +
+        payload + " FROM transfers ORDER BY rowid");
+    while (s.step()) {
+      events::TransferRecord t;
+      m_.transferIds.push_back(s.i64(0));
+      t.rank = s.i32(1);
+      t.side = parse<events::Side>("transfers", s.text(2), parseSide);
+      t.srcRank = s.i32(3);
+      t.dstRank = s.i32(4);
+      t.srcGroupRank = s.i32(5);
+      t.dstGroupRank = s.i32(6);
+      assign(t.edge, s.text(7));
+      t.edgeKind = parse<events::EdgeKind>("transfers", s.text(8), parseEdgeKind);
+      t.role = parse<events::BridgeRole>("transfers", s.text(9), parseBridgeRole);
+      t.direction = parse<events::Direction>("transfers", s.text(10), parseDirection);
+      t.iteration = s.i32(11);
+      t.microbatch = s.i32(12);
+      t.actionSeq = s.i32(13);
+      list("transfers", s.text(14), &t.shape);
+      assign(t.dtype, s.text(15));
+      t.bytes = s.i64(16);
+      t.checksum = std::bit_cast<uint64_t>(s.i64(17));
+      readStats(s, 18, &t.hasStats, &t.stats);
+      t.startNs = s.i64(25);
+      t.endNs = s.i64(26);
+      if (opts_.payloads) readPayload(s, 27, &t.payload);
+      m_.transfers.push_back(std::move(t));
+      tick();
+    }
+  }
+
+  void readGradients() {
+    const std::string payload = opts_.payloads ? "payload" : "NULL";
+    Stmt s = db_.prepare(
+        "SELECT rank, iteration, microbatch, phase, param, module, tp, pp, dp, partition_dim, "
+        "partition_offset, shape, full_shape, dtype, norm, checksum, stat_min, stat_max, "
+        "stat_mean, stat_l2, stat_nan_count, stat_inf_count, stat_numel, " +
+        payload + " FROM gradients ORDER BY rowid");
+    while (s.step()) {
+      events::GradientRecord g;
+      g.rank = s.i32(0);
+      g.iteration = s.i32(1);
+      g.microbatch = s.i32(2);
+      g.phase = parse<events::GradPhase>("gradients", s.text(3), parseGradPhase);
+      assign(g.param, s.text(4));
+      assign(g.module, s.text(5));
+      g.tp = s.i32(6);
+      g.pp = s.i32(7);
+      g.dp = s.i32(8);
+      g.partitionDim = s.i32(9);
+      g.partitionOffset = s.i64(10);
+      list("gradients", s.text(11), &g.shape);
+      list("gradients", s.text(12), &g.fullShape);
+      assign(g.dtype, s.text(13));
+      g.norm = s.f64(14);
+      g.checksum = std::bit_cast<uint64_t>(s.i64(15));
+      readStats(s, 16, &g.hasStats, &g.stats);
+      if (opts_.payloads) readPayload(s, 23, &g.payload);
+      m_.gradients.push_back(std::move(g));
+      tick();
+    }
+  }
+
+  void readLosses() {
+    Stmt s = db_.prepare("SELECT rank, iteration, microbatch, dp, loss FROM losses ORDER BY rowid");
+    while (s.step()) {
+      m_.losses.push_back({s.i32(0), s.i32(1), s.i32(2), s.i32(3), s.f64(4)});
+      tick();
+    }
+  }
+
+  void readInputs() {
+    const std::string payload = opts_.payloads ? "payload" : "NULL";
+    Stmt s = db_.prepare("SELECT rank, iteration, microbatch, module, name, shape, dtype, " +
+                         payload + " FROM inputs ORDER BY rowid");
+    while (s.step()) {
+      events::InputRecord in;
+      in.rank = s.i32(0);
+      in.iteration = s.i32(1);
+      in.microbatch = s.i32(2);
+      assign(in.module, s.text(3));
+      assign(in.name, s.text(4));
+      list("inputs", s.text(5), &in.shape);
+      assign(in.dtype, s.text(6));
+      if (opts_.payloads) readPayload(s, 7, &in.payload);
+      m_.inputs.push_back(std::move(in));
+    }
+  }
+
+  void readDiagnoses() {
+    Stmt s = db_.prepare(
+        "SELECT rank, kind, iteration, action_seq, waits_on_rank, message, time_ns FROM "
+        "diagnoses ORDER BY rowid");
+    while (s.step()) {
+      events::DiagnosisRecord d;
+      d.rank = s.i32(0);
+      assign(d.kind, s.text(1));
+      d.iteration = s.i32(2);
+      d.actionSeq = s.i32(3);
+      d.waitsOnRank = s.i32(4);
+      assign(d.message, s.text(5));
+      d.timeNs = s.i64(6);
+      m_.diagnoses.push_back(std::move(d));
+    }
+  }
+
+  // Decides `partial`: shards not (fully) merged, shard files never merged, ranks without a
+  // merged shard.
+  void readShards() {
+    if (!db_.hasTable("shards")) {
+      m_.partial = true;
+      m_.notes.push_back(m_.path + " is a rank shard, not a merged run file");
+      return;
+    }
+    std::set<std::string> mergedFiles;
+    std::set<int> mergedRanks;
+    Stmt s = db_.prepare("SELECT file, rank, state, note FROM shards ORDER BY id");
+    while (s.step()) {
+      const std::string file(s.text(0));
+      const std::string state(s.text(2));
+      if (state == "merged") {
+        mergedFiles.insert(file);
+        mergedRanks.insert(s.i32(1));
+        continue;
+      }
+      m_.partial = true;
+      std::string note = "shard " + file + ": " + state;
+      if (state == "merging") note += " (merge did not finish; re-run the merge)";
+      if (!s.isNull(3)) note += " — " + std::string(s.text(3));
+      m_.notes.push_back(note);
+    }
+    for (const auto& shard : findShards(m_.path)) {
+      const std::string file = std::filesystem::path(shard).filename().string();
+      if (!mergedFiles.count(file)) {
+        m_.partial = true;
+        m_.notes.push_back("shard " + file + " exists but was never merged");
+      }
+    }
+    for (int r = 0; r < m_.info.worldSize && r < kMaxRanks; ++r) {
+      if (!mergedRanks.count(r)) {
+        m_.partial = true;
+        m_.notes.push_back("rank " + std::to_string(r) + ": no merged shard");
+      }
+    }
+  }
+
+  Db& db_;
+  RunModel& m_;
+  const LoadOptions& opts_;
+  std::function<void(float)>& progress_;
+  int64_t total_ = 0, done_ = 0;
+};
+
+// ---- post-processing -----------------------------------------------------------------------
+
+template <typename T>
+void permute(std::vector<T>& v, const std::vector<uint32_t>& order) {
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (uint32_t i : order) out.push_back(std::move(v[i]));
+  v = std::move(out);
+}
+
+void applyClockOffsets(RunModel& m) {
+  for (const auto& r : m.ranks) {
+    const int64_t off = r.clockOffsetNs;
+    if (off == 0) continue;
+    if (static_cast<size_t>(r.rank) < m.actions.size()) {
+      for (auto& a : m.actions[static_cast<size_t>(r.rank)]) {
+        a.startNs -= off;
+        a.endNs -= off;
+      }
+    }
+  }
+  std::vector<int64_t> offset;
+  for (const auto& r : m.ranks) {
+    if (offset.size() <= static_cast<size_t>(r.rank))
+      offset.resize(static_cast<size_t>(r.rank) + 1);
+    offset[static_cast<size_t>(r.rank)] = r.clockOffsetNs;
+  }
+  auto off = [&](int rank) {
+    return rank >= 0 && static_cast<size_t>(rank) < offset.size() ? offset[rank] : 0;
+  };
+  for (auto& t : m.transfers) {
+    t.startNs -= off(t.rank);
+    t.endNs -= off(t.rank);
+  }
+  for (auto& d : m.diagnoses) d.timeNs -= off(d.rank);
+}
+
+void sortActions(std::vector<std::vector<events::ActionRecord>>& lists) {
+  auto less = [](const events::ActionRecord& a, const events::ActionRecord& b) {
+    return std::tie(a.iteration, a.seq) < std::tie(b.iteration, b.seq);
+  };
+  for (auto& l : lists)
+    if (!std::is_sorted(l.begin(), l.end(), less)) std::stable_sort(l.begin(), l.end(), less);
+}
+
+// Sorts transfers by (iteration, microbatch, edge, direction, srcRank, dstRank, side, file order).
+void sortTransfers(RunModel& m) {
+  // Edges are few: rank them once so the sort compares integers.
+  std::vector<std::string> edges;
+  for (const auto& t : m.transfers)
+    if (edges.empty() || edges.back() != t.edge) edges.push_back(t.edge);
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  struct Key {
+    int32_t iteration, microbatch, edge, direction, src, dst, side;
+    uint32_t index;
+    auto tie() const {
+      return std::tie(iteration, microbatch, edge, direction, src, dst, side, index);
+    }
+    bool operator<(const Key& o) const { return tie() < o.tie(); }
+  };
+  std::vector<Key> keys;
+  keys.reserve(m.transfers.size());
+  size_t lastEdge = 0;
+  for (size_t i = 0; i < m.transfers.size(); ++i) {
+    const auto& t = m.transfers[i];
+    if (edges[lastEdge] != t.edge)
+      lastEdge =
+          static_cast<size_t>(std::lower_bound(edges.begin(), edges.end(), t.edge) - edges.begin());
+    keys.push_back({t.iteration, t.microbatch, static_cast<int32_t>(lastEdge),
+                    static_cast<int32_t>(t.direction), t.srcRank, t.dstRank,
+                    static_cast<int32_t>(t.side), static_cast<uint32_t>(i)});
+  }
+  if (std::is_sorted(keys.begin(), keys.end())) return;
+  std::sort(keys.begin(), keys.end());
+  std::vector<uint32_t> order;
+  order.reserve(keys.size());
+  for (const auto& k : keys) order.push_back(k.index);
+  permute(m.transfers, order);
+  permute(m.transferIds, order);
+}
+
+bool sameMessage(const events::TransferRecord& a, const events::TransferRecord& b) {
+  return a.iteration == b.iteration && a.microbatch == b.microbatch && a.direction == b.direction &&
+         a.srcRank == b.srcRank && a.dstRank == b.dstRank && a.edge == b.edge;
+}
+
+// Pairs the k-th send with the k-th receive of each message key (transfers must be sorted).
+void pairTransfers(RunModel& m) {
+  const auto& ts = m.transfers;
+  std::vector<int64_t> sends, recvs;
+  for (size_t g = 0; g < ts.size();) {
+    size_t end = g + 1;
+    while (end < ts.size() && sameMessage(ts[g], ts[end])) ++end;
+    sends.clear();
+    recvs.clear();
+    for (size_t i = g; i < end; ++i)
+      (ts[i].side == events::Side::Send ? sends : recvs).push_back(static_cast<int64_t>(i));
+    for (size_t k = 0; k < std::max(sends.size(), recvs.size()); ++k) {
+      TransferPair p;
+      p.send = k < sends.size() ? sends[k] : -1;
+      p.recv = k < recvs.size() ? recvs[k] : -1;
+      if (p.complete()) {
+        const auto& s = ts[static_cast<size_t>(p.send)];
+        const auto& r = ts[static_cast<size_t>(p.recv)];
+        p.shapeMatches = s.shape == r.shape;
+        p.dtypeMatches = s.dtype == r.dtype;
+        p.checksumMatches = s.checksum == 0 || r.checksum == 0 || s.checksum == r.checksum;
+      }
+      m.pairs.push_back(p);
+    }
+    g = end;
+  }
+}
+
+void sortRest(RunModel& m) {
+  auto gradKey = [](const events::GradientRecord& g) {
+    return std::tie(g.iteration, g.phase, g.param, g.tp, g.pp, g.dp, g.microbatch);
+  };
+  auto gradLess = [&](const auto& a, const auto& b) { return gradKey(a) < gradKey(b); };
+  if (!std::is_sorted(m.gradients.begin(), m.gradients.end(), gradLess)) {
+    std::vector<uint32_t> order(m.gradients.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return gradLess(m.gradients[a], m.gradients[b]);
+    });
+    permute(m.gradients, order);
+  }
+  std::stable_sort(m.losses.begin(), m.losses.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.iteration, a.microbatch, a.dp, a.rank) <
+           std::tie(b.iteration, b.microbatch, b.dp, b.rank);
+  });
+  std::stable_sort(m.inputs.begin(), m.inputs.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.iteration, a.microbatch, a.rank, a.module, a.name) <
+           std::tie(b.iteration, b.microbatch, b.rank, b.module, b.name);
+  });
+  std::stable_sort(m.diagnoses.begin(), m.diagnoses.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.timeNs, a.rank) < std::tie(b.timeNs, b.rank);
+  });
+}
+
+void computeTimeRange(RunModel& m) {
+  bool any = false;
+  auto take = [&](int64_t start, int64_t end) {
+    if (!any) {
+      m.minTimeNs = start;
+      m.maxTimeNs = end;
+      any = true;
+    }
+    m.minTimeNs = std::min(m.minTimeNs, start);
+    m.maxTimeNs = std::max(m.maxTimeNs, end);
+  };
+  for (const auto& l : m.actions)
+    for (const auto& a : l) take(a.startNs, a.endNs);
+  if (!any)  // no actions recorded: fall back to transfers
+    for (const auto& t : m.transfers) take(t.startNs, t.endNs);
+}
+
+}  // namespace
+
+RunModel loadRun(const std::string& path, const LoadOptions& opts,
+                 std::function<void(float)> progress) {
+  RunModel m;
+  m.path = path;
+  Db db = openStagescopeFile(path, false);
+  try {
+    if (opts.verify) {
+      Stmt q = db.prepare("PRAGMA quick_check");
+      if (q.step() && q.text(0) != "ok")
+        throw RunFileError(Kind::Corrupt, path + ": quick_check: " + std::string(q.text(0)));
+    }
+    m.schemaVersion = static_cast<int>(db.queryInt("PRAGMA user_version"));
+    Transaction snapshot(db, false);  // one consistent read snapshot
+    Loader(db, m, opts, progress).load();
+  } catch (const SqliteError& e) {
+    throw RunFileError(Kind::Corrupt, std::string(e.what()) + " (corrupt or truncated run file)");
+  }
+  if (opts.applyClockOffsets) applyClockOffsets(m);
+  sortActions(m.plan);
+  sortActions(m.actions);
+  sortTransfers(m);
+  pairTransfers(m);
+  sortRest(m);
+  computeTimeRange(m);
+  if (progress) progress(1.0f);
+  return m;
+}
+
+std::vector<uint8_t> loadTransferPayload(const std::string& path, int64_t transferId) {
+  Db db = openStagescopeFile(path, false);
+  try {
+    Stmt s = db.prepare("SELECT payload FROM transfers WHERE id = ?");
+    s.bind(1, transferId);
+    if (!s.step()) return {};
+    auto b = s.blob(0);
+    return {b.begin(), b.end()};
+  } catch (const SqliteError& e) {
+    throw RunFileError(Kind::Corrupt, std::string(e.what()) + " (corrupt or truncated run file)");
+  }
+}
+
+}  // namespace stagescope::storage

@@ -1,0 +1,46 @@
+// RunReader: loads a run file (or a single shard) into the read model of storage/RunModel.h.
+//
+// Contract: loadRun never crashes on a bad file; it throws RunFileError (NotFound,
+// NotARunFile, NewerVersion, Corrupt) whose message names the file and the reason.  The model's
+// vectors are sorted as RunModel.h documents; `pairs` pairs every send with its receive.
+// Payloads are only loaded with LoadOptions::payloads; loadTransferPayload fetches one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "storage/RunModel.h"
+
+namespace stagescope::storage {
+
+struct LoadOptions {
+  bool payloads = false;  // load transfer/gradient/input payload bytes (level full)
+  // Subtract each rank's RankInfo::clockOffsetNs from action, transfer and diagnosis times,
+  // so that all ranks share rank 0's clock.  The file keeps the raw times.
+  bool applyClockOffsets = true;
+  bool verify = false;  // run PRAGMA quick_check first (reads the whole file)
+};
+
+// Loads the run file at `path`.  `progress` (optional) is called with a fraction in [0, 1] from
+// the calling thread as tables are read.
+RunModel loadRun(const std::string& path, const LoadOptions& opts = {},
+                 std::function<void(float)> progress = {});
+
+// The payload bytes of transfer `transferId` (RunModel::transferIds); empty when the transfer
+// has no payload or no such transfer exists.  Throws RunFileError like loadRun.
+std::vector<uint8_t> loadTransferPayload(const std::string& path, int64_t transferId);
+
+// The same two operations under the names the GUI uses.
+struct RunReader {
+  static RunModel load(const std::string& path, const LoadOptions& opts = {},
+                       std::function<void(float)> progress = {}) {
+    return loadRun(path, opts, std::move(progress));
+  }
+  static std::vector<uint8_t> transferPayload(const std::string& path, int64_t transferId) {
+    return loadTransferPayload(path, transferId);
+  }
+};
+
+}  // namespace stagescope::storage

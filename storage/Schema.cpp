@@ -1,0 +1,422 @@
+#include "storage/Schema.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace stagescope::storage {
+namespace {
+
+const std::vector<ColumnDef> kStatsColumns = {
+    {"stat_min", "REAL"},     {"stat_max", "REAL"},          {"stat_mean", "REAL"},
+    {"stat_l2", "REAL"},      {"stat_nan_count", "INTEGER"}, {"stat_inf_count", "INTEGER"},
+    {"stat_numel", "INTEGER"}};
+
+std::vector<ColumnDef> concat(std::vector<ColumnDef> a, const std::vector<ColumnDef>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<TableDef> makeTables() {
+  const ColumnDef shardId{"shard_id", "INTEGER"};
+  const std::vector<ColumnDef> actionCols = {{"rank", "INTEGER NOT NULL"}, {"iteration", "INTEGER"},
+                                             {"seq", "INTEGER"},           {"kind", "TEXT"},
+                                             {"microbatch", "INTEGER"},    {"module", "TEXT"},
+                                             {"stage", "INTEGER"},         {"peers", "TEXT"}};
+  std::vector<TableDef> t;
+  t.push_back({"run",
+               {{"id", "INTEGER PRIMARY KEY CHECK (id = 1)"},
+                {"run_id", "TEXT"},
+                {"config_text", "TEXT"},
+                {"config_hash", "TEXT"},
+                {"world_size", "INTEGER"},
+                {"iterations", "INTEGER"},
+                {"microbatches", "INTEGER"},
+                {"level", "TEXT"},
+                {"version_stagescope", "TEXT"},
+                {"version_torch", "TEXT"},
+                {"version_sqlite", "TEXT"},
+                {"compiler", "TEXT"},
+                {"start_unix_ms", "INTEGER"},
+                {"end_unix_ms", "INTEGER"},
+                {"status", "TEXT"},
+                {"status_reason", "TEXT"}},
+               false});
+  t.push_back({"modules",
+               {{"name", "TEXT PRIMARY KEY"},
+                {"kind", "TEXT"},
+                {"tp", "INTEGER"},
+                {"cp", "INTEGER"},
+                {"pp", "INTEGER"},
+                {"dp", "INTEGER"},
+                {"rank_offset", "INTEGER"},
+                {"layers", "INTEGER"},
+                {"downstream", "TEXT"}},
+               false});
+  t.push_back({"ranks",
+               {{"rank", "INTEGER NOT NULL"},
+                {"module", "TEXT"},
+                {"tp", "INTEGER"},
+                {"cp", "INTEGER"},
+                {"pp", "INTEGER"},
+                {"dp", "INTEGER"},
+                {"global_stage", "INTEGER"},
+                {"total_stages", "INTEGER"},
+                {"warmup", "INTEGER"},
+                {"host", "TEXT"},
+                {"device", "TEXT"},
+                {"pid", "INTEGER"},
+                {"clock_offset_ns", "INTEGER"},
+                shardId},
+               true});
+  t.push_back({"plan", concat(actionCols, {shardId}), true});
+  t.push_back({"actions",
+               concat(actionCols, {{"start_ns", "INTEGER"}, {"end_ns", "INTEGER"}, shardId}),
+               true});
+  t.push_back(
+      {"transfers",
+       concat(concat({{"id", "INTEGER PRIMARY KEY"},
+                      {"rank", "INTEGER NOT NULL"},
+                      {"side", "TEXT"},
+                      {"src_rank", "INTEGER"},
+                      {"dst_rank", "INTEGER"},
+                      {"src_group_rank", "INTEGER"},
+                      {"dst_group_rank", "INTEGER"},
+                      {"edge", "TEXT"},
+                      {"edge_kind", "TEXT"},
+                      {"role", "TEXT"},
+                      {"direction", "TEXT"},
+                      {"iteration", "INTEGER"},
+                      {"microbatch", "INTEGER"},
+                      {"action_seq", "INTEGER"},
+                      {"shape", "TEXT"},
+                      {"dtype", "TEXT"},
+                      {"bytes", "INTEGER"},
+                      {"checksum", "INTEGER"}},
+                     kStatsColumns),
+              {{"start_ns", "INTEGER"}, {"end_ns", "INTEGER"}, {"payload", "BLOB"}, shardId}),
+       true});
+  t.push_back({"gradients",
+               concat(concat({{"id", "INTEGER PRIMARY KEY"},
+                              {"rank", "INTEGER NOT NULL"},
+                              {"iteration", "INTEGER"},
+                              {"microbatch", "INTEGER"},
+                              {"phase", "TEXT"},
+                              {"param", "TEXT"},
+                              {"module", "TEXT"},
+                              {"tp", "INTEGER"},
+                              {"pp", "INTEGER"},
+                              {"dp", "INTEGER"},
+                              {"partition_dim", "INTEGER"},
+                              {"partition_offset", "INTEGER"},
+                              {"shape", "TEXT"},
+                              {"full_shape", "TEXT"},
+                              {"dtype", "TEXT"},
+                              {"norm", "REAL"},
+                              {"checksum", "INTEGER"}},
+                             kStatsColumns),
+                      {{"payload", "BLOB"}, shardId}),
+               true});
+  t.push_back({"losses",
+               {{"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"microbatch", "INTEGER"},
+                {"dp", "INTEGER"},
+                {"loss", "REAL"},
+                shardId},
+               true});
+  t.push_back({"inputs",
+               {{"id", "INTEGER PRIMARY KEY"},
+                {"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"microbatch", "INTEGER"},
+                {"module", "TEXT"},
+                {"name", "TEXT"},
+                {"shape", "TEXT"},
+                {"dtype", "TEXT"},
+                {"payload", "BLOB"},
+                shardId},
+               true});
+  t.push_back({"diagnoses",
+               {{"rank", "INTEGER"},
+                {"kind", "TEXT"},
+                {"iteration", "INTEGER"},
+                {"action_seq", "INTEGER"},
+                {"waits_on_rank", "INTEGER"},
+                {"message", "TEXT"},
+                {"time_ns", "INTEGER"},
+                shardId},
+               true});
+  // Shard files only: who wrote this shard.
+  t.push_back(
+      {"writer",
+       {{"rank", "INTEGER"}, {"level", "TEXT"}, {"pid", "INTEGER"}, {"opened_unix_ms", "INTEGER"}},
+       false});
+  // Run files only: which shards were merged and how far.
+  t.push_back({"shards",
+               {{"id", "INTEGER PRIMARY KEY"},
+                {"file", "TEXT NOT NULL UNIQUE"},
+                {"rank", "INTEGER"},
+                {"level", "TEXT"},
+                {"state", "TEXT NOT NULL"},
+                {"note", "TEXT"},
+                {"n_ranks", "INTEGER"},
+                {"n_plan", "INTEGER"},
+                {"n_actions", "INTEGER"},
+                {"n_transfers", "INTEGER"},
+                {"n_gradients", "INTEGER"},
+                {"n_losses", "INTEGER"},
+                {"n_inputs", "INTEGER"},
+                {"n_diagnoses", "INTEGER"},
+                {"merged_unix_ms", "INTEGER"}},
+               false});
+  return t;
+}
+
+bool isKeyColumn(const ColumnDef& c) {
+  std::string_view n = c.name;
+  return n == "id" || n == "shard_id";
+}
+
+template <typename Enum, typename ToString>
+bool parseEnum(std::string_view t, Enum* out, int count, ToString toStr) {
+  for (int i = 0; i < count; ++i) {
+    auto e = static_cast<Enum>(i);
+    if (t == toStr(e)) {
+      *out = e;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename T>
+void appendListT(std::string& out, const std::vector<T>& values) {
+  char buf[24];
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out.push_back(',');
+    auto r = std::to_chars(buf, buf + sizeof buf, values[i]);
+    out.append(buf, r.ptr);
+  }
+}
+
+template <typename T>
+bool parseListT(std::string_view text, std::vector<T>* out) {
+  out->clear();
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    T v{};
+    auto r = std::from_chars(p, end, v);
+    if (r.ec != std::errc()) return false;
+    out->push_back(v);
+    p = r.ptr;
+    if (p < end) {
+      if (*p != ',') return false;
+      ++p;
+    }
+  }
+  return true;
+}
+
+uint32_t bigEndian32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+// The header records the database size in pages (valid when the change counter equals the
+// version-valid-for number).  Without a WAL file, a shorter file was truncated.
+void checkNotTruncated(const std::string& path, const unsigned char* header) {
+  std::error_code ec;
+  if (std::filesystem::exists(path + "-wal", ec)) return;
+  uint64_t pageSize = (uint32_t{header[16]} << 8) | header[17];
+  if (pageSize == 1) pageSize = 65536;
+  const uint64_t pages = bigEndian32(header + 28);
+  if (pages == 0 || bigEndian32(header + 24) != bigEndian32(header + 92)) return;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size < pages * pageSize)
+    throw RunFileError(RunFileError::Kind::Corrupt, path + ": truncated: " + std::to_string(size) +
+                                                        " bytes, header says " +
+                                                        std::to_string(pages * pageSize));
+}
+
+}  // namespace
+
+const std::vector<TableDef>& allTables() {
+  static const std::vector<TableDef> tables = makeTables();
+  return tables;
+}
+
+const TableDef& tableDef(std::string_view name) {
+  for (const auto& t : allTables())
+    if (name == t.name) return t;
+  throw std::logic_error("no table " + std::string(name));
+}
+
+std::string dataColumns(const TableDef& table) {
+  std::string out;
+  for (const auto& c : table.columns) {
+    if (isKeyColumn(c)) continue;
+    if (!out.empty()) out += ", ";
+    out += c.name;
+  }
+  return out;
+}
+
+std::string insertSql(const TableDef& table, const char* verb) {
+  std::string marks;
+  for (const auto& c : table.columns) {
+    if (isKeyColumn(c)) continue;
+    marks += marks.empty() ? "?" : ",?";
+  }
+  return std::string(verb) + " INTO " + table.name + "(" + dataColumns(table) + ") VALUES(" +
+         marks + ")";
+}
+
+void createSchema(Db& db, FileKind kind) {
+  std::string sql = "PRAGMA application_id = " + std::to_string(kApplicationId) +
+                    "; PRAGMA user_version = " + std::to_string(kSchemaVersion) + ";\n";
+  for (const auto& t : allTables()) {
+    std::string_view name = t.name;
+    if (name == "writer" && kind != FileKind::Shard) continue;
+    if (name == "shards" && kind != FileKind::Run) continue;
+    sql += "CREATE TABLE IF NOT EXISTS " + std::string(t.name) + " (";
+    for (size_t i = 0; i < t.columns.size(); ++i) {
+      sql += (i ? ", " : "") + std::string(t.columns[i].name) + " " + t.columns[i].type;
+    }
+    sql += ");\n";
+  }
+  db.exec(sql);
+}
+
+void createIndexes(Db& db) {
+  db.exec(
+      "CREATE INDEX IF NOT EXISTS actions_by_rank ON actions(rank, iteration, seq);"
+      "CREATE INDEX IF NOT EXISTS plan_by_rank ON plan(rank, iteration, seq);"
+      "CREATE INDEX IF NOT EXISTS transfers_by_key ON transfers(iteration, microbatch, edge, "
+      "direction, src_rank, dst_rank, side);"
+      "CREATE INDEX IF NOT EXISTS gradients_by_param ON gradients(iteration, phase, param);"
+      "CREATE INDEX IF NOT EXISTS losses_by_iteration ON losses(iteration, microbatch);"
+      "CREATE INDEX IF NOT EXISTS ranks_by_shard ON ranks(shard_id);"
+      "CREATE INDEX IF NOT EXISTS plan_by_shard ON plan(shard_id);"
+      "CREATE INDEX IF NOT EXISTS actions_by_shard ON actions(shard_id);"
+      "CREATE INDEX IF NOT EXISTS transfers_by_shard ON transfers(shard_id);"
+      "CREATE INDEX IF NOT EXISTS gradients_by_shard ON gradients(shard_id);"
+      "CREATE INDEX IF NOT EXISTS losses_by_shard ON losses(shard_id);"
+      "CREATE INDEX IF NOT EXISTS inputs_by_shard ON inputs(shard_id);"
+      "CREATE INDEX IF NOT EXISTS diagnoses_by_shard ON diagnoses(shard_id);");
+}
+
+void writeRunInfo(Db& db, const events::RunInfo& info) {
+  Stmt run = db.prepare("INSERT OR REPLACE INTO run(id, " + dataColumns(tableDef("run")) +
+                        ") VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  int i = 1;
+  run.bindText(i++, info.runId);
+  run.bindText(i++, info.configText);
+  run.bindText(i++, info.configHash);
+  run.bind(i++, info.worldSize);
+  run.bind(i++, info.iterations);
+  run.bind(i++, info.microbatches);
+  run.bindText(i++, events::toString(info.level));
+  run.bindText(i++, info.versionStagescope);
+  run.bindText(i++, info.versionTorch);
+  run.bindText(i++, info.versionSqlite);
+  run.bindText(i++, info.compiler);
+  run.bind(i++, info.startUnixMs);
+  run.bind(i++, info.endUnixMs);
+  run.bindText(i++, events::toString(info.status));
+  run.bindText(i++, info.statusReason);
+  run.run();
+
+  Stmt mod = db.prepare(insertSql(tableDef("modules"), "INSERT OR REPLACE"));
+  std::string downstream;
+  for (const auto& m : info.modules) {
+    downstream.clear();
+    for (size_t k = 0; k < m.downstream.size(); ++k) downstream += (k ? "," : "") + m.downstream[k];
+    int j = 1;
+    mod.bindText(j++, m.name);
+    mod.bindText(j++, m.kind);
+    mod.bind(j++, m.tp);
+    mod.bind(j++, m.cp);
+    mod.bind(j++, m.pp);
+    mod.bind(j++, m.dp);
+    mod.bind(j++, m.offset);
+    mod.bind(j++, m.layers);
+    mod.bindText(j++, downstream);
+    mod.run();
+  }
+}
+
+Db openStagescopeFile(const std::string& path, bool writable) {
+  using Kind = RunFileError::Kind;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw RunFileError(Kind::NotFound, path + ": no such file");
+  unsigned char header[100] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  const auto got = in.gcount();
+  if (got == 0) throw RunFileError(Kind::NotARunFile, path + ": empty file, not a run file");
+  if (got < 16 || std::memcmp(header, "SQLite format 3", 16) != 0)
+    throw RunFileError(Kind::NotARunFile, path + ": not an SQLite database, so not a run file");
+  if (got < 100) throw RunFileError(Kind::Corrupt, path + ": truncated SQLite header");
+  checkNotTruncated(path, header);
+  try {
+    Db db(path, writable ? Db::Mode::ReadWrite : Db::Mode::ReadOnly);
+    db.setBusyTimeout(10000);
+    const int64_t app = db.queryInt("PRAGMA application_id");
+    if (app != kApplicationId) {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(app));
+      throw RunFileError(Kind::NotARunFile,
+                         path + ": SQLite database with application_id " + hex +
+                             ", not a stagescope run file (expected 0x53544753)");
+    }
+    const int64_t version = db.queryInt("PRAGMA user_version");
+    if (version > kSchemaVersion)
+      throw RunFileError(Kind::NewerVersion, path + ": format version " + std::to_string(version) +
+                                                 " is newer than this build reads (" +
+                                                 std::to_string(kSchemaVersion) +
+                                                 "); upgrade stagescope");
+    return db;
+  } catch (const SqliteError& e) {
+    throw RunFileError(Kind::Corrupt, std::string(e.what()) + " (corrupt or truncated file)");
+  }
+}
+
+void appendList(std::string& out, const std::vector<int64_t>& v) {
+  appendListT(out, v);
+}
+void appendList(std::string& out, const std::vector<int32_t>& v) {
+  appendListT(out, v);
+}
+bool parseList(std::string_view t, std::vector<int64_t>* out) {
+  return parseListT(t, out);
+}
+bool parseList(std::string_view t, std::vector<int32_t>* out) {
+  return parseListT(t, out);
+}
+
+bool parseSide(std::string_view t, events::Side* out) {
+  return parseEnum(t, out, 2, [](events::Side e) { return events::toString(e); });
+}
+bool parseDirection(std::string_view t, events::Direction* out) {
+  return parseEnum(t, out, 2, [](events::Direction e) { return events::toString(e); });
+}
+bool parseEdgeKind(std::string_view t, events::EdgeKind* out) {
+  return parseEnum(t, out, 2, [](events::EdgeKind e) { return events::toString(e); });
+}
+bool parseBridgeRole(std::string_view t, events::BridgeRole* out) {
+  return parseEnum(t, out, 4, [](events::BridgeRole e) { return events::toString(e); });
+}
+bool parseGradPhase(std::string_view t, events::GradPhase* out) {
+  return parseEnum(t, out, 5, [](events::GradPhase e) { return events::toString(e); });
+}
+bool parseActionKindText(std::string_view t, events::ActionKind* out) {
+  return parseEnum(t, out, static_cast<int>(events::ActionKind::Count),
+                   [](events::ActionKind e) { return events::toString(e); });
+}
+
+}  // namespace stagescope::storage

@@ -1,0 +1,80 @@
+// The run-file schema (docs/run-file.md documents it table by table).
+//
+// One schema serves both file kinds: a rank shard (written by ShardWriter, one per rank) and
+// the merged run file (written by Merge).  Shards additionally hold the one-row `writer`
+// table; the run file additionally holds `shards`.  Event tables carry `shard_id` (NULL in a
+// shard, shards.id in the run file) so that a re-merge can replace exactly one shard's rows.
+//
+// Enumerations are stored as the short text of events::toString (e.g. kind 'SF_RB',
+// side 'send'); list-valued fields (shapes, peers) as comma-separated decimal text "4,2,32".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/events/Events.h"
+#include "storage/RunModel.h"
+#include "storage/Sqlite.h"
+
+namespace stagescope::storage {
+
+// PRAGMA application_id of every stagescope file: 'STGS'.
+constexpr int32_t kApplicationId = 0x53544753;
+// PRAGMA user_version: the format version this build writes and the newest it reads.
+// Rule (docs/run-file.md "Versioning"): it moves when a change would make an older reader
+// misread a newer file (a removed, renamed or retyped column, a changed unit or encoding).
+// Adding a table or a nullable column does not move it.
+constexpr int32_t kSchemaVersion = 1;
+
+struct ColumnDef {
+  const char* name;
+  const char* type;  // SQL type and constraints
+};
+
+struct TableDef {
+  const char* name;
+  std::vector<ColumnDef> columns;
+  bool perShard;  // an event table with shard_id: merged by INSERT…SELECT, replaced on re-merge
+};
+
+// Every table of the format, in creation order (shard-only and run-only tables included).
+const std::vector<TableDef>& allTables();
+const TableDef& tableDef(std::string_view name);
+
+// Names of the columns a writer fills, comma-separated, in declaration order, leaving out the
+// INTEGER PRIMARY KEY `id` and `shard_id`.  INSERT statements bind in this order.
+std::string dataColumns(const TableDef& table);
+// "INSERT INTO <table>(<dataColumns>) VALUES(?,?,…)".
+std::string insertSql(const TableDef& table, const char* verb = "INSERT");
+
+enum class FileKind { Shard, Run };
+// Creates tables (IF NOT EXISTS), sets application_id and user_version.  No indexes.
+void createSchema(Db& db, FileKind kind);
+// Creates the read indexes of the run file (after the bulk load; idempotent).
+void createIndexes(Db& db);
+
+// Writes RunInfo into the `run` row (id 1) and its modules (replacing existing ones).
+void writeRunInfo(Db& db, const events::RunInfo& info);
+
+// Opens an existing stagescope file and checks its format; throws RunFileError (NotFound,
+// NotARunFile, NewerVersion, Corrupt) naming the file and the reason.
+Db openStagescopeFile(const std::string& path, bool writable);
+
+// Text encodings of list-valued fields.
+void appendList(std::string& out, const std::vector<int64_t>& values);
+void appendList(std::string& out, const std::vector<int32_t>& values);
+// Parses "4,2,32"; returns false on malformed text.
+bool parseList(std::string_view text, std::vector<int64_t>* out);
+bool parseList(std::string_view text, std::vector<int32_t>* out);
+
+// Text encodings of enumerations not parsed by core/events.
+bool parseSide(std::string_view t, events::Side* out);
+bool parseDirection(std::string_view t, events::Direction* out);
+bool parseEdgeKind(std::string_view t, events::EdgeKind* out);
+bool parseBridgeRole(std::string_view t, events::BridgeRole* out);
+bool parseGradPhase(std::string_view t, events::GradPhase* out);
+bool parseActionKindText(std::string_view t, events::ActionKind* out);
+
+}  // namespace stagescope::storage

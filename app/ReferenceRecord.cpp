@@ -1,0 +1,50 @@
+#include "app/ReferenceRecord.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+
+#include "core/engine/Reference.h"
+#include "core/engine/TensorDigest.h"
+#include "storage/Merge.h"
+#include "storage/ShardWriter.h"
+
+namespace stagescope::app {
+
+void recordReference(const plan::RunConfig& config, const std::string& runPath) {
+  const auto iterations = engine::runReference(config, config.iterations);
+  const std::string shard = runPath + ".reference.shard";
+  auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Full, -1);
+  for (int it = 0; it < static_cast<int>(iterations.size()); ++it) {
+    const auto& ref = iterations[it];
+    const int dp = config.llm().dp;
+    for (size_t k = 0; k < ref.microbatchLosses.size(); ++k) {
+      writer->loss({-1, it, static_cast<int>(k) / dp, static_cast<int>(k) % dp,
+                    ref.microbatchLosses[k]});
+    }
+    writer->loss({-1, it, -1, 0, ref.loss});
+    for (const auto& [name, grad] : ref.gradients) {
+      events::GradientRecord r;
+      r.rank = -1;
+      r.iteration = it;
+      r.phase = events::GradPhase::Reference;
+      r.param = name;
+      r.module = name.substr(0, name.find('.'));
+      r.shape = engine::shapeOf(grad);
+      r.fullShape = r.shape;
+      r.dtype = engine::dtypeName(grad);
+      const auto d = engine::digest(grad);
+      r.checksum = d.checksum;
+      r.stats = d.stats;
+      r.hasStats = true;
+      r.norm = d.stats.l2;
+      r.payload = engine::hostBytes(grad);
+      writer->gradient(std::move(r));
+    }
+    std::printf("reference: iteration %d  loss %.6f\n", it, ref.loss);
+  }
+  writer->close();
+  storage::mergeShards(runPath, {shard});
+}
+
+}  // namespace stagescope::app

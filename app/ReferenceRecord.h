@@ -1,0 +1,14 @@
+// `stagescope run --reference`: computes the single-process reference of the configured run
+// and stores it in the run file (GradPhase::Reference gradients with full values and the
+// reference losses, rank -1), so `check` can compare every gathered gradient with it.
+#pragma once
+
+#include <string>
+
+#include "core/plan/Config.h"
+
+namespace stagescope::app {
+
+void recordReference(const plan::RunConfig& config, const std::string& runPath);
+
+}  // namespace stagescope::app

@@ -1,0 +1,171 @@
+// `stagescope run CONFIG`: validate and plan, create the run file, host the rendezvous
+// store, launch one process per rank, merge their shards, and mark the run with what
+// happened.  Optionally record the single-process reference and check the result.
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "app/Commands.h"
+#include "app/ReferenceRecord.h"
+#include "app/RunChecks.h"
+#include "core/engine/Launcher.h"
+#include "core/engine/Init.h"
+#include "core/plan/Config.h"
+#include "core/plan/Plan.h"
+#include "core/plan/Topology.h"
+#include "storage/Merge.h"
+#include "storage/RunReader.h"
+
+namespace stagescope::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t unixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string defaultOut(const std::string& config) {
+  char stamp[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return "runs/" + fs::path(config).stem().string() + "-" + stamp + "-" +
+         std::to_string(getpid()) + ".db";
+}
+
+std::string selfExe() { return fs::read_symlink("/proc/self/exe").string(); }
+
+events::RunInfo runInfo(const plan::RunConfig& cfg, const std::string& out) {
+  events::RunInfo info;
+  info.runId = fs::path(out).stem().string();
+  info.configText = cfg.text;
+  char hash[24];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(engine::fnv1a(cfg.text)));
+  info.configHash = hash;
+  info.worldSize = cfg.worldSize;
+  info.iterations = cfg.iterations;
+  info.microbatches = cfg.microbatches;
+  events::parseRecordLevel(cfg.record.level, &info.level);
+  for (const auto& m : cfg.modules) {
+    events::ModuleInfo mi;
+    mi.name = m.name;
+    mi.kind = m.kind;
+    mi.tp = m.tp;
+    mi.cp = m.cp;
+    mi.pp = m.pp;
+    mi.dp = m.dp;
+    mi.offset = m.offset;
+    mi.layers = m.layers;
+    if (m.kind == "encoder") mi.downstream = {cfg.llm().name};
+    info.modules.push_back(mi);
+  }
+  info.versionStagescope = "0.1.0";
+  info.versionTorch = TORCH_VERSION;
+  info.compiler = std::string("g++ ") + __VERSION__;
+  info.startUnixMs = unixMs();
+  return info;
+}
+
+struct Outcome {
+  events::RunStatus status = events::RunStatus::Completed;
+  std::string reason;
+};
+
+Outcome outcomeOf(const engine::LaunchResult& r) {
+  if (r.interrupted) return {events::RunStatus::Killed, r.describe()};
+  if (r.ok()) return {events::RunStatus::Completed, ""};
+  const auto& first = r.ranks[r.firstFailure];
+  if (!first.signal && first.exitCode == engine::kWorkerTimeout) {
+    return {events::RunStatus::Hung, r.describe()};
+  }
+  return {events::RunStatus::Failed, r.describe()};
+}
+
+// One launch of the configured job into `out`.  Returns the outcome; throws on setup errors.
+Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
+                   const std::string& out, bool quiet) {
+  storage::createRunFile(out, runInfo(cfg, out));
+  c10d::TCPStoreOptions so;
+  so.port = 0;
+  so.isServer = true;
+  so.waitWorkers = false;
+  so.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+
+  engine::LaunchSpec spec;
+  spec.argv = {selfExe(), "worker", configFile, "--out", out};
+  spec.worldSize = cfg.worldSize;
+  spec.masterPort = store->getPort();
+  spec.quiet = quiet;
+  spec.hangGraceSeconds = std::min(10.0, cfg.timeoutSeconds + 2);
+  engine::LaunchResult launched = engine::launchRanks(spec);
+  Outcome outcome = outcomeOf(launched);
+
+  storage::MergeResult merged = storage::mergeShards(out, storage::findShards(out));
+  for (const auto& note : merged.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+  if (outcome.status == events::RunStatus::Hung) {
+    outcome.reason += "\n" + describeHang(out);
+  }
+  storage::updateRunStatus(out, outcome.status, outcome.reason, unixMs());
+  return outcome;
+}
+
+}  // namespace
+
+int runCommand(const RunOptions& opts) {
+  std::vector<std::string> overrides = opts.overrides;
+  if (!opts.record.empty()) overrides.push_back("record.level=\"" + opts.record + "\"");
+  plan::RunConfig cfg;
+  try {
+    cfg = plan::loadConfig(opts.config, overrides);
+    plan::Topology topology(cfg);
+    const std::string stuck = plan::checkPlanProgress(plan::makePlan(cfg, topology));
+    if (!stuck.empty()) {
+      std::fprintf(stderr, "error: %s: the 1F1B plan cannot make progress:\n%s\n",
+                   opts.config.c_str(), stuck.c_str());
+      return kExitConfig;
+    }
+  } catch (const plan::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitConfig;
+  }
+  std::vector<std::string> outs;
+  int code = 0;
+  for (int rep = 0; rep < std::max(1, opts.repeat); ++rep) {
+    std::string out = opts.out.empty() ? defaultOut(opts.config) : opts.out;
+    if (opts.repeat > 1) out = fs::path(out).replace_extension("").string() + "-" + std::to_string(rep) + ".db";
+    fs::create_directories(fs::absolute(out).parent_path());
+    fs::remove(out);
+    for (const auto& s : storage::findShards(out)) fs::remove(s);
+    const std::string configFile = out + ".config.toml";
+    std::ofstream(configFile) << cfg.text;
+    std::printf("stagescope: %d ranks, %d iterations x %d microbatches, record %s -> %s\n",
+                cfg.worldSize, cfg.iterations, cfg.microbatches, cfg.record.level.c_str(),
+                out.c_str());
+    std::fflush(stdout);
+    Outcome outcome = launchOnce(cfg, configFile, out, opts.quiet);
+    if (opts.reference && outcome.status == events::RunStatus::Completed) {
+      recordReference(cfg, out);
+    }
+    std::printf("stagescope: run %s%s%s\n", events::toString(outcome.status),
+                outcome.reason.empty() ? "" : ": ", outcome.reason.c_str());
+    std::printf("stagescope: run file %s\n", out.c_str());
+    outs.push_back(out);
+    if (outcome.status != events::RunStatus::Completed) code = exitCodeFor(outcome.status);
+  }
+  if (opts.check || opts.repeat > 1) {
+    int checked = checkRunFile(outs.front(), opts.repeat > 1 ? outs.back() : "", {});
+    if (code == 0 || checked != 0) code = checked;
+  }
+  return code;
+}
+
+}  // namespace stagescope::app

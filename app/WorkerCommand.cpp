@@ -1,0 +1,124 @@
+// `stagescope worker CONFIG --out RUN`: one rank.  Started by `stagescope run` (which hosts
+// the store), or directly by torchrun/Slurm-style launchers (rank 0 hosts the store at
+// MASTER_ADDR:MASTER_PORT).  Writes its shard "<RUN>.rank<N>.shard" next to the run file.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "app/Commands.h"
+#include "core/engine/Communicator.h"
+#include "core/engine/Executor.h"
+#include "core/engine/Launcher.h"
+#include "core/engine/ProcessGroups.h"
+#include "core/engine/RankEnv.h"
+#include "core/plan/Config.h"
+#include "core/plan/Plan.h"
+#include "core/plan/Topology.h"
+#include "storage/Merge.h"
+#include "storage/ShardWriter.h"
+
+namespace stagescope::app {
+namespace {
+
+std::string hostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p, const std::string& device) {
+  events::RankInfo info;
+  info.rank = me.rank;
+  info.module = me.module;
+  info.tp = me.tp;
+  info.cp = me.cp;
+  info.pp = me.pp;
+  info.dp = me.dp;
+  info.globalStage = me.globalStage;
+  info.totalStages = p.totalStages;
+  info.warmup = me.warmup;
+  info.host = hostName();
+  info.device = device;
+  info.pid = getpid();
+  return info;
+}
+
+at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
+  if (cfg.device == "cuda") return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.localRank));
+  return at::Device(at::kCPU);
+}
+
+}  // namespace
+
+int workerCommand(const WorkerOptions& opts) {
+  std::unique_ptr<storage::ShardWriter> recorder;
+  int rank = -1;
+  try {
+    const engine::RankEnv env = engine::readRankEnv();
+    rank = env.rank;
+    const plan::RunConfig cfg = plan::loadConfig(opts.config);
+    if (env.worldSize != cfg.worldSize) {
+      throw std::runtime_error("WORLD_SIZE = " + std::to_string(env.worldSize) + " but " +
+                               opts.config + " places modules on " +
+                               std::to_string(cfg.worldSize) + " ranks");
+    }
+    const plan::Topology topology(cfg);
+    const plan::Plan plan = plan::makePlan(cfg, topology);
+    events::RecordLevel level = events::RecordLevel::Stats;
+    events::parseRecordLevel(cfg.record.level, &level);
+    recorder = storage::ShardWriter::open(storage::shardPathFor(opts.out, rank), level, rank);
+    const at::Device device = deviceFor(cfg, env);
+    recorder->rank(rankInfo(plan.ranks[rank], plan, device.str()));
+    for (int it = 0; it < cfg.iterations; ++it) {
+      if (!cfg.record.wants(it, plan.ranks[rank].module, rank)) continue;
+      for (auto& a : plan::toRecords(plan.ranks[rank], it)) recorder->planned(std::move(a));
+    }
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
+    auto store = engine::connectStore(env.masterAddr, env.masterPort,
+                                      !env.launcherHostsStore && rank == 0, env.worldSize, timeout);
+    engine::ProcessGroups groups(store, rank, env.worldSize,
+                                 cfg.backend == "nccl" ? engine::BackendKind::Nccl
+                                                       : engine::BackendKind::Gloo,
+                                 timeout);
+    engine::Communicator::createAllGroups(cfg, topology, groups);
+    engine::Executor executor(cfg, topology, plan, rank, groups, *recorder, device);
+    const auto& me = plan.ranks[rank];
+    for (int it = 0; it < cfg.iterations; ++it) {
+      engine::IterationResult r = executor.runIteration(it);
+      recorder->flush();  // every iteration is durable before the next starts
+      if (r.hasLoss && me.tp == 0 && me.dp == 0) {
+        std::printf("iteration %d  loss %.6f  time %.3f s\n", it, r.loss, r.seconds);
+        std::fflush(stdout);
+      }
+    }
+    recorder->close();
+    return engine::kWorkerOk;
+  } catch (const engine::CommTimeout& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    if (recorder) {
+      events::DiagnosisRecord d;
+      d.rank = rank;
+      d.kind = "timeout";
+      d.waitsOnRank = e.peer();
+      d.message = e.what();
+      recorder->diagnosis(d);
+      recorder->close();
+    }
+    return engine::kWorkerTimeout;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    if (recorder) {
+      events::DiagnosisRecord d;
+      d.rank = rank;
+      d.kind = "error";
+      d.message = e.what();
+      recorder->diagnosis(d);
+      recorder->close();
+    }
+    return engine::kWorkerError;
+  }
+}
+
+}  // namespace stagescope::app

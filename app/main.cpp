@@ -1,0 +1,155 @@
+// stagescope: the command-line entry.  Thin: parse arguments, call the part, print, exit.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "app/Commands.h"
+#include "app/RunChecks.h"
+#include "storage/Merge.h"
+#include "storage/RunReader.h"
+#include "storage/report/ChromeTrace.h"
+#include "storage/report/Compare.h"
+#ifdef STAGESCOPE_HAVE_UI
+#include "ui/Viewer.h"
+#endif
+
+namespace stagescope::app {
+namespace {
+
+int compareCommand(const std::string& a, const std::string& b, const std::string& html,
+                   const std::string& md, const std::string& json, double tol) {
+  try {
+    storage::RunModel ra = storage::loadRun(a), rb = storage::loadRun(b);
+    report::CompareOptions opts;
+    opts.labelA = a;
+    opts.labelB = b;
+    opts.relTol = tol;
+    opts.payload = [&](int which, int64_t index) {
+      const auto& run = which == 0 ? ra : rb;
+      return storage::loadTransferPayload(run.path, run.transferIds.at(index));
+    };
+    report::Comparison c = report::compareRuns(ra, rb, opts);
+    std::fputs(report::renderMarkdown(c).c_str(), stdout);
+    if (!html.empty()) report::writeHtml(c, html);
+    if (!md.empty()) report::writeMarkdown(c, md);
+    if (!json.empty()) report::writeJson(c, json);
+    return c.verdict == report::Verdict::Diverged ? report::exit_code::kAgainst : 0;
+  } catch (const storage::RunFileError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return report::exit_code::kError;
+  }
+}
+
+int exportCommand(const std::string& run, const std::string& trace) {
+  try {
+    auto stats = report::writeChromeTrace(storage::loadRun(run), trace);
+    (void)stats;
+    std::printf("wrote %s\n", trace.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return report::exit_code::kError;
+  }
+}
+
+}  // namespace
+
+int mergeCommand(const std::string& run, const std::vector<std::string>& shards) {
+  try {
+    auto result = storage::mergeShards(run, shards.empty() ? storage::findShards(run) : shards);
+    std::printf("merged %d shard(s), %lld rows in %.2f s\n", result.merged,
+                static_cast<long long>(result.rows), result.seconds);
+    for (const auto& n : result.notes) std::printf("  %s\n", n.c_str());
+    return result.ok() ? 0 : report::exit_code::kRunStatus;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return report::exit_code::kError;
+  }
+}
+
+}  // namespace stagescope::app
+
+int main(int argc, char** argv) {
+  using namespace stagescope::app;
+  CLI::App cli{"stagescope: run, record, check, compare and replay multimodule 1F1B pipelines"};
+  cli.require_subcommand(1);
+
+  RunOptions run;
+  auto* runCmd = cli.add_subcommand("run", "launch the ranks of CONFIG locally and record the run");
+  runCmd->add_option("config", run.config, "run configuration (TOML)")->required();
+  runCmd->add_option("--set", run.overrides, "override a config value: key=value (repeatable)");
+  runCmd->add_option("-o,--out", run.out, "run file (default runs/<config>-<time>.db)");
+  runCmd->add_option("--record", run.record, "recording level: off, meta, stats, full");
+  runCmd->add_flag("--reference", run.reference, "also record the single-process reference");
+  runCmd->add_flag("--check", run.check, "check the run file afterwards; exit with its code");
+  runCmd->add_option("--repeat", run.repeat, "run N times and require bitwise-identical runs");
+  runCmd->add_flag("-q,--quiet", run.quiet, "do not forward rank output");
+
+  WorkerOptions worker;
+  auto* workerCmd = cli.add_subcommand("worker", "run one rank (RANK/WORLD_SIZE/MASTER_* from env)");
+  workerCmd->add_option("config", worker.config)->required();
+  workerCmd->add_option("-o,--out", worker.out, "run file next to which the shard is written")->required();
+
+  std::string planConfig;
+  std::vector<std::string> planSet;
+  auto* planCmd = cli.add_subcommand("plan", "validate CONFIG and print the per-rank 1F1B plan");
+  planCmd->add_option("config", planConfig)->required();
+  planCmd->add_option("--set", planSet, "override a config value: key=value");
+
+  std::string checkRun, against;
+  CheckFiles files;
+  bool tolerant = false;
+  auto* checkCmd = cli.add_subcommand("check", "check a run file; exit code per failure class");
+  checkCmd->add_option("run", checkRun)->required();
+  checkCmd->add_option("--against", against, "another run that must be equal");
+  checkCmd->add_flag("--tolerant", tolerant, "with --against: equal within --tol, not bitwise");
+  checkCmd->add_option("--tol", files.tolerance, "relative tolerance for --tolerant");
+  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report");
+  checkCmd->add_option("--json", files.json, "write the findings as JSON");
+
+  std::string cmpA, cmpB, html, md, json;
+  double cmpTol = 1e-6;
+  auto* cmpCmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
+  cmpCmd->add_option("a", cmpA)->required();
+  cmpCmd->add_option("b", cmpB)->required();
+  cmpCmd->add_option("--html", html, "write a self-contained HTML report");
+  cmpCmd->add_option("--md", md, "write a Markdown report");
+  cmpCmd->add_option("--json", json, "write a JSON report");
+  cmpCmd->add_option("--tol", cmpTol, "relative tolerance for 'equal within tolerance'");
+
+  std::string exportRun, trace;
+  auto* exportCmd = cli.add_subcommand("export", "export a run as a Chrome/Perfetto trace");
+  exportCmd->add_option("run", exportRun)->required();
+  exportCmd->add_option("--chrome-trace", trace, "trace JSON file")->required();
+
+  std::string mergeRun;
+  std::vector<std::string> mergeShards;
+  auto* mergeCmd = cli.add_subcommand("merge", "merge rank shards into a run file");
+  mergeCmd->add_option("run", mergeRun)->required();
+  mergeCmd->add_option("shards", mergeShards, "shard files (default: <run>.rank<N>.shard)");
+
+#ifdef STAGESCOPE_HAVE_UI
+  stagescope::ui::ViewerOptions viewer;
+  auto* guiCmd = cli.add_subcommand("gui", "open the replay viewer on RUN [OTHER]");
+  guiCmd->add_option("run", viewer.run);
+  guiCmd->add_option("other", viewer.other);
+  guiCmd->add_option("--screenshot", viewer.screenshot, "write a PNG after the script");
+  guiCmd->add_option("--script", viewer.script, "scripted commands");
+#endif
+
+  CLI11_PARSE(cli, argc, argv);
+  if (*runCmd) return runCommand(run);
+  if (*workerCmd) return workerCommand(worker);
+  if (*planCmd) return planCommand(planConfig, planSet);
+  if (*checkCmd) {
+    files.bitwise = !tolerant;
+    return checkRunFile(checkRun, against, files);
+  }
+  if (*cmpCmd) return stagescope::app::compareCommand(cmpA, cmpB, html, md, json, cmpTol);
+  if (*exportCmd) return stagescope::app::exportCommand(exportRun, trace);
+  if (*mergeCmd) return mergeCommand(mergeRun, mergeShards);
+#ifdef STAGESCOPE_HAVE_UI
+  if (*guiCmd) return stagescope::ui::runViewer(viewer);
+#endif
+  return 2;
+}

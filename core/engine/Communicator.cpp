@@ -1,0 +1,466 @@
+#include "core/engine/Communicator.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "core/engine/Clock.h"
+#include "core/engine/TensorDigest.h"
+
+namespace stagescope::engine {
+
+using events::Direction;
+using events::Side;
+
+at::Tensor prepareForComm(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  if (t.dim() == 2) return t.unsqueeze(-1);
+  if (t.dim() == 3 && t.size(2) == 1) {
+    throw std::invalid_argument(
+        "tensor of shape [" + std::to_string(t.size(0)) + "," + std::to_string(t.size(1)) +
+        ",1] is ambiguous for pipeline communication (it would be restored as 2D)");
+  }
+  return t;
+}
+
+at::Tensor restoreFromComm(const at::Tensor& t) {
+  if (t.defined() && t.dim() == 3 && t.size(2) == 1) return t.squeeze(-1);
+  return t;
+}
+
+std::vector<at::Tensor> splitForPeers(const at::Tensor& t, int parts, int axis) {
+  std::vector<at::Tensor> out;
+  for (auto& piece : at::tensor_split(t, parts, axis)) out.push_back(piece.contiguous());
+  return out;
+}
+
+namespace {
+
+constexpr int kHeaderLen = 8;  // ndim, up to 6 dims, dtype code
+
+at::Tensor makeHeader(const at::Tensor& t) {
+  if (t.dim() > kHeaderLen - 2) throw std::invalid_argument("tensor rank > 6 cannot be sent");
+  at::Tensor h = at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+  auto* p = h.data_ptr<int64_t>();
+  p[0] = t.dim();
+  for (int64_t i = 0; i < t.dim(); ++i) p[1 + i] = t.size(i);
+  p[kHeaderLen - 1] = static_cast<int64_t>(t.scalar_type());
+  return h;
+}
+
+at::Tensor allocateFromHeader(const at::Tensor& h, const std::string& what) {
+  const auto* p = h.data_ptr<int64_t>();
+  if (p[0] < 1 || p[0] > kHeaderLen - 2) {
+    throw std::runtime_error(what + ": received a shape header with ndim " +
+                             std::to_string(p[0]) + " (expected 1..6)");
+  }
+  std::vector<int64_t> shape(p + 1, p + 1 + p[0]);
+  auto dtype = static_cast<at::ScalarType>(p[kHeaderLen - 1]);
+  return at::empty(shape, at::TensorOptions().dtype(dtype));
+}
+
+int tagOf(Direction d, bool payload) { return static_cast<int>(d) * 2 + (payload ? 1 : 0); }
+
+}  // namespace
+
+std::vector<int> leadersOf(const plan::Bridge& b) {
+  std::vector<int> l = b.srcLeaders;
+  l.insert(l.end(), b.destLeaders.begin(), b.destLeaders.end());
+  return l;
+}
+
+struct Communicator::Pending {
+  events::TransferRecord rec;
+  std::shared_ptr<Group> group;
+  int peer = -1;
+  std::string key;  // upstream module (activation recv) or bridge src (gradient send)
+  at::Tensor header, payload;
+  c10::intrusive_ptr<c10d::Work> headerWork, payloadWork;
+  bool dropped = false;  // fault injection skipped the send: nothing to wait for or record
+};
+
+struct Communicator::Exchange {
+  CommIds ids;
+  std::vector<Pending> sends, actRecvs, gradRecvs;
+};
+
+namespace {
+
+std::string describe(const events::TransferRecord& r) {
+  const bool recv = r.side == Side::Recv;
+  return std::string("the ") + events::toString(r.direction) + " of microbatch " +
+         std::to_string(r.microbatch) + (recv ? " from rank " : " to rank ") +
+         std::to_string(recv ? r.srcRank : r.dstRank) + " (edge " + r.edge + ")";
+}
+
+}  // namespace
+
+Communicator::Communicator(const plan::RunConfig& config, const plan::Topology& topology,
+                           const plan::RankPlan& me, ProcessGroups& groups,
+                           events::Recorder& recorder, at::Device device, WaitState* wait,
+                           const FaultInjector* faults)
+    : config_(config), topology_(topology), me_(me), module_(config.module(me.module)),
+      groups_(groups), recorder_(recorder), device_(device), wait_(wait), faults_(faults) {
+  const auto& grid = topology_.grid(me_.module);
+  ppGroup_ = groups_.get(grid.groupOf({"pp"}, me_.rank), me_.module + "/pp");
+}
+
+void Communicator::createAllGroups(const plan::RunConfig& config, const plan::Topology& topology,
+                                   ProcessGroups& groups) {
+  for (const auto& m : config.modules) {
+    const auto& grid = topology.grid(m.name);
+    for (const char* dim : {"tp", "pp", "dp"}) {
+      for (const auto& ranks : grid.groupEnumeration({dim})) groups.get(ranks, m.name + "/" + dim);
+    }
+  }
+  for (const auto& b : topology.bridges()) {
+    groups.get(leadersOf(b), "bridge:" + b.name);
+    for (const auto& list : b.srcBoundary) groups.get(list, "boundary:" + b.name);
+    for (const auto& list : b.destBoundary) groups.get(list, "boundary:" + b.name);
+  }
+}
+
+// ---- posting ------------------------------------------------------------------------------
+
+namespace {
+
+events::TransferRecord baseRecord(int rank, Side side, int src, int dst, const Group& g,
+                                  const std::string& edge, events::EdgeKind kind,
+                                  events::BridgeRole role, Direction dir, const CommIds& ids,
+                                  int mb) {
+  events::TransferRecord r;
+  r.rank = rank;
+  r.side = side;
+  r.srcRank = src;
+  r.dstRank = dst;
+  r.srcGroupRank = g.localRank(src);
+  r.dstGroupRank = g.localRank(dst);
+  r.edge = edge;
+  r.edgeKind = kind;
+  r.role = role;
+  r.direction = dir;
+  r.iteration = ids.iteration;
+  r.microbatch = mb;
+  r.actionSeq = ids.actionSeq;
+  return r;
+}
+
+events::BridgeRole roleOf(const plan::Bridge& b) {
+  if (b.fanIn()) return events::BridgeRole::FanIn;
+  if (b.fanOut()) return events::BridgeRole::FanOut;
+  return events::BridgeRole::OneToOne;
+}
+
+std::string p2pEdge(const std::string& module, int lowerStage) {
+  return module + ":pp" + std::to_string(lowerStage) + "->pp" + std::to_string(lowerStage + 1);
+}
+
+}  // namespace
+
+// Fills shape/dtype/bytes/checksum/stats/payload of a record from the tensor on the wire.
+static void describeTensor(events::TransferRecord& r, const at::Tensor& t,
+                           events::RecordLevel level) {
+  r.shape = shapeOf(t);
+  r.dtype = dtypeName(t);
+  r.bytes = static_cast<int64_t>(t.nbytes());
+  if (level >= events::RecordLevel::Stats) {
+    TensorDigest d = digest(t);
+    r.checksum = d.checksum;
+    r.stats = d.stats;
+    r.hasStats = true;
+  }
+  if (level >= events::RecordLevel::Full) r.payload = hostBytes(t);
+}
+
+// ---- posting ------------------------------------------------------------------------------
+
+void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
+                            const std::shared_ptr<Group>& group, const at::Tensor& wire) {
+  Pending p;
+  p.group = group;
+  p.peer = rec.dstRank;
+  p.payload = wire;
+  if (faults_) faults_->beforeDigest(rec, p.payload);
+  describeTensor(rec, p.payload, recorder_.level());
+  const bool drop = faults_ && faults_->beforeSend(rec, p.payload);
+  p.header = makeHeader(p.payload);
+  p.rec = std::move(rec);
+  p.rec.startNs = nowNs();
+  p.dropped = drop;
+  if (!drop) {
+    std::vector<at::Tensor> h{p.header}, d{p.payload};
+    const int dst = group->localRank(p.peer);
+    p.headerWork = group->backend->send(h, dst, tagOf(p.rec.direction, false));
+    p.payloadWork = group->backend->send(d, dst, tagOf(p.rec.direction, true));
+  }
+  ex.sends.push_back(std::move(p));
+}
+
+void Communicator::postRecv(Exchange& ex, events::TransferRecord rec,
+                            const std::shared_ptr<Group>& group, const std::string& key,
+                            std::vector<Pending>* into) {
+  Pending p;
+  p.group = group;
+  p.peer = rec.srcRank;
+  p.key = key;
+  p.rec = std::move(rec);
+  p.rec.startNs = nowNs();
+  p.header = at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+  std::vector<at::Tensor> h{p.header};
+  p.headerWork = group->backend->recv(h, group->localRank(p.peer), tagOf(p.rec.direction, false));
+  into->push_back(std::move(p));
+}
+
+void Communicator::postActivationSends(Exchange& ex, const at::Tensor& activation, int mb) {
+  at::Tensor wire = prepareForComm(activation.detach()).to(at::kCPU).contiguous();
+  if (me_.pp < module_.pp - 1) {
+    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp + 1, me_.dp});
+    postSend(ex,
+             baseRecord(me_.rank, Side::Send, me_.rank, peer, *ppGroup_, p2pEdge(me_.module, me_.pp),
+                        events::EdgeKind::P2P, events::BridgeRole::None, Direction::Activation,
+                        ex.ids, mb),
+             ppGroup_, wire);
+    return;
+  }
+  for (const auto* b : topology_.bridgesOutOf(me_.module)) {
+    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Sender) continue;
+    const auto peers = b->peersOf(me_.rank);
+    auto parts = splitForPeers(wire, static_cast<int>(peers.size()), layout_.batchAxis);
+    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
+    for (size_t j = 0; j < peers.size(); ++j) {
+      postSend(ex,
+               baseRecord(me_.rank, Side::Send, me_.rank, peers[j], *group, b->name,
+                          events::EdgeKind::Bridge, roleOf(*b), Direction::Activation, ex.ids, mb),
+               group, parts[j]);
+    }
+  }
+}
+
+void Communicator::postGradientSends(Exchange& ex, const std::map<std::string, at::Tensor>& grads,
+                                     int mb) {
+  if (me_.pp > 0) {
+    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp - 1, me_.dp});
+    at::Tensor g = grads.at(me_.module);
+    postSend(ex,
+             baseRecord(me_.rank, Side::Send, me_.rank, peer, *ppGroup_,
+                        p2pEdge(me_.module, me_.pp - 1), events::EdgeKind::P2P,
+                        events::BridgeRole::None, Direction::Gradient, ex.ids, mb),
+             ppGroup_, prepareForComm(g.detach()).to(at::kCPU).contiguous());
+    return;
+  }
+  for (const auto* b : topology_.bridgesInto(me_.module)) {
+    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Receiver) continue;
+    const auto peers = b->peersOf(me_.rank);
+    auto it = grads.find(b->src);
+    if (it == grads.end() || !it->second.defined()) {
+      throw std::runtime_error("rank " + std::to_string(me_.rank) + ": no input gradient for '" +
+                               b->src + "' to send back over bridge " + b->name);
+    }
+    at::Tensor wire = it->second.detach().to(at::kCPU).contiguous();
+    auto parts = splitForPeers(wire, static_cast<int>(peers.size()), layout_.batchAxis);
+    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
+    for (size_t j = 0; j < peers.size(); ++j) {
+      postSend(ex,
+               baseRecord(me_.rank, Side::Send, me_.rank, peers[j], *group, b->name,
+                          events::EdgeKind::Bridge, roleOf(*b), Direction::Gradient, ex.ids, mb),
+               group, parts[j]);
+    }
+  }
+}
+
+void Communicator::postActivationRecvs(Exchange& ex, int mb) {
+  if (me_.pp > 0) {
+    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp - 1, me_.dp});
+    postRecv(ex,
+             baseRecord(me_.rank, Side::Recv, peer, me_.rank, *ppGroup_,
+                        p2pEdge(me_.module, me_.pp - 1), events::EdgeKind::P2P,
+                        events::BridgeRole::None, Direction::Activation, ex.ids, mb),
+             ppGroup_, me_.module, &ex.actRecvs);
+    return;
+  }
+  for (const auto* b : topology_.bridgesInto(me_.module)) {
+    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Receiver) continue;
+    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
+    for (int peer : b->peersOf(me_.rank)) {
+      postRecv(ex,
+               baseRecord(me_.rank, Side::Recv, peer, me_.rank, *group, b->name,
+                          events::EdgeKind::Bridge, roleOf(*b), Direction::Activation, ex.ids, mb),
+               group, b->src, &ex.actRecvs);
+    }
+  }
+}
+
+void Communicator::postGradientRecvs(Exchange& ex, int mb) {
+  if (me_.pp < module_.pp - 1) {
+    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp + 1, me_.dp});
+    postRecv(ex,
+             baseRecord(me_.rank, Side::Recv, peer, me_.rank, *ppGroup_, p2pEdge(me_.module, me_.pp),
+                        events::EdgeKind::P2P, events::BridgeRole::None, Direction::Gradient,
+                        ex.ids, mb),
+             ppGroup_, me_.module, &ex.gradRecvs);
+    return;
+  }
+  for (const auto* b : topology_.bridgesOutOf(me_.module)) {
+    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Sender) continue;
+    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
+    for (int peer : b->peersOf(me_.rank)) {
+      postRecv(ex,
+               baseRecord(me_.rank, Side::Recv, peer, me_.rank, *group, b->name,
+                          events::EdgeKind::Bridge, roleOf(*b), Direction::Gradient, ex.ids, mb),
+               group, b->dest, &ex.gradRecvs);
+    }
+  }
+}
+
+// ---- completion ---------------------------------------------------------------------------
+
+void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p,
+                           const CommIds& ids) {
+  if (!work) return;
+  if (wait_) {
+    wait_->waitingOn = p.peer;
+    wait_->direction = static_cast<int>(p.rec.direction);
+    wait_->microbatch = p.rec.microbatch;
+  }
+  try {
+    work->wait(groups_.timeout());
+  } catch (const std::exception& e) {
+    throw CommTimeout(me_.rank, p.peer,
+                      "rank " + std::to_string(me_.rank) + " waited " +
+                          std::to_string(groups_.timeout().count() / 1000.0) + " s in " +
+                          events::toString(ids.action->kind) + " (iteration " +
+                          std::to_string(ids.iteration) + ", action " +
+                          std::to_string(ids.actionSeq) + ") for " + describe(p.rec) + ": " +
+                          std::string(e.what()).substr(0, 200));
+  }
+  if (wait_) wait_->waitingOn = -1;
+}
+
+void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
+  for (auto& p : recvs) {
+    waitFor(p.headerWork, p, ex.ids);
+    p.payload = allocateFromHeader(p.header, "rank " + std::to_string(me_.rank) + " " +
+                                                 describe(p.rec));
+    std::vector<at::Tensor> d{p.payload};
+    p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer),
+                                           tagOf(p.rec.direction, true));
+  }
+  for (auto& p : recvs) {
+    waitFor(p.payloadWork, p, ex.ids);
+    p.rec.endNs = nowNs();
+    describeTensor(p.rec, p.payload, recorder_.level());
+    if (recorder_.level() > events::RecordLevel::Off) recorder_.transfer(p.rec);
+  }
+}
+
+void Communicator::completeSends(Exchange& ex) {
+  for (auto& p : ex.sends) {
+    waitFor(p.headerWork, p, ex.ids);
+    waitFor(p.payloadWork, p, ex.ids);
+    p.rec.endNs = nowNs();
+    if (!p.dropped && recorder_.level() > events::RecordLevel::Off) {
+      recorder_.transfer(std::move(p.rec));
+    }
+  }
+}
+
+at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, int leader,
+                                             at::Tensor value, const CommIds& ids) {
+  auto group = groups_.get(boundary, "boundary");
+  if (!group || !group->backend) return value;
+  const int root = group->localRank(leader);
+  at::Tensor header = me_.rank == leader ? makeHeader(value)
+                                         : at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  auto run = [&](at::Tensor& t) {
+    std::vector<at::Tensor> v{t};
+    auto work = group->backend->broadcast(v, opts);
+    try {
+      work->wait(groups_.timeout());
+    } catch (const std::exception& e) {
+      throw CommTimeout(me_.rank, leader,
+                        "rank " + std::to_string(me_.rank) + " waited in " +
+                            events::toString(ids.action->kind) + " (iteration " +
+                            std::to_string(ids.iteration) + ") for the boundary broadcast from rank " +
+                            std::to_string(leader) + " in group " + group->name);
+    }
+  };
+  run(header);
+  if (me_.rank != leader) value = allocateFromHeader(header, "boundary broadcast " + group->name);
+  value = value.contiguous();
+  run(value);
+  return value;
+}
+
+// Concatenates a leader's received parts per key (DP order) and broadcasts the result over
+// its boundary group; members receive the broadcast.  `intoBridges` lists the bridges whose
+// value this rank must end up with.
+std::map<std::string, at::Tensor> Communicator::gather(
+    std::vector<Pending>& recvs, const std::vector<const plan::Bridge*>& bridges, bool destSide,
+    const CommIds& ids) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto* b : bridges) {
+    const std::string key = destSide ? b->src : b->dest;
+    std::vector<at::Tensor> parts;
+    for (auto& p : recvs) {
+      if (p.key == key) parts.push_back(p.payload);
+    }
+    at::Tensor value = parts.empty() ? at::Tensor() : at::cat(parts, layout_.batchAxis);
+    const int leader = b->localLeaderOf(me_.rank);
+    if (leader < 0) continue;
+    out[key] = broadcastFromLeader(b->boundaryOf(me_.rank), leader, value, ids);
+  }
+  return out;
+}
+
+at::Tensor Communicator::toDevice(const at::Tensor& t) const {
+  return restoreFromComm(t).to(device_);
+}
+
+void Communicator::run(const CommIds& ids, const at::Tensor* activation,
+                       const std::map<std::string, at::Tensor>* gradients,
+                       std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut) {
+  using events::ActionKind;
+  const plan::Action& a = *ids.action;
+  const bool sendAct = a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward;
+  const bool recvGrad = a.kind == ActionKind::RecvBackward || a.kind == ActionKind::SendForwardRecvBackward;
+  const bool sendGrad = a.kind == ActionKind::SendBackward || a.kind == ActionKind::SendBackwardRecvForward;
+  const bool recvAct = a.kind == ActionKind::RecvForward || a.kind == ActionKind::SendBackwardRecvForward;
+  const int actMb = a.microbatch;
+  const int gradMb = (a.kind == ActionKind::SendForwardRecvBackward || a.kind == ActionKind::SendBackwardRecvForward)
+                         ? a.gradMicrobatch
+                         : a.microbatch;
+  Exchange ex;
+  ex.ids = ids;
+  // Sends first, then receives: every send of this action is in flight before we block.
+  if (sendAct) postActivationSends(ex, *activation, actMb);
+  if (sendGrad) postGradientSends(ex, *gradients, a.kind == ActionKind::SendBackward ? actMb : gradMb);
+  if (recvGrad) postGradientRecvs(ex, gradMb);
+  if (recvAct) postActivationRecvs(ex, a.kind == ActionKind::RecvForward ? actMb : actMb);
+  completeRecvs(ex, ex.gradRecvs);
+  completeRecvs(ex, ex.actRecvs);
+  completeSends(ex);
+  if (recvGrad) {
+    if (me_.pp < module_.pp - 1) {
+      *gradOut = toDevice(ex.gradRecvs.at(0).payload);
+    } else {
+      auto got = gather(ex.gradRecvs, topology_.bridgesOutOf(me_.module), false, ids);
+      if (got.empty()) throw std::runtime_error("no gradient arrived for module " + me_.module);
+      *gradOut = toDevice(got.begin()->second);
+    }
+  }
+  if (recvAct) {
+    if (me_.pp > 0) {
+      (*inputsOut)[me_.module] = toDevice(ex.actRecvs.at(0).payload);
+    } else {
+      for (auto& [k, v] : gather(ex.actRecvs, topology_.bridgesInto(me_.module), true, ids)) {
+        (*inputsOut)[k] = toDevice(v);
+      }
+    }
+  }
+}
+
+}  // namespace stagescope::engine

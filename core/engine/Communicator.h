@@ -1,0 +1,123 @@
+// Moves activations and gradients for one rank: pipeline P2P inside a module and bridges
+// between modules (reference §3, §4), recording every message on both sides.
+//
+// Protocol per message: a shape header (int64[8]: ndim, dims..., dtype code) then the
+// payload, on the group of the edge (the module's pp group for P2P; the group of all leaders
+// of a bridge), with Gloo tags (direction*2 + 0 for the header, +1 for the payload).  Each
+// communication action posts all its sends and receives before waiting on any, so the
+// combined ops (SF_RB / SB_RF) cannot deadlock.  Bridge leaders split along the declared
+// batch axis (per-split shapes, so uneven splits work), concatenate in DP order, and
+// broadcast the result over their boundary TP group; bridge members receive that broadcast.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/engine/Faults.h"
+#include "core/engine/ProcessGroups.h"
+#include "core/events/Recorder.h"
+#include "core/plan/Config.h"
+#include "core/plan/Plan.h"
+#include "core/plan/Topology.h"
+
+namespace stagescope::engine {
+
+// The explicit activation layout between stages: [seq, batch, hidden], batch on axis 1.
+struct ActivationLayout {
+  int batchAxis = 1;
+};
+
+// 2D <-> 3D adaptation for P2P (reference §4.4): [a,b] -> [a,b,1]; a 3D [a,b,1] is
+// ambiguous and rejected; everything else passes unchanged.
+at::Tensor prepareForComm(const at::Tensor& t);
+at::Tensor restoreFromComm(const at::Tensor& t);
+// tensor_split semantics: n parts along `axis`, the first (N mod n) one element larger.
+std::vector<at::Tensor> splitForPeers(const at::Tensor& t, int parts, int axis);
+
+// What the executor is doing now, readable from a watchdog thread.
+struct WaitState {
+  std::atomic<int> iteration{-1};
+  std::atomic<int> actionSeq{-1};
+  std::atomic<int> waitingOn{-1};  // global rank, -1 when not waiting
+  std::atomic<int> direction{0};
+  std::atomic<int> microbatch{-1};
+};
+
+// A wait that ran past the configured timeout; `peer` is the rank waited on.
+class CommTimeout : public std::runtime_error {
+ public:
+  CommTimeout(int rank, int peer, const std::string& message)
+      : std::runtime_error(message), rank_(rank), peer_(peer) {}
+  int rank() const { return rank_; }
+  int peer() const { return peer_; }
+
+ private:
+  int rank_, peer_;
+};
+
+struct CommIds {  // identifies the action being executed, for records and errors
+  int iteration = 0;
+  int actionSeq = 0;
+  const plan::Action* action = nullptr;
+};
+
+class Communicator {
+ public:
+  Communicator(const plan::RunConfig& config, const plan::Topology& topology,
+               const plan::RankPlan& me, ProcessGroups& groups, events::Recorder& recorder,
+               at::Device device, WaitState* wait, const FaultInjector* faults = nullptr);
+
+  // Creates every group this engine uses (module tp/pp/dp groups, bridge leader groups,
+  // boundary broadcast groups) in one global order; call once on every rank.
+  static void createAllGroups(const plan::RunConfig& config, const plan::Topology& topology,
+                              ProcessGroups& groups);
+
+  // Executes a communication action.  `activation`: this stage's output (SF, SF_RB);
+  // `gradients`: input gradients keyed like the inputs (SB, SB_RF).  Received activations
+  // land in `inputsOut` (keyed by upstream module for bridges, own module for P2P), a
+  // received output gradient in `gradOut`.
+  void run(const CommIds& ids, const at::Tensor* activation,
+           const std::map<std::string, at::Tensor>* gradients,
+           std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut);
+
+ private:
+  struct Pending;
+  struct Exchange;
+  void postActivationSends(Exchange& ex, const at::Tensor& activation, int mb);
+  void postGradientSends(Exchange& ex, const std::map<std::string, at::Tensor>& grads, int mb);
+  void postActivationRecvs(Exchange& ex, int mb);
+  void postGradientRecvs(Exchange& ex, int mb);
+  void postSend(Exchange& ex, events::TransferRecord rec, const std::shared_ptr<Group>& group,
+                const at::Tensor& wire);
+  void postRecv(Exchange& ex, events::TransferRecord rec, const std::shared_ptr<Group>& group,
+                const std::string& key, std::vector<Pending>* into);
+  void waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p, const CommIds& ids);
+  void completeRecvs(Exchange& ex, std::vector<Pending>& recvs);
+  void completeSends(Exchange& ex);
+  std::map<std::string, at::Tensor> gather(std::vector<Pending>& recvs,
+                                           const std::vector<const plan::Bridge*>& bridges,
+                                           bool destSide, const CommIds& ids);
+  at::Tensor toDevice(const at::Tensor& t) const;
+  at::Tensor broadcastFromLeader(const std::vector<int>& boundary, int leader, at::Tensor value,
+                                 const CommIds& ids);
+
+  const plan::RunConfig& config_;
+  const plan::Topology& topology_;
+  const plan::RankPlan& me_;
+  const plan::ModuleConfig& module_;
+  ProcessGroups& groups_;
+  events::Recorder& recorder_;
+  at::Device device_;
+  WaitState* wait_;
+  const FaultInjector* faults_;
+  ActivationLayout layout_;
+  std::shared_ptr<Group> ppGroup_;
+};
+
+}  // namespace stagescope::engine

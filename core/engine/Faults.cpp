@@ -1,0 +1,73 @@
+#include "core/engine/Faults.h"
+
+#include <ATen/ATen.h>
+
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <thread>
+#include <unistd.h>
+
+namespace stagescope::engine {
+
+FaultInjector::FaultInjector(std::vector<plan::FaultConfig> faults, const plan::RunConfig& config,
+                             int rank, const std::string& module, int stage)
+    : rank_(rank), module_(module), stage_(stage), lastStage_(config.module(module).pp - 1) {
+  for (auto& f : faults) {
+    const bool mine = f.rank >= 0 ? f.rank == rank
+                                  : f.module == module && (f.stage < 0 ? stage == lastStage_
+                                                                       : f.stage == stage);
+    if (mine) faults_.push_back(std::move(f));
+  }
+}
+
+const plan::FaultConfig* FaultInjector::match(const events::TransferRecord& rec,
+                                              const char* kind) const {
+  for (const auto& f : faults_) {
+    if (f.kind != kind || f.iteration != rec.iteration || f.microbatch != rec.microbatch) continue;
+    if (f.direction != events::toString(rec.direction)) continue;
+    return &f;
+  }
+  return nullptr;
+}
+
+void FaultInjector::beforeDigest(const events::TransferRecord& rec, at::Tensor& payload) const {
+  if (match(rec, "nan")) {
+    payload = payload.clone();
+    payload.view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  if (match(rec, "inf")) {
+    payload = payload.clone();
+    payload.view({-1})[0] = std::numeric_limits<float>::infinity();
+  }
+  if (match(rec, "shape") && payload.dim() >= 2 && payload.size(1) > 1) {
+    payload = payload.narrow(1, 0, payload.size(1) - 1).contiguous();
+  }
+}
+
+bool FaultInjector::beforeSend(const events::TransferRecord& rec, at::Tensor& payload) const {
+  if (const auto* f = match(rec, "delay")) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(f->delaySeconds));
+  }
+  if (match(rec, "corrupt")) {
+    payload = payload.clone();
+    auto* bytes = static_cast<unsigned char*>(payload.data_ptr());
+    bytes[0] ^= 0x5a;  // after the checksum: the receiver's checksum differs
+  }
+  return match(rec, "drop") != nullptr;
+}
+
+void FaultInjector::atCompute(int iteration, int microbatch, bool backward) const {
+  for (const auto& f : faults_) {
+    if (f.kind == "kill" && f.iteration == iteration && f.microbatch == microbatch &&
+        backward == (f.direction == "gradient")) {
+      std::fprintf(stderr, "stagescope: fault injection kills rank %d (iteration %d, microbatch %d)\n",
+                   rank_, iteration, microbatch);
+      std::fflush(stderr);
+      ::kill(::getpid(), SIGKILL);
+    }
+  }
+}
+
+}  // namespace stagescope::engine

@@ -1,0 +1,191 @@
+#include "core/engine/Launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace stagescope::engine {
+namespace {
+
+volatile std::sig_atomic_t gInterrupted = 0;
+void onSignal(int) { gInterrupted = 1; }
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1, err = -1;  // pipe read ends
+  std::string outBuf, errBuf;
+  bool done = false;
+  RankExit exit;
+};
+
+pid_t spawn(const LaunchSpec& spec, int rank, int* outFd, int* errFd) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("pipe() failed");
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork() failed for rank " + std::to_string(rank));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
+    setpgid(0, 0);                     // Ctrl-C goes to the launcher, which stops us
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(err[0]);
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(spec.worldSize).c_str(), 1);
+    setenv("MASTER_ADDR", spec.masterAddr.c_str(), 1);
+    setenv("MASTER_PORT", std::to_string(spec.masterPort).c_str(), 1);
+    setenv("STAGESCOPE_LAUNCHER_STORE", "1", 1);
+    for (const auto& kv : spec.extraEnv) putenv(strdup(kv.c_str()));
+    std::vector<char*> argv;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "exec %s failed: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  *outFd = out[0];
+  *errFd = err[0];
+  return pid;
+}
+
+// Forwards complete lines with the rank prefix; keeps the last stderr line for the summary.
+void drain(int fd, std::string& buf, int rank, bool isErr, bool quiet, RankExit& exit, bool* eof) {
+  char tmp[4096];
+  ssize_t n = read(fd, tmp, sizeof tmp);
+  if (n <= 0) {
+    *eof = true;
+    n = 0;
+  }
+  buf.append(tmp, static_cast<size_t>(n));
+  size_t pos;
+  while ((pos = buf.find('\n')) != std::string::npos || (*eof && !buf.empty())) {
+    std::string line = pos == std::string::npos ? buf : buf.substr(0, pos);
+    buf.erase(0, pos == std::string::npos ? buf.size() : pos + 1);
+    if (isErr && !line.empty()) exit.lastLine = line;
+    if (!quiet) std::fprintf(isErr ? stderr : stdout, "[rank %d] %s\n", rank, line.c_str());
+  }
+}
+
+void signalAll(std::vector<Child>& kids, int sig) {
+  for (auto& c : kids) {
+    if (!c.done) {
+      c.exit.stoppedByUs = true;
+      kill(c.pid, sig);
+    }
+  }
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+std::string LaunchResult::describe() const {
+  if (interrupted) return "interrupted by a signal to the launcher";
+  if (firstFailure < 0) return "all ranks completed";
+  const RankExit& r = ranks[firstFailure];
+  std::string s = "rank " + std::to_string(r.rank);
+  if (r.signal) {
+    s += " was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")";
+  } else if (r.exitCode == kWorkerTimeout) {
+    s += " timed out waiting for a peer (hang)";
+  } else {
+    s += " exited with code " + std::to_string(r.exitCode);
+  }
+  if (!r.lastLine.empty()) s += ": " + r.lastLine;
+  return s;
+}
+
+LaunchResult launchRanks(const LaunchSpec& spec) {
+  gInterrupted = 0;
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  struct sigaction oldInt {}, oldTerm {};
+  sigaction(SIGINT, &sa, &oldInt);
+  sigaction(SIGTERM, &sa, &oldTerm);
+
+  std::vector<Child> kids(spec.worldSize);
+  for (int r = 0; r < spec.worldSize; ++r) {
+    kids[r].pid = spawn(spec, r, &kids[r].out, &kids[r].err);
+    kids[r].exit.rank = r;
+  }
+  LaunchResult result;
+  bool stopping = false;
+  auto stopAt = std::chrono::steady_clock::now();
+  double grace = 0;
+  int alive = spec.worldSize;
+  while (alive > 0) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, bool>> who;  // (rank, isErr)
+    for (int r = 0; r < spec.worldSize; ++r) {
+      if (kids[r].out >= 0) { fds.push_back({kids[r].out, POLLIN, 0}); who.emplace_back(r, false); }
+      if (kids[r].err >= 0) { fds.push_back({kids[r].err, POLLIN, 0}); who.emplace_back(r, true); }
+    }
+    if (!fds.empty()) poll(fds.data(), fds.size(), 100);
+    else usleep(20000);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [r, isErr] = who[i];
+      Child& c = kids[r];
+      bool eof = false;
+      drain(fds[i].fd, isErr ? c.errBuf : c.outBuf, r, isErr, spec.quiet, c.exit, &eof);
+      if (eof) {
+        close(fds[i].fd);
+        (isErr ? c.err : c.out) = -1;
+      }
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& c : kids) {
+        if (c.pid != pid || c.done) continue;
+        c.done = true;
+        --alive;
+        if (WIFSIGNALED(status)) c.exit.signal = WTERMSIG(status);
+        else c.exit.exitCode = WEXITSTATUS(status);
+        const bool failed = c.exit.signal != 0 || c.exit.exitCode != 0;
+        if (failed && !c.exit.stoppedByUs && result.firstFailure < 0 && !gInterrupted) {
+          result.firstFailure = c.exit.rank;
+          stopping = true;
+          stopAt = std::chrono::steady_clock::now();
+          // A timed-out rank: the others are timing out too; let them record their side.
+          grace = c.exit.exitCode == kWorkerTimeout ? spec.hangGraceSeconds : 0.5;
+        }
+      }
+    }
+    if (gInterrupted && !result.interrupted) {
+      result.interrupted = true;
+      signalAll(kids, SIGTERM);
+      stopping = true;
+      stopAt = std::chrono::steady_clock::now();
+      grace = 3;
+    }
+    if (stopping && secondsSince(stopAt) > grace) {
+      signalAll(kids, SIGTERM);
+      if (secondsSince(stopAt) > grace + 2) signalAll(kids, SIGKILL);
+    }
+  }
+  for (auto& c : kids) {
+    if (c.out >= 0) close(c.out);
+    if (c.err >= 0) close(c.err);
+    result.ranks.push_back(c.exit);
+  }
+  sigaction(SIGINT, &oldInt, nullptr);
+  sigaction(SIGTERM, &oldTerm, nullptr);
+  return result;
+}
+
+}  // namespace stagescope::engine

@@ -1,0 +1,86 @@
+#include "core/engine/ProcessGroups.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef STAGESCOPE_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace stagescope::engine {
+namespace {
+
+std::string joinRanks(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "-" : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+}  // namespace
+
+int Group::localRank(int globalRank) const {
+  auto it = std::find(ranks.begin(), ranks.end(), globalRank);
+  if (it == ranks.end()) {
+    throw std::runtime_error("rank " + std::to_string(globalRank) + " is not in group " + name);
+  }
+  return static_cast<int>(it - ranks.begin());
+}
+
+ProcessGroups::ProcessGroups(c10::intrusive_ptr<c10d::Store> store, int rank, int worldSize,
+                             BackendKind backend, std::chrono::milliseconds timeout)
+    : store_(std::move(store)), rank_(rank), worldSize_(worldSize), backend_(backend),
+      timeout_(timeout) {}
+
+std::shared_ptr<Group> ProcessGroups::get(std::vector<int> ranks, const std::string& purpose) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) return nullptr;
+  if (auto it = groups_.find(ranks); it != groups_.end()) return it->second;
+  auto group = std::make_shared<Group>();
+  group->name = purpose + "/" + joinRanks(ranks);
+  group->ranks = ranks;
+  if (ranks.size() > 1) group->backend = makeBackend(ranks, group->localRank(rank_));
+  groups_.emplace(ranks, group);
+  return group;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<int>& ranks,
+                                                             int localRank) {
+  // The prefix depends only on the rank list, so identical lists on every member meet in
+  // the same key space whatever purpose asked first.
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("g/" + joinRanks(ranks) + "/", store_);
+  const int size = static_cast<int>(ranks.size());
+  if (backend_ == BackendKind::Nccl) {
+#ifdef STAGESCOPE_HAVE_NCCL
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = timeout_;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, localRank, size, opts);
+#else
+    throw std::runtime_error("backend = \"nccl\": this build has no NCCL (configure with the "
+                             "'cuda' preset) — use backend = \"gloo\"");
+#endif
+  }
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
+      std::getenv("STAGESCOPE_GLOO_HOST") ? std::getenv("STAGESCOPE_GLOO_HOST") : "127.0.0.1"));
+  opts->threads = 1;  // P2P and collectives of one group are issued from one thread
+  std::vector<uint64_t> global(ranks.begin(), ranks.end());
+  opts->global_ranks_in_group = global;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, localRank, size, opts);
+}
+
+c10::intrusive_ptr<c10d::Store> connectStore(const std::string& host, int port, bool isServer,
+                                             int worldSize, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.isServer = isServer;
+  o.numWorkers = std::nullopt;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(host, o);
+}
+
+}  // namespace stagescope::engine

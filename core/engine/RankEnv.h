@@ -1,0 +1,25 @@
+// Where this process sits in the job, read from the environment conventions torchrun and
+// Slurm users already have: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, with
+// SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID as fallbacks.  Torch-free.
+#pragma once
+
+#include <string>
+
+namespace stagescope::engine {
+
+struct RankEnv {
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  // True when the store server is hosted by the local launcher (stagescope run); otherwise
+  // rank 0 hosts it, as under torchrun/Slurm.
+  bool launcherHostsStore = false;
+};
+
+// Reads the environment.  Throws std::runtime_error naming the variable and its value when
+// a variable is present but not a valid number, or rank >= world size.
+RankEnv readRankEnv();
+
+}  // namespace stagescope::engine

@@ -1,0 +1,116 @@
+#include "core/engine/Reference.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include <memory>
+
+#include "core/engine/Init.h"
+#include "core/engine/StageModel.h"
+
+namespace stagescope::engine {
+namespace {
+
+// Whole modules in one process: copies of the module configs with tp = pp = dp = 1.
+struct FullModel {
+  std::vector<plan::ModuleConfig> modules;  // config order
+  std::vector<std::unique_ptr<StageModel>> stages;
+  StageModel* llm = nullptr;
+  std::map<std::string, StageModel*> encoders;
+
+  explicit FullModel(const plan::RunConfig& config) {
+    for (const auto& m : config.modules) {
+      plan::ModuleConfig full = m;
+      full.tp = full.pp = full.dp = 1;
+      full.stageLayers.clear();
+      modules.push_back(full);
+    }
+    for (const auto& m : modules) {
+      stages.push_back(std::make_unique<StageModel>(config, m, 0, 0, nullptr,
+                                                    std::chrono::milliseconds(0), at::kCPU));
+      if (m.kind == "llm") {
+        llm = stages.back().get();
+      } else {
+        encoders[m.name] = stages.back().get();
+      }
+    }
+  }
+  std::vector<at::Tensor> values() {
+    std::vector<at::Tensor> v;
+    for (auto& s : stages) {
+      for (auto& p : s->params()) v.push_back(p.value);
+    }
+    return v;
+  }
+};
+
+std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const plan::OptimizerConfig& o,
+                                                       std::vector<at::Tensor> params) {
+  if (o.kind == "adam") {
+    torch::optim::AdamOptions opts(o.lr);
+    opts.betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weightDecay);
+    return std::make_unique<torch::optim::Adam>(std::move(params), opts);
+  }
+  torch::optim::SGDOptions opts(o.lr);
+  opts.momentum(o.momentum).weight_decay(o.weightDecay);
+  return std::make_unique<torch::optim::SGD>(std::move(params), opts);
+}
+
+}  // namespace
+
+std::map<std::string, at::Tensor> referenceInitialParams(const plan::RunConfig& config) {
+  FullModel model(config);
+  std::map<std::string, at::Tensor> out;
+  for (auto& s : model.stages) {
+    for (auto& p : s->params()) out[p.name] = p.value.detach().clone();
+  }
+  return out;
+}
+
+std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations) {
+  FullModel model(config);
+  auto optimizer = makeOptimizer(config.optimizer, model.values());
+  const auto& llm = config.llm();
+  const int mbs = config.microBatchSize;
+  const int m = config.microbatches;
+  std::vector<ReferenceIteration> out;
+  for (int it = 0; it < iterations; ++it) {
+    ReferenceIteration r;
+    at::Tensor total = at::zeros({}, at::kDouble);
+    for (int j = 0; j < m; ++j) {
+      for (int rep = 0; rep < llm.dp; ++rep) {
+        const int64_t first = static_cast<int64_t>(j) * mbs * llm.dp + static_cast<int64_t>(rep) * mbs;
+        StageInput in;
+        in.tokens = batchTokens(config.seed, it, first, mbs, llm.textLen, llm.vocab);
+        for (const auto* enc : config.encoders()) {
+          StageInput ein;
+          ein.patches = batchPatches(config.seed, it, first, mbs, enc->name, enc->patches, enc->patchDim);
+          in.encoderOutputs[enc->name] = model.encoders.at(enc->name)->forward(ein);
+        }
+        at::Tensor loss = model.llm->forward(in);
+        r.microbatchLosses.push_back(loss.item<double>());
+        total = total + loss.to(at::kDouble) / (static_cast<double>(m) * llm.dp);
+      }
+    }
+    r.loss = total.item<double>();
+    if (!config.forwardOnly) {
+      total.backward();
+      for (auto& s : model.stages) {
+        for (auto& p : s->params()) {
+          r.gradients[p.name] = p.value.grad().defined() ? p.value.grad().clone()
+                                                         : at::zeros_like(p.value);
+        }
+      }
+      optimizer->step();
+      optimizer->zero_grad(true);
+      for (auto& s : model.stages) {
+        for (auto& p : s->params()) r.paramsAfterStep[p.name] = p.value.detach().clone();
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace stagescope::engine

@@ -1,0 +1,170 @@
+#include "core/engine/StageModel.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "core/engine/Init.h"
+#include "core/engine/TensorParallel.h"
+
+namespace stagescope::engine {
+
+StageModel::StageModel(const plan::RunConfig& config, const plan::ModuleConfig& module, int stage,
+                       int tpRank, std::shared_ptr<Group> tpGroup,
+                       std::chrono::milliseconds timeout, at::Device device)
+    : config_(config), module_(module), stage_(stage), tp_(module.tp), tpRank_(tpRank),
+      tpGroup_(std::move(tpGroup)), timeout_(timeout), device_(device) {
+  const int h = module.hidden;
+  llmHidden_ = config.llm().hidden;
+  seqLen_ = config.llm().textLen;
+  for (const auto* enc : config.encoders()) seqLen_ += enc->patches;
+  const bool enc = module.kind == "encoder";
+  if (isFirst()) {
+    if (enc) {
+      addParam("patch_embed.weight", {h, module.patchDim}, int(InitKind::Linear), -1);
+      addParam("patch_embed.bias", {h}, int(InitKind::Bias), -1);
+      addParam("pos_embed", {module.patches, h}, int(InitKind::Position), -1);
+    } else {
+      addParam("tok_embed", {module.vocab, h}, int(InitKind::Embedding), -1);
+      addParam("pos_embed", {seqLen_, h}, int(InitKind::Position), -1);
+    }
+  }
+  const int first = module.firstLayerOfStage(stage);
+  for (int l = first; l < first + module.layersOfStage(stage); ++l) addBlock(l);
+  if (isLast()) {
+    addParam("final_ln.weight", {h}, int(InitKind::NormWeight), -1);
+    addParam("final_ln.bias", {h}, int(InitKind::NormBias), -1);
+    if (enc) {
+      addParam("projector.weight", {llmHidden_, h}, int(InitKind::Linear), -1);
+      addParam("projector.bias", {llmHidden_}, int(InitKind::Bias), -1);
+    } else {
+      addParam("head.weight", {module.vocab, h}, int(InitKind::Linear), -1);
+    }
+  }
+}
+
+void StageModel::addParam(const std::string& suffix, std::vector<int64_t> fullShape, int kind,
+                          int partitionDim) {
+  Param prm;
+  prm.name = module_.name + "." + suffix;
+  prm.fullShape = fullShape;
+  at::Tensor full = initialFull(config_.seed, prm.name, fullShape, static_cast<InitKind>(kind));
+  if (partitionDim >= 0 && tp_ > 1) {
+    const int64_t part = fullShape[partitionDim] / tp_;
+    prm.partitionDim = partitionDim;
+    prm.partitionOffset = part * tpRank_;
+    full = full.narrow(partitionDim, prm.partitionOffset, part);
+  }
+  prm.value = full.contiguous().to(device_).set_requires_grad(true);
+  index_[suffix] = params_.size();
+  params_.push_back(std::move(prm));
+}
+
+void StageModel::addBlock(int layer) {
+  const int h = module_.hidden, f = module_.ffn;
+  const std::string L = "layers." + std::to_string(layer) + ".";
+  addParam(L + "ln1.weight", {h}, int(InitKind::NormWeight), -1);
+  addParam(L + "ln1.bias", {h}, int(InitKind::NormBias), -1);
+  for (const char* n : {"q", "k", "v"}) {
+    addParam(L + "attn." + n + ".weight", {h, h}, int(InitKind::Linear), 0);
+    addParam(L + "attn." + n + ".bias", {h}, int(InitKind::Bias), 0);
+  }
+  addParam(L + "attn.o.weight", {h, h}, int(InitKind::Linear), 1);
+  addParam(L + "attn.o.bias", {h}, int(InitKind::Bias), -1);
+  addParam(L + "ln2.weight", {h}, int(InitKind::NormWeight), -1);
+  addParam(L + "ln2.bias", {h}, int(InitKind::NormBias), -1);
+  addParam(L + "mlp.fc1.weight", {f, h}, int(InitKind::Linear), 0);
+  addParam(L + "mlp.fc1.bias", {f}, int(InitKind::Bias), 0);
+  addParam(L + "mlp.fc2.weight", {h, f}, int(InitKind::Linear), 1);
+  addParam(L + "mlp.fc2.bias", {h}, int(InitKind::Bias), -1);
+}
+
+at::Tensor& StageModel::p(const std::string& suffix) {
+  auto it = index_.find(suffix);
+  if (it == index_.end()) throw std::logic_error("no parameter " + module_.name + "." + suffix);
+  return params_[it->second].value;
+}
+
+at::Tensor StageModel::attention(const at::Tensor& x, int layer) {
+  const std::string L = "layers." + std::to_string(layer) + ".attn.";
+  const int64_t S = x.size(0), B = x.size(1);
+  const int64_t heads = module_.heads / tp_;
+  const int64_t dh = module_.hidden / module_.heads;
+  at::Tensor xin = copyToTensorParallel(x, tpGroup_, timeout_);
+  auto proj = [&](const char* n) {
+    // [S,B,heads*dh] -> [B, heads, S, dh]
+    return at::linear(xin, p(L + n + ".weight"), p(L + n + ".bias"))
+        .view({S, B, heads, dh})
+        .permute({1, 2, 0, 3});
+  };
+  at::Tensor q = proj("q"), k = proj("k"), v = proj("v");
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
+  if (module_.kind == "llm") {
+    at::Tensor mask = at::ones({S, S}, at::TensorOptions().dtype(at::kBool).device(x.device()))
+                          .triu(1);
+    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  }
+  at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);           // [B, heads, S, dh]
+  ctx = ctx.permute({2, 0, 1, 3}).reshape({S, B, heads * dh});       // [S, B, h/tp]
+  at::Tensor partial = at::linear(ctx, p(L + "o.weight"));           // [S, B, h], partial sum
+  return reduceFromTensorParallel(partial, tpGroup_, timeout_) + p(L + "o.bias");
+}
+
+at::Tensor StageModel::mlp(const at::Tensor& x, int layer) {
+  const std::string L = "layers." + std::to_string(layer) + ".mlp.";
+  at::Tensor xin = copyToTensorParallel(x, tpGroup_, timeout_);
+  at::Tensor hidden = at::gelu(at::linear(xin, p(L + "fc1.weight"), p(L + "fc1.bias")));
+  at::Tensor partial = at::linear(hidden, p(L + "fc2.weight"));
+  return reduceFromTensorParallel(partial, tpGroup_, timeout_) + p(L + "fc2.bias");
+}
+
+at::Tensor StageModel::block(const at::Tensor& x, int layer) {
+  const std::string L = "layers." + std::to_string(layer) + ".";
+  const int64_t h = module_.hidden;
+  at::Tensor a = at::layer_norm(x, {h}, p(L + "ln1.weight"), p(L + "ln1.bias"), 1e-5);
+  at::Tensor y = x + attention(a, layer);
+  at::Tensor m = at::layer_norm(y, {h}, p(L + "ln2.weight"), p(L + "ln2.bias"), 1e-5);
+  return y + mlp(m, layer);
+}
+
+at::Tensor StageModel::embed(const StageInput& in) {
+  if (module_.kind == "encoder") {
+    at::Tensor patches = in.patches.to(device_).transpose(0, 1);  // [P, B, d]
+    at::Tensor x = at::linear(patches, p("patch_embed.weight"), p("patch_embed.bias"));
+    return x + p("pos_embed").unsqueeze(1);
+  }
+  const int T = module_.textLen;
+  at::Tensor tokens = in.tokens.to(device_).narrow(1, 0, T).transpose(0, 1);  // [T, B]
+  std::vector<at::Tensor> parts;
+  for (const auto* enc : config_.encoders()) {
+    auto it = in.encoderOutputs.find(enc->name);
+    if (it == in.encoderOutputs.end()) {
+      throw std::runtime_error("llm first stage: no activation from encoder '" + enc->name + "'");
+    }
+    parts.push_back(it->second);
+  }
+  parts.push_back(at::embedding(p("tok_embed"), tokens));  // [T, B, h]
+  return at::cat(parts, 0) + p("pos_embed").unsqueeze(1);
+}
+
+at::Tensor StageModel::head(const at::Tensor& x, const at::Tensor& tokens) {
+  const int64_t h = module_.hidden;
+  const int T = module_.textLen;
+  at::Tensor y = at::layer_norm(x, {h}, p("final_ln.weight"), p("final_ln.bias"), 1e-5);
+  if (module_.kind == "encoder") return at::linear(y, p("projector.weight"), p("projector.bias"));
+  at::Tensor text = y.narrow(0, y.size(0) - T, T);                         // [T, B, h]
+  at::Tensor logits = at::linear(text, p("head.weight"));                   // [T, B, V]
+  at::Tensor labels = tokens.to(device_).narrow(1, 1, T).transpose(0, 1);  // [T, B]
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat),
+                                labels.reshape({-1}));
+}
+
+at::Tensor StageModel::forward(const StageInput& in) {
+  at::Tensor x = isFirst() ? embed(in) : in.hidden;
+  const int first = module_.firstLayerOfStage(stage_);
+  for (int l = first; l < first + module_.layersOfStage(stage_); ++l) x = block(x, l);
+  return isLast() ? head(x, in.tokens) : x;
+}
+
+}  // namespace stagescope::engine

@@ -1,0 +1,92 @@
+#include "core/engine/TensorDigest.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace stagescope::engine {
+namespace {
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+
+at::Tensor hostContiguous(const at::Tensor& t) {
+  at::Tensor h = t.device().is_cpu() ? t : t.to(at::kCPU);
+  return h.contiguous();
+}
+
+// One pass: FNV-1a over the bytes of each element, and min/max/sum/sum of squares over the
+// finite values.  NaN and Inf are counted, not folded into the moments.
+template <typename T>
+void scan(const at::Tensor& h, TensorDigest* d) {
+  const T* p = h.data_ptr<T>();
+  const int64_t n = h.numel();
+  uint64_t hash = kFnvOffset;
+  double mn = std::numeric_limits<double>::infinity(), mx = -mn, sum = 0, sq = 0;
+  int64_t nan = 0, inf = 0;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  const size_t nbytes = static_cast<size_t>(n) * sizeof(T);
+  for (size_t i = 0; i < nbytes; ++i) hash = (hash ^ bytes[i]) * kFnvPrime;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>(static_cast<float>(p[i]));
+    if (std::isnan(v)) { ++nan; continue; }
+    if (std::isinf(v)) { ++inf; continue; }
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+    sum += v;
+    sq += v * v;
+  }
+  const int64_t finite = n - nan - inf;
+  d->checksum = hash;
+  d->stats.numel = n;
+  d->stats.nanCount = nan;
+  d->stats.infCount = inf;
+  d->stats.min = finite ? mn : 0;
+  d->stats.max = finite ? mx : 0;
+  d->stats.mean = finite ? sum / static_cast<double>(finite) : 0;
+  d->stats.l2 = std::sqrt(sq);
+}
+
+}  // namespace
+
+TensorDigest digest(const at::Tensor& t) {
+  TensorDigest d;
+  at::Tensor h = hostContiguous(t.detach());
+  switch (h.scalar_type()) {
+    case at::kFloat: scan<float>(h, &d); break;
+    case at::kDouble: scan<double>(h, &d); break;
+    case at::kBFloat16: scan<at::BFloat16>(h, &d); break;
+    case at::kHalf: scan<at::Half>(h, &d); break;
+    case at::kLong: scan<int64_t>(h, &d); break;
+    case at::kInt: scan<int32_t>(h, &d); break;
+    default: scan<float>(h.to(at::kFloat), &d); break;
+  }
+  return d;
+}
+
+std::vector<uint8_t> hostBytes(const at::Tensor& t) {
+  at::Tensor h = hostContiguous(t.detach());
+  std::vector<uint8_t> out(h.nbytes());
+  if (!out.empty()) std::memcpy(out.data(), h.data_ptr(), out.size());
+  return out;
+}
+
+std::string dtypeName(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    default: return std::string(c10::toString(t.scalar_type()));
+  }
+}
+
+std::vector<int64_t> shapeOf(const at::Tensor& t) {
+  return std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+}
+
+}  // namespace stagescope::engine

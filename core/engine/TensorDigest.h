@@ -1,0 +1,28 @@
+// Checksum and statistics of a tensor in one pass over its bytes: what the recorder stores
+// for every transfer and gradient.  The checksum is FNV-1a 64 over the raw contiguous bytes
+// (so sender and receiver agree bit for bit); statistics accumulate in float64.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/events/Events.h"
+
+namespace stagescope::engine {
+
+struct TensorDigest {
+  uint64_t checksum = 0;
+  events::TensorStats stats;
+};
+
+// `t` may live on any device; it is copied to the host (contiguous) first when needed.
+TensorDigest digest(const at::Tensor& t);
+// Raw contiguous host bytes of `t` (for level full).
+std::vector<uint8_t> hostBytes(const at::Tensor& t);
+std::string dtypeName(const at::Tensor& t);
+std::vector<int64_t> shapeOf(const at::Tensor& t);
+
+}  // namespace stagescope::engine

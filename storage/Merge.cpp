@@ -91,8 +91,10 @@ int64_t recordShard(Db& db, const ShardMergeInfo& s, const std::string& state,
   return id.step() ? id.i64(0) : -1;
 }
 
-// Copies one attached shard in one transaction; returns the number of rows copied.
-int64_t copyShard(Db& db, const std::string& alias, int64_t shardId) {
+// Copies one attached shard in one transaction; returns the number of rows copied.  Rows of
+// an earlier merge of the same shard are deleted first (only when it was seen before: the
+// delete scans the table).
+int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBefore) {
   static const char* kCounted[] = {"ranks",     "plan",   "actions", "transfers",
                                    "gradients", "losses", "inputs",  "diagnoses"};
   Transaction tx(db);
@@ -103,7 +105,7 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId) {
     const TableDef& t = tableDef(name);
     const std::string cols = dataColumns(t);
     const std::string id = std::to_string(shardId);
-    db.exec(std::string("DELETE FROM main.") + name + " WHERE shard_id = " + id);
+    if (seenBefore) db.exec(std::string("DELETE FROM main.") + name + " WHERE shard_id = " + id);
     db.exec(std::string("INSERT INTO main.") + name + "(shard_id, " + cols + ") SELECT " + id +
             ", " + cols + " FROM " + alias + "." + name + " ORDER BY rowid");
     const int64_t n = db.changes();
@@ -125,8 +127,12 @@ std::string shardLevel(Db& db, const std::string& alias) {
 
 void mergeAttached(Db& db, const std::string& alias, ShardMergeInfo& s) {
   const std::string level = shardLevel(db, alias);
+  Stmt seen = db.prepare("SELECT 1 FROM shards WHERE file = ?");
+  seen.bindText(1, fileName(s.path));
+  const bool seenBefore = seen.step();
+  seen.reset();
   const int64_t id = recordShard(db, s, "merging", level);
-  s.rows = copyShard(db, alias, id);
+  s.rows = copyShard(db, alias, id, seenBefore);
   s.state = "merged";
 }
 

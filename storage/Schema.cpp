@@ -292,21 +292,13 @@ void createSchema(Db& db, FileKind kind) {
 }
 
 void createIndexes(Db& db) {
+  // Only what queries by logical key need; the reader scans in rowid order and sorts itself.
   db.exec(
       "CREATE INDEX IF NOT EXISTS actions_by_rank ON actions(rank, iteration, seq);"
-      "CREATE INDEX IF NOT EXISTS plan_by_rank ON plan(rank, iteration, seq);"
       "CREATE INDEX IF NOT EXISTS transfers_by_key ON transfers(iteration, microbatch, edge, "
       "direction, src_rank, dst_rank, side);"
       "CREATE INDEX IF NOT EXISTS gradients_by_param ON gradients(iteration, phase, param);"
-      "CREATE INDEX IF NOT EXISTS losses_by_iteration ON losses(iteration, microbatch);"
-      "CREATE INDEX IF NOT EXISTS ranks_by_shard ON ranks(shard_id);"
-      "CREATE INDEX IF NOT EXISTS plan_by_shard ON plan(shard_id);"
-      "CREATE INDEX IF NOT EXISTS actions_by_shard ON actions(shard_id);"
-      "CREATE INDEX IF NOT EXISTS transfers_by_shard ON transfers(shard_id);"
-      "CREATE INDEX IF NOT EXISTS gradients_by_shard ON gradients(shard_id);"
-      "CREATE INDEX IF NOT EXISTS losses_by_shard ON losses(shard_id);"
-      "CREATE INDEX IF NOT EXISTS inputs_by_shard ON inputs(shard_id);"
-      "CREATE INDEX IF NOT EXISTS diagnoses_by_shard ON diagnoses(shard_id);");
+      "CREATE INDEX IF NOT EXISTS losses_by_iteration ON losses(iteration, microbatch);");
 }
 
 void writeRunInfo(Db& db, const events::RunInfo& info) {

@@ -124,5 +124,40 @@ int main(int argc, char** argv) {
               m.eventCount(), load, m.eventCount() / load / 1e6);
   for (const auto& s : findShards(run)) removeDb(s);
   removeDb(run);
+
+  // The GUI target: 1,000,000 mixed events (half actions, half transfers with stats).
+  createRunFile(run, info);
+  const int mixed = rows / 2 / 8;
+  for (int r = 0; r < 8; ++r) {
+    auto w = ShardWriter::open(shardPathFor(run, r), events::RecordLevel::Stats, r);
+    for (int i = 0; i < mixed / 2; ++i) {
+      w->action(action(r, i));
+      events::TransferRecord t;
+      t.rank = r;
+      t.side = (i & 1) ? events::Side::Recv : events::Side::Send;
+      t.srcRank = (i & 1) ? (r + 7) % 8 : r;
+      t.dstRank = (i & 1) ? r : (r + 1) % 8;
+      t.edge = "llm:pp" + std::to_string(t.srcRank) + "->pp" + std::to_string(t.dstRank);
+      t.iteration = i / 64;
+      t.microbatch = i % 64;
+      t.shape = {4, 128, 1024};
+      t.dtype = "bfloat16";
+      t.bytes = 4 * 128 * 1024 * 2;
+      t.checksum = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(i);
+      t.hasStats = true;
+      t.stats = {-1, 1, 0, 3, 0, 0, 4 * 128 * 1024};
+      t.startNs = 1000LL * i;
+      t.endNs = t.startNs + 300;
+      w->transfer(std::move(t));
+    }
+  }
+  mergeShards(run, findShards(run));
+  const auto t1 = std::chrono::steady_clock::now();
+  const RunModel mm = loadRun(run);
+  const double loadMixed = seconds(t1);
+  std::printf("loadRun, actions+transfers : %zu events in %.3f s (%zu pairs)\n", mm.eventCount(),
+              loadMixed, mm.pairs.size());
+  for (const auto& s : findShards(run)) removeDb(s);
+  removeDb(run);
   return 0;
 }

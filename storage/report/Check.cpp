@@ -1,0 +1,818 @@
+#include "storage/report/Check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "storage/report/Analysis.h"
+#include "storage/report/Compare.h"
+
+namespace stagescope::report {
+
+using events::ActionKind;
+using events::ActionRecord;
+using events::Direction;
+using events::RunStatus;
+using events::Side;
+using events::TransferRecord;
+using storage::RunModel;
+
+const char* toString(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::Passed:
+      return "passed";
+    case CheckStatus::Failed:
+      return "failed";
+    case CheckStatus::Skipped:
+      return "skipped";
+  }
+  return "?";
+}
+
+const CheckResult* CheckReport::find(const std::string& name) const {
+  for (const auto& c : checks) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+std::vector<Finding> CheckReport::allFindings() const {
+  std::vector<Finding> out;
+  for (const auto& c : checks) out.insert(out.end(), c.findings.begin(), c.findings.end());
+  return out;
+}
+
+namespace {
+
+struct Ctx {
+  const RunModel& run;
+  const CheckOptions& opts;
+  std::vector<storage::TransferPair> scratch;
+  const std::vector<storage::TransferPair>* pairs = nullptr;
+};
+
+void add(CheckResult& r, const CheckOptions& opts, Finding f) {
+  ++r.total;
+  r.status = CheckStatus::Failed;
+  if (r.findings.size() < opts.maxFindings) {
+    f.name = r.name;
+    f.exitCode = r.exitCode;
+    r.findings.push_back(std::move(f));
+  }
+}
+
+std::string describeTransfer(const TransferRecord& t) {
+  std::ostringstream s;
+  s << "edge " << t.edge << " " << toString(t.direction) << " iteration " << t.iteration
+    << " microbatch " << t.microbatch << " rank " << t.srcRank << " -> rank " << t.dstRank;
+  return s.str();
+}
+
+Finding transferFinding(const TransferRecord& t) {
+  Finding f;
+  f.rank = t.rank;
+  f.peerRank = t.side == Side::Send ? t.dstRank : t.srcRank;
+  f.iteration = t.iteration;
+  f.microbatch = t.microbatch;
+  f.edge = t.edge;
+  f.direction = toString(t.direction);
+  f.actionSeq = t.actionSeq;
+  f.tensor = "transfer " + t.edge + " " + toString(t.direction);
+  return f;
+}
+
+std::string describeAction(const ActionRecord& a) {
+  std::ostringstream s;
+  s << toString(a.kind);
+  if (a.microbatch >= 0) s << " mb" << a.microbatch;
+  if (!a.peers.empty()) {
+    s << " peers [";
+    for (size_t i = 0; i < a.peers.size(); ++i) s << (i ? "," : "") << a.peers[i];
+    s << "]";
+  }
+  return s.str();
+}
+
+// ---- run_status -----------------------------------------------------------------------------
+void checkStatus(Ctx& c, CheckResult& r) {
+  const auto& info = c.run.info;
+  r.summary = std::string("run status is ") + toString(info.status);
+  if (info.status != RunStatus::Completed) {
+    Finding f;
+    std::ostringstream m;
+    m << "run did not complete: status " << toString(info.status);
+    if (!info.statusReason.empty()) m << " (" << info.statusReason << ")";
+    f.message = m.str();
+    add(r, c.opts, f);
+    for (const auto& d : c.run.diagnoses) {
+      Finding g;
+      g.rank = d.rank;
+      g.iteration = d.iteration;
+      g.actionSeq = d.actionSeq;
+      g.peerRank = d.waitsOnRank;
+      std::ostringstream dm;
+      dm << d.kind << " on rank " << d.rank;
+      if (d.iteration >= 0) dm << " iteration " << d.iteration;
+      if (d.actionSeq >= 0) {
+        dm << " action #" << d.actionSeq;
+        int64_t ai = findAction(c.run, d.rank, d.iteration, d.actionSeq, true);
+        if (ai >= 0) {
+          g.action = toString(c.run.plan[d.rank][ai].kind);
+          g.microbatch = c.run.plan[d.rank][ai].microbatch;
+          dm << " (" << describeAction(c.run.plan[d.rank][ai]) << ")";
+        }
+      }
+      if (d.waitsOnRank >= 0) dm << " waits on rank " << d.waitsOnRank;
+      if (!d.message.empty()) dm << ": " << d.message;
+      g.message = dm.str();
+      add(r, c.opts, g);
+    }
+  }
+  if (c.run.partial) {
+    Finding f;
+    f.message = "run file is partial";
+    for (const auto& n : c.run.notes) f.message += "; " + n;
+    add(r, c.opts, f);
+  }
+}
+
+// ---- unmatched_transfer, shape_mismatch, checksum_mismatch ----------------------------------
+void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult& checksum) {
+  const auto& t = c.run.transfers;
+  int64_t both = 0;
+  for (const auto& p : *c.pairs) {
+    if (p.send < 0 && p.recv >= 0) {
+      Finding f = transferFinding(t[p.recv]);
+      f.action = "recv";
+      f.message = "receive without send: " + describeTransfer(t[p.recv]) + " (recorded by rank " +
+                  std::to_string(t[p.recv].rank) + ", no matching send on rank " +
+                  std::to_string(t[p.recv].srcRank) + ")";
+      add(unmatched, c.opts, f);
+      continue;
+    }
+    if (p.recv < 0 && p.send >= 0) {
+      Finding f = transferFinding(t[p.send]);
+      f.action = "send";
+      f.message = "send without receive: " + describeTransfer(t[p.send]) + " (recorded by rank " +
+                  std::to_string(t[p.send].rank) + ", no matching receive on rank " +
+                  std::to_string(t[p.send].dstRank) + ")";
+      add(unmatched, c.opts, f);
+      continue;
+    }
+    if (p.send < 0 || p.recv < 0) continue;
+    ++both;
+    const auto& s = t[p.send];
+    const auto& v = t[p.recv];
+    if (s.shape != v.shape || s.dtype != v.dtype) {
+      Finding f = transferFinding(v);
+      f.message = "shape mismatch on " + describeTransfer(s) + ": sent " + formatShape(s.shape) +
+                  " " + s.dtype + ", received " + formatShape(v.shape) + " " + v.dtype;
+      add(shape, c.opts, f);
+    }
+    if (s.checksum != 0 && v.checksum != 0 && s.checksum != v.checksum) {
+      Finding f = transferFinding(v);
+      f.message = "checksum mismatch on " + describeTransfer(s) + ": sender rank " +
+                  std::to_string(s.rank) + " recorded " + formatChecksum(s.checksum) +
+                  ", receiver rank " + std::to_string(v.rank) + " recorded " +
+                  formatChecksum(v.checksum);
+      add(checksum, c.opts, f);
+    }
+  }
+  unmatched.summary = std::to_string(c.pairs->size()) + " messages, " + std::to_string(both) +
+                      " with both sides recorded";
+  shape.summary = std::to_string(both) + " matched messages compared";
+  checksum.summary = shape.summary;
+  if (c.run.info.level < events::RecordLevel::Stats) {
+    checksum.status = CheckStatus::Skipped;
+    checksum.summary = "skipped: recording level below stats carries no checksums";
+  }
+}
+
+// ---- plan_order -----------------------------------------------------------------------------
+bool sameAction(const ActionRecord& p, const ActionRecord& a) {
+  if (p.kind != a.kind || p.microbatch != a.microbatch) return false;
+  auto x = p.peers, y = a.peers;
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  return x == y;
+}
+
+// The planned list of `iteration` on `rank`: that iteration's records, or (when the plan was
+// stored once) the only planned iteration's.
+std::vector<const ActionRecord*> plannedFor(const RunModel& run, int rank, int iteration) {
+  std::vector<const ActionRecord*> out;
+  if (rank < 0 || static_cast<size_t>(rank) >= run.plan.size()) return out;
+  const auto& list = run.plan[rank];
+  std::set<int> its;
+  for (const auto& a : list) {
+    if (a.iteration == iteration) out.push_back(&a);
+    its.insert(a.iteration);
+  }
+  if (out.empty() && its.size() == 1) {
+    for (const auto& a : list) out.push_back(&a);
+  }
+  return out;
+}
+
+void checkPlanOrder(Ctx& c, CheckResult& r) {
+  const auto& run = c.run;
+  bool completed = run.info.status == RunStatus::Completed;
+  int compared = 0;
+  if (run.plan.empty()) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: the run file holds no plan";
+    return;
+  }
+  size_t nRanks = std::max(run.plan.size(), run.actions.size());
+  for (size_t rank = 0; rank < nRanks; ++rank) {
+    static const std::vector<ActionRecord> kEmpty;
+    const auto& acts = rank < run.actions.size() ? run.actions[rank] : kEmpty;
+    std::set<int> iterations;
+    for (const auto& a : acts) iterations.insert(a.iteration);
+    if (completed) {
+      for (int i = 0; i < run.info.iterations; ++i) iterations.insert(i);
+    }
+    bool reported = false;
+    for (int it : iterations) {
+      if (reported) break;
+      auto plan = plannedFor(run, static_cast<int>(rank), it);
+      std::vector<const ActionRecord*> done;
+      for (const auto& a : acts) {
+        if (a.iteration == it) done.push_back(&a);
+      }
+      if (plan.empty() && done.empty()) continue;
+      ++compared;
+      size_t n = std::max(plan.size(), done.size());
+      for (size_t k = 0; k < n; ++k) {
+        const ActionRecord* p = k < plan.size() ? plan[k] : nullptr;
+        const ActionRecord* a = k < done.size() ? done[k] : nullptr;
+        if (p && a && sameAction(*p, *a)) continue;
+        if (p && !a && !completed) break;  // the run stopped here: run_status reports it
+        Finding f;
+        f.rank = static_cast<int>(rank);
+        f.iteration = it;
+        f.actionSeq = static_cast<int>(k);
+        std::ostringstream m;
+        m << "rank " << rank << " iteration " << it << " action #" << k << ": ";
+        if (p && a) {
+          f.action = toString(a->kind);
+          f.microbatch = a->microbatch;
+          m << "executed " << describeAction(*a) << ", plan says " << describeAction(*p);
+        } else if (p) {
+          f.action = toString(p->kind);
+          f.microbatch = p->microbatch;
+          m << "planned " << describeAction(*p) << " was never executed";
+        } else {
+          f.action = toString(a->kind);
+          f.microbatch = a->microbatch;
+          m << "executed " << describeAction(*a) << " beyond the end of the plan";
+        }
+        m << " (first deviation on this rank)";
+        f.message = m.str();
+        add(r, c.opts, f);
+        reported = true;
+        break;
+      }
+    }
+  }
+  r.summary = std::to_string(compared) + " (rank, iteration) action lists compared with the plan";
+}
+
+// ---- message_count --------------------------------------------------------------------------
+void checkCounts(Ctx& c, CheckResult& r) {
+  const auto& run = c.run;
+  if (run.info.status != RunStatus::Completed) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: the run did not complete (see run_status)";
+    return;
+  }
+  if (run.plan.empty()) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: the run file holds no plan";
+    return;
+  }
+  // key: (rank, iteration, direction, side) -> count
+  using Key = std::tuple<int, int, int, int>;
+  std::map<Key, std::pair<int64_t, int64_t>> counts;  // planned, recorded
+  int iterations = run.info.iterations;
+  for (const auto& a : run.actions) {
+    if (!a.empty()) iterations = std::max(iterations, a.back().iteration + 1);
+  }
+  for (size_t rank = 0; rank < run.plan.size(); ++rank) {
+    for (int it = 0; it < iterations; ++it) {
+      for (const auto* p : plannedFor(run, static_cast<int>(rank), it)) {
+        std::set<int> peers(p->peers.begin(), p->peers.end());
+        auto n = static_cast<int64_t>(peers.size());
+        auto bump = [&](Direction d, Side s) {
+          counts[{static_cast<int>(rank), it, static_cast<int>(d), static_cast<int>(s)}].first += n;
+        };
+        switch (p->kind) {
+          case ActionKind::SendForward:
+            bump(Direction::Activation, Side::Send);
+            break;
+          case ActionKind::RecvForward:
+            bump(Direction::Activation, Side::Recv);
+            break;
+          case ActionKind::SendBackward:
+            bump(Direction::Gradient, Side::Send);
+            break;
+          case ActionKind::RecvBackward:
+            bump(Direction::Gradient, Side::Recv);
+            break;
+          case ActionKind::SendForwardRecvBackward:
+            bump(Direction::Activation, Side::Send);
+            bump(Direction::Gradient, Side::Recv);
+            break;
+          case ActionKind::SendBackwardRecvForward:
+            bump(Direction::Gradient, Side::Send);
+            bump(Direction::Activation, Side::Recv);
+            break;
+          default:
+            break;
+        }
+      }
+    }
+  }
+  for (const auto& t : run.transfers) {
+    counts[{t.rank, t.iteration, static_cast<int>(t.direction), static_cast<int>(t.side)}].second++;
+  }
+  std::set<int> reportedRanks;
+  int64_t planned = 0, recorded = 0;
+  for (const auto& [k, v] : counts) {
+    planned += v.first;
+    recorded += v.second;
+    if (v.first == v.second) continue;
+    auto [rank, it, dir, side] = k;
+    if (reportedRanks.count(rank)) {
+      ++r.total;
+      continue;
+    }
+    reportedRanks.insert(rank);
+    Finding f;
+    f.rank = rank;
+    f.iteration = it;
+    f.direction = toString(static_cast<Direction>(dir));
+    std::ostringstream m;
+    m << "rank " << rank << " iteration " << it << ": " << v.second << " "
+      << toString(static_cast<Direction>(dir)) << " "
+      << (static_cast<Side>(side) == Side::Send ? "sends" : "receives")
+      << " recorded, the plan implies " << v.first << " (first mismatch on this rank)";
+    f.message = m.str();
+    add(r, c.opts, f);
+  }
+  r.summary =
+      std::to_string(recorded) + " messages recorded, " + std::to_string(planned) + " planned";
+}
+
+// ---- nonfinite ------------------------------------------------------------------------------
+void checkNonFinite(Ctx& c, CheckResult& r) {
+  const auto& run = c.run;
+  struct Cand {
+    int64_t clock;
+    int64_t time;
+    int rank;
+    Finding f;
+  };
+  std::vector<Cand> cands;
+  CausalClock clock;
+  bool haveClock = false;
+  auto ensureClock = [&] {
+    if (!haveClock) {
+      clock = causalClock(run, *c.pairs);
+      haveClock = true;
+    }
+  };
+  auto clockAt = [&](int rank, int64_t idx, bool atEnd) -> int64_t {
+    if (rank < 0 || static_cast<size_t>(rank) >= clock.start.size() || idx < 0) return INT64_MAX;
+    return atEnd ? clock.end[rank][idx] : clock.start[rank][idx];
+  };
+  auto actionTime = [&](int rank, int64_t idx) -> int64_t {
+    if (idx < 0) return INT64_MAX;
+    return run.actions[rank][idx].startNs;
+  };
+  auto findKind = [&](int rank, int iteration, ActionKind kind, int mb) -> int64_t {
+    if (rank < 0 || static_cast<size_t>(rank) >= run.actions.size()) return -1;
+    const auto& v = run.actions[rank];
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].iteration == iteration && v[i].kind == kind && (mb < 0 || v[i].microbatch == mb)) {
+        return static_cast<int64_t>(i);
+      }
+    }
+    return -1;
+  };
+  int64_t scanned = 0;
+  for (const auto& t : run.transfers) {
+    ++scanned;
+    if (!t.hasStats || (t.stats.nanCount == 0 && t.stats.infCount == 0)) continue;
+    ensureClock();
+    int64_t ai = findAction(run, t.rank, t.iteration, t.actionSeq);
+    Finding f = transferFinding(t);
+    f.action = ai >= 0 ? toString(run.actions[t.rank][ai].kind) : toString(t.side);
+    std::ostringstream m;
+    m << t.stats.nanCount << " NaN / " << t.stats.infCount << " Inf in transfer "
+      << describeTransfer(t) << " at the " << toString(t.side) << " on rank " << t.rank
+      << " (action #" << t.actionSeq << " " << f.action << ")";
+    f.message = m.str();
+    cands.push_back({clockAt(t.rank, ai, t.side == Side::Recv),
+                     ai >= 0 ? actionTime(t.rank, ai) : t.startNs, t.rank, f});
+  }
+  for (const auto& g : run.gradients) {
+    ++scanned;
+    if (g.phase == events::GradPhase::Reference || g.phase == events::GradPhase::ParamInitial) {
+      continue;
+    }
+    bool bad =
+        (g.hasStats && (g.stats.nanCount > 0 || g.stats.infCount > 0)) || !std::isfinite(g.norm);
+    if (!bad) continue;
+    ensureClock();
+    ActionKind kind = g.phase == events::GradPhase::Accumulated ? ActionKind::Backward
+                      : g.phase == events::GradPhase::Reduced   ? ActionKind::DpReduce
+                                                                : ActionKind::OptimizerStep;
+    int64_t ai = findKind(g.rank, g.iteration, kind,
+                          g.phase == events::GradPhase::Accumulated ? g.microbatch : -1);
+    Finding f;
+    f.rank = g.rank;
+    f.iteration = g.iteration;
+    f.microbatch = g.microbatch;
+    f.action = toString(kind);
+    f.actionSeq = ai >= 0 ? run.actions[g.rank][ai].seq : -1;
+    f.tensor = g.param;
+    std::ostringstream m;
+    m << "non-finite " << toString(g.phase) << " gradient of " << g.param << " on rank " << g.rank
+      << " (tp" << g.tp << " pp" << g.pp << " dp" << g.dp << ") iteration " << g.iteration;
+    if (g.microbatch >= 0) m << " microbatch " << g.microbatch;
+    m << ": " << g.stats.nanCount << " NaN / " << g.stats.infCount << " Inf, norm " << g.norm;
+    f.message = m.str();
+    cands.push_back(
+        {clockAt(g.rank, ai, true), ai >= 0 ? actionTime(g.rank, ai) : INT64_MAX, g.rank, f});
+  }
+  for (const auto& l : run.losses) {
+    ++scanned;
+    if (std::isfinite(l.loss)) continue;
+    ensureClock();
+    int64_t ai = findKind(l.rank, l.iteration, ActionKind::Forward, l.microbatch);
+    Finding f;
+    f.rank = l.rank;
+    f.iteration = l.iteration;
+    f.microbatch = l.microbatch;
+    f.action = "F";
+    f.tensor = "loss";
+    f.message = "non-finite loss " + std::to_string(l.loss) + " on rank " + std::to_string(l.rank) +
+                " iteration " + std::to_string(l.iteration) + " microbatch " +
+                std::to_string(l.microbatch);
+    cands.push_back(
+        {clockAt(l.rank, ai, true), ai >= 0 ? actionTime(l.rank, ai) : INT64_MAX, l.rank, f});
+  }
+  r.summary = std::to_string(scanned) + " tensors scanned";
+  if (cands.empty()) return;
+  std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    return std::tie(a.clock, a.time, a.rank) < std::tie(b.clock, b.time, b.rank);
+  });
+  cands.front().f.message = "first NaN/Inf in causal order: " + cands.front().f.message;
+  if (cands.size() > 1) {
+    cands.front().f.message +=
+        " (" + std::to_string(cands.size() - 1) + " later non-finite tensors follow)";
+  }
+  for (auto& cand : cands) add(r, c.opts, std::move(cand.f));
+}
+
+// ---- reference_gradient ---------------------------------------------------------------------
+void checkReference(Ctx& c, CheckResult& r) {
+  auto refs = gatherGradients(c.run, events::GradPhase::Reference, true);
+  if (refs.empty()) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: no reference gradients recorded";
+    return;
+  }
+  auto got = gatherGradients(c.run, events::GradPhase::Reduced, true);
+  std::map<std::pair<int, std::string>, const GatheredGradient*> byKey;
+  for (const auto& g : got) byKey[{g.iteration, g.param}] = &g;
+  const double rt = c.opts.gradRelTol, at = c.opts.gradAbsTol;
+  int compared = 0;
+  for (const auto& ref : refs) {
+    Finding f;
+    f.iteration = ref.iteration;
+    f.tensor = ref.param;
+    auto it = byKey.find({ref.iteration, ref.param});
+    if (it == byKey.end()) {
+      f.message = "no reduced gradient of " + ref.param + " in iteration " +
+                  std::to_string(ref.iteration) + " (the reference has one)";
+      add(r, c.opts, f);
+      continue;
+    }
+    const auto& g = *it->second;
+    ++compared;
+    std::ostringstream m;
+    m.precision(9);
+    if (!g.complete) {
+      m << "gradient of " << ref.param << " iteration " << ref.iteration
+        << ": TP shards do not cover the full tensor (" << g.layout << ")";
+      f.message = m.str();
+      add(r, c.opts, f);
+      continue;
+    }
+    if (g.hasValues && ref.hasValues && g.values.size() == ref.values.size()) {
+      size_t worst = 0;
+      double worstExcess = -1, worstAbs = 0;
+      for (size_t i = 0; i < g.values.size(); ++i) {
+        double d = std::fabs(g.values[i] - ref.values[i]);
+        double excess = d - (at + rt * std::fabs(ref.values[i]));
+        if (std::isnan(d)) excess = INFINITY;
+        if (excess > worstExcess) {
+          worstExcess = excess;
+          worst = i;
+          worstAbs = d;
+        }
+      }
+      if (worstExcess > 0) {
+        m << "gradient of " << ref.param << " iteration " << ref.iteration
+          << " differs from the reference at element " << worst << ": " << g.values[worst]
+          << " vs reference " << ref.values[worst] << " (abs diff " << worstAbs << "); norms "
+          << g.norm << " vs " << ref.norm;
+        f.message = m.str();
+        add(r, c.opts, f);
+      }
+      continue;
+    }
+    double d = std::fabs(g.norm - ref.norm);
+    if (!(d <= at + rt * std::fabs(ref.norm))) {
+      m << "gradient norm of " << ref.param << " iteration " << ref.iteration << " is " << g.norm
+        << " (gathered from " << g.shards << " shard" << (g.shards == 1 ? "" : "s")
+        << "), reference " << ref.norm << " (relative difference "
+        << relativeDifference(g.norm, ref.norm) << ")";
+      f.message = m.str();
+      add(r, c.opts, f);
+    }
+  }
+  std::ostringstream s;
+  s << compared << " parameter gradients compared with the reference (rel tol " << rt
+    << ", abs tol " << at << ")";
+  r.summary = s.str();
+}
+
+// ---- against --------------------------------------------------------------------------------
+void checkAgainst(Ctx& c, CheckResult& r) {
+  if (!c.opts.against) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: no --against run given";
+    return;
+  }
+  CompareOptions co;
+  co.relTol = c.opts.againstRelTol;
+  co.labelA = "this";
+  co.labelB = "against";
+  Comparison cmp = compareRuns(c.run, *c.opts.against, co);
+  r.summary = std::string(c.opts.againstBitwise ? "bitwise" : "tolerance") +
+              " comparison with run " + c.opts.against->info.runId + ": " + toString(cmp.verdict);
+  bool fail =
+      c.opts.againstBitwise ? cmp.verdict != Verdict::Identical : cmp.verdict == Verdict::Diverged;
+  if (!fail) return;
+  Finding f;
+  std::ostringstream m;
+  m.precision(9);
+  if (cmp.firstDivergent && c.opts.againstBitwise) {
+    const auto& d = *cmp.firstDivergent;
+    f.edge = d.edge;
+    f.direction = toString(d.direction);
+    f.iteration = d.iteration;
+    f.microbatch = d.microbatch;
+    f.rank = d.a.srcRank;
+    f.peerRank = d.a.dstRank;
+    m << "first divergent transfer (schedule order): " << d.edge << " " << toString(d.direction)
+      << " iteration " << d.iteration << " microbatch " << d.microbatch << " (" << d.reason << ")";
+    if (d.a.present && d.b.present && !d.a.checksums.empty() && !d.b.checksums.empty()) {
+      m << ": checksum " << formatChecksum(d.a.checksums[0]) << " vs "
+        << formatChecksum(d.b.checksums[0]);
+    }
+  } else {
+    const LossRow* firstLoss = nullptr;
+    for (const auto& l : cmp.losses) {
+      bool bad = !(l.hasA && l.hasB) ||
+                 (c.opts.againstBitwise ? l.a != l.b : !(l.relDiff <= c.opts.againstRelTol));
+      if (bad) {
+        firstLoss = &l;
+        break;
+      }
+    }
+    if (firstLoss) {
+      f.iteration = firstLoss->iteration;
+      f.microbatch = firstLoss->microbatch;
+      f.tensor = "loss";
+      m << "first differing loss: iteration " << firstLoss->iteration << " microbatch "
+        << firstLoss->microbatch << ": " << firstLoss->a << " vs " << firstLoss->b;
+    } else if (!cmp.gradTop.empty()) {
+      const auto& g = cmp.gradTop.front();
+      f.iteration = g.iteration;
+      f.tensor = g.param;
+      m << "gradient of " << g.param << " iteration " << g.iteration << " differs: norm " << g.normA
+        << " vs " << g.normB << " (relative " << g.relDiff << ")";
+    } else {
+      m << cmp.verdictReason;
+    }
+  }
+  f.message = m.str() + " [" + cmp.verdictReason + "]";
+  add(r, c.opts, f);
+}
+
+bool enabled(const CheckOptions& o, const std::string& name) {
+  return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
+}
+
+}  // namespace
+
+CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  CheckReport rep;
+  rep.runPath = run.path;
+  rep.runId = run.info.runId;
+  rep.status = toString(run.info.status);
+  Ctx c{run, opts, {}, nullptr};
+  c.pairs = &pairsOf(run, c.scratch);
+
+  auto make = [](const char* name, int code) {
+    CheckResult r;
+    r.name = name;
+    r.exitCode = code;
+    return r;
+  };
+  CheckResult status = make("run_status", exit_code::kRunStatus);
+  CheckResult unmatched = make("unmatched_transfer", exit_code::kUnmatchedTransfer);
+  CheckResult order = make("plan_order", exit_code::kPlanOrder);
+  CheckResult count = make("message_count", exit_code::kMessageCount);
+  CheckResult shape = make("shape_mismatch", exit_code::kShapeMismatch);
+  CheckResult checksum = make("checksum_mismatch", exit_code::kChecksumMismatch);
+  CheckResult nonfinite = make("nonfinite", exit_code::kNonFinite);
+  CheckResult reference = make("reference_gradient", exit_code::kReferenceGradient);
+  CheckResult against = make("against", exit_code::kAgainst);
+
+  auto timed = [&](CheckResult& r, auto&& fn) {
+    if (!enabled(opts, r.name)) {
+      r.status = CheckStatus::Skipped;
+      r.summary = "skipped: not selected";
+      return;
+    }
+    auto s = std::chrono::steady_clock::now();
+    fn();
+    r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
+  };
+  timed(status, [&] { checkStatus(c, status); });
+  {
+    bool any =
+        enabled(opts, unmatched.name) || enabled(opts, shape.name) || enabled(opts, checksum.name);
+    if (any) {
+      auto s = std::chrono::steady_clock::now();
+      checkPairs(c, unmatched, shape, checksum);
+      double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
+      for (CheckResult* r : {&unmatched, &shape, &checksum}) {
+        r->seconds = sec / 3;
+        if (!enabled(opts, r->name)) {
+          *r = make(r->name.c_str(), r->exitCode);
+          r->status = CheckStatus::Skipped;
+          r->summary = "skipped: not selected";
+        }
+      }
+    }
+  }
+  timed(order, [&] { checkPlanOrder(c, order); });
+  timed(count, [&] { checkCounts(c, count); });
+  timed(nonfinite, [&] { checkNonFinite(c, nonfinite); });
+  timed(reference, [&] { checkReference(c, reference); });
+  timed(against, [&] { checkAgainst(c, against); });
+
+  rep.checks = {status, unmatched, order, count, shape, checksum, nonfinite, reference, against};
+  for (const auto& r : rep.checks) {
+    if (r.status == CheckStatus::Failed && (rep.exitCode == 0 || r.exitCode < rep.exitCode)) {
+      rep.exitCode = r.exitCode;
+    }
+  }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+// ---- writers --------------------------------------------------------------------------------
+
+std::string renderJUnit(const CheckReport& rep) {
+  int failures = 0, skipped = 0;
+  for (const auto& r : rep.checks) {
+    failures += r.status == CheckStatus::Failed;
+    skipped += r.status == CheckStatus::Skipped;
+  }
+  std::ostringstream x;
+  char time[32];
+  std::snprintf(time, sizeof time, "%.6f", rep.seconds);
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"stagescope\" tests=\"" << rep.checks.size() << "\" failures=\""
+    << failures << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
+  x << "  <testsuite name=\"stagescope.check\" tests=\"" << rep.checks.size() << "\" failures=\""
+    << failures << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
+  x << "    <properties>\n";
+  x << "      <property name=\"run\" value=\"" << xmlEscape(rep.runPath) << "\"/>\n";
+  x << "      <property name=\"run_id\" value=\"" << xmlEscape(rep.runId) << "\"/>\n";
+  x << "      <property name=\"status\" value=\"" << xmlEscape(rep.status) << "\"/>\n";
+  x << "      <property name=\"exit_code\" value=\"" << rep.exitCode << "\"/>\n";
+  x << "    </properties>\n";
+  for (const auto& r : rep.checks) {
+    std::snprintf(time, sizeof time, "%.6f", r.seconds);
+    x << "    <testcase classname=\"stagescope.check\" name=\"" << xmlEscape(r.name) << "\" time=\""
+      << time << "\">\n";
+    if (r.status == CheckStatus::Failed) {
+      std::string first = r.findings.empty() ? r.summary : r.findings.front().message;
+      x << "      <failure type=\"" << xmlEscape(r.name) << "\" message=\""
+        << xmlEscape("exit code " + std::to_string(r.exitCode) + ": " + first) << "\">";
+      for (const auto& f : r.findings) x << xmlEscape(f.message) << "\n";
+      if (r.total > static_cast<int64_t>(r.findings.size())) {
+        x << "... and " << (r.total - static_cast<int64_t>(r.findings.size())) << " more\n";
+      }
+      x << "</failure>\n";
+    } else if (r.status == CheckStatus::Skipped) {
+      x << "      <skipped message=\"" << xmlEscape(r.summary) << "\"/>\n";
+    }
+    x << "      <system-out>" << xmlEscape(r.summary) << "</system-out>\n";
+    x << "    </testcase>\n";
+  }
+  x << "  </testsuite>\n</testsuites>\n";
+  return x.str();
+}
+
+void writeJUnit(const CheckReport& report, const std::string& path) {
+  writeTextFile(path, renderJUnit(report));
+}
+
+namespace {
+nlohmann::json findingJson(const Finding& f) {
+  nlohmann::json j = {{"name", f.name}, {"exit_code", f.exitCode}, {"message", f.message}};
+  if (f.rank >= 0) j["rank"] = f.rank;
+  if (f.peerRank >= 0) j["peer_rank"] = f.peerRank;
+  if (f.iteration >= 0) j["iteration"] = f.iteration;
+  if (f.microbatch >= 0) j["microbatch"] = f.microbatch;
+  if (f.actionSeq >= 0) j["action_seq"] = f.actionSeq;
+  if (!f.action.empty()) j["action"] = f.action;
+  if (!f.edge.empty()) j["edge"] = f.edge;
+  if (!f.direction.empty()) j["direction"] = f.direction;
+  if (!f.tensor.empty()) j["tensor"] = f.tensor;
+  return j;
+}
+}  // namespace
+
+std::string renderCheckJson(const CheckReport& rep) {
+  nlohmann::json j;
+  j["run"] = rep.runPath;
+  j["run_id"] = rep.runId;
+  j["status"] = rep.status;
+  j["exit_code"] = rep.exitCode;
+  j["passed"] = rep.passed();
+  j["seconds"] = rep.seconds;
+  j["checks"] = nlohmann::json::array();
+  for (const auto& r : rep.checks) {
+    nlohmann::json c = {
+        {"name", r.name},       {"exit_code", r.exitCode}, {"status", toString(r.status)},
+        {"summary", r.summary}, {"total", r.total},        {"seconds", r.seconds}};
+    c["findings"] = nlohmann::json::array();
+    for (const auto& f : r.findings) c["findings"].push_back(findingJson(f));
+    j["checks"].push_back(std::move(c));
+  }
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+void writeCheckJson(const CheckReport& report, const std::string& path) {
+  writeTextFile(path, renderCheckJson(report));
+}
+
+std::string renderCheckText(const CheckReport& rep) {
+  std::ostringstream o;
+  o << "stagescope check " << (rep.runPath.empty() ? rep.runId : rep.runPath) << " (status "
+    << rep.status << ")\n";
+  for (const auto& r : rep.checks) {
+    const char* mark = r.status == CheckStatus::Passed   ? "PASS"
+                       : r.status == CheckStatus::Failed ? "FAIL"
+                                                         : "SKIP";
+    char head[96];
+    std::snprintf(head, sizeof head, "  %s  %-19s (exit %2d)  ", mark, r.name.c_str(), r.exitCode);
+    o << head << r.summary;
+    if (r.status == CheckStatus::Failed) o << "; " << r.total << " failure(s)";
+    o << "\n";
+    for (const auto& f : r.findings) o << "        - " << f.message << "\n";
+    if (r.total > static_cast<int64_t>(r.findings.size())) {
+      o << "        ... and " << (r.total - static_cast<int64_t>(r.findings.size())) << " more\n";
+    }
+  }
+  if (rep.passed()) {
+    o << "result: all checks passed (exit 0)\n";
+  } else {
+    std::string worst;
+    for (const auto& r : rep.checks) {
+      if (r.exitCode == rep.exitCode) worst = r.name;
+    }
+    o << "result: FAILED, exit " << rep.exitCode << " (" << worst << ", the most severe failure)\n";
+  }
+  return o.str();
+}
+
+}  // namespace stagescope::report

@@ -1,0 +1,118 @@
+// `stagescope check`: the CI gate over one recorded run.
+//
+// Every check class has its own exit code.  When several classes fail, the process exits
+// with the code of the MOST SEVERE one, which is the LOWEST non-zero code below (the order
+// puts causes before their usual consequences: a hang leaves unmatched messages, an unmatched
+// message shifts the schedule and the counts, a corrupted message produces NaNs and wrong
+// gradients).  The same table is in storage/report/README-exit-codes.md.
+//
+//   code  check (finding name)   fails when
+//   ----  ---------------------  ---------------------------------------------------------
+//     0   -                      every check passed (or was skipped)
+//     1   (CLI) error            the run file could not be read / internal error
+//     2   (CLI) usage            bad command line
+//    10   run_status             status is running/failed/hung/killed, or the file is partial
+//                                (message carries the status reason and the diagnoses)
+//    11   unmatched_transfer     a send without its receive, or a receive without its send
+//    12   plan_order             executed action order differs from the plan (first
+//                                deviation per rank)
+//    13   message_count          messages per (rank, iteration, direction, side) differ from
+//                                what the plan implies
+//    14   shape_mismatch         send and recv of one message disagree on shape or dtype
+//    15   checksum_mismatch      send and recv of one message disagree on the checksum
+//    16   nonfinite              a NaN/Inf in a transfer, gradient or loss (the FIRST one in
+//                                causal order is named)
+//    17   reference_gradient     gathered gradients differ from the single-process reference
+//    18   against                run-to-run difference against another run (--against)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "storage/RunModel.h"
+
+namespace stagescope::report {
+
+namespace exit_code {
+inline constexpr int kOk = 0;
+inline constexpr int kError = 1;
+inline constexpr int kUsage = 2;
+inline constexpr int kRunStatus = 10;
+inline constexpr int kUnmatchedTransfer = 11;
+inline constexpr int kPlanOrder = 12;
+inline constexpr int kMessageCount = 13;
+inline constexpr int kShapeMismatch = 14;
+inline constexpr int kChecksumMismatch = 15;
+inline constexpr int kNonFinite = 16;
+inline constexpr int kReferenceGradient = 17;
+inline constexpr int kAgainst = 18;
+}  // namespace exit_code
+
+// One failure.  Fields that do not apply are -1 / "".
+struct Finding {
+  std::string name;  // the check class, e.g. "checksum_mismatch"
+  int exitCode = 0;
+  std::string message;  // one or two human sentences naming what, where and the values
+  int rank = -1, iteration = -1, microbatch = -1;
+  std::string edge;
+  std::string direction;  // "activation" / "gradient" for transfer findings
+  int peerRank = -1;      // the other rank of a message
+  int actionSeq = -1;
+  std::string action;  // action kind ("SF", "B", ...)
+  std::string tensor;  // "transfer llm:pp0->pp1 activation" or a parameter name
+};
+
+enum class CheckStatus { Passed, Failed, Skipped };
+const char* toString(CheckStatus s);
+
+// The outcome of one check class.
+struct CheckResult {
+  std::string name;
+  int exitCode = 0;  // the class's code (also when it passed)
+  CheckStatus status = CheckStatus::Passed;
+  std::string summary;            // one line: what was checked, or why it was skipped
+  std::vector<Finding> findings;  // capped at CheckOptions::maxFindings, see `total`
+  int64_t total = 0;              // number of failures found (may exceed findings.size())
+  double seconds = 0;
+};
+
+struct CheckOptions {
+  // Reference gradient check: |gathered - reference| <= absTol + relTol * |reference|,
+  // elementwise when payloads are present, else on norms.
+  double gradRelTol = 1e-5;
+  double gradAbsTol = 1e-8;
+  // Run-to-run check (--against): nullptr = skip.
+  const storage::RunModel* against = nullptr;
+  bool againstBitwise = true;   // true: checksums must be equal; false: tolerance below
+  double againstRelTol = 1e-6;  // on losses and gradient norms when !againstBitwise
+  size_t maxFindings = 20;      // per class, kept in the report
+  // Classes to run; empty = all.  Names as in the table above.
+  std::vector<std::string> only;
+};
+
+struct CheckReport {
+  std::string runPath, runId;
+  std::string status;               // run status as recorded
+  std::vector<CheckResult> checks;  // in table order
+  int exitCode = 0;                 // 0, or the code of the most severe failing class
+  double seconds = 0;
+  bool passed() const { return exitCode == 0; }
+  const CheckResult* find(const std::string& name) const;
+  std::vector<Finding> allFindings() const;
+};
+
+CheckReport checkRun(const storage::RunModel& run, const CheckOptions& opts = {});
+
+// JUnit XML: one <testsuite name="stagescope.check">, one <testcase> per check class, a
+// <failure> with all findings for failing classes, <skipped/> for skipped ones.
+// Throws std::runtime_error when the file cannot be written.
+void writeJUnit(const CheckReport& report, const std::string& path);
+std::string renderJUnit(const CheckReport& report);
+// JSON: {run, exit_code, passed, checks:[{name, exit_code, status, summary, total,
+// findings:[...]}]}.
+void writeCheckJson(const CheckReport& report, const std::string& path);
+std::string renderCheckJson(const CheckReport& report);
+// Plain text for a terminal / CI log: one line per class, then the findings.
+std::string renderCheckText(const CheckReport& report);
+
+}  // namespace stagescope::report

@@ -1,0 +1,815 @@
+#include "storage/report/Compare.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+namespace stagescope::report {
+
+using events::Direction;
+using events::Side;
+using events::TransferRecord;
+using storage::RunModel;
+
+const char* toString(Verdict v) {
+  switch (v) {
+    case Verdict::Identical:
+      return "identical";
+    case Verdict::WithinTolerance:
+      return "equal within tolerance";
+    case Verdict::Diverged:
+      return "diverged";
+  }
+  return "?";
+}
+
+void writeTextFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw std::runtime_error("cannot write '" + path + "': could not open the file");
+  f.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!f) throw std::runtime_error("cannot write '" + path + "': write failed");
+}
+
+namespace {
+
+std::vector<std::string> splitLines(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur)) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+std::vector<ConfigDiffLine> diffLines(const std::string& a, const std::string& b) {
+  auto x = splitLines(a), y = splitLines(b);
+  std::vector<ConfigDiffLine> out;
+  size_t pre = 0;
+  while (pre < x.size() && pre < y.size() && x[pre] == y[pre]) ++pre;
+  size_t suf = 0;
+  while (suf < x.size() - pre && suf < y.size() - pre &&
+         x[x.size() - 1 - suf] == y[y.size() - 1 - suf]) {
+    ++suf;
+  }
+  for (size_t i = 0; i < pre; ++i) out.push_back({' ', x[i]});
+  size_t n = x.size() - pre - suf, m = y.size() - pre - suf;
+  if (n * m <= 4'000'000) {
+    // LCS table over the middle part.
+    std::vector<std::vector<uint32_t>> L(n + 1, std::vector<uint32_t>(m + 1, 0));
+    for (size_t i = n; i-- > 0;) {
+      for (size_t j = m; j-- > 0;) {
+        L[i][j] =
+            x[pre + i] == y[pre + j] ? L[i + 1][j + 1] + 1 : std::max(L[i + 1][j], L[i][j + 1]);
+      }
+    }
+    size_t i = 0, j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && x[pre + i] == y[pre + j]) {
+        out.push_back({' ', x[pre + i]});
+        ++i;
+        ++j;
+      } else if (j < m && (i == n || L[i][j + 1] >= L[i + 1][j])) {
+        out.push_back({'+', y[pre + j++]});
+      } else {
+        out.push_back({'-', x[pre + i++]});
+      }
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) out.push_back({'-', x[pre + i]});
+    for (size_t j = 0; j < m; ++j) out.push_back({'+', y[pre + j]});
+  }
+  for (size_t i = x.size() - suf; i < x.size(); ++i) out.push_back({' ', x[i]});
+  return out;
+}
+
+namespace {
+
+RunSummary summarize(const RunModel& run, const std::string& label) {
+  RunSummary s;
+  s.label = label;
+  s.path = run.path;
+  s.runId = run.info.runId;
+  s.status = toString(run.info.status);
+  s.statusReason = run.info.statusReason;
+  s.configHash = run.info.configHash;
+  s.level = toString(run.info.level);
+  s.worldSize = run.info.worldSize;
+  s.iterations = run.info.iterations;
+  s.microbatches = run.info.microbatches;
+  for (const auto& m : run.info.modules) {
+    if (!s.layout.empty()) s.layout += "; ";
+    s.layout += m.name + " tp" + std::to_string(m.tp) + " pp" + std::to_string(m.pp) + " dp" +
+                std::to_string(m.dp);
+    if (m.cp > 1) s.layout += " cp" + std::to_string(m.cp);
+  }
+  for (const auto& a : run.actions) s.events += a.size();
+  s.events += run.transfers.size() + run.gradients.size() + run.losses.size();
+  s.time = timeBreakdown(run);
+  return s;
+}
+
+bool sameLayout(const RunModel& a, const RunModel& b) {
+  if (a.info.modules.size() != b.info.modules.size()) return false;
+  if (a.info.microbatches != b.info.microbatches) return false;
+  for (size_t i = 0; i < a.info.modules.size(); ++i) {
+    const auto& x = a.info.modules[i];
+    const auto& y = b.info.modules[i];
+    if (x.name != y.name || x.tp != y.tp || x.pp != y.pp || x.dp != y.dp || x.cp != y.cp) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- losses ---------------------------------------------------------------------------------
+struct LossKey {
+  int iteration, microbatch, dp;
+  bool operator<(const LossKey& o) const {
+    return std::tie(iteration, microbatch, dp) < std::tie(o.iteration, o.microbatch, o.dp);
+  }
+};
+
+int dpCount(const RunModel& run) {
+  int d = 0;
+  for (const auto& l : run.losses) d = std::max(d, l.dp + 1);
+  return d;
+}
+
+std::map<LossKey, double> lossMap(const RunModel& run, bool mergeDp) {
+  std::map<LossKey, double> unique;  // (iteration, mb, dp) -> loss (first record: TP copies)
+  for (const auto& l : run.losses) {
+    if (l.microbatch < 0) continue;
+    unique.emplace(LossKey{l.iteration, l.microbatch, l.dp}, l.loss);
+  }
+  if (!mergeDp) return unique;
+  std::map<LossKey, std::pair<double, int>> sums;
+  for (const auto& [k, v] : unique) {
+    auto& s = sums[{k.iteration, k.microbatch, -1}];
+    s.first += v;
+    s.second += 1;
+  }
+  std::map<LossKey, double> out;
+  for (const auto& [k, v] : sums) out[k] = v.first / v.second;
+  return out;
+}
+
+void compareLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts,
+                   Comparison& c) {
+  bool mergeDp = dpCount(a) != dpCount(b);
+  auto la = lossMap(a, mergeDp), lb = lossMap(b, mergeDp);
+  std::set<LossKey> keys;
+  for (const auto& kv : la) keys.insert(kv.first);
+  for (const auto& kv : lb) keys.insert(kv.first);
+  int iterations = 0;
+  for (const auto& k : keys) iterations = std::max(iterations, k.iteration + 1);
+  std::vector<double> sa(iterations, 0), sb(iterations, 0);
+  std::vector<int> na(iterations, 0), nb(iterations, 0);
+  for (const auto& k : keys) {
+    LossRow r;
+    r.iteration = k.iteration;
+    r.microbatch = k.microbatch;
+    r.dp = k.dp;
+    auto ia = la.find(k);
+    auto ib = lb.find(k);
+    if (ia != la.end()) {
+      r.hasA = true;
+      r.a = ia->second;
+      if (k.iteration >= 0) sa[k.iteration] += r.a, na[k.iteration]++;
+    }
+    if (ib != lb.end()) {
+      r.hasB = true;
+      r.b = ib->second;
+      if (k.iteration >= 0) sb[k.iteration] += r.b, nb[k.iteration]++;
+    }
+    if (r.hasA && r.hasB) {
+      ++c.lossesCompared;
+      r.diff = r.b - r.a;
+      r.relDiff = relativeDifference(r.a, r.b);
+      bool equal = r.a == r.b || (std::isnan(r.a) && std::isnan(r.b));
+      if (!equal) ++c.lossesDiffering;
+      if (!std::isnan(r.relDiff)) c.maxLossRelDiff = std::max(c.maxLossRelDiff, r.relDiff);
+    } else {
+      ++c.lossesOnlyOne;
+    }
+    if (c.losses.size() < opts.maxLossRows) c.losses.push_back(r);
+  }
+  for (int i = 0; i < iterations; ++i) {
+    c.iterLossA.push_back(na[i] ? sa[i] / na[i] : NAN);
+    c.iterLossB.push_back(nb[i] ? sb[i] / nb[i] : NAN);
+  }
+}
+
+// ---- gradients ------------------------------------------------------------------------------
+void compareGradients(const RunModel& a, const RunModel& b, const CompareOptions& opts,
+                      Comparison& c) {
+  auto ga = gatherGradients(a, events::GradPhase::Reduced, true);
+  auto gb = gatherGradients(b, events::GradPhase::Reduced, true);
+  auto key = [](const GatheredGradient& g) { return std::tie(g.iteration, g.param); };
+  std::vector<GradRow> rows;
+  int iterations = 0;
+  for (const auto& g : ga) iterations = std::max(iterations, g.iteration + 1);
+  for (const auto& g : gb) iterations = std::max(iterations, g.iteration + 1);
+  std::vector<double> ta(iterations, 0), tb(iterations, 0);
+  size_t i = 0, j = 0;
+  int lastCommon = -1;
+  while (i < ga.size() || j < gb.size()) {
+    GradRow r;
+    const GatheredGradient* x = nullptr;
+    const GatheredGradient* y = nullptr;
+    if (j >= gb.size() || (i < ga.size() && key(ga[i]) < key(gb[j]))) {
+      x = &ga[i++];
+    } else if (i >= ga.size() || key(gb[j]) < key(ga[i])) {
+      y = &gb[j++];
+    } else {
+      x = &ga[i++];
+      y = &gb[j++];
+    }
+    const auto& any = x ? *x : *y;
+    r.param = any.param;
+    r.iteration = any.iteration;
+    if (x) {
+      r.hasA = true;
+      r.normA = x->norm;
+      if (x->iteration >= 0) ta[x->iteration] += x->norm * x->norm;
+    }
+    if (y) {
+      r.hasB = true;
+      r.normB = y->norm;
+      if (y->iteration >= 0) tb[y->iteration] += y->norm * y->norm;
+    }
+    if (x && y) {
+      ++c.gradsCompared;
+      lastCommon = std::max(lastCommon, r.iteration);
+      if (x->hasValues && y->hasValues && x->values.size() == y->values.size()) {
+        r.how = "values";
+        double d2 = 0, n2 = 0, m2 = 0;
+        for (size_t k = 0; k < x->values.size(); ++k) {
+          double d = x->values[k] - y->values[k];
+          d2 += d * d;
+          n2 += x->values[k] * x->values[k];
+          m2 += y->values[k] * y->values[k];
+        }
+        r.bitwiseEqual = x->values == y->values;
+        double den = std::sqrt(std::max(n2, m2));
+        r.relDiff = r.bitwiseEqual ? 0 : (den > 0 ? std::sqrt(d2) / den : INFINITY);
+      } else if (x->layout == y->layout && x->shardChecksums == y->shardChecksums &&
+                 std::none_of(x->shardChecksums.begin(), x->shardChecksums.end(),
+                              [](uint64_t v) { return v == 0; })) {
+        r.how = "checksums";
+        r.bitwiseEqual = true;
+        r.relDiff = 0;
+      } else {
+        r.how = "norms";
+        r.relDiff = relativeDifference(x->norm, y->norm);
+        r.bitwiseEqual =
+            x->norm == y->norm && x->layout == y->layout && x->shardChecksums == y->shardChecksums;
+      }
+      if (!r.bitwiseEqual) ++c.gradsDiffering;
+      if (!std::isnan(r.relDiff)) c.maxGradRelDiff = std::max(c.maxGradRelDiff, r.relDiff);
+    } else {
+      ++c.gradsOnlyOne;
+    }
+    rows.push_back(std::move(r));
+  }
+  for (int k = 0; k < iterations; ++k) {
+    c.totalNormA.push_back(std::sqrt(ta[k]));
+    c.totalNormB.push_back(std::sqrt(tb[k]));
+  }
+  for (const auto& r : rows) {
+    if (r.iteration == lastCommon && r.hasA && r.hasB) c.gradLast.push_back(r);
+  }
+  std::vector<const GradRow*> diff;
+  for (const auto& r : rows) {
+    if (!(r.hasA && r.hasB) || !r.bitwiseEqual) diff.push_back(&r);
+  }
+  auto score = [](const GradRow* r) -> double {
+    if (!(r->hasA && r->hasB)) return INFINITY;
+    return std::isnan(r->relDiff) ? INFINITY : r->relDiff;
+  };
+  std::stable_sort(diff.begin(), diff.end(),
+                   [&](const GradRow* p, const GradRow* q) { return score(p) > score(q); });
+  // Keep one row per parameter (its worst iteration).
+  std::set<std::string> seen;
+  for (const auto* r : diff) {
+    if (c.gradTop.size() >= opts.topGradients) break;
+    if (seen.insert(r->param).second) c.gradTop.push_back(*r);
+  }
+}
+
+// ---- transfers ------------------------------------------------------------------------------
+using TKey = std::array<int32_t, 6>;  // iteration, microbatch, direction, stageOrder, edge, srcDp
+
+struct TGroup {
+  TKey key;
+  int64_t first = -1;  // representative record
+  std::vector<uint64_t> checksums;
+  bool shapeConsistent = true;
+};
+
+// P2P edges of modules whose pipeline depth differs between the runs name different layer
+// boundaries ("llm:pp0->pp1" is after layer 2 of 4 with pp2, after layer 1 with pp4): such
+// messages are not aligned (counted as only in A / only in B).
+std::set<std::string> unalignedModules(const RunModel& a, const RunModel& b) {
+  std::set<std::string> out;
+  for (const auto& x : a.info.modules) {
+    for (const auto& y : b.info.modules) {
+      if (x.name == y.name && x.pp != y.pp) out.insert(x.name);
+    }
+  }
+  return out;
+}
+
+bool aligned(const TransferRecord& t, const std::set<std::string>& unaligned) {
+  if (unaligned.empty() || t.edgeKind != events::EdgeKind::P2P) return true;
+  return !unaligned.count(t.edge.substr(0, t.edge.find(':')));
+}
+
+std::vector<TGroup> transferGroups(const RunModel& run,
+                                   const std::unordered_map<std::string, int32_t>& edgeIds,
+                                   const std::set<std::string>& unaligned, size_t* skipped) {
+  std::vector<storage::TransferPair> scratch;
+  const auto& pairs = pairsOf(run, scratch);
+  std::vector<std::pair<TKey, int64_t>> recs;
+  recs.reserve(pairs.size());
+  for (const auto& p : pairs) {
+    int64_t idx = p.send >= 0 ? p.send : p.recv;
+    if (idx < 0) continue;
+    const auto& t = run.transfers[idx];
+    if (!aligned(t, unaligned)) {
+      ++*skipped;
+      continue;
+    }
+    const auto* src = findRank(run, t.srcRank);
+    int stage = src ? src->globalStage : -1;
+    int dp = src ? src->dp : -1;
+    int32_t order = t.direction == Direction::Activation ? stage : -stage;
+    recs.push_back({TKey{t.iteration, t.microbatch, static_cast<int32_t>(t.direction), order,
+                         edgeIds.at(t.edge), dp},
+                    idx});
+  }
+  std::sort(recs.begin(), recs.end());
+  std::vector<TGroup> out;
+  for (size_t i = 0; i < recs.size();) {
+    size_t j = i;
+    TGroup g;
+    g.key = recs[i].first;
+    g.first = recs[i].second;
+    const auto& f = run.transfers[g.first];
+    for (; j < recs.size() && recs[j].first == g.key; ++j) {
+      const auto& t = run.transfers[recs[j].second];
+      g.checksums.push_back(t.checksum);
+      if (t.shape != f.shape || t.dtype != f.dtype) g.shapeConsistent = false;
+    }
+    std::sort(g.checksums.begin(), g.checksums.end());
+    g.checksums.erase(std::unique(g.checksums.begin(), g.checksums.end()), g.checksums.end());
+    out.push_back(std::move(g));
+    i = j;
+  }
+  return out;
+}
+
+TransferSideInfo sideInfo(const RunModel& run, const TGroup& g) {
+  TransferSideInfo s;
+  const auto& t = run.transfers[g.first];
+  s.present = true;
+  s.index = g.first;
+  s.srcRank = t.srcRank;
+  s.dstRank = t.dstRank;
+  s.checksums = g.checksums;
+  s.shape = t.shape;
+  s.dtype = t.dtype;
+  s.hasStats = t.hasStats;
+  s.stats = t.stats;
+  return s;
+}
+
+void compareTransfers(const RunModel& a, const RunModel& b, const CompareOptions& opts,
+                      Comparison& c) {
+  std::set<std::string> edges;
+  for (const auto& t : a.transfers) edges.insert(t.edge);
+  for (const auto& t : b.transfers) edges.insert(t.edge);
+  std::unordered_map<std::string, int32_t> ids;
+  std::vector<std::string> names(edges.begin(), edges.end());
+  for (size_t i = 0; i < names.size(); ++i) ids[names[i]] = static_cast<int32_t>(i);
+  auto unaligned = unalignedModules(a, b);
+  auto ga = transferGroups(a, ids, unaligned, &c.transfersOnlyA);
+  auto gb = transferGroups(b, ids, unaligned, &c.transfersOnlyB);
+  bool layoutEqual = sameLayout(a, b);
+  c.transfersComparable =
+      a.info.level >= events::RecordLevel::Stats && b.info.level >= events::RecordLevel::Stats;
+  size_t i = 0, j = 0;
+  auto noteFirst = [&](const TKey& k, const TGroup* x, const TGroup* y, const char* reason) {
+    if (c.firstDivergent) return;
+    TransferDiff d;
+    d.edge = names[k[4]];
+    d.direction = static_cast<Direction>(k[2]);
+    d.iteration = k[0];
+    d.microbatch = k[1];
+    d.srcDp = k[5];
+    if (x) d.a = sideInfo(a, *x);
+    if (y) d.b = sideInfo(b, *y);
+    d.reason = reason;
+    c.firstDivergent = std::move(d);
+  };
+  while (i < ga.size() || j < gb.size()) {
+    if (j >= gb.size() || (i < ga.size() && ga[i].key < gb[j].key)) {
+      ++c.transfersOnlyA;
+      if (layoutEqual) noteFirst(ga[i].key, &ga[i], nullptr, "only in A");
+      ++i;
+      continue;
+    }
+    if (i >= ga.size() || gb[j].key < ga[i].key) {
+      ++c.transfersOnlyB;
+      if (layoutEqual) noteFirst(gb[j].key, nullptr, &gb[j], "only in B");
+      ++j;
+      continue;
+    }
+    const auto& x = ga[i++];
+    const auto& y = gb[j++];
+    ++c.transfersCompared;
+    const auto& tx = a.transfers[x.first];
+    const auto& ty = b.transfers[y.first];
+    const char* reason = nullptr;
+    if (tx.shape != ty.shape || tx.dtype != ty.dtype) {
+      reason = "shape";
+    } else if (c.transfersComparable && x.checksums != y.checksums) {
+      reason = "checksum";
+    }
+    if (reason) {
+      ++c.transfersDiffering;
+      noteFirst(x.key, &x, &y, reason);
+    }
+  }
+  if (c.firstDivergent && c.firstDivergent->a.present && c.firstDivergent->b.present) {
+    auto& d = *c.firstDivergent;
+    auto fetch = [&](int which, const RunModel& run, int64_t idx) {
+      const auto& t = run.transfers[idx];
+      if (!t.payload.empty()) return t.payload;
+      if (opts.payload) return opts.payload(which, idx);
+      return std::vector<uint8_t>{};
+    };
+    auto pa = fetch(0, a, d.a.index), pb = fetch(1, b, d.b.index);
+    std::vector<double> va, vb;
+    if (!pa.empty() && !pb.empty() && decodeValues(pa, d.a.dtype, &va) &&
+        decodeValues(pb, d.b.dtype, &vb) && va.size() == vb.size()) {
+      double d2 = 0, n2 = 0, mx = 0;
+      for (size_t k = 0; k < va.size(); ++k) {
+        double e = vb[k] - va[k];
+        d2 += e * e;
+        n2 += va[k] * va[k];
+        mx = std::max(mx, std::fabs(e));
+      }
+      d.relDiff = n2 > 0 ? std::sqrt(d2 / n2) : (d2 > 0 ? INFINITY : 0);
+      d.maxAbsDiff = mx;
+    }
+  }
+}
+
+void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& opts,
+                   Comparison& c) {
+  bool layoutEqual = sameLayout(a, b);
+  std::ostringstream why;
+  bool lossWithin = c.maxLossRelDiff <= opts.relTol;
+  bool gradWithin = c.maxGradRelDiff <= opts.relTol;
+  bool missing = layoutEqual && (c.lossesOnlyOne > 0 || c.gradsOnlyOne > 0 ||
+                                 c.transfersOnlyA > 0 || c.transfersOnlyB > 0);
+  bool transfersEqual = c.transfersDiffering == 0 && !(layoutEqual && c.firstDivergent);
+  bool valuesJudged = c.lossesCompared + c.gradsCompared > 0;
+  if (missing) {
+    c.verdict = Verdict::Diverged;
+    why << "the runs have the same layout but records are missing on one side (" << c.lossesOnlyOne
+        << " losses, " << c.gradsOnlyOne << " gradients, " << c.transfersOnlyA + c.transfersOnlyB
+        << " messages)";
+  } else if (transfersEqual && c.lossesDiffering == 0 && c.gradsDiffering == 0) {
+    c.verdict = Verdict::Identical;
+    why << "all " << c.transfersCompared << " messages, " << c.lossesCompared << " losses and "
+        << c.gradsCompared << " parameter gradients are bitwise equal";
+  } else if (valuesJudged && lossWithin && gradWithin) {
+    c.verdict = Verdict::WithinTolerance;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "losses (max rel diff %.3g) and gradient norms (max rel diff %.3g) agree "
+                  "within %.3g",
+                  c.maxLossRelDiff, c.maxGradRelDiff, opts.relTol);
+    why << buf;
+    if (c.transfersDiffering) why << "; " << c.transfersDiffering << " messages differ bitwise";
+  } else {
+    c.verdict = Verdict::Diverged;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "max loss rel diff %.3g, max gradient rel diff %.3g (tol %.3g)",
+                  c.maxLossRelDiff, c.maxGradRelDiff, opts.relTol);
+    why << buf;
+    if (c.firstDivergent) {
+      const auto& d = *c.firstDivergent;
+      why << "; first divergent message: " << d.edge << " " << toString(d.direction)
+          << " iteration " << d.iteration << " microbatch " << d.microbatch;
+    }
+  }
+  c.verdictReason = why.str();
+}
+
+}  // namespace
+
+Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOptions& opts) {
+  Comparison c;
+  c.a = summarize(a, opts.labelA);
+  c.b = summarize(b, opts.labelB);
+  c.configDiff = diffLines(a.info.configText, b.info.configText);
+  c.configEqual = std::all_of(c.configDiff.begin(), c.configDiff.end(),
+                              [](const ConfigDiffLine& l) { return l.op == ' '; });
+  compareLosses(a, b, opts, c);
+  compareGradients(a, b, opts, c);
+  compareTransfers(a, b, opts, c);
+  decideVerdict(a, b, opts, c);
+  return c;
+}
+
+// ---- JSON -----------------------------------------------------------------------------------
+namespace {
+nlohmann::json num(double v) {
+  if (std::isnan(v) || std::isinf(v)) return nullptr;
+  return v;
+}
+
+nlohmann::json summaryJson(const RunSummary& s) {
+  nlohmann::json j = {{"label", s.label},
+                      {"path", s.path},
+                      {"run_id", s.runId},
+                      {"status", s.status},
+                      {"status_reason", s.statusReason},
+                      {"config_hash", s.configHash},
+                      {"level", s.level},
+                      {"world_size", s.worldSize},
+                      {"iterations", s.iterations},
+                      {"microbatches", s.microbatches},
+                      {"layout", s.layout},
+                      {"events", s.events}};
+  j["step_ms"] = {{"median", s.time.medianStepMs},
+                  {"mean", s.time.meanStepMs},
+                  {"per_iteration", s.time.stepMs}};
+  j["bubble"] = {{"measured", s.time.measuredBubble},
+                 {"expected", s.time.expectedBubble},
+                 {"stages", s.time.stages},
+                 {"microbatches", s.time.microbatches}};
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& r : s.time.ranks) {
+    j["ranks"].push_back({{"rank", r.rank},
+                          {"module", r.module},
+                          {"tp", r.tp},
+                          {"pp", r.pp},
+                          {"dp", r.dp},
+                          {"forward_ms", r.forwardMs},
+                          {"backward_ms", r.backwardMs},
+                          {"comm_ms", r.commMs},
+                          {"other_ms", r.otherMs},
+                          {"idle_ms", r.idleMs},
+                          {"bubble", r.bubble}});
+  }
+  return j;
+}
+
+nlohmann::json sideJson(const TransferSideInfo& s) {
+  if (!s.present) return nullptr;
+  nlohmann::json j = {
+      {"src_rank", s.srcRank}, {"dst_rank", s.dstRank}, {"shape", s.shape}, {"dtype", s.dtype}};
+  j["checksums"] = nlohmann::json::array();
+  for (auto v : s.checksums) j["checksums"].push_back(formatChecksum(v));
+  if (s.hasStats) {
+    j["stats"] = {{"min", num(s.stats.min)}, {"max", num(s.stats.max)}, {"mean", num(s.stats.mean)},
+                  {"l2", num(s.stats.l2)},   {"nan", s.stats.nanCount}, {"inf", s.stats.infCount},
+                  {"numel", s.stats.numel}};
+  }
+  return j;
+}
+
+nlohmann::json gradJson(const GradRow& g) {
+  return {{"param", g.param},
+          {"iteration", g.iteration},
+          {"norm_a", num(g.normA)},
+          {"norm_b", num(g.normB)},
+          {"rel_diff", num(g.relDiff)},
+          {"bitwise_equal", g.bitwiseEqual},
+          {"how", g.how}};
+}
+}  // namespace
+
+std::string renderJson(const Comparison& c) {
+  nlohmann::json j;
+  j["verdict"] = toString(c.verdict);
+  j["verdict_reason"] = c.verdictReason;
+  j["a"] = summaryJson(c.a);
+  j["b"] = summaryJson(c.b);
+  j["config_equal"] = c.configEqual;
+  j["config_diff"] = nlohmann::json::array();
+  for (const auto& l : c.configDiff) {
+    if (l.op != ' ') j["config_diff"].push_back(std::string(1, l.op) + l.text);
+  }
+  j["losses"] = {{"compared", c.lossesCompared},
+                 {"differing", c.lossesDiffering},
+                 {"only_one_side", c.lossesOnlyOne},
+                 {"max_rel_diff", num(c.maxLossRelDiff)}};
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : c.losses) {
+    rows.push_back({{"iteration", r.iteration},
+                    {"microbatch", r.microbatch},
+                    {"dp", r.dp},
+                    {"a", r.hasA ? num(r.a) : nullptr},
+                    {"b", r.hasB ? num(r.b) : nullptr},
+                    {"diff", num(r.diff)}});
+  }
+  j["losses"]["rows"] = std::move(rows);
+  nlohmann::json ia = nlohmann::json::array(), ib = nlohmann::json::array();
+  for (double v : c.iterLossA) ia.push_back(num(v));
+  for (double v : c.iterLossB) ib.push_back(num(v));
+  j["losses"]["per_iteration_a"] = ia;
+  j["losses"]["per_iteration_b"] = ib;
+  j["gradients"] = {{"compared", c.gradsCompared},     {"differing", c.gradsDiffering},
+                    {"only_one_side", c.gradsOnlyOne}, {"max_rel_diff", num(c.maxGradRelDiff)},
+                    {"total_norm_a", c.totalNormA},    {"total_norm_b", c.totalNormB}};
+  j["gradients"]["top"] = nlohmann::json::array();
+  for (const auto& g : c.gradTop) j["gradients"]["top"].push_back(gradJson(g));
+  j["gradients"]["last_iteration"] = nlohmann::json::array();
+  for (const auto& g : c.gradLast) j["gradients"]["last_iteration"].push_back(gradJson(g));
+  j["transfers"] = {{"comparable", c.transfersComparable},
+                    {"compared", c.transfersCompared},
+                    {"differing", c.transfersDiffering},
+                    {"only_a", c.transfersOnlyA},
+                    {"only_b", c.transfersOnlyB}};
+  if (c.firstDivergent) {
+    const auto& d = *c.firstDivergent;
+    j["transfers"]["first_divergent"] = {{"edge", d.edge},
+                                         {"direction", toString(d.direction)},
+                                         {"iteration", d.iteration},
+                                         {"microbatch", d.microbatch},
+                                         {"src_dp", d.srcDp},
+                                         {"reason", d.reason},
+                                         {"a", sideJson(d.a)},
+                                         {"b", sideJson(d.b)},
+                                         {"rel_diff", num(d.relDiff)},
+                                         {"max_abs_diff", num(d.maxAbsDiff)}};
+  } else {
+    j["transfers"]["first_divergent"] = nullptr;
+  }
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+void writeJson(const Comparison& c, const std::string& path) {
+  writeTextFile(path, renderJson(c));
+}
+
+// ---- Markdown -------------------------------------------------------------------------------
+namespace {
+std::string fmt(double v, const char* f = "%.6g") {
+  if (std::isnan(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+std::string pct(double v) {
+  return fmt(100.0 * v, "%.1f%%");
+}
+std::string mdEscape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '|')
+      o += "\\|";
+    else if (ch == '\n')
+      o += ' ';
+    else
+      o += ch;
+  }
+  return o;
+}
+}  // namespace
+
+std::string renderMarkdown(const Comparison& c) {
+  std::ostringstream o;
+  const char* badge = c.verdict == Verdict::Identical         ? "IDENTICAL"
+                      : c.verdict == Verdict::WithinTolerance ? "EQUAL WITHIN TOLERANCE"
+                                                              : "DIVERGED";
+  o << "## stagescope compare: `" << mdEscape(c.a.runId) << "` vs `" << mdEscape(c.b.runId)
+    << "`\n\n";
+  o << "**Verdict: " << badge << "** — " << mdEscape(c.verdictReason) << "\n\n";
+  o << "| | " << mdEscape(c.a.label) << " | " << mdEscape(c.b.label) << " |\n|---|---|---|\n";
+  auto row = [&](const std::string& k, const std::string& x, const std::string& y) {
+    o << "| " << k << " | " << mdEscape(x) << " | " << mdEscape(y) << " |\n";
+  };
+  row("run", c.a.runId, c.b.runId);
+  row("status", c.a.status, c.b.status);
+  row("layout", c.a.layout, c.b.layout);
+  row("ranks", std::to_string(c.a.worldSize), std::to_string(c.b.worldSize));
+  row("iterations x microbatches",
+      std::to_string(c.a.iterations) + " x " + std::to_string(c.a.microbatches),
+      std::to_string(c.b.iterations) + " x " + std::to_string(c.b.microbatches));
+  row("recording level", c.a.level, c.b.level);
+  row("events", std::to_string(c.a.events), std::to_string(c.b.events));
+  row("step time (median)", fmt(c.a.time.medianStepMs, "%.3f ms"),
+      fmt(c.b.time.medianStepMs, "%.3f ms"));
+  row("bubble measured / expected",
+      pct(c.a.time.measuredBubble) + " / " + pct(c.a.time.expectedBubble),
+      pct(c.b.time.measuredBubble) + " / " + pct(c.b.time.expectedBubble));
+  o << "\n";
+  o << "- Messages: " << c.transfersCompared << " compared, " << c.transfersDiffering << " differ, "
+    << c.transfersOnlyA << " only in " << c.a.label << ", " << c.transfersOnlyB << " only in "
+    << c.b.label << "\n";
+  o << "- Losses: " << c.lossesCompared << " compared, " << c.lossesDiffering
+    << " differ, max relative difference " << fmt(c.maxLossRelDiff, "%.3g") << "\n";
+  o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
+    << c.gradsDiffering << " differ, max relative difference " << fmt(c.maxGradRelDiff, "%.3g")
+    << "\n";
+  o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n\n";
+
+  if (c.firstDivergent) {
+    const auto& d = *c.firstDivergent;
+    o << "### First divergent message (schedule order)\n\n";
+    o << "`" << mdEscape(d.edge) << "` " << toString(d.direction) << ", iteration " << d.iteration
+      << ", microbatch " << d.microbatch << " (dp " << d.srcDp << "), reason: " << d.reason;
+    if (!std::isnan(d.relDiff)) o << ", relative difference " << fmt(d.relDiff, "%.3g");
+    o << "\n\n| | " << mdEscape(c.a.label) << " | " << mdEscape(c.b.label) << " |\n|---|---|---|\n";
+    auto cs = [](const TransferSideInfo& s) {
+      if (!s.present) return std::string("(absent)");
+      std::string r;
+      for (auto v : s.checksums) r += (r.empty() ? "" : ", ") + formatChecksum(v);
+      return r;
+    };
+    auto ranks = [](const TransferSideInfo& s) {
+      return s.present ? std::to_string(s.srcRank) + " -> " + std::to_string(s.dstRank) : "-";
+    };
+    auto st = [](const TransferSideInfo& s, int which) {
+      if (!s.present || !s.hasStats) return std::string("-");
+      double v = which == 0 ? s.stats.mean : which == 1 ? s.stats.l2 : s.stats.max;
+      return fmt(v);
+    };
+    row("ranks", ranks(d.a), ranks(d.b));
+    row("checksum", cs(d.a), cs(d.b));
+    row("shape", d.a.present ? formatShape(d.a.shape) + " " + d.a.dtype : "-",
+        d.b.present ? formatShape(d.b.shape) + " " + d.b.dtype : "-");
+    row("mean", st(d.a, 0), st(d.b, 0));
+    row("l2", st(d.a, 1), st(d.b, 1));
+    row("max", st(d.a, 2), st(d.b, 2));
+    o << "\n";
+  }
+
+  if (!c.iterLossA.empty() || !c.iterLossB.empty()) {
+    o << "### Loss per iteration (mean over microbatches)\n\n| iteration | " << mdEscape(c.a.label)
+      << " | " << mdEscape(c.b.label) << " | difference |\n|---:|---:|---:|---:|\n";
+    size_t n = std::max(c.iterLossA.size(), c.iterLossB.size());
+    for (size_t i = 0; i < n && i < 50; ++i) {
+      double x = i < c.iterLossA.size() ? c.iterLossA[i] : NAN;
+      double y = i < c.iterLossB.size() ? c.iterLossB[i] : NAN;
+      o << "| " << i << " | " << fmt(x, "%.9g") << " | " << fmt(y, "%.9g") << " | "
+        << fmt(y - x, "%.3g") << " |\n";
+    }
+    if (n > 50) o << "| ... | | | |\n";
+    o << "\n";
+  }
+  if (!c.gradTop.empty()) {
+    o << "### Gradient norms that differ most\n\n| parameter | iteration | " << mdEscape(c.a.label)
+      << " | " << mdEscape(c.b.label) << " | rel. diff |\n|---|---:|---:|---:|---:|\n";
+    for (size_t i = 0; i < c.gradTop.size() && i < 10; ++i) {
+      const auto& g = c.gradTop[i];
+      o << "| `" << mdEscape(g.param) << "` | " << g.iteration << " | " << fmt(g.normA) << " | "
+        << fmt(g.normB) << " | " << fmt(g.relDiff, "%.3g") << " |\n";
+    }
+    o << "\n";
+  }
+  o << "<details><summary>Time per rank</summary>\n\n";
+  for (const auto* s : {&c.a, &c.b}) {
+    o << "**" << mdEscape(s->label) << "** (`" << mdEscape(s->runId) << "`)\n\n"
+      << "| rank | module | tp/pp/dp | forward ms | backward ms | comm ms | other ms | idle ms | "
+         "bubble |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& r : s->time.ranks) {
+      o << "| " << r.rank << " | " << mdEscape(r.module) << " | " << r.tp << "/" << r.pp << "/"
+        << r.dp << " | " << fmt(r.forwardMs, "%.2f") << " | " << fmt(r.backwardMs, "%.2f") << " | "
+        << fmt(r.commMs, "%.2f") << " | " << fmt(r.otherMs, "%.2f") << " | "
+        << fmt(r.idleMs, "%.2f") << " | " << pct(r.bubble) << " |\n";
+    }
+    o << "\n";
+  }
+  o << "</details>\n\n";
+  if (!c.configEqual) {
+    o << "<details><summary>Config diff</summary>\n\n```diff\n";
+    for (const auto& l : c.configDiff) {
+      if (l.op != ' ') o << l.op << l.text << "\n";
+    }
+    o << "```\n\n</details>\n";
+  }
+  return o.str();
+}
+
+void writeMarkdown(const Comparison& c, const std::string& path) {
+  writeTextFile(path, renderMarkdown(c));
+}
+
+}  // namespace stagescope::report

@@ -1,0 +1,31 @@
+// Synthetic runs built in memory for the report tests and the compare benchmark: one "llm"
+// module on a TP x PP x DP grid running 1F1B with separate send/recv actions, with
+// layout-independent numbers (a tensor's values depend on (seed, iteration, microbatch,
+// layer boundary) or (seed, parameter, iteration), never on the layout).
+#pragma once
+
+#include <cstdint>
+
+#include "storage/RunModel.h"
+
+namespace stagescope::report::testing {
+
+struct FixtureOptions {
+  int tp = 1, pp = 2, dp = 1;
+  int microbatches = 4;
+  int iterations = 1;
+  int layers = 4;  // total, split evenly over pp
+  uint64_t seed = 1;
+  bool reference = true;  // record GradPhase::Reference gradients
+  bool payloads = false;  // gradient payloads (level full)
+  int64_t forwardNs = 1'000'000, backwardNs = 2'000'000, commNs = 50'000;
+};
+
+storage::RunModel makeRun(const FixtureOptions& opts);
+
+// Recomputes RunModel::pairs after a test edited transfers.
+void repair(storage::RunModel& run);
+
+uint64_t fnv1a(const void* data, size_t n);
+
+}  // namespace stagescope::report::testing

@@ -1,0 +1,642 @@
+// Tests of check / compare / export over in-memory fixtures (see Fixture.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "Fixture.h"
+#include "storage/report/Analysis.h"
+#include "storage/report/Check.h"
+#include "storage/report/ChromeTrace.h"
+#include "storage/report/Compare.h"
+#include "storage/report/Progress.h"
+
+namespace fs = std::filesystem;
+using namespace stagescope;
+using namespace stagescope::report;
+using report::testing::FixtureOptions;
+using report::testing::makeRun;
+using report::testing::repair;
+
+namespace {
+
+std::string tempPath(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("stagescope_report_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+const Finding* firstOf(const CheckReport& r, const std::string& name) {
+  const auto* c = r.find(name);
+  return c && !c->findings.empty() ? &c->findings.front() : nullptr;
+}
+
+int64_t findTransfer(const storage::RunModel& run, const std::string& edge, events::Direction dir,
+                     int it, int mb, events::Side side) {
+  for (size_t i = 0; i < run.transfers.size(); ++i) {
+    const auto& t = run.transfers[i];
+    if (t.edge == edge && t.direction == dir && t.iteration == it && t.microbatch == mb &&
+        t.side == side) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+// ---- check ------------------------------------------------------------------------------------
+
+TEST(Check, CleanRunPasses) {
+  auto run = makeRun({.tp = 2, .pp = 3, .dp = 2, .microbatches = 4, .iterations = 2});
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, 0) << renderCheckText(rep);
+  EXPECT_TRUE(rep.passed());
+  EXPECT_EQ(rep.checks.size(), 9u);
+  for (const auto& c : rep.checks) {
+    EXPECT_NE(c.status, CheckStatus::Failed) << c.name;
+  }
+  EXPECT_EQ(rep.find("reference_gradient")->status, CheckStatus::Passed);
+  EXPECT_EQ(rep.find("against")->status, CheckStatus::Skipped);
+}
+
+TEST(Check, CorruptedRecvChecksum) {
+  auto run = makeRun({.pp = 3});
+  int64_t i =
+      findTransfer(run, "llm:pp1->pp2", events::Direction::Activation, 0, 2, events::Side::Recv);
+  ASSERT_GE(i, 0);
+  run.transfers[i].checksum ^= 0xdeadbeef;
+  repair(run);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kChecksumMismatch) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "checksum_mismatch");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->name, "checksum_mismatch");
+  EXPECT_EQ(f->edge, "llm:pp1->pp2");
+  EXPECT_EQ(f->direction, "activation");
+  EXPECT_EQ(f->iteration, 0);
+  EXPECT_EQ(f->microbatch, 2);
+  EXPECT_EQ(f->rank, 2);      // receiver
+  EXPECT_EQ(f->peerRank, 1);  // sender
+  EXPECT_NE(f->message.find("sender rank 1"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("receiver rank 2"), std::string::npos) << f->message;
+  EXPECT_EQ(rep.find("checksum_mismatch")->total, 1);
+}
+
+TEST(Check, MissingRecvAndMissingSend) {
+  auto run = makeRun({.pp = 2});
+  int64_t i =
+      findTransfer(run, "llm:pp0->pp1", events::Direction::Gradient, 0, 1, events::Side::Recv);
+  ASSERT_GE(i, 0);
+  run.transfers.erase(run.transfers.begin() + i);
+  repair(run);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kUnmatchedTransfer) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "unmatched_transfer");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("send without receive"), std::string::npos);
+  EXPECT_EQ(f->microbatch, 1);
+  EXPECT_EQ(f->direction, "gradient");
+  // The count check sees the same hole on the receiver.
+  EXPECT_EQ(rep.find("message_count")->status, CheckStatus::Failed);
+
+  auto run2 = makeRun({.pp = 2});
+  int64_t j =
+      findTransfer(run2, "llm:pp0->pp1", events::Direction::Activation, 0, 3, events::Side::Send);
+  ASSERT_GE(j, 0);
+  run2.transfers.erase(run2.transfers.begin() + j);
+  repair(run2);
+  auto rep2 = checkRun(run2);
+  EXPECT_EQ(rep2.exitCode, exit_code::kUnmatchedTransfer);
+  ASSERT_NE(firstOf(rep2, "unmatched_transfer"), nullptr);
+  EXPECT_NE(firstOf(rep2, "unmatched_transfer")->message.find("receive without send"),
+            std::string::npos);
+}
+
+TEST(Check, FirstNaNInCausalOrder) {
+  auto run = makeRun({.pp = 3, .microbatches = 4});
+  // Origin: the activation of mb1 sent by stage 1 (rank 1) to stage 2.
+  auto plant = [&](const std::string& edge, events::Direction d, int mb) {
+    for (auto side : {events::Side::Send, events::Side::Recv}) {
+      int64_t i = findTransfer(run, edge, d, 0, mb, side);
+      ASSERT_GE(i, 0);
+      run.transfers[i].stats.nanCount = 7;
+    }
+  };
+  plant("llm:pp1->pp2", events::Direction::Activation, 1);
+  // Consequences: the loss of mb1, its backward gradient back to stage 1 and on to stage 0
+  // ("llm:pp0->pp1" sorts before "llm:pp1->pp2" in storage order, but is causally later).
+  plant("llm:pp1->pp2", events::Direction::Gradient, 1);
+  plant("llm:pp0->pp1", events::Direction::Gradient, 1);
+  for (auto& l : run.losses) {
+    if (l.microbatch == 1) l.loss = NAN;
+  }
+  repair(run);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kNonFinite) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "nonfinite");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_EQ(f->action, "SF");
+  EXPECT_EQ(f->microbatch, 1);
+  EXPECT_EQ(f->edge, "llm:pp1->pp2");
+  EXPECT_EQ(f->direction, "activation");
+  EXPECT_NE(f->message.find("first NaN/Inf in causal order"), std::string::npos) << f->message;
+  EXPECT_EQ(rep.find("nonfinite")->total, 7);  // 3 messages x 2 sides + 1 loss
+}
+
+TEST(Check, NaNInGradientNamesParameter) {
+  auto run = makeRun({.pp = 2});
+  for (auto& g : run.gradients) {
+    if (g.phase == events::GradPhase::Reduced && g.param == "llm.layers.3.mlp.weight") {
+      g.stats.infCount = 1;
+    }
+  }
+  auto rep = checkRun(run);
+  const auto* f = firstOf(rep, "nonfinite");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->tensor, "llm.layers.3.mlp.weight");
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_EQ(f->action, "DP_REDUCE");
+}
+
+TEST(Check, HungRunWithDiagnosis) {
+  auto run = makeRun({.pp = 2});
+  run.info.status = events::RunStatus::Hung;
+  run.info.statusReason = "watchdog: no progress for 30 s";
+  // Rank 1 stops before receiving mb 2.
+  auto& acts = run.actions[1];
+  size_t cut = 0;
+  while (cut < acts.size() &&
+         !(acts[cut].kind == events::ActionKind::RecvForward && acts[cut].microbatch == 2)) {
+    ++cut;
+  }
+  acts.resize(cut);
+  events::DiagnosisRecord d;
+  d.rank = 1;
+  d.kind = "hang";
+  d.iteration = 0;
+  d.actionSeq = static_cast<int>(cut);
+  d.waitsOnRank = 0;
+  d.message = "rank 1 waits in RF mb2 for rank 0, which waits in RB mb0 for rank 1";
+  run.diagnoses.push_back(d);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kRunStatus) << renderCheckText(rep);
+  const auto* c = rep.find("run_status");
+  ASSERT_EQ(c->status, CheckStatus::Failed);
+  ASSERT_GE(c->findings.size(), 2u);
+  EXPECT_NE(c->findings[0].message.find("hung"), std::string::npos);
+  EXPECT_NE(c->findings[0].message.find("watchdog"), std::string::npos);
+  EXPECT_EQ(c->findings[1].rank, 1);
+  EXPECT_EQ(c->findings[1].peerRank, 0);
+  EXPECT_EQ(c->findings[1].action, "RF");
+  EXPECT_NE(c->findings[1].message.find("waits on rank 0"), std::string::npos);
+  // A truncated schedule of a hung run is not a plan deviation; counts are skipped.
+  EXPECT_EQ(rep.find("plan_order")->status, CheckStatus::Passed);
+  EXPECT_EQ(rep.find("message_count")->status, CheckStatus::Skipped);
+}
+
+TEST(Check, PlanOrderDeviation) {
+  auto run = makeRun({.pp = 2, .microbatches = 4});
+  auto& acts = run.actions[0];
+  // Swap two forwards-in-flight on rank 0 (F mb1 before SF mb0).
+  size_t i = 0;
+  while (!(acts[i].kind == events::ActionKind::SendForward && acts[i].microbatch == 0)) ++i;
+  std::swap(acts[i].kind, acts[i + 1].kind);
+  std::swap(acts[i].microbatch, acts[i + 1].microbatch);
+  std::swap(acts[i].peers, acts[i + 1].peers);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kPlanOrder) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "plan_order");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 0);
+  EXPECT_EQ(f->actionSeq, static_cast<int>(i));
+  EXPECT_EQ(rep.find("plan_order")->total, 1);  // first deviation per rank only
+}
+
+TEST(Check, MessageCountMismatch) {
+  auto run = makeRun({.pp = 2});
+  // A duplicated message on both sides: pairs fine, counts differ from the plan.
+  std::vector<events::TransferRecord> extra;
+  for (const auto& t : run.transfers) {
+    if (t.microbatch == 0 && t.direction == events::Direction::Activation) extra.push_back(t);
+  }
+  run.transfers.insert(run.transfers.end(), extra.begin(), extra.end());
+  repair(run);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kMessageCount) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "message_count");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("5 activation sends recorded, the plan implies 4"), std::string::npos)
+      << f->message;
+}
+
+TEST(Check, ShapeMismatch) {
+  auto run = makeRun({.pp = 2});
+  int64_t i =
+      findTransfer(run, "llm:pp0->pp1", events::Direction::Activation, 0, 0, events::Side::Recv);
+  run.transfers[i].shape = {2, 16, 32};
+  repair(run);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kShapeMismatch);
+  EXPECT_NE(firstOf(rep, "shape_mismatch")->message.find("[2, 16, 32]"), std::string::npos);
+}
+
+TEST(Check, ReferenceGradientMismatchNorms) {
+  auto run = makeRun({.tp = 2, .pp = 2});
+  for (auto& g : run.gradients) {
+    if (g.phase == events::GradPhase::Reduced && g.param == "llm.layers.1.mlp.weight" &&
+        g.tp == 1) {
+      g.norm *= 1.5;  // one TP shard of one parameter is off
+    }
+  }
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kReferenceGradient) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "reference_gradient");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->tensor, "llm.layers.1.mlp.weight");
+  EXPECT_EQ(rep.find("reference_gradient")->total, 1);
+  EXPECT_NE(f->message.find("2 shards"), std::string::npos) << f->message;
+}
+
+TEST(Check, ReferenceGradientMismatchValues) {
+  auto run = makeRun({.tp = 2, .pp = 2, .payloads = true});
+  ASSERT_EQ(checkRun(run).exitCode, 0);
+  for (auto& g : run.gradients) {
+    if (g.phase == events::GradPhase::Reduced && g.param == "llm.layers.0.mlp.weight" &&
+        g.tp == 1 && g.dp == 0) {
+      float v;
+      std::memcpy(&v, g.payload.data() + 4, 4);
+      v += 0.5f;
+      std::memcpy(g.payload.data() + 4, &v, 4);
+    }
+  }
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kReferenceGradient) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "reference_gradient");
+  ASSERT_NE(f, nullptr);
+  // Shard tp1 starts at row 4 of [8,4]: its element 1 is full element 17.
+  EXPECT_NE(f->message.find("element 17"), std::string::npos) << f->message;
+}
+
+TEST(Check, SeverityOrderPicksLowestCode) {
+  auto run = makeRun({.pp = 2});
+  run.info.status = events::RunStatus::Failed;
+  run.info.statusReason = "rank 1 exited with code 134";
+  int64_t i =
+      findTransfer(run, "llm:pp0->pp1", events::Direction::Activation, 0, 0, events::Side::Recv);
+  run.transfers[i].checksum ^= 1;
+  repair(run);
+  auto rep = checkRun(run);
+  EXPECT_EQ(rep.exitCode, exit_code::kRunStatus);
+  EXPECT_EQ(rep.find("checksum_mismatch")->status, CheckStatus::Failed);
+}
+
+TEST(Check, AgainstOtherRun) {
+  auto a = makeRun({.pp = 2, .seed = 1});
+  auto same = makeRun({.pp = 2, .seed = 1});
+  auto other = makeRun({.pp = 2, .seed = 2});
+  CheckOptions o;
+  o.against = &same;
+  EXPECT_EQ(checkRun(a, o).exitCode, 0);
+  o.against = &other;
+  auto rep = checkRun(a, o);
+  EXPECT_EQ(rep.exitCode, exit_code::kAgainst) << renderCheckText(rep);
+  const auto* f = firstOf(rep, "against");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->edge, "llm:pp0->pp1");
+  EXPECT_EQ(f->iteration, 0);
+  EXPECT_EQ(f->microbatch, 0);
+  // Tolerance mode: the losses differ by far more than 1e-6.
+  o.againstBitwise = false;
+  EXPECT_EQ(checkRun(a, o).exitCode, exit_code::kAgainst);
+}
+
+TEST(Check, JUnitIsWellFormedWithRightCounts) {
+  auto run = makeRun({.pp = 2});
+  int64_t i =
+      findTransfer(run, "llm:pp0->pp1", events::Direction::Activation, 0, 1, events::Side::Recv);
+  run.transfers[i].checksum ^= 1;
+  run.transfers[i].edge = "llm:pp0->pp1";
+  repair(run);
+  auto rep = checkRun(run);
+  auto path = tempPath("junit.xml");
+  writeJUnit(rep, path);
+  std::string xml = readFile(path);
+  // Well-formedness: parse with a minimal stack-based XML reader (elements, attributes).
+  std::vector<std::string> stack;
+  int testcases = 0, failures = 0, skipped = 0;
+  size_t p = xml.find("?>");
+  ASSERT_NE(p, std::string::npos);
+  p += 2;
+  while ((p = xml.find('<', p)) != std::string::npos) {
+    size_t e = xml.find('>', p);
+    ASSERT_NE(e, std::string::npos);
+    std::string tag = xml.substr(p + 1, e - p - 1);
+    ASSERT_EQ(tag.find('<'), std::string::npos) << "unescaped '<' in " << tag;
+    // Attribute values must not contain raw quotes or '&' that is not an entity.
+    if (tag[0] == '/') {
+      ASSERT_FALSE(stack.empty());
+      ASSERT_EQ(stack.back(), tag.substr(1));
+      stack.pop_back();
+    } else {
+      std::string name = tag.substr(0, tag.find_first_of(" /"));
+      if (name == "testcase") ++testcases;
+      if (name == "failure") ++failures;
+      if (name == "skipped") ++skipped;
+      if (tag.back() != '/') stack.push_back(name);
+    }
+    p = e + 1;
+  }
+  EXPECT_TRUE(stack.empty());
+  EXPECT_EQ(testcases, 9);
+  EXPECT_EQ(failures, 1);
+  EXPECT_EQ(skipped, 1);  // against
+  EXPECT_NE(xml.find("<testsuite name=\"stagescope.check\" tests=\"9\" failures=\"1\""),
+            std::string::npos);
+  EXPECT_NE(xml.find("name=\"checksum_mismatch\""), std::string::npos);
+  // JSON and text writers agree.
+  auto j = nlohmann::json::parse(renderCheckJson(rep));
+  EXPECT_EQ(j["exit_code"], exit_code::kChecksumMismatch);
+  EXPECT_EQ(j["checks"].size(), 9u);
+  EXPECT_NE(renderCheckText(rep).find("FAIL  checksum_mismatch"), std::string::npos);
+}
+
+// ---- compare ----------------------------------------------------------------------------------
+
+TEST(Compare, IdenticalRuns) {
+  auto a = makeRun({.tp = 2, .pp = 2, .dp = 2, .iterations = 2});
+  auto b = makeRun({.tp = 2, .pp = 2, .dp = 2, .iterations = 2});
+  auto c = compareRuns(a, b);
+  EXPECT_EQ(c.verdict, Verdict::Identical) << c.verdictReason;
+  EXPECT_FALSE(c.firstDivergent.has_value());
+  EXPECT_TRUE(c.configEqual);
+  EXPECT_GT(c.transfersCompared, 0u);
+  EXPECT_EQ(c.transfersDiffering, 0u);
+  EXPECT_EQ(c.lossesCompared, 2u * 4u * 2u);
+  EXPECT_EQ(c.gradsCompared, 2u * 8u);
+}
+
+TEST(Compare, DifferentSeedFirstDivergenceIsFirstForwardActivation) {
+  auto a = makeRun({.pp = 3, .microbatches = 4, .iterations = 2, .seed = 1});
+  auto b = makeRun({.pp = 3, .microbatches = 4, .iterations = 2, .seed = 7});
+  auto c = compareRuns(a, b);
+  EXPECT_EQ(c.verdict, Verdict::Diverged);
+  ASSERT_TRUE(c.firstDivergent.has_value());
+  const auto& d = *c.firstDivergent;
+  EXPECT_EQ(d.edge, "llm:pp0->pp1");
+  EXPECT_EQ(d.direction, events::Direction::Activation);
+  EXPECT_EQ(d.iteration, 0);
+  EXPECT_EQ(d.microbatch, 0);
+  EXPECT_EQ(d.reason, "checksum");
+  EXPECT_EQ(d.a.srcRank, 0);
+  EXPECT_EQ(d.a.dstRank, 1);
+  EXPECT_NE(d.a.checksums, d.b.checksums);
+  EXPECT_FALSE(c.configEqual);
+  bool seedLine = false;
+  for (const auto& l : c.configDiff) seedLine |= l.op == '+' && l.text == "seed = 7";
+  EXPECT_TRUE(seedLine);
+  EXPECT_GT(c.maxLossRelDiff, 0);
+}
+
+TEST(Compare, DivergenceAtLaterTransferIsFoundInScheduleOrder) {
+  auto a = makeRun({.pp = 3, .microbatches = 4});
+  auto b = a;
+  // Two differences: gradient mb0 on pp0->pp1 and activation mb2 on pp1->pp2; schedule order
+  // puts mb0 first.
+  auto flip = [&](const std::string& edge, events::Direction d, int mb) {
+    for (auto& t : b.transfers) {
+      if (t.edge == edge && t.direction == d && t.microbatch == mb) t.checksum ^= 1;
+    }
+  };
+  flip("llm:pp1->pp2", events::Direction::Activation, 2);
+  flip("llm:pp0->pp1", events::Direction::Gradient, 0);
+  auto c = compareRuns(a, b);
+  ASSERT_TRUE(c.firstDivergent.has_value());
+  EXPECT_EQ(c.firstDivergent->edge, "llm:pp0->pp1");
+  EXPECT_EQ(c.firstDivergent->direction, events::Direction::Gradient);
+  EXPECT_EQ(c.firstDivergent->microbatch, 0);
+  EXPECT_EQ(c.transfersDiffering, 2u);
+}
+
+TEST(Compare, TwoLayoutsOfTheSameNumbersCompareEqual) {
+  // TP2 shards vs TP1 full tensors, with payloads: gathered values are bitwise equal.
+  auto a = makeRun({.tp = 2, .pp = 2, .payloads = true});
+  auto b = makeRun({.tp = 1, .pp = 2, .payloads = true});
+  auto c = compareRuns(a, b);
+  EXPECT_EQ(c.verdict, Verdict::Identical) << c.verdictReason;
+  EXPECT_FALSE(c.firstDivergent.has_value());
+  EXPECT_EQ(c.gradsCompared, 8u);
+  EXPECT_EQ(c.transfersOnlyA + c.transfersOnlyB, 0u);
+  // Without payloads only norms can be compared: equal within tolerance (not bitwise).
+  auto a2 = makeRun({.tp = 2, .pp = 2});
+  auto b2 = makeRun({.tp = 1, .pp = 2});
+  auto c2 = compareRuns(a2, b2);
+  EXPECT_NE(c2.verdict, Verdict::Diverged) << c2.verdictReason;
+  EXPECT_LT(c2.maxGradRelDiff, 1e-12);
+  // The gathered norm equals the full one.
+  for (const auto& g : c2.gradLast) EXPECT_NEAR(g.normA, g.normB, 1e-12 * g.normB) << g.param;
+}
+
+TEST(Compare, DifferentPipelineDepthAlignsLossesAndGradients) {
+  auto a = makeRun({.pp = 2, .layers = 4});
+  auto b = makeRun({.pp = 4, .layers = 4});
+  auto c = compareRuns(a, b);
+  EXPECT_EQ(c.lossesDiffering, 0u);
+  EXPECT_EQ(c.gradsDiffering, 0u);
+  // "llm:pp0->pp1" means a different layer boundary in each run: not aligned, not a divergence.
+  EXPECT_FALSE(c.firstDivergent.has_value());
+  EXPECT_EQ(c.transfersCompared, 0u);
+  EXPECT_GT(c.transfersOnlyA + c.transfersOnlyB, 0u);
+  EXPECT_EQ(c.verdict, Verdict::Identical) << c.verdictReason;
+}
+
+TEST(Compare, BubbleAndTimes) {
+  auto a = makeRun({.pp = 4, .microbatches = 8});
+  auto c = compareRuns(a, a);
+  EXPECT_NEAR(c.a.time.expectedBubble, 3.0 / 11.0, 1e-12);
+  EXPECT_EQ(c.a.time.ranks.size(), 4u);
+  EXPECT_GT(c.a.time.measuredBubble, 0.1);
+  EXPECT_LT(c.a.time.measuredBubble, 0.6);
+  EXPECT_GT(c.a.time.medianStepMs, 0);
+  for (const auto& r : c.a.time.ranks) {
+    EXPECT_NEAR(r.forwardMs, 8 * 1.0, 1e-9);
+    EXPECT_NEAR(r.backwardMs, 8 * 2.0, 1e-9);
+  }
+}
+
+TEST(Compare, WritersProduceChartsAndParse) {
+  auto a = makeRun({.tp = 2, .pp = 3, .microbatches = 6, .iterations = 3, .seed = 1});
+  auto b = makeRun({.tp = 2, .pp = 3, .microbatches = 6, .iterations = 3, .seed = 2});
+  stagescope::report::CompareOptions opts;
+  opts.labelA = "baseline";
+  opts.labelB = "candidate";
+  auto c = compareRuns(a, b, opts);
+  auto html = renderHtml(c);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // no network refs
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  size_t svgs = 0;
+  for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) {
+    size_t e = html.find("</svg>", p);
+    ASSERT_NE(e, std::string::npos);
+    std::string body = html.substr(p, e - p);
+    EXPECT_TRUE(body.find("<path") != std::string::npos || body.find("<rect") != std::string::npos)
+        << "empty chart";
+    ++svgs;
+  }
+  EXPECT_GE(svgs, 4u);  // loss, grad bars, grad-norm line, step time, 2 x time per rank
+  EXPECT_NE(html.find("diverged"), std::string::npos);
+  EXPECT_NE(html.find("llm:pp0-&gt;pp1"), std::string::npos);
+  auto path = tempPath("compare.html");
+  writeHtml(c, path);
+  EXPECT_EQ(readFile(path), html);
+
+  auto md = renderMarkdown(c);
+  EXPECT_NE(md.find("**Verdict: DIVERGED**"), std::string::npos);
+  EXPECT_NE(md.find("First divergent message"), std::string::npos);
+  EXPECT_NE(md.find("```diff"), std::string::npos);
+
+  auto j = nlohmann::json::parse(renderJson(c));
+  EXPECT_EQ(j["verdict"], "diverged");
+  EXPECT_EQ(j["transfers"]["first_divergent"]["edge"], "llm:pp0->pp1");
+  EXPECT_EQ(j["transfers"]["first_divergent"]["microbatch"], 0);
+  EXPECT_EQ(j["a"]["ranks"].size(), 6u);
+}
+
+TEST(Compare, PayloadRelativeDifferenceViaFetcher) {
+  auto a = makeRun({.pp = 2});
+  auto b = makeRun({.pp = 2, .seed = 3});
+  CompareOptions o;
+  int calls = 0;
+  o.payload = [&](int which, int64_t) {
+    ++calls;
+    std::vector<float> v(8, which == 0 ? 1.0f : 1.5f);
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+  };
+  auto c = compareRuns(a, b, o);
+  ASSERT_TRUE(c.firstDivergent.has_value());
+  EXPECT_EQ(calls, 2);
+  EXPECT_NEAR(c.firstDivergent->relDiff, 0.5, 1e-12);
+  EXPECT_NEAR(c.firstDivergent->maxAbsDiff, 0.5, 1e-12);
+}
+
+TEST(Compare, ConfigLineDiff) {
+  auto d = diffLines("a\nb\nc\nd\n", "a\nc\nx\nd\n");
+  std::string s;
+  for (const auto& l : d) s += std::string(1, l.op) + l.text + ";";
+  EXPECT_EQ(s, " a;-b; c;+x; d;");
+}
+
+// ---- export -----------------------------------------------------------------------------------
+
+TEST(ChromeTrace, ParsesAndPairsFlows) {
+  auto run = makeRun({.tp = 2, .pp = 3, .dp = 1, .microbatches = 4});
+  run.diagnoses.push_back({1, "fault_injected", 0, 3, -1, "dropped one \"message\"", 0});
+  auto path = tempPath("trace.json");
+  auto st = writeChromeTrace(run, path);
+  auto j = nlohmann::json::parse(readFile(path));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  const auto& ev = j["traceEvents"];
+  std::map<int64_t, int> starts, finishes;
+  std::map<std::pair<int, int>, std::pair<double, double>> sliceRange;  // unused bound check
+  size_t slices = 0, threadNames = 0, processNames = 0;
+  std::set<int> tids;
+  for (const auto& e : ev) {
+    std::string ph = e["ph"];
+    if (ph == "X") {
+      ++slices;
+      tids.insert(e["tid"].get<int>());
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    } else if (ph == "s") {
+      starts[e["id"].get<int64_t>()] = e["tid"].get<int>();
+    } else if (ph == "f") {
+      finishes[e["id"].get<int64_t>()] = e["tid"].get<int>();
+      EXPECT_EQ(e["bp"], "e");
+    } else if (ph == "M") {
+      if (e["name"] == "thread_name") {
+        ++threadNames;
+        std::string n = e["args"]["name"];
+        EXPECT_NE(n.find("tp"), std::string::npos);
+        EXPECT_NE(n.find("pp"), std::string::npos);
+        EXPECT_NE(n.find("dp"), std::string::npos);
+      }
+      if (e["name"] == "process_name") ++processNames;
+    }
+  }
+  size_t messages = run.transfers.size() / 2;
+  EXPECT_EQ(starts.size(), messages);
+  EXPECT_EQ(finishes.size(), messages);
+  EXPECT_EQ(st.flows, messages);
+  for (const auto& [id, tid] : starts) {
+    ASSERT_TRUE(finishes.count(id));
+    EXPECT_NE(finishes[id], tid);  // arrows go from one rank to another
+  }
+  EXPECT_EQ(threadNames, 6u);
+  EXPECT_EQ(processNames, 1u);
+  EXPECT_EQ(tids.size(), 6u);
+  size_t actions = 0;
+  for (const auto& l : run.actions) actions += l.size();
+  EXPECT_EQ(slices, actions + run.transfers.size());
+  EXPECT_EQ(j["otherData"]["run_id"], run.info.runId);
+}
+
+// ---- misc -------------------------------------------------------------------------------------
+
+TEST(Progress, PlainLinesWhenNotATty) {
+  auto path = tempPath("progress.txt");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p("loading", 1000, f, 0);
+    for (int i = 0; i <= 1000; ++i) p.update(static_cast<uint64_t>(i));
+    p.finish();
+  }
+  std::fclose(f);
+  std::string s = readFile(path);
+  EXPECT_NE(s.find("loading: 50% (500/1000)"), std::string::npos) << s;
+  EXPECT_NE(s.find("loading: done in"), std::string::npos) << s;
+  EXPECT_EQ(s.find('\r'), std::string::npos);
+  int lines = 0;
+  for (char ch : s) lines += ch == '\n';
+  EXPECT_EQ(lines, 12);  // 0%, 10%, ..., 100%, done
+}
+
+TEST(Analysis, GatherMarksIncompleteShards) {
+  auto run = makeRun({.tp = 2, .pp = 1});
+  std::vector<events::GradientRecord> kept;
+  for (const auto& g : run.gradients) {
+    if (!(g.phase == events::GradPhase::Reduced && g.param == "llm.layers.2.mlp.weight" &&
+          g.tp == 1)) {
+      kept.push_back(g);
+    }
+  }
+  run.gradients = kept;
+  auto gathered = gatherGradients(run, events::GradPhase::Reduced, false);
+  bool found = false;
+  for (const auto& g : gathered) {
+    if (g.param == "llm.layers.2.mlp.weight") {
+      found = true;
+      EXPECT_FALSE(g.complete);
+      EXPECT_EQ(g.shards, 1);
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(checkRun(run).exitCode, exit_code::kReferenceGradient);
+}

@@ -31,9 +31,12 @@ Stmt::~Stmt() {
 void Stmt::fail(int rc, const char* what) const {
   std::string sql = s_ ? sqlite3_sql(s_) : "";
   if (sql.size() > 80) sql.resize(80);
+  // Read the message before reset() (which leaves the statement reusable) can change it.
+  const std::string path = db_ ? db_->path() : std::string("?");
+  const char* msg = db_ && db_->handle() ? sqlite3_errmsg(db_->handle()) : sqlite3_errstr(rc);
+  SqliteError error(rc & 0xff, path + ": " + what + " \"" + sql + "\": " + msg);
   sqlite3_reset(s_);
-  if (db_) db_->fail(rc, std::string(what) + " \"" + sql + "\"");
-  throw SqliteError(rc, std::string(what) + ": " + sqlite3_errstr(rc));
+  throw error;
 }
 
 // ---- Db --------------------------------------------------------------------------------------

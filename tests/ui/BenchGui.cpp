@@ -1,0 +1,106 @@
+// bench_gui: opens a synthetic run of ~1,000,000 events (through the real run file when the
+// storage writer is built) and reports load time and per-frame CPU time (NewFrame..Render)
+// fully zoomed out, zoomed in and while playing.  Headless: ImGui without a renderer.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ui/App.h"
+#include "ui/RunFileWriter.h"
+#include "ui/Synthetic.h"
+
+using namespace stagescope::ui;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+struct Stats {
+  double median, p99;
+};
+Stats measure(App& app, int frames, bool hover) {
+  std::vector<double> ms;
+  ImGuiIO& io = ImGui::GetIO();
+  for (int i = 0; i < frames; ++i) {
+    io.DeltaTime = 1.0f / 60;
+    io.MousePos =
+        hover ? ImVec2(400.0f + (i % 50) * 10.0f, 200.0f + (i % 7) * 12.0f) : ImVec2(-1, -1);
+    auto t0 = Clock::now();
+    ImGui::NewFrame();
+    app.frame(io.DeltaTime);
+    ImGui::Render();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 99 / 100)]};
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t target = argc > 1 ? std::stoul(argv[1]) : 1000000;
+  auto tg = Clock::now();
+  stagescope::storage::RunModel model = makeSyntheticRun(benchmarkSpec(target));
+  size_t events = countEvents(model);
+  std::printf("synthetic run: %zu events (%zu ranks, %d iterations) generated in %.2f s\n", events,
+              model.ranks.size(), model.info.iterations,
+              std::chrono::duration<double>(Clock::now() - tg).count());
+  std::string path = "synthetic:bench";
+#if STAGESCOPE_UI_HAVE_WRITER
+  path = (std::filesystem::temp_directory_path() / "stagescope_bench_gui.db").string();
+  auto tw = Clock::now();
+  writeRunFile(model, path);
+  std::printf("wrote %s in %.2f s\n", path.c_str(),
+              std::chrono::duration<double>(Clock::now() - tw).count());
+#endif
+  model = {};
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;
+  io.DisplaySize = ImVec2(1600, 1000);
+  theme::apply(io);
+  unsigned char* px = nullptr;
+  int w = 0, h = 0;
+  io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+  {
+    App app;
+    auto t0 = Clock::now();
+    app.open(path);
+    while (!app.run()) {
+      ImGui::NewFrame();
+      app.frame(1.0f / 60);
+      ImGui::Render();
+      if (!app.busy() && !app.run()) {
+        std::fprintf(stderr, "load failed\n");
+        return 1;
+      }
+    }
+    double load = std::chrono::duration<double>(Clock::now() - t0).count();
+    const LoadedRun* run = app.run();
+    std::printf("load: %.3f s until viewable (read %.3f s + index %.3f s)  target < 2 s\n", load,
+                run->loadSeconds, run->indexSeconds);
+    std::string err;
+    app.runCommand("zoom-fit", &err);
+    Stats out = measure(app, 300, true);
+    std::printf("frame, zoomed out: median %.3f ms  p99 %.3f ms\n", out.median, out.p99);
+    app.runCommand("zoom 500 520", &err);
+    Stats in = measure(app, 300, true);
+    std::printf("frame, zoomed in (20 ms): median %.3f ms  p99 %.3f ms\n", in.median, in.p99);
+    app.runCommand("zoom-fit", &err);
+    app.runCommand("follow", &err);
+    app.state().speed = 2000;
+    app.runCommand("play", &err);
+    Stats play = measure(app, 300, false);
+    std::printf("frame, playing (zoomed out, 2000 steps/s): median %.3f ms  p99 %.3f ms\n",
+                play.median, play.p99);
+    app.runCommand("zoom 500 520", &err);
+    app.runCommand("play", &err);
+    Stats playIn = measure(app, 300, false);
+    std::printf("frame, playing (zoomed in): median %.3f ms  p99 %.3f ms   target < 10 ms\n",
+                playIn.median, playIn.p99);
+  }
+  ImGui::DestroyContext();
+  return 0;
+}

@@ -1,0 +1,282 @@
+// The viewer's ImGui-free logic: causal replay order, stored activations, visible-range search
+// and folding, row order, time split, compare alignment across layouts, find.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "ui/CompareAlign.h"
+#include "ui/FindFilter.h"
+#include "ui/LoadedRun.h"
+#include "ui/RankRows.h"
+#include "ui/ReplayOrder.h"
+#include "ui/RunFileWriter.h"
+#include "ui/Synthetic.h"
+#include "ui/TimeIndex.h"
+#include "ui/TimeSplit.h"
+
+#if STAGESCOPE_UI_HAVE_READER
+#include "storage/RunReader.h"
+#endif
+
+namespace stagescope::ui {
+namespace {
+
+using events::ActionKind;
+
+TEST(ReplayOrder, RespectsCausalityUnderClockSkew) {
+  SyntheticSpec spec = defaultSyntheticSpec();
+  spec.clockSkewNs.assign(10, 0);
+  for (int r = 4; r < 10; ++r) spec.clockSkewNs[r] = -30'000'000;  // llm ranks 30 ms behind
+  storage::RunModel model = makeSyntheticRun(spec);
+  auto pairs = pairActions(model);
+  // The skew must actually invert timestamps somewhere, or the test proves nothing.
+  size_t inverted = 0;
+  for (const auto& p : pairs) {
+    ASSERT_GE(p.sendAction, 0);
+    ASSERT_GE(p.recvAction, 0);
+    if (model.actions[p.recvRank][p.recvAction].endNs <
+        model.actions[p.sendRank][p.sendAction].startNs)
+      ++inverted;
+  }
+  ASSERT_GT(inverted, 10u);
+
+  ReplayOrder order = ReplayOrder::build(model, pairs);
+  EXPECT_EQ(order.brokenConstraints(), 0u);
+  size_t total = 0;
+  for (const auto& a : model.actions) total += 2 * a.size();
+  ASSERT_EQ(order.size(), total);
+  // Each rank's own order: begin(i) < end(i) < begin(i+1).
+  for (size_t r = 0; r < model.actions.size(); ++r) {
+    int64_t prev = -1;
+    for (size_t i = 0; i < model.actions[r].size(); ++i) {
+      int64_t b = order.positionOf(static_cast<int>(r), static_cast<int32_t>(i), false);
+      int64_t e = order.positionOf(static_cast<int>(r), static_cast<int32_t>(i), true);
+      EXPECT_LT(prev, b);
+      EXPECT_LT(b, e);
+      prev = e;
+    }
+  }
+  // Every receive ends after its send began.
+  for (const auto& p : pairs)
+    EXPECT_LT(order.positionOf(p.sendRank, p.sendAction, false),
+              order.positionOf(p.recvRank, p.recvAction, true));
+}
+
+TEST(ReplayOrder, StoredActivationsFollow1F1B) {
+  storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
+  ReplayOrder order = ReplayOrder::build(model, pairActions(model));
+  const int m = model.info.microbatches;
+  for (const auto& ri : model.ranks) {
+    int peak = 0;
+    for (int64_t s = 0; s <= static_cast<int64_t>(order.size()); s += 1) {
+      int stored = order.storedActivations(ri.rank, s);
+      ASSERT_GE(stored, 0);
+      peak = std::max(peak, stored);
+    }
+    EXPECT_EQ(peak, std::min(ri.warmup + 1, m)) << "rank " << ri.rank;
+    EXPECT_EQ(order.storedActivations(ri.rank, static_cast<int64_t>(order.size())), 0);
+  }
+  // Values at a specific point: after the first iteration's first forward of rank 0 ends.
+  int64_t afterF0 = order.positionOf(0, 0, true) + 1;
+  EXPECT_EQ(order.storedActivations(0, afterF0), 1);
+  EXPECT_EQ(order.stateAt(0, afterF0).done, 1);
+  EXPECT_FALSE(order.stateAt(0, afterF0).running);
+  EXPECT_TRUE(order.stateAt(0, afterF0 - 1).running);
+  // Navigation: iteration starts are increasing and the second one begins iteration 1.
+  int64_t it1 = order.nextIteration(0);
+  ASSERT_LT(it1, static_cast<int64_t>(order.size()));
+  const auto& st = order.steps()[it1];
+  EXPECT_EQ(model.actions[st.rank][st.action].iteration, 1);
+  EXPECT_GT(order.nextMicrobatch(0), 0);
+}
+
+std::vector<events::ActionRecord> evenly(int n, int64_t width, int64_t gap) {
+  std::vector<events::ActionRecord> v(n);
+  for (int i = 0; i < n; ++i) {
+    v[i].startNs = i * (width + gap);
+    v[i].endNs = v[i].startNs + width;
+  }
+  return v;
+}
+
+TEST(TimeIndex, VisibleRangeBinarySearch) {
+  auto v = evenly(100, 10, 5);  // [0,10) [15,25) [30,40) ...
+  IndexRange r = visibleRange(v, 12, 31);
+  EXPECT_EQ(r.first, 1u);       // [15,25) is the first ending after 12
+  EXPECT_EQ(r.last, 3u);        // [30,40) starts before 31
+  r = visibleRange(v, 10, 15);  // the gap only
+  EXPECT_EQ(r.size(), 0u);
+  r = visibleRange(v, -100, 1'000'000);
+  EXPECT_EQ(r.first, 0u);
+  EXPECT_EQ(r.last, 100u);
+  // Against brute force on random windows.
+  for (int64_t t0 = -20; t0 < 1600; t0 += 37) {
+    for (int64_t len = 1; len < 400; len += 53) {
+      IndexRange q = visibleRange(v, t0, t0 + len);
+      size_t first = 0, last = 0;
+      bool any = false;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i].endNs > t0 && v[i].startNs < t0 + len) {
+          if (!any) first = i;
+          last = i + 1;
+          any = true;
+        }
+      }
+      if (any) {
+        EXPECT_EQ(q.first, first);
+        EXPECT_EQ(q.last, last);
+      } else {
+        EXPECT_EQ(q.size(), 0u);
+      }
+    }
+  }
+  EXPECT_EQ(itemAt(v, 17, 0), 1);
+  EXPECT_EQ(itemAt(v, 12, 4), 0);  // 2 ns from [0,10), 3 ns from [15,25)
+}
+
+TEST(TimeIndex, FoldingCoversEverythingWithFewItems) {
+  auto v = evenly(100000, 10, 5);
+  const double nsPerPx = 1500000.0 / 1000;  // 1000 px wide view of everything
+  std::vector<DrawItem> out;
+  foldRange(v, visibleRange(v, 0, 1500000), nsPerPx, 3, out);
+  ASSERT_FALSE(out.empty());
+  EXPECT_LE(out.size(), 400u);  // at most one per 3 px
+  EXPECT_EQ(out.front().first, 0u);
+  EXPECT_EQ(out.back().last, v.size());
+  for (size_t i = 1; i < out.size(); ++i) EXPECT_EQ(out[i].first, out[i - 1].last);
+  // Zoomed in, wide items are not folded.
+  out.clear();
+  foldRange(v, visibleRange(v, 0, 150), 0.1, 3, out);
+  EXPECT_EQ(out.size(), 10u);
+  for (const auto& d : out) EXPECT_FALSE(d.folded());
+}
+
+TEST(RankRows, GroupedByModuleThenGrid) {
+  storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
+  auto rows = orderRankRows(model);
+  ASSERT_EQ(rows.size(), 10u);
+  // vision (tp1 pp2 dp2 @0): dp0 pp0, dp0 pp1, dp1 pp0, dp1 pp1 = ranks 0,1,2,3.
+  std::vector<int> expect = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].rank, expect[i]);
+  EXPECT_TRUE(rows[0].firstOfModule);
+  EXPECT_TRUE(rows[4].firstOfModule);
+  EXPECT_FALSE(rows[5].firstOfModule);
+  EXPECT_EQ(rows[5].label, "llm  tp1 pp0 dp0  r5");
+  // A model listing the llm first still puts the encoder (earlier global stage) first.
+  std::swap(model.info.modules[0], model.info.modules[1]);
+  rows = orderRankRows(model);
+  EXPECT_EQ(model.ranks[rows[0].rank].module, "vision");
+}
+
+TEST(TimeSplit, BubbleNearExpected) {
+  SyntheticSpec spec = defaultSyntheticSpec();
+  spec.slowFraction = 0;
+  storage::RunModel model = makeSyntheticRun(spec);
+  TimeSplit split = computeTimeSplit(model);
+  EXPECT_EQ(split.stages, 5);
+  EXPECT_EQ(split.microbatches, 6);
+  EXPECT_DOUBLE_EQ(split.expectedBubble, 4.0 / 10.0);
+  for (const auto& r : split.ranks) {
+    EXPECT_EQ(r.computeNs + r.commNs + r.idleNs, std::max(r.spanNs, r.computeNs + r.commNs));
+    EXPECT_GT(r.bubble, 0.0);
+    EXPECT_LT(r.bubble, 1.0);
+  }
+  EXPECT_NEAR(split.meanBubble, split.expectedBubble, 0.2);
+}
+
+TEST(CompareAlign, SameMathematicsAcrossLayouts) {
+  storage::RunModel a = makeSyntheticRun(defaultSyntheticSpec());
+  storage::RunModel b = makeSyntheticRun(alternateLayoutSpec());  // llm tp2 -> tp1: other ranks
+  ASSERT_NE(a.ranks.size(), b.ranks.size());
+  Alignment al = alignRuns(a, b);
+  EXPECT_GT(al.same, 100u);
+  EXPECT_EQ(al.differ, 0u);
+  EXPECT_EQ(al.onlyA, 0u);
+  EXPECT_EQ(al.onlyB, 0u);
+  EXPECT_EQ(al.firstDivergence, -1);
+}
+
+TEST(CompareAlign, FindsFirstDivergence) {
+  storage::RunModel a = makeSyntheticRun(defaultSyntheticSpec());
+  SyntheticSpec spec = alternateLayoutSpec();
+  spec.divergeIteration = 1;
+  spec.divergeMicrobatch = 2;
+  storage::RunModel b = makeSyntheticRun(spec);
+  Alignment al = alignRuns(a, b);
+  ASSERT_GE(al.firstDivergence, 0);
+  const AlignedItem& first = al.items[al.firstDivergence];
+  EXPECT_EQ(first.iteration, 1);
+  EXPECT_EQ(first.microbatch, 2);
+  EXPECT_EQ(first.kind, AlignKind::Transfer);
+  EXPECT_EQ(a.transfers[first.a].direction, events::Direction::Activation);
+  EXPECT_NE(first.checksumA, first.checksumB);
+  // Nothing before it differs.
+  for (int64_t i = 0; i < al.firstDivergence; ++i) EXPECT_NE(al.items[i].state, AlignState::Differ);
+  EXPECT_GT(al.differ, 10u);
+}
+
+TEST(FindFilter, MismatchAndNaN) {
+  SyntheticSpec spec = defaultSyntheticSpec();
+  spec.corruptIteration = 0;
+  spec.corruptMicrobatch = 3;
+  spec.nanIteration = 1;
+  spec.nanMicrobatch = 1;
+  storage::RunModel model = makeSyntheticRun(spec);
+  FindQuery q;
+  q.mismatch = true;
+  size_t total = 0;
+  auto hits = findItems(model, q, 1000, &total);
+  ASSERT_GT(total, 0u);
+  for (const auto& h : hits) {
+    EXPECT_EQ(model.transfers[h.index].iteration, 0);
+    EXPECT_EQ(model.transfers[h.index].microbatch, 3);
+  }
+  q = FindQuery{};
+  q.nanInf = true;
+  hits = findItems(model, q, 1000, &total);
+  ASSERT_GT(total, 0u);
+  for (const auto& h : hits) EXPECT_EQ(model.transfers[h.index].microbatch, 1);
+  q = FindQuery{};
+  q.what = FindWhat::Actions;
+  q.rank = 5;
+  q.kind = static_cast<int>(ActionKind::Forward);
+  hits = findItems(model, q, 1000, &total);
+  EXPECT_EQ(total, static_cast<size_t>(spec.iterations * spec.microbatches));
+}
+
+#if STAGESCOPE_UI_HAVE_WRITER && STAGESCOPE_UI_HAVE_READER
+TEST(RunFile, SyntheticRunRoundTripsThroughStorage) {
+  auto dir = std::filesystem::temp_directory_path() / "stagescope_ui_logic";
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "roundtrip.db").string();
+  storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
+  writeRunFile(model, path);
+  auto run = openRun(path);
+  ASSERT_EQ(run->model.actions.size(), model.actions.size());
+  for (size_t r = 0; r < model.actions.size(); ++r)
+    EXPECT_EQ(run->model.actions[r].size(), model.actions[r].size());
+  EXPECT_EQ(run->model.transfers.size(), model.transfers.size());
+  EXPECT_EQ(run->model.pairs.size(), model.pairs.size());
+  EXPECT_EQ(run->replay.brokenConstraints(), 0u);
+  Alignment al = alignRuns(model, run->model);
+  EXPECT_EQ(al.differ, 0u);
+}
+#endif
+
+TEST(OpenRun, BadFilesGiveTypedErrors) {
+  EXPECT_THROW(openRun("synthetic:nope"), storage::RunFileError);
+#if STAGESCOPE_UI_HAVE_READER
+  EXPECT_THROW(openRun("/nonexistent/run.db"), storage::RunFileError);
+  auto p = std::filesystem::temp_directory_path() / "stagescope_not_a_run.db";
+  {
+    FILE* f = std::fopen(p.c_str(), "w");
+    std::fputs("hello, not sqlite", f);
+    std::fclose(f);
+  }
+  EXPECT_THROW(openRun(p.string()), storage::RunFileError);
+#endif
+}
+
+}  // namespace
+}  // namespace stagescope::ui

@@ -1,0 +1,541 @@
+#include "ui/App.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace stagescope::ui {
+
+// ---- RunSlot -------------------------------------------------------------------------------
+
+RunSlot::~RunSlot() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> alignWith) {
+  if (thread_.joinable()) thread_.join();
+  path = p;
+  error.clear();
+  finished_ = false;
+  progress_ = 0;
+  thread_ = std::thread([this, p, alignWith] {
+    std::shared_ptr<const LoadedRun> result;
+    std::shared_ptr<const Alignment> aligned;
+    std::string err;
+    try {
+      auto loaded = openRun(p, [this](float f) { progress_ = f; });
+      if (alignWith)
+        aligned = std::make_shared<Alignment>(alignRuns(alignWith->model, loaded->model));
+      result = std::move(loaded);
+    } catch (const storage::RunFileError& e) {
+      err = e.what();
+    } catch (const std::exception& e) {
+      err = p + ": " + e.what();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = std::move(result);
+    resultAlignment_ = std::move(aligned);
+    resultError_ = std::move(err);
+    finished_ = true;
+  });
+}
+
+bool RunSlot::poll() {
+  if (!thread_.joinable() || !finished_) return false;
+  thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  error = resultError_;
+  if (error.empty()) {
+    run = std::move(result_);
+    alignment = std::move(resultAlignment_);
+  }
+  return true;
+}
+
+void RunSlot::close() {
+  if (thread_.joinable()) thread_.join();
+  run.reset();
+  alignment.reset();
+  error.clear();
+  path.clear();
+}
+
+// ---- App -----------------------------------------------------------------------------------
+
+App::App() {
+  loadSettings();
+}
+
+App::~App() {
+  saveSettings();
+}
+
+void App::open(const std::string& path) {
+  if (path.empty()) return;
+  main_.load(path);
+  bannerError_.clear();
+}
+
+void App::openCompare(const std::string& path) {
+  if (path.empty()) return;
+  other_.load(path, main_.run);
+  view_.tab = BottomTab::Compare;
+  view_.tabRequested = true;
+}
+
+std::string App::takeScreenshotRequest() {
+  std::string s;
+  s.swap(screenshotRequest_);
+  return s;
+}
+
+void App::frame(float dt) {
+  if (main_.poll()) {
+    if (!main_.error.empty()) {
+      bannerError_ = main_.error;
+    } else {
+      addRecent(main_.path);
+      view_ = [&] {
+        ViewerState v = view_;
+        v.selection = {};
+        v.hovered = {};
+        v.step = 0;
+        v.playing = false;
+        v.fitPending = true;
+        v.findDirty = true;
+        v.scrollY = 0;
+        return v;
+      }();
+      payloadFor_ = -2;
+      if (other_.run) other_.load(other_.path, main_.run);  // realign
+    }
+  }
+  if (other_.poll()) {
+    if (!other_.error.empty())
+      bannerError_ = other_.error;
+    else
+      addRecent(other_.path);
+  }
+  advancePlayback(dt);
+  probes_.items.clear();
+
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->Pos);
+  ImGui::SetNextWindowSize(vp->Size);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
+  ImGui::Begin("##root", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_MenuBar |
+                   ImGuiWindowFlags_NoSavedSettings);
+  ImGui::PopStyleVar();
+  drawMenuBar();
+  handleKeys();
+
+  ImVec2 origin = ImGui::GetCursorScreenPos();
+  ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float replayH = 38, statusH = 22, splitter = 5;
+  view_.bottomHeight = std::clamp(view_.bottomHeight, 120.0f, std::max(120.0f, avail.y - 260));
+  view_.inspectorWidth = std::clamp(view_.inspectorWidth, 250.0f, std::max(250.0f, avail.x - 400));
+  const float middleH = avail.y - replayH - statusH - view_.bottomHeight - splitter;
+  const float timelineW = avail.x - view_.inspectorWidth - splitter;
+
+  drawReplayBar(origin, ImVec2(avail.x, replayH));
+  ImVec2 mid(origin.x, origin.y + replayH);
+  drawTimeline(mid, ImVec2(timelineW, middleH));
+  // Vertical splitter between timeline and inspector.
+  ImGui::SetCursorScreenPos(ImVec2(mid.x + timelineW, mid.y));
+  ImGui::InvisibleButton("##vsplit", ImVec2(splitter, middleH));
+  if (ImGui::IsItemActive()) view_.inspectorWidth -= ImGui::GetIO().MouseDelta.x;
+  if (ImGui::IsItemHovered() || ImGui::IsItemActive())
+    ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
+  ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(mid.x + timelineW, mid.y),
+                                            ImVec2(mid.x + timelineW + splitter, mid.y + middleH),
+                                            IM_COL32(20, 21, 24, 255));
+  drawInspector(ImVec2(mid.x + timelineW + splitter, mid.y), ImVec2(view_.inspectorWidth, middleH));
+  // Horizontal splitter above the bottom panels.
+  ImVec2 hs(origin.x, mid.y + middleH);
+  ImGui::SetCursorScreenPos(hs);
+  ImGui::InvisibleButton("##hsplit", ImVec2(avail.x, splitter));
+  if (ImGui::IsItemActive()) view_.bottomHeight -= ImGui::GetIO().MouseDelta.y;
+  if (ImGui::IsItemHovered() || ImGui::IsItemActive())
+    ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
+  ImGui::GetWindowDrawList()->AddRectFilled(hs, ImVec2(hs.x + avail.x, hs.y + splitter),
+                                            IM_COL32(20, 21, 24, 255));
+  drawBottom(ImVec2(origin.x, hs.y + splitter), ImVec2(avail.x, view_.bottomHeight));
+  drawStatusBar(ImVec2(origin.x, origin.y + avail.y - statusH), ImVec2(avail.x, statusH));
+  ImGui::End();
+  drawOpenPopup();
+}
+
+void App::drawMenuBar() {
+  if (!ImGui::BeginMenuBar()) return;
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Open run...", "Ctrl+O")) {
+      openPopup_ = true;
+      openCompareMode_ = false;
+    }
+    if (ImGui::MenuItem("Open run to compare...", nullptr, false, main_.run != nullptr)) {
+      openPopup_ = true;
+      openCompareMode_ = true;
+    }
+    if (ImGui::BeginMenu("Recent", !view_.recent.empty())) {
+      for (const auto& r : view_.recent)
+        if (ImGui::MenuItem(r.c_str())) open(r);
+      ImGui::EndMenu();
+    }
+    if (ImGui::MenuItem("Close compare run", nullptr, false, other_.run != nullptr)) other_.close();
+    ImGui::Separator();
+    if (ImGui::MenuItem("Quit", "Ctrl+Q")) quit_ = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
+    if (ImGui::MenuItem("Zoom to fit", "F")) zoomFit();
+    ImGui::MenuItem("Transfer arrows", "X", &view_.showArrows);
+    ImGui::MenuItem("Planned schedule overlay", "P", &view_.showPlan);
+    ImGui::MenuItem("Highlight idle gaps", "I", &view_.showIdle);
+    ImGui::MenuItem("Follow replay", "L", &view_.followReplay);
+    ImGui::SliderFloat("Row height", &view_.rowHeight, 14, 48, "%.0f px");
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Help")) {
+    ImGui::TextUnformatted(
+        "Timeline: wheel zoom, drag pan, right-drag zoom to range, click select\n"
+        "W/S zoom  A/D pan  F fit  P plan overlay  X arrows  L follow replay\n"
+        "Left/Right step  Shift: microbatch  Ctrl: iteration  Space play/pause\n"
+        "Home/End first/last step  Ctrl+O open");
+    ImGui::EndMenu();
+  }
+  if (main_.run) {
+    const auto& info = main_.run->model.info;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s   %s   world %d   %d it x %d mb", main_.path.c_str(),
+                  events::toString(info.status), info.worldSize, info.iterations,
+                  info.microbatches);
+    float w = ImGui::CalcTextSize(buf).x;
+    ImGui::SameLine(ImGui::GetWindowWidth() - w - 16);
+    ImGui::TextDisabled("%s", buf);
+  }
+  ImGui::EndMenuBar();
+}
+
+void App::drawStatusBar(const ImVec2& pos, const ImVec2& size) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), IM_COL32(36, 38, 43, 255));
+  ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 3));
+  if (main_.loading()) {
+    ImGui::Text("Loading %s", main_.path.c_str());
+    ImGui::SameLine();
+    ImGui::ProgressBar(main_.progress(), ImVec2(240, 16));
+  } else if (const LoadedRun* r = main_.run.get()) {
+    size_t events = r->model.transfers.size() + r->model.gradients.size() + r->model.losses.size();
+    for (const auto& a : r->model.actions) events += a.size();
+    ImGui::Text("%zu events   %zu ranks   loaded in %.2f s (+%.2f s index)   %s", events,
+                r->model.ranks.size(), r->loadSeconds, r->indexSeconds,
+                r->model.partial ? "PARTIAL RUN" : "");
+    if (r->replay.brokenConstraints())
+      ImGui::SameLine(),
+          ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%zu causal constraints could not be met",
+                             r->replay.brokenConstraints());
+  } else {
+    ImGui::TextDisabled("No run open. File > Open, or drop a run file on the window.");
+  }
+  if (other_.loading()) {
+    ImGui::SameLine();
+    ImGui::Text("   compare: loading");
+    ImGui::SameLine();
+    ImGui::ProgressBar(other_.progress(), ImVec2(160, 16));
+  } else if (other_.run) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("   compare: %s", other_.path.c_str());
+  }
+}
+
+void App::drawOpenPopup() {
+  if (openPopup_) {
+    ImGui::OpenPopup("Open run");
+    openPopup_ = false;
+  }
+  ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
+  if (ImGui::BeginPopupModal("Open run", nullptr, ImGuiWindowFlags_NoSavedSettings)) {
+    ImGui::TextUnformatted(openCompareMode_ ? "Run file to compare with the open run:"
+                                            : "Run file (.db), or synthetic:default");
+    if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, "%s", openPathBuffer_.c_str());
+    bool enter = ImGui::InputText("##path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
+    openPathBuffer_ = buf;
+    if (!view_.recent.empty()) {
+      ImGui::TextDisabled("Recent");
+      for (const auto& r : view_.recent)
+        if (ImGui::Selectable(r.c_str())) openPathBuffer_ = r;
+    }
+    if (ImGui::Button("Open") || enter) {
+      if (openCompareMode_)
+        openCompare(openPathBuffer_);
+      else
+        open(openPathBuffer_);
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGuiKey_Escape)) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+}
+
+void App::drawErrorBanner(const ImVec2& pos, const ImVec2& size) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  ImVec2 p0(pos.x + 24, pos.y + 24);
+  ImVec2 p1(pos.x + size.x - 24, pos.y + 24 + 86);
+  dl->AddRectFilled(p0, p1, IM_COL32(70, 30, 32, 255), 3);
+  dl->AddRectFilled(p0, ImVec2(p0.x + 5, p1.y), theme::kBad, 3);
+  dl->AddText(ImVec2(p0.x + 16, p0.y + 10), IM_COL32(255, 200, 200, 255), "Could not open the run");
+  dl->AddText(nullptr, 0, ImVec2(p0.x + 16, p0.y + 34), theme::kText, bannerError_.c_str(), nullptr,
+              p1.x - p0.x - 32);
+  ImGui::SetCursorScreenPos(ImVec2(p1.x - 80, p0.y + 8));
+  if (ImGui::SmallButton("Dismiss")) bannerError_.clear();
+}
+
+void App::handleKeys() {
+  ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput || !main_.run) {
+    if (io.KeyCtrl && ImGui::IsKeyPressed(ImGuiKey_O)) openPopup_ = true;
+    return;
+  }
+  const auto& replay = main_.run->replay;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(ImGuiKey_O)) openPopup_ = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(ImGuiKey_Q)) quit_ = true;
+  if (ImGui::IsKeyPressed(ImGuiKey_RightArrow)) {
+    if (io.KeyCtrl)
+      stepTo(replay.nextIteration(view_.step));
+    else if (io.KeyShift)
+      stepTo(replay.nextMicrobatch(view_.step));
+    else
+      stepTo(view_.step + 1);
+  }
+  if (ImGui::IsKeyPressed(ImGuiKey_LeftArrow)) {
+    if (io.KeyCtrl)
+      stepTo(replay.prevIteration(view_.step));
+    else if (io.KeyShift)
+      stepTo(replay.prevMicrobatch(view_.step));
+    else
+      stepTo(view_.step - 1);
+  }
+  if (io.KeyCtrl) return;
+  if (ImGui::IsKeyPressed(ImGuiKey_Space)) view_.playing = !view_.playing;
+  if (ImGui::IsKeyPressed(ImGuiKey_Home)) stepTo(0);
+  if (ImGui::IsKeyPressed(ImGuiKey_End)) stepTo(static_cast<int64_t>(replay.size()));
+  if (ImGui::IsKeyPressed(ImGuiKey_F)) zoomFit();
+  if (ImGui::IsKeyPressed(ImGuiKey_P)) view_.showPlan = !view_.showPlan;
+  if (ImGui::IsKeyPressed(ImGuiKey_X)) view_.showArrows = !view_.showArrows;
+  if (ImGui::IsKeyPressed(ImGuiKey_I)) view_.showIdle = !view_.showIdle;
+  if (ImGui::IsKeyPressed(ImGuiKey_L)) view_.followReplay = !view_.followReplay;
+  const double span = view_.viewEnd - view_.viewStart;
+  const double mid = 0.5 * (view_.viewStart + view_.viewEnd);
+  if (ImGui::IsKeyDown(ImGuiKey_W)) zoomTo(mid - span * 0.45, mid + span * 0.45);
+  if (ImGui::IsKeyDown(ImGuiKey_S)) zoomTo(mid - span * 0.55, mid + span * 0.55);
+  if (ImGui::IsKeyDown(ImGuiKey_A))
+    zoomTo(view_.viewStart - span * 0.05, view_.viewEnd - span * 0.05);
+  if (ImGui::IsKeyDown(ImGuiKey_D))
+    zoomTo(view_.viewStart + span * 0.05, view_.viewEnd + span * 0.05);
+}
+
+void App::zoomFit() {
+  if (!main_.run) return;
+  const auto& m = main_.run->model;
+  double pad = std::max<double>(1000, 0.01 * static_cast<double>(m.maxTimeNs - m.minTimeNs));
+  view_.viewStart = static_cast<double>(m.minTimeNs) - pad;
+  view_.viewEnd = static_cast<double>(m.maxTimeNs) + pad;
+  view_.fitPending = false;
+}
+
+void App::zoomTo(double t0, double t1) {
+  if (t1 - t0 < 100) {
+    double mid = 0.5 * (t0 + t1);
+    t0 = mid - 50;
+    t1 = mid + 50;
+  }
+  view_.viewStart = t0;
+  view_.viewEnd = t1;
+}
+
+void App::focusAction(int rank, int64_t action) {
+  const LoadedRun* r = main_.run.get();
+  if (!r || rank < 0 || rank >= static_cast<int>(r->model.actions.size())) return;
+  const auto& acts = r->model.actions[rank];
+  if (action < 0 || action >= static_cast<int64_t>(acts.size())) return;
+  const auto& a = acts[action];
+  double span = view_.viewEnd - view_.viewStart;
+  double d = static_cast<double>(a.endNs - a.startNs);
+  if (span > 60 * d + 5e6 || span < 2 * d) span = std::max(20 * d, 4e6);
+  double mid = 0.5 * static_cast<double>(a.startNs + a.endNs);
+  zoomTo(mid - span / 2, mid + span / 2);
+}
+
+void App::select(const Selection& s, bool navigate) {
+  view_.selection = s;
+  const LoadedRun* r = main_.run.get();
+  if (!r || !navigate) return;
+  if (s.kind == Selection::Kind::Action) {
+    focusAction(s.rank, s.index);
+  } else if (s.kind == Selection::Kind::Transfer) {
+    int32_t pair = s.index >= 0 && s.index < static_cast<int64_t>(r->transferPair.size())
+                       ? r->transferPair[s.index]
+                       : -1;
+    if (pair >= 0) {
+      const PairActions& pa = r->pairActions[pair];
+      if (pa.sendAction >= 0 && pa.recvAction >= 0) {
+        const auto& sa = r->model.actions[pa.sendRank][pa.sendAction];
+        const auto& ra = r->model.actions[pa.recvRank][pa.recvAction];
+        double t0 = static_cast<double>(std::min(sa.startNs, ra.startNs));
+        double t1 = static_cast<double>(std::max(sa.endNs, ra.endNs));
+        double pad = std::max(2e6, (t1 - t0) * 3);
+        zoomTo(t0 - pad, t1 + pad);
+        stepTo(r->replay.positionOf(pa.recvRank, pa.recvAction, false) + 1);
+      }
+    }
+  }
+}
+
+void App::stepTo(int64_t step) {
+  const LoadedRun* r = main_.run.get();
+  if (!r) return;
+  view_.step = std::clamp<int64_t>(step, 0, static_cast<int64_t>(r->replay.size()));
+  if (view_.followReplay && view_.step > 0) {
+    const ReplayStep& st = r->replay.steps()[view_.step - 1];
+    const auto& a = r->model.actions[st.rank][st.action];
+    double t = static_cast<double>(st.end ? a.endNs : a.startNs);
+    double span = view_.viewEnd - view_.viewStart;
+    if (t < view_.viewStart + span * 0.1 || t > view_.viewEnd - span * 0.1)
+      zoomTo(t - span * 0.5, t + span * 0.5);
+  }
+}
+
+void App::advancePlayback(float dt) {
+  if (!view_.playing || !main_.run) return;
+  view_.playAccumulator += static_cast<double>(dt) * view_.speed;
+  int64_t n = static_cast<int64_t>(view_.playAccumulator);
+  if (n > 0) {
+    view_.playAccumulator -= static_cast<double>(n);
+    stepTo(view_.step + n);
+    if (view_.step >= static_cast<int64_t>(main_.run->replay.size())) view_.playing = false;
+  }
+}
+
+bool App::runCommand(const std::string& command, std::string* error) {
+  std::istringstream in(command);
+  std::string verb;
+  in >> verb;
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok && error) *error = "script: '" + command + "': " + what;
+    return ok;
+  };
+  const LoadedRun* r = main_.run.get();
+  if (verb == "open") {
+    std::string p;
+    in >> p;
+    open(p);
+    return need(!p.empty(), "expected a path");
+  }
+  if (verb == "open-compare") {
+    std::string p;
+    in >> p;
+    if (!p.empty()) openCompare(p);
+    view_.tab = BottomTab::Compare;
+    view_.tabRequested = true;
+    return true;
+  }
+  if (verb == "screenshot") {
+    std::string p;
+    in >> p;
+    screenshotRequest_ = p;
+    return need(!p.empty(), "expected a path");
+  }
+  if (verb == "quit") {
+    quit_ = true;
+    return true;
+  }
+  if (verb == "tab") {
+    std::string t;
+    in >> t;
+    static const char* names[] = {"grid", "plots", "compare", "find", "info"};
+    for (int i = 0; i < 5; ++i)
+      if (t == names[i]) {
+        view_.tab = static_cast<BottomTab>(i);
+        view_.tabRequested = true;
+        return true;
+      }
+    return need(false, "tab is one of grid, plots, compare, find, info");
+  }
+  if (!need(r != nullptr, "no run is open" + (main_.error.empty() ? "" : " (" + main_.error + ")")))
+    return false;
+  if (verb == "step") {
+    int64_t n = 0;
+    return need(static_cast<bool>(in >> n), "expected a step number") && (stepTo(n), true);
+  }
+  if (verb == "next-mb") return stepTo(r->replay.nextMicrobatch(view_.step)), true;
+  if (verb == "next-iter") return stepTo(r->replay.nextIteration(view_.step)), true;
+  if (verb == "play") return view_.playing = true, true;
+  if (verb == "pause") return view_.playing = false, true;
+  if (verb == "zoom-fit") return zoomFit(), true;
+  if (verb == "zoom") {
+    double a = 0, b = 0;
+    if (!need(static_cast<bool>(in >> a >> b), "expected start and end in ms")) return false;
+    double base = static_cast<double>(r->model.minTimeNs);
+    zoomTo(base + a * 1e6, base + b * 1e6);
+    return true;
+  }
+  if (verb == "plan") return view_.showPlan = true, true;
+  if (verb == "follow") return view_.followReplay = true, true;
+  if (verb == "select-transfer") {
+    int64_t i = -1;
+    in >> i;
+    if (!need(i >= 0 && i < static_cast<int64_t>(r->model.transfers.size()), "no such transfer"))
+      return false;
+    select({Selection::Kind::Transfer, r->model.transfers[i].rank, i}, true);
+    return true;
+  }
+  if (verb == "select-action") {
+    int rank = -1;
+    int64_t i = -1;
+    in >> rank >> i;
+    if (!need(rank >= 0 && rank < static_cast<int>(r->model.actions.size()) && i >= 0 &&
+                  i < static_cast<int64_t>(r->model.actions[rank].size()),
+              "no such action"))
+      return false;
+    select({Selection::Kind::Action, rank, i}, true);
+    return true;
+  }
+  if (verb == "select-gradient") {
+    int64_t i = -1;
+    in >> i;
+    if (!need(i >= 0 && i < static_cast<int64_t>(r->model.gradients.size()), "no such gradient"))
+      return false;
+    select({Selection::Kind::Gradient, r->model.gradients[i].rank, i}, false);
+    return true;
+  }
+  if (verb == "find-mismatch") {
+    view_.find = FindQuery{};
+    view_.find.mismatch = true;
+    view_.findDirty = true;
+    view_.tab = BottomTab::Find;
+    view_.tabRequested = true;
+    return true;
+  }
+  if (verb == "jump-divergence") {
+    const Alignment* al = other_.alignment.get();
+    if (!need(al && al->firstDivergence >= 0, "no compare run or no divergence")) return false;
+    view_.compareSelected = al->firstDivergence;
+    const AlignedItem& it = al->items[al->firstDivergence];
+    if (it.kind == AlignKind::Transfer)
+      select({Selection::Kind::Transfer, -1, it.a}, true);
+    else if (it.kind == AlignKind::Gradient)
+      select({Selection::Kind::Gradient, -1, it.a}, false);
+    else
+      select({Selection::Kind::Loss, -1, it.a}, false);
+    return true;
+  }
+  return need(false, "unknown command");
+}
+
+}  // namespace stagescope::ui

@@ -1,0 +1,171 @@
+// The viewer application: two run slots (main and compare), background loading, the
+// window layout and the panels.  Independent of GLFW/OpenGL: frame() only issues ImGui
+// calls between NewFrame and Render, so bench_gui can drive it without a window.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "imgui.h"
+#include "ui/CompareAlign.h"
+#include "ui/LoadedRun.h"
+#include "ui/TimeIndex.h"
+#include "ui/ViewerState.h"
+
+namespace stagescope::ui {
+
+// One run being loaded on a background thread.
+class RunSlot {
+ public:
+  ~RunSlot();
+  void load(const std::string& path, std::shared_ptr<const LoadedRun> alignWith = {});
+  // Moves a finished load into run/error; true when something changed this call.
+  bool poll();
+  bool loading() const { return thread_.joinable() && !finished_; }
+  float progress() const { return progress_; }
+  void close();
+
+  std::string path;
+  std::shared_ptr<const LoadedRun> run;
+  std::shared_ptr<const Alignment> alignment;  // compare slot: aligned against the main run
+  std::string error;
+
+ private:
+  std::thread thread_;
+  std::atomic<float> progress_{0};
+  std::atomic<bool> finished_{false};
+  std::mutex mutex_;
+  std::shared_ptr<const LoadedRun> result_;
+  std::shared_ptr<const Alignment> resultAlignment_;
+  std::string resultError_;
+};
+
+// Rectangles of what the last frame drew, for the GUI test's pixel checks.
+struct FrameProbes {
+  ImVec4 timeline, inspector, gridMap, bottom;  // x0, y0, x1, y1
+  struct Item {
+    int rank;
+    int64_t action;
+    ImVec4 rect;
+    ImU32 colour;
+  };
+  std::vector<Item> items;  // a few single (unfolded) forward/backward blocks
+};
+
+class App {
+ public:
+  App();
+  ~App();
+
+  void open(const std::string& path);
+  void openCompare(const std::string& path);
+  // Draws one frame of UI (call between ImGui::NewFrame and ImGui::Render).
+  void frame(float deltaSeconds);
+  // Script: returns false with *error set when the command is unknown or fails.
+  bool runCommand(const std::string& command, std::string* error);
+  bool busy() const { return main_.loading() || other_.loading(); }
+  bool quitRequested() const { return quit_; }
+  // A screenshot the host should write after rendering this frame ("" if none).
+  std::string takeScreenshotRequest();
+  const FrameProbes& probes() const { return probes_; }
+  void saveSettings() const;
+  ViewerState& state() { return view_; }
+  const LoadedRun* run() const { return main_.run.get(); }
+
+ private:
+  // Panels (one file each).
+  void drawMenuBar();
+  void drawReplayBar(const ImVec2& pos, const ImVec2& size);
+  void drawTimeline(const ImVec2& pos, const ImVec2& size);
+  void drawInspector(const ImVec2& pos, const ImVec2& size);
+  void drawBottom(const ImVec2& pos, const ImVec2& size);
+  void drawGridMap();
+  void drawPlots();
+  void drawCompare();
+  void drawFind();
+  void drawRunInfo();
+  void drawStatusBar(const ImVec2& pos, const ImVec2& size);
+  void drawOpenPopup();
+  void drawErrorBanner(const ImVec2& pos, const ImVec2& size);
+
+  // Timeline helpers.
+  void zoomFit();
+  void zoomTo(double t0, double t1);
+  void focusAction(int rank, int64_t action);
+  void select(const Selection& s, bool navigate);
+  void stepTo(int64_t step);
+  void advancePlayback(float dt);
+  void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
+  void drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
+                  const std::vector<float>& rowY);
+
+  // Inspector sections.
+  void inspectAction(int rank, int64_t index);
+  void inspectTransfer(int64_t index);
+  void inspectGradient(int64_t index);
+  void inspectLoss(int64_t index);
+
+  void loadSettings();
+  void addRecent(const std::string& path);
+  void handleKeys();
+
+  RunSlot main_, other_;
+  ViewerState view_;
+  FrameProbes probes_;
+  std::vector<DrawItem> drawScratch_;
+  std::string screenshotRequest_;
+  std::string openPathBuffer_;
+  bool openPopup_ = false, openCompareMode_ = false;
+  bool quit_ = false;
+  std::string bannerError_;
+  // Range selection on the timeline (right drag).
+  bool rangeSelecting_ = false;
+  double rangeStartNs_ = 0;
+  // Cached plot series.
+  const LoadedRun* plotsFor_ = nullptr;
+  std::vector<std::string> plotParams_;
+  std::vector<float> lossMean_, lossMb_;
+  // Payload cache for the inspector.
+  int64_t payloadFor_ = -2;
+  std::vector<float> payloadValues_;
+  std::string payloadNote_;
+};
+
+// Colours and fonts (Theme.cpp).
+namespace theme {
+void apply(ImGuiIO& io);
+ImU32 moduleColour(int moduleIndex, bool backward, float alpha = 1.0f);
+ImU32 actionColour(int moduleIndex, int kind, float alpha = 1.0f);
+ImU32 textOn(ImU32 background);
+extern ImFont* mono;
+constexpr ImU32 kBackground = IM_COL32(24, 25, 28, 255);
+constexpr ImU32 kRowA = IM_COL32(32, 34, 38, 255);
+constexpr ImU32 kRowB = IM_COL32(36, 38, 43, 255);
+constexpr ImU32 kGrid = IM_COL32(60, 63, 70, 255);
+constexpr ImU32 kText = IM_COL32(215, 218, 224, 255);
+constexpr ImU32 kTextDim = IM_COL32(140, 145, 155, 255);
+constexpr ImU32 kAccent = IM_COL32(255, 200, 60, 255);
+constexpr ImU32 kBad = IM_COL32(235, 80, 80, 255);
+constexpr ImU32 kGood = IM_COL32(110, 200, 120, 255);
+constexpr ImU32 kBridge = IM_COL32(255, 170, 60, 255);
+constexpr ImU32 kP2P = IM_COL32(140, 190, 255, 200);
+constexpr ImU32 kGradArrow = IM_COL32(220, 140, 255, 200);
+}  // namespace theme
+
+// Formatting helpers (Theme.cpp).
+std::string formatDuration(double ns);
+std::string formatBytes(int64_t bytes);
+std::string formatShape(const std::vector<int64_t>& shape);
+std::string hex64(uint64_t v);
+
+// Settings file location: $XDG_CONFIG_HOME/stagescope or ~/.config/stagescope.
+std::string configDir();
+
+// Transfers recorded by one action (indices into RunModel::transfers).
+std::vector<int64_t> transfersOfAction(const storage::RunModel& model, int rank, int64_t action);
+
+}  // namespace stagescope::ui

@@ -1,0 +1,207 @@
+// Find: filter actions, transfers or gradients; the bottom panel's tab bar; run information.
+#include <cstdio>
+
+#include "ui/App.h"
+
+namespace stagescope::ui {
+
+void App::drawBottom(const ImVec2& pos, const ImVec2& size) {
+  probes_.bottom = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 4));
+  ImGui::BeginChild("##bottom", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+  ImGui::PopStyleVar();
+  static const char* names[] = {"Grid map", "Plots", "Compare", "Find", "Run info"};
+  if (ImGui::BeginTabBar("##tabs")) {
+    for (int i = 0; i < static_cast<int>(BottomTab::Count); ++i) {
+      ImGuiTabItemFlags f = (view_.tabRequested && static_cast<int>(view_.tab) == i)
+                                ? ImGuiTabItemFlags_SetSelected
+                                : 0;
+      if (ImGui::BeginTabItem(names[i], nullptr, f)) {
+        if (!view_.tabRequested) view_.tab = static_cast<BottomTab>(i);
+        ImGui::BeginChild("##tabbody", ImVec2(0, 0), false);
+        switch (static_cast<BottomTab>(i)) {
+          case BottomTab::GridMap:
+            drawGridMap();
+            break;
+          case BottomTab::Plots:
+            drawPlots();
+            break;
+          case BottomTab::Compare:
+            drawCompare();
+            break;
+          case BottomTab::Find:
+            drawFind();
+            break;
+          case BottomTab::RunInfo:
+            drawRunInfo();
+            break;
+          default:
+            break;
+        }
+        ImGui::EndChild();
+        ImGui::EndTabItem();
+      }
+    }
+    view_.tabRequested = false;
+    ImGui::EndTabBar();
+  }
+  ImGui::EndChild();
+}
+
+void App::drawFind() {
+  const LoadedRun* run = main_.run.get();
+  if (!run) {
+    ImGui::TextDisabled("No run open.");
+    return;
+  }
+  const auto& model = run->model;
+  FindQuery& q = view_.find;
+  bool changed = false;
+  static const char* what[] = {"Actions", "Transfers", "Gradients"};
+  int w = static_cast<int>(q.what);
+  ImGui::SetNextItemWidth(110);
+  if (ImGui::Combo("##what", &w, what, 3)) {
+    q.what = static_cast<FindWhat>(w);
+    q.kind = -1;
+    changed = true;
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(90);
+  changed |= ImGui::InputInt("rank", &q.rank);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(120);
+  if (ImGui::BeginCombo("module", q.module.empty() ? "any" : q.module.c_str())) {
+    if (ImGui::Selectable("any", q.module.empty())) q.module.clear(), changed = true;
+    for (const auto& m : model.info.modules)
+      if (ImGui::Selectable(m.name.c_str(), q.module == m.name)) q.module = m.name, changed = true;
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(90);
+  changed |= ImGui::InputInt("iteration", &q.iteration);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(90);
+  changed |= ImGui::InputInt("microbatch", &q.microbatch);
+  ImGui::SameLine();
+  std::vector<const char*> kinds = {"any kind"};
+  if (q.what == FindWhat::Actions)
+    for (int k = 0; k < static_cast<int>(events::ActionKind::Count); ++k)
+      kinds.push_back(events::toString(static_cast<events::ActionKind>(k)));
+  else if (q.what == FindWhat::Transfers)
+    kinds.insert(kinds.end(), {"activation", "gradient"});
+  else
+    for (int k = 0; k < 5; ++k)
+      kinds.push_back(events::toString(static_cast<events::GradPhase>(k)));
+  int kind = q.kind + 1;
+  ImGui::SetNextItemWidth(120);
+  if (ImGui::Combo("##kind", &kind, kinds.data(), static_cast<int>(kinds.size())))
+    q.kind = kind - 1, changed = true;
+  ImGui::SameLine();
+  changed |= ImGui::Checkbox("NaN/Inf", &q.nanInf);
+  ImGui::SameLine();
+  changed |= ImGui::Checkbox("checksum mismatch", &q.mismatch);
+  q.rank = std::max(-1, q.rank);
+  q.iteration = std::max(-1, q.iteration);
+  q.microbatch = std::max(-1, q.microbatch);
+  if (changed) view_.findDirty = true;
+  if (view_.findDirty) {
+    view_.findHits = findItems(model, q, 20000, &view_.findTotal);
+    view_.findDirty = false;
+  }
+  ImGui::TextDisabled("%zu matches%s  (-1 = any)", view_.findTotal,
+                      view_.findTotal > view_.findHits.size() ? ", first 20000 listed" : "");
+  if (ImGui::BeginTable(
+          "##found", 5,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("rank", ImGuiTableColumnFlags_WidthFixed, 60);
+    ImGui::TableSetupColumn("it / mb", ImGuiTableColumnFlags_WidthFixed, 80);
+    ImGui::TableSetupColumn("what", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_WidthFixed, 110);
+    ImGui::TableHeadersRow();
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(view_.findHits.size()));
+    while (clip.Step()) {
+      for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+        const FindHit& h = view_.findHits[r];
+        ImGui::TableNextRow();
+        ImGui::TableSetColumnIndex(0);
+        char label[32];
+        std::snprintf(label, sizeof label, "r%d##f%d", h.rank, r);
+        Selection s;
+        if (h.what == FindWhat::Actions)
+          s = {Selection::Kind::Action, h.rank, h.index};
+        else if (h.what == FindWhat::Transfers)
+          s = {Selection::Kind::Transfer, h.rank, h.index};
+        else
+          s = {Selection::Kind::Gradient, h.rank, h.index};
+        if (ImGui::Selectable(label, view_.selection == s, ImGuiSelectableFlags_SpanAllColumns))
+          select(s, true);
+        ImGui::TableSetColumnIndex(1);
+        if (h.what == FindWhat::Actions) {
+          const auto& a = model.actions[h.rank][h.index];
+          ImGui::Text("%d / %d", a.iteration, a.microbatch);
+          ImGui::TableSetColumnIndex(2);
+          ImGui::TextUnformatted(events::toString(a.kind));
+          ImGui::TableSetColumnIndex(3);
+          ImGui::Text("%s pp%d", a.module.c_str(), a.stage);
+          ImGui::TableSetColumnIndex(4);
+          ImGui::TextUnformatted(
+              formatDuration(static_cast<double>(a.startNs - model.minTimeNs)).c_str());
+        } else if (h.what == FindWhat::Transfers) {
+          const auto& t = model.transfers[h.index];
+          ImGui::Text("%d / %d", t.iteration, t.microbatch);
+          ImGui::TableSetColumnIndex(2);
+          ImGui::Text("%s %s %s", events::toString(t.side), t.edge.c_str(),
+                      events::toString(t.direction));
+          ImGui::TableSetColumnIndex(3);
+          ImGui::Text("r%d -> r%d  %s  %s", t.srcRank, t.dstRank, formatShape(t.shape).c_str(),
+                      hex64(t.checksum).c_str());
+          ImGui::TableSetColumnIndex(4);
+          ImGui::TextUnformatted(
+              formatDuration(static_cast<double>(t.startNs - model.minTimeNs)).c_str());
+        } else {
+          const auto& g = model.gradients[h.index];
+          ImGui::Text("%d / %d", g.iteration, g.microbatch);
+          ImGui::TableSetColumnIndex(2);
+          ImGui::Text("%s %s", g.param.c_str(), events::toString(g.phase));
+          ImGui::TableSetColumnIndex(3);
+          ImGui::Text("tp%d pp%d dp%d  norm %.6g", g.tp, g.pp, g.dp, g.norm);
+        }
+      }
+    }
+    ImGui::EndTable();
+  }
+}
+
+void App::drawRunInfo() {
+  const LoadedRun* run = main_.run.get();
+  if (!run) {
+    ImGui::TextDisabled("No run open.");
+    return;
+  }
+  const auto& m = run->model;
+  const auto& info = m.info;
+  ImGui::Columns(2, "##info", true);
+  ImGui::Text("run %s   schema %d", info.runId.c_str(), m.schemaVersion);
+  ImGui::Text("status %s  %s", events::toString(info.status), info.statusReason.c_str());
+  ImGui::Text("stagescope %s  torch %s  sqlite %s", info.versionStagescope.c_str(),
+              info.versionTorch.c_str(), info.versionSqlite.c_str());
+  ImGui::Text("config hash %s", info.configHash.c_str());
+  if (m.partial) ImGui::TextColored(ImVec4(1, 0.5f, 0.3f, 1), "partial run");
+  for (const auto& n : m.notes) ImGui::BulletText("%s", n.c_str());
+  if (!m.diagnoses.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.5f, 0.3f, 1), "Diagnoses");
+    for (const auto& d : m.diagnoses)
+      ImGui::BulletText("[%s] rank %d it%d seq%d waits on %d: %s", d.kind.c_str(), d.rank,
+                        d.iteration, d.actionSeq, d.waitsOnRank, d.message.c_str());
+  }
+  ImGui::NextColumn();
+  ImGui::TextDisabled("config");
+  ImGui::TextUnformatted(info.configText.empty() ? "(not recorded)" : info.configText.c_str());
+  ImGui::Columns(1);
+}
+
+}  // namespace stagescope::ui

@@ -1,0 +1,390 @@
+// The inspector: details of the selected action, transfer, gradient or loss.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "ui/App.h"
+
+namespace stagescope::ui {
+namespace {
+
+void row(const char* key, const char* fmt, ...) IM_FMTARGS(2);
+void row(const char* key, const char* fmt, ...) {
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  ImGui::TextDisabled("%s", key);
+  ImGui::TableSetColumnIndex(1);
+  va_list args;
+  va_start(args, fmt);
+  ImGui::TextV(fmt, args);
+  va_end(args);
+}
+
+bool beginKv(const char* id) {
+  if (!ImGui::BeginTable(id, 2, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg))
+    return false;
+  ImGui::TableSetupColumn("k", ImGuiTableColumnFlags_WidthFixed, 110);
+  ImGui::TableSetupColumn("v", ImGuiTableColumnFlags_WidthStretch);
+  return true;
+}
+
+void header(const char* text, ImU32 colour) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  ImVec2 p = ImGui::GetCursorScreenPos();
+  float w = ImGui::GetContentRegionAvail().x;
+  dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), IM_COL32(44, 47, 54, 255), 2);
+  dl->AddRectFilled(p, ImVec2(p.x + 4, p.y + 24), colour, 2);
+  dl->AddText(ImVec2(p.x + 10, p.y + 4), theme::kText, text);
+  ImGui::Dummy(ImVec2(w, 26));
+}
+
+void statsRows(const events::TensorStats& s) {
+  row("min / max", "%.5g / %.5g", s.min, s.max);
+  row("mean / l2", "%.5g / %.5g", s.mean, s.l2);
+  row("numel", "%lld", static_cast<long long>(s.numel));
+  if (s.nanCount || s.infCount)
+    row("NaN / Inf", "%lld / %lld", static_cast<long long>(s.nanCount),
+        static_cast<long long>(s.infCount));
+}
+
+}  // namespace
+
+void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
+  probes_.inspector = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, IM_COL32(30, 32, 36, 255));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(10, 8));
+  ImGui::BeginChild("##inspector", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+  ImGui::PopStyleVar();
+  ImGui::TextDisabled("INSPECTOR");
+  ImGui::Separator();
+  const LoadedRun* run = main_.run.get();
+  const Selection& s = view_.selection;
+  if (!run || s.kind == Selection::Kind::None) {
+    ImGui::TextWrapped(
+        "Click an action or a transfer arrow on the timeline, a rank in the grid map, "
+        "or a row in Find / Compare.");
+    if (run) {
+      ImGui::Spacing();
+      header("Run", IM_COL32(110, 170, 255, 255));
+      const auto& info = run->model.info;
+      if (beginKv("##runkv")) {
+        row("run id", "%s", info.runId.c_str());
+        row("status", "%s %s", events::toString(info.status), info.statusReason.c_str());
+        row("world", "%d ranks, %zu modules", info.worldSize, info.modules.size());
+        row("schedule", "%d iterations x %d microbatches", info.iterations, info.microbatches);
+        row("level", "%s", events::toString(info.level));
+        row("bubble", "measured %.1f %%  expected %.1f %%", 100 * run->split.meanBubble,
+            100 * run->split.expectedBubble);
+        row("replay", "%zu steps", run->replay.size());
+        ImGui::EndTable();
+      }
+    }
+  } else {
+    switch (s.kind) {
+      case Selection::Kind::Action:
+        inspectAction(s.rank, s.index);
+        break;
+      case Selection::Kind::Transfer:
+        inspectTransfer(s.index);
+        break;
+      case Selection::Kind::Gradient:
+        inspectGradient(s.index);
+        break;
+      case Selection::Kind::Loss:
+        inspectLoss(s.index);
+        break;
+      default:
+        break;
+    }
+  }
+  ImGui::EndChild();
+  ImGui::PopStyleColor();
+}
+
+void App::inspectAction(int rank, int64_t index) {
+  const LoadedRun* run = main_.run.get();
+  const auto& model = run->model;
+  if (rank < 0 || rank >= static_cast<int>(model.actions.size()) || index < 0 ||
+      index >= static_cast<int64_t>(model.actions[rank].size()))
+    return;
+  const auto& a = model.actions[rank][index];
+  int mi = run->rows.empty() || run->rowOfRank[rank] < 0
+               ? -1
+               : run->rows[run->rowOfRank[rank]].moduleIndex;
+  char title[128];
+  std::snprintf(title, sizeof title, "Action  %s  mb%d  on rank %d", events::toString(a.kind),
+                a.microbatch, rank);
+  header(title, theme::actionColour(mi, static_cast<int>(a.kind)));
+  if (beginKv("##akv")) {
+    const auto* ri = rank < static_cast<int>(model.ranks.size()) ? &model.ranks[rank] : nullptr;
+    if (ri)
+      row("rank", "%d  %s tp%d pp%d dp%d  stage %d/%d", rank, ri->module.c_str(), ri->tp, ri->pp,
+          ri->dp, ri->globalStage, ri->totalStages);
+    row("iteration", "%d   seq %d", a.iteration, a.seq);
+    row("microbatch", "%d", a.microbatch);
+    row("start", "%s", formatDuration(static_cast<double>(a.startNs - model.minTimeNs)).c_str());
+    row("end", "%s", formatDuration(static_cast<double>(a.endNs - model.minTimeNs)).c_str());
+    row("duration", "%s", formatDuration(static_cast<double>(a.endNs - a.startNs)).c_str());
+    std::string peers;
+    for (int p : a.peers) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
+    row("peers", "%s", peers.empty() ? "-" : peers.c_str());
+    if (rank < static_cast<int>(model.plan.size()) &&
+        index < static_cast<int64_t>(model.plan[rank].size())) {
+      const auto& p = model.plan[rank][index];
+      bool dev = p.kind != a.kind || p.microbatch != a.microbatch;
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::TextDisabled("plan");
+      ImGui::TableSetColumnIndex(1);
+      if (dev)
+        ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s mb%d  (deviation)",
+                           events::toString(p.kind), p.microbatch);
+      else
+        ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1), "%s mb%d  (as planned)",
+                           events::toString(p.kind), p.microbatch);
+    }
+    int64_t b = run->replay.positionOf(rank, static_cast<int32_t>(index), false);
+    int64_t e = run->replay.positionOf(rank, static_cast<int32_t>(index), true);
+    row("replay", "begins at step %lld, ends at %lld", static_cast<long long>(b + 1),
+        static_cast<long long>(e + 1));
+    ImGui::EndTable();
+  }
+  if (ImGui::Button("Go to begin"))
+    stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), false) + 1);
+  ImGui::SameLine();
+  if (ImGui::Button("Go to end"))
+    stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), true) + 1);
+  ImGui::SameLine();
+  if (ImGui::Button("Zoom")) focusAction(rank, index);
+  auto transfers = transfersOfAction(model, rank, index);
+  if (!transfers.empty()) {
+    ImGui::Spacing();
+    ImGui::TextDisabled("Transfers of this action");
+    for (int64_t ti : transfers) {
+      const auto& t = model.transfers[ti];
+      int32_t p = run->transferPair[ti];
+      bool ok = p < 0 || (model.pairs[p].checksumMatches && model.pairs[p].shapeMatches);
+      char label[160];
+      std::snprintf(label, sizeof label, "%s %s  r%d -> r%d  %s##t%lld", events::toString(t.side),
+                    t.edge.c_str(), t.srcRank, t.dstRank, ok ? "" : "MISMATCH",
+                    static_cast<long long>(ti));
+      if (ImGui::Selectable(label)) select({Selection::Kind::Transfer, t.rank, ti}, false);
+    }
+  }
+}
+
+void App::inspectTransfer(int64_t index) {
+  const LoadedRun* run = main_.run.get();
+  const auto& model = run->model;
+  if (index < 0 || index >= static_cast<int64_t>(model.transfers.size())) return;
+  const int32_t p = run->transferPair[index];
+  const auto* send =
+      p >= 0 && model.pairs[p].send >= 0 ? &model.transfers[model.pairs[p].send] : nullptr;
+  const auto* recv =
+      p >= 0 && model.pairs[p].recv >= 0 ? &model.transfers[model.pairs[p].recv] : nullptr;
+  const auto& t = model.transfers[index];
+  char title[160];
+  std::snprintf(title, sizeof title, "Transfer  %s  %s", t.edge.c_str(),
+                events::toString(t.direction));
+  header(title, t.edgeKind == events::EdgeKind::Bridge ? theme::kBridge : theme::kP2P);
+  if (beginKv("##tkv")) {
+    row("edge", "%s (%s%s%s)", t.edge.c_str(), events::toString(t.edgeKind),
+        t.role != events::BridgeRole::None ? ", " : "",
+        t.role != events::BridgeRole::None ? events::toString(t.role) : "");
+    row("direction", "%s   r%d -> r%d", events::toString(t.direction), t.srcRank, t.dstRank);
+    row("iteration", "%d   microbatch %d", t.iteration, t.microbatch);
+    row("shape", "%s  %s  %s", formatShape(t.shape).c_str(), t.dtype.c_str(),
+        formatBytes(t.bytes).c_str());
+    ImGui::EndTable();
+  }
+  bool match = p < 0 || model.pairs[p].checksumMatches;
+  bool shape = p < 0 || model.pairs[p].shapeMatches;
+  if (ImGui::BeginTable("##sides", 3,
+                        ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 80);
+    ImGui::TableSetupColumn("send");
+    ImGui::TableSetupColumn("receive");
+    ImGui::TableHeadersRow();
+    auto line = [&](const char* k, auto f) {
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::TextDisabled("%s", k);
+      ImGui::TableSetColumnIndex(1);
+      if (send)
+        f(*send);
+      else
+        ImGui::TextDisabled("missing");
+      ImGui::TableSetColumnIndex(2);
+      if (recv)
+        f(*recv);
+      else
+        ImGui::TextDisabled("missing");
+    };
+    line("rank", [](const events::TransferRecord& x) {
+      ImGui::Text("r%d (group %d)", x.rank,
+                  x.side == events::Side::Send ? x.srcGroupRank : x.dstGroupRank);
+    });
+    line("time", [&](const events::TransferRecord& x) {
+      ImGui::Text("%s", formatDuration(static_cast<double>(x.startNs - model.minTimeNs)).c_str());
+    });
+    line("duration", [](const events::TransferRecord& x) {
+      ImGui::Text("%s", formatDuration(static_cast<double>(x.endNs - x.startNs)).c_str());
+    });
+    line("shape",
+         [](const events::TransferRecord& x) { ImGui::Text("%s", formatShape(x.shape).c_str()); });
+    line("checksum", [&](const events::TransferRecord& x) {
+      if (theme::mono) ImGui::PushFont(theme::mono);
+      ImGui::TextColored(match ? ImVec4(0.6f, 0.9f, 0.6f, 1) : ImVec4(1, 0.4f, 0.4f, 1), "%s",
+                         hex64(x.checksum).c_str());
+      if (theme::mono) ImGui::PopFont();
+    });
+    line("mean / l2", [](const events::TransferRecord& x) {
+      ImGui::Text("%.4g / %.4g", x.stats.mean, x.stats.l2);
+    });
+    line("min / max", [](const events::TransferRecord& x) {
+      ImGui::Text("%.4g / %.4g", x.stats.min, x.stats.max);
+    });
+    line("NaN / Inf", [](const events::TransferRecord& x) {
+      if (x.stats.nanCount || x.stats.infCount)
+        ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%lld / %lld",
+                           static_cast<long long>(x.stats.nanCount),
+                           static_cast<long long>(x.stats.infCount));
+      else
+        ImGui::Text("0 / 0");
+    });
+    ImGui::EndTable();
+  }
+  if (match && shape)
+    ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1), "Checksums match, shapes match");
+  else
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s%s", match ? "" : "CHECKSUM MISMATCH  ",
+                       shape ? "" : "SHAPE MISMATCH");
+  if (p >= 0) {
+    const PairActions& pa = run->pairActions[p];
+    if (pa.sendAction >= 0 && ImGui::Button("Send action"))
+      select({Selection::Kind::Action, pa.sendRank, pa.sendAction}, true);
+    ImGui::SameLine();
+    if (pa.recvAction >= 0 && ImGui::Button("Receive action"))
+      select({Selection::Kind::Action, pa.recvRank, pa.recvAction}, true);
+    ImGui::SameLine();
+    if (pa.recvAction >= 0 && ImGui::Button("Go to step"))
+      stepTo(run->replay.positionOf(pa.recvRank, pa.recvAction, true) + 1);
+  }
+  // Payload: histogram and first values (level full only).
+  if (payloadFor_ != index) {
+    payloadFor_ = index;
+    payloadValues_.clear();
+    payloadNote_.clear();
+    auto bytes = transferPayload(*run, index);
+    if (bytes.empty()) {
+      payloadNote_ =
+          "payload not recorded (level " + std::string(events::toString(model.info.level)) + ")";
+    } else if (t.dtype == "float32") {
+      payloadValues_.resize(bytes.size() / 4);
+      std::memcpy(payloadValues_.data(), bytes.data(), payloadValues_.size() * 4);
+    } else {
+      payloadNote_ =
+          std::to_string(bytes.size()) + " bytes of " + t.dtype + " (histogram for float32 only)";
+    }
+  }
+  ImGui::Spacing();
+  ImGui::TextDisabled("Payload");
+  if (!payloadValues_.empty()) {
+    float lo = 1e30f, hi = -1e30f;
+    for (float v : payloadValues_)
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    std::vector<float> bins(48, 0);
+    for (float v : payloadValues_)
+      if (std::isfinite(v) && hi > lo)
+        bins[std::min<size_t>(47, static_cast<size_t>((v - lo) / (hi - lo) * 48))] += 1;
+    char overlay[64];
+    std::snprintf(overlay, sizeof overlay, "[%.3g, %.3g]", lo, hi);
+    ImGui::PlotHistogram("##hist", bins.data(), 48, 0, overlay, 0, FLT_MAX, ImVec2(-1, 70));
+    std::string first;
+    for (size_t i = 0; i < std::min<size_t>(8, payloadValues_.size()); ++i) {
+      char b[24];
+      std::snprintf(b, sizeof b, "%.4g ", payloadValues_[i]);
+      first += b;
+    }
+    ImGui::TextWrapped("first values: %s", first.c_str());
+  } else {
+    ImGui::TextDisabled("%s", payloadNote_.c_str());
+  }
+}
+
+void App::inspectGradient(int64_t index) {
+  const LoadedRun* run = main_.run.get();
+  const auto& model = run->model;
+  if (index < 0 || index >= static_cast<int64_t>(model.gradients.size())) return;
+  const auto& g = model.gradients[index];
+  char title[200];
+  std::snprintf(title, sizeof title, "Gradient  %s", g.param.c_str());
+  header(title, IM_COL32(220, 140, 255, 255));
+  if (beginKv("##gkv")) {
+    row("phase", "%s", events::toString(g.phase));
+    row("rank", "r%d  tp%d pp%d dp%d", g.rank, g.tp, g.pp, g.dp);
+    row("iteration", "%d   microbatch %d", g.iteration, g.microbatch);
+    row("shape", "%s of %s  %s", formatShape(g.shape).c_str(), formatShape(g.fullShape).c_str(),
+        g.dtype.c_str());
+    row("partition", g.partitionDim < 0 ? "replicated" : "dim %d at offset %lld", g.partitionDim,
+        static_cast<long long>(g.partitionOffset));
+    row("norm", "%.8g", g.norm);
+    row("checksum", "%s", hex64(g.checksum).c_str());
+    if (g.hasStats) statsRows(g.stats);
+    ImGui::EndTable();
+  }
+  // Per-microbatch norms of this shard in this iteration, the reduced norm and the reference.
+  std::vector<float> perMb;
+  double reducedSq = 0;
+  bool haveReduced = false;
+  double reference = -1;
+  std::vector<int64_t> seenOffsets;
+  for (const auto& h : model.gradients) {
+    if (h.iteration != g.iteration || h.param != g.param) continue;
+    if (h.phase == events::GradPhase::Accumulated && h.rank == g.rank)
+      perMb.push_back(static_cast<float>(h.norm));
+    if (h.phase == events::GradPhase::Reduced && h.dp == 0 &&
+        std::find(seenOffsets.begin(), seenOffsets.end(), h.partitionOffset) == seenOffsets.end()) {
+      seenOffsets.push_back(h.partitionOffset);
+      reducedSq += h.norm * h.norm;
+      haveReduced = true;
+    }
+    if (h.phase == events::GradPhase::Reference) reference = h.norm;
+  }
+  if (!perMb.empty()) {
+    ImGui::TextDisabled("Accumulated norm after each microbatch (this shard)");
+    ImGui::PlotLines("##mbnorms", perMb.data(), static_cast<int>(perMb.size()), 0, nullptr, 0,
+                     FLT_MAX, ImVec2(-1, 70));
+  }
+  if (beginKv("##gred")) {
+    if (haveReduced) row("reduced (full)", "%.8g", std::sqrt(reducedSq));
+    if (reference >= 0) {
+      row("reference", "%.8g", reference);
+      if (haveReduced) {
+        double rel = std::fabs(std::sqrt(reducedSq) - reference) / std::max(1e-30, reference);
+        row("difference", "%.3g relative", rel);
+      }
+    } else {
+      row("reference", "not recorded");
+    }
+    ImGui::EndTable();
+  }
+}
+
+void App::inspectLoss(int64_t index) {
+  const LoadedRun* run = main_.run.get();
+  const auto& model = run->model;
+  if (index < 0 || index >= static_cast<int64_t>(model.losses.size())) return;
+  const auto& l = model.losses[index];
+  header("Loss", IM_COL32(110, 200, 120, 255));
+  if (beginKv("##lkv")) {
+    row("value", "%.8g", l.loss);
+    row("rank", "r%d  dp%d", l.rank, l.dp);
+    row("iteration", "%d   microbatch %d", l.iteration, l.microbatch);
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace stagescope::ui

@@ -1,0 +1,119 @@
+#include "ui/LoadedRun.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "ui/Synthetic.h"
+
+#if STAGESCOPE_UI_HAVE_READER
+#include "storage/RunReader.h"
+#endif
+
+namespace stagescope::ui {
+
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto run = std::make_shared<LoadedRun>();
+  run->model = std::move(model);
+  const auto& m = run->model;
+  run->rows = orderRankRows(m);
+  run->rowOfRank = rowOfRank(run->rows, static_cast<int>(m.actions.size()));
+  run->pairActions = pairActions(m);
+  run->transferPair.assign(m.transfers.size(), -1);
+  for (size_t i = 0; i < m.pairs.size(); ++i) {
+    if (m.pairs[i].send >= 0) run->transferPair[m.pairs[i].send] = static_cast<int32_t>(i);
+    if (m.pairs[i].recv >= 0) run->transferPair[m.pairs[i].recv] = static_cast<int32_t>(i);
+  }
+  std::vector<std::pair<int64_t, int32_t>> bySend;
+  for (size_t i = 0; i < run->pairActions.size(); ++i) {
+    const auto& p = run->pairActions[i];
+    if (p.sendAction < 0 || p.recvAction < 0) continue;
+    bySend.emplace_back(m.actions[p.sendRank][p.sendAction].startNs, static_cast<int32_t>(i));
+  }
+  std::sort(bySend.begin(), bySend.end());
+  for (const auto& [t, i] : bySend) {
+    run->pairSendStart.push_back(t);
+    run->pairsBySendStart.push_back(i);
+  }
+  run->replay = ReplayOrder::build(m, run->pairActions);
+  run->split = computeTimeSplit(m);
+  run->indexSeconds = since(t0);
+  return run;
+}
+
+bool haveRunReader() {
+  return STAGESCOPE_UI_HAVE_READER != 0;
+}
+
+std::shared_ptr<LoadedRun> openRun(const std::string& path,
+                                   const std::function<void(float)>& progress) {
+  auto t0 = std::chrono::steady_clock::now();
+  storage::RunModel model;
+  const std::string prefix = "synthetic:";
+  if (path.rfind(prefix, 0) == 0) {
+    std::string name = path.substr(prefix.size());
+    SyntheticSpec spec = defaultSyntheticSpec();
+    if (name == "alternate")
+      spec = alternateLayoutSpec();
+    else if (name == "diverged") {
+      spec = alternateLayoutSpec();
+      spec.divergeIteration = 1;
+      spec.divergeMicrobatch = 2;
+    } else if (name == "bench")
+      spec = benchmarkSpec(1000000);
+    else if (name == "faulty") {
+      spec.corruptIteration = 0;
+      spec.corruptMicrobatch = 3;
+      spec.nanIteration = 1;
+      spec.nanMicrobatch = 1;
+      spec.deviationRank = 5;
+    } else if (name != "default") {
+      throw storage::RunFileError(storage::RunFileError::Kind::NotFound,
+                                  path +
+                                      ": unknown synthetic run (default, alternate, diverged, "
+                                      "faulty, bench)");
+    }
+    if (progress) progress(0.3f);
+    model = makeSyntheticRun(spec);
+    model.path = path;
+  } else {
+#if STAGESCOPE_UI_HAVE_READER
+    model = storage::loadRun(path, storage::LoadOptions{}, progress);
+#else
+    throw storage::RunFileError(storage::RunFileError::Kind::NotARunFile,
+                                path + ": this viewer was built without the run-file reader");
+#endif
+  }
+  double loadSeconds = since(t0);
+  if (progress) progress(0.9f);
+  auto run = indexRun(std::move(model));
+  run->loadSeconds = loadSeconds;
+  if (progress) progress(1.0f);
+  return run;
+}
+
+std::vector<uint8_t> transferPayload(const LoadedRun& run, int64_t transferIndex) {
+  const auto& m = run.model;
+  if (transferIndex < 0 || transferIndex >= static_cast<int64_t>(m.transfers.size())) return {};
+  if (!m.transfers[transferIndex].payload.empty()) return m.transfers[transferIndex].payload;
+#if STAGESCOPE_UI_HAVE_READER
+  if (m.path.rfind("synthetic:", 0) != 0 &&
+      transferIndex < static_cast<int64_t>(m.transferIds.size())) {
+    try {
+      return storage::loadTransferPayload(m.path, m.transferIds[transferIndex]);
+    } catch (const std::exception&) {
+      return {};
+    }
+  }
+#endif
+  return {};
+}
+
+}  // namespace stagescope::ui

@@ -1,0 +1,47 @@
+// A run as the viewer holds it: the read model plus everything derived from it once, on the
+// loading thread (row order, transfer->action links, causal replay order, time split,
+// transfer pairs ordered by send time).  Immutable after loading; view state lives apart
+// (ViewerState.h).  ImGui-free.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "storage/RunModel.h"
+#include "ui/RankRows.h"
+#include "ui/ReplayOrder.h"
+#include "ui/TimeSplit.h"
+
+namespace stagescope::ui {
+
+struct LoadedRun {
+  storage::RunModel model;
+  std::vector<RankRow> rows;
+  std::vector<int> rowOfRank;
+  std::vector<PairActions> pairActions;
+  std::vector<int32_t> pairsBySendStart;  // pair indices with both sides, by send action start
+  std::vector<int64_t> pairSendStart;     // parallel to pairsBySendStart
+  ReplayOrder replay;
+  TimeSplit split;
+  std::vector<int32_t> transferPair;  // transfer index -> pair index (-1)
+  double loadSeconds = 0, indexSeconds = 0;
+};
+
+// Derives the indexes of a loaded model.
+std::shared_ptr<LoadedRun> indexRun(storage::RunModel model);
+
+// Opens `path`: a run file through storage::loadRun (when built), or "synthetic:NAME" for a
+// generated run (NAME: default, alternate, diverged, bench).  Throws storage::RunFileError
+// (or std::exception) with a message naming the file.
+std::shared_ptr<LoadedRun> openRun(const std::string& path,
+                                   const std::function<void(float)>& progress = {});
+
+// Whether the storage reader is linked (otherwise only synthetic runs open).
+bool haveRunReader();
+
+// Payload bytes of one transfer (empty when unavailable).
+std::vector<uint8_t> transferPayload(const LoadedRun& run, int64_t transferIndex);
+
+}  // namespace stagescope::ui

@@ -1,0 +1,496 @@
+// The timeline: one row per rank (RankRows order), actions binary-searched to the visible
+// range and folded below 3 px (TimeIndex), transfer arrows, plan overlay, replay state.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "ui/App.h"
+
+namespace stagescope::ui {
+namespace {
+
+constexpr float kLabelWidth = 200;
+constexpr float kRulerHeight = 24;
+constexpr float kHeaderHeight = 18;
+constexpr double kMinItemPx = 3;
+
+using K = events::ActionKind;
+
+bool isCommKind(K k) {
+  return k == K::RecvForward || k == K::SendForward || k == K::RecvBackward ||
+         k == K::SendBackward || k == K::SendForwardRecvBackward || k == K::SendBackwardRecvForward;
+}
+
+const char* shortName(K k) {
+  switch (k) {
+    case K::Forward:
+      return "F";
+    case K::Backward:
+      return "B";
+    case K::DpReduce:
+      return "DP";
+    case K::OptimizerStep:
+      return "OPT";
+    default:
+      return events::toString(k);
+  }
+}
+
+float segmentDistance(ImVec2 p, ImVec2 a, ImVec2 b) {
+  ImVec2 ab(b.x - a.x, b.y - a.y), ap(p.x - a.x, p.y - a.y);
+  float len = ab.x * ab.x + ab.y * ab.y;
+  float t = len > 0 ? std::clamp((ap.x * ab.x + ap.y * ab.y) / len, 0.0f, 1.0f) : 0.0f;
+  float dx = a.x + t * ab.x - p.x, dy = a.y + t * ab.y - p.y;
+  return std::sqrt(dx * dx + dy * dy);
+}
+
+void dashedLine(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 col, float thickness) {
+  float dx = b.x - a.x, dy = b.y - a.y;
+  float len = std::sqrt(dx * dx + dy * dy);
+  if (len < 1) return;
+  const float dash = 6, gap = 4;
+  for (float s = 0; s < len; s += dash + gap) {
+    float e = std::min(len, s + dash);
+    dl->AddLine(ImVec2(a.x + dx * s / len, a.y + dy * s / len),
+                ImVec2(a.x + dx * e / len, a.y + dy * e / len), col, thickness);
+  }
+}
+
+void arrowHead(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float size) {
+  float dx = to.x - from.x, dy = to.y - from.y;
+  float len = std::sqrt(dx * dx + dy * dy);
+  if (len < 1) return;
+  dx /= len;
+  dy /= len;
+  ImVec2 base(to.x - dx * size, to.y - dy * size);
+  dl->AddTriangleFilled(to, ImVec2(base.x - dy * size * 0.5f, base.y + dx * size * 0.5f),
+                        ImVec2(base.x + dy * size * 0.5f, base.y - dx * size * 0.5f), col);
+}
+
+}  // namespace
+
+void App::drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx) {
+  dl->AddRectFilled(p0, p1, IM_COL32(34, 36, 41, 255));
+  dl->AddLine(ImVec2(p0.x, p1.y - 1), ImVec2(p1.x, p1.y - 1), theme::kGrid);
+  const double raw = nsPerPx * 110;
+  double mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
+  double step = mag;
+  if (raw / mag > 5)
+    step = mag * 10;
+  else if (raw / mag > 2)
+    step = mag * 5;
+  else if (raw / mag > 1)
+    step = mag * 2;
+  const double base = static_cast<double>(main_.run->model.minTimeNs);
+  const double first = std::floor((view_.viewStart - base) / step) * step;
+  for (double t = first; base + t <= view_.viewEnd; t += step) {
+    float x = static_cast<float>(p0.x + (base + t - view_.viewStart) / nsPerPx);
+    for (int k = 1; k < 5; ++k) {
+      float xm = x + static_cast<float>(k * step / 5 / nsPerPx);
+      if (xm >= p0.x && xm <= p1.x)
+        dl->AddLine(ImVec2(xm, p1.y - 5), ImVec2(xm, p1.y), theme::kGrid);
+    }
+    if (x < p0.x - 1) continue;
+    dl->AddLine(ImVec2(x, p1.y - 11), ImVec2(x, p1.y), theme::kTextDim);
+    std::string label = formatDuration(t);
+    dl->AddText(ImVec2(x + 3, p0.y + 3), theme::kTextDim, label.c_str());
+  }
+}
+
+void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::BeginChild("##timeline", size, false,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  probes_.timeline = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kBackground);
+  const LoadedRun* run = main_.run.get();
+  if (!run) {
+    const char* hint =
+        main_.loading() ? "Loading..." : "Open a run: File > Open, or drop a file here";
+    ImVec2 ts = ImGui::CalcTextSize(hint);
+    dl->AddText(ImVec2(pos.x + (size.x - ts.x) / 2, pos.y + size.y / 2 - 20), theme::kTextDim,
+                hint);
+    if (main_.loading()) {
+      ImGui::SetCursorScreenPos(ImVec2(pos.x + size.x / 2 - 160, pos.y + size.y / 2));
+      ImGui::ProgressBar(main_.progress(), ImVec2(320, 18));
+    }
+    if (!bannerError_.empty()) drawErrorBanner(pos, size);
+    ImGui::EndChild();
+    return;
+  }
+  const auto& model = run->model;
+  if (view_.fitPending) zoomFit();
+
+  const ImVec2 area0(pos.x + kLabelWidth, pos.y + kRulerHeight);
+  const ImVec2 area1(pos.x + size.x, pos.y + size.y);
+  const float areaW = std::max(10.0f, area1.x - area0.x);
+  double nsPerPx = (view_.viewEnd - view_.viewStart) / areaW;
+  auto xOf = [&](double t) {
+    return static_cast<float>(area0.x + (t - view_.viewStart) / nsPerPx);
+  };
+  const float rowH = view_.rowHeight;
+
+  // Row positions.
+  std::vector<float> rowY(run->rows.size());
+  float contentH = 0;
+  for (size_t i = 0; i < run->rows.size(); ++i) {
+    if (run->rows[i].firstOfModule) contentH += kHeaderHeight;
+    rowY[i] = contentH;
+    contentH += rowH;
+  }
+  view_.scrollY =
+      std::clamp(view_.scrollY, 0.0f, std::max(0.0f, contentH - (area1.y - area0.y) + 8));
+  for (float& y : rowY) y += area0.y - view_.scrollY;
+
+  // Input.
+  ImGuiIO& io = ImGui::GetIO();
+  ImGui::SetCursorScreenPos(ImVec2(pos.x, area0.y));
+  ImGui::InvisibleButton("##tlinput", ImVec2(size.x, std::max(1.0f, area1.y - area0.y)),
+                         ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight |
+                             ImGuiButtonFlags_MouseButtonMiddle);
+  const bool hovered = ImGui::IsItemHovered();
+  const ImVec2 mouse = io.MousePos;
+  const double mouseT = view_.viewStart + (mouse.x - area0.x) * nsPerPx;
+  if (hovered && io.MouseWheel != 0) {
+    if (io.KeyShift) {
+      view_.scrollY -= io.MouseWheel * rowH * 2;
+    } else {
+      double f = std::pow(0.8, io.MouseWheel);
+      double anchor = mouse.x >= area0.x ? mouseT : view_.viewStart;
+      zoomTo(anchor - (anchor - view_.viewStart) * f, anchor + (view_.viewEnd - anchor) * f);
+      nsPerPx = (view_.viewEnd - view_.viewStart) / areaW;
+    }
+  }
+  if (ImGui::IsItemActive() && (ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3) ||
+                                ImGui::IsMouseDragging(ImGuiMouseButton_Middle, 3))) {
+    view_.viewStart -= io.MouseDelta.x * nsPerPx;
+    view_.viewEnd -= io.MouseDelta.x * nsPerPx;
+    view_.scrollY -= io.MouseDelta.y;
+  }
+  if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+    rangeSelecting_ = true;
+    rangeStartNs_ = mouseT;
+  }
+  bool clicked = ImGui::IsItemDeactivated() && ImGui::IsMouseReleased(ImGuiMouseButton_Left) &&
+                 ImGui::GetMouseDragDelta(ImGuiMouseButton_Left, 0).x *
+                             ImGui::GetMouseDragDelta(ImGuiMouseButton_Left, 0).x +
+                         ImGui::GetMouseDragDelta(ImGuiMouseButton_Left, 0).y *
+                             ImGui::GetMouseDragDelta(ImGuiMouseButton_Left, 0).y <
+                     9;
+  if (rangeSelecting_ && !ImGui::IsMouseDown(ImGuiMouseButton_Right)) {
+    rangeSelecting_ = false;
+    if (std::fabs(mouseT - rangeStartNs_) > 4 * nsPerPx)
+      zoomTo(std::min(mouseT, rangeStartNs_), std::max(mouseT, rangeStartNs_));
+  }
+  nsPerPx = (view_.viewEnd - view_.viewStart) / areaW;
+  const int64_t vStart = static_cast<int64_t>(view_.viewStart);
+  const int64_t vEnd = static_cast<int64_t>(std::ceil(view_.viewEnd));
+
+  Selection hover;
+  size_t hoverFolded = 0;
+  int64_t hoverFoldStart = 0, hoverFoldEnd = 0;
+  const int64_t step = view_.step;
+
+  dl->PushClipRect(ImVec2(pos.x, area0.y), area1, true);
+  // Module header bands and row backgrounds.
+  for (size_t i = 0; i < run->rows.size(); ++i) {
+    float y = rowY[i];
+    if (y > area1.y || y + rowH < area0.y - kHeaderHeight) continue;
+    dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(area1.x, y + rowH),
+                      (i & 1) ? theme::kRowB : theme::kRowA);
+    if (run->rows[i].firstOfModule) {
+      float hy = y - kHeaderHeight;
+      int mi = run->rows[i].moduleIndex;
+      dl->AddRectFilled(ImVec2(pos.x, hy), ImVec2(area1.x, y), IM_COL32(44, 47, 54, 255));
+      dl->AddRectFilled(ImVec2(pos.x, hy), ImVec2(pos.x + 4, y), theme::moduleColour(mi, false));
+      char buf[160];
+      if (mi >= 0) {
+        const auto& mod = model.info.modules[mi];
+        std::snprintf(buf, sizeof buf, "%s  (%s)   tp%d x pp%d x dp%d  @%d", mod.name.c_str(),
+                      mod.kind.c_str(), mod.tp, mod.pp, mod.dp, mod.offset);
+      } else {
+        std::snprintf(buf, sizeof buf, "(no module)");
+      }
+      dl->AddText(ImVec2(pos.x + 10, hy + 1), theme::kText, buf);
+    }
+  }
+
+  // Items.
+  dl->PushClipRect(area0, area1, true);
+  for (size_t i = 0; i < run->rows.size(); ++i) {
+    const float y = rowY[i];
+    if (y > area1.y || y + rowH < area0.y) continue;
+    const int rank = run->rows[i].rank;
+    const int mi = run->rows[i].moduleIndex;
+    const auto& acts = model.actions[rank];
+    const auto* plan = rank < static_cast<int>(model.plan.size()) ? &model.plan[rank] : nullptr;
+    IndexRange range = visibleRange(acts, vStart, vEnd);
+    drawScratch_.clear();
+    foldRange(acts, range, nsPerPx, kMinItemPx, drawScratch_);
+    const RankReplayState st = run->replay.stateAt(rank, step);
+    const bool rowHovered = hovered && mouse.y >= y && mouse.y < y + rowH && mouse.x >= area0.x;
+    float prevX1 = -1e9f;
+    for (const DrawItem& d : drawScratch_) {
+      const auto& a = acts[d.first];
+      float x0 = xOf(static_cast<double>(d.startNs));
+      float x1 = std::max(xOf(static_cast<double>(d.endNs)), x0 + 1.0f);
+      if (view_.showIdle && x0 - prevX1 > 6 && prevX1 > area0.x - 1e6f) {
+        dl->AddRectFilled(ImVec2(prevX1, y + rowH - 4), ImVec2(x0, y + rowH - 1),
+                          IM_COL32(200, 70, 60, 110));
+      }
+      prevX1 = x1;
+      const bool pending = static_cast<int64_t>(d.first) >= st.done &&
+                           !(st.running && static_cast<int32_t>(d.first) == st.done);
+      const bool running = st.running && static_cast<int32_t>(d.first) <= st.done &&
+                           st.done < static_cast<int32_t>(d.last);
+      const float alpha = pending ? 0.30f : 1.0f;
+      float top = y + 2, bottom = y + rowH - 2;
+      if (d.folded()) {
+        ImU32 c = theme::actionColour(mi, static_cast<int>(a.kind), alpha * 0.75f);
+        dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, bottom), c);
+        if (x1 - x0 > 40) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%zu", d.last - d.first);
+          dl->AddText(ImVec2(x0 + 3, top + (bottom - top - 14) / 2), IM_COL32(230, 230, 230, 160),
+                      buf);
+        }
+      } else {
+        if (isCommKind(a.kind)) top = y + rowH * 0.5f;
+        ImU32 c = theme::actionColour(mi, static_cast<int>(a.kind), alpha);
+        dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, bottom), c, 1.5f);
+        const float w = x1 - x0;
+        if (!isCommKind(a.kind) && w > 14) {
+          char buf[48];
+          if (a.microbatch >= 0) {
+            if (w > 70)
+              std::snprintf(buf, sizeof buf, "%s mb%d", shortName(a.kind), a.microbatch);
+            else
+              std::snprintf(buf, sizeof buf, "%s%d", shortName(a.kind), a.microbatch);
+          } else {
+            std::snprintf(buf, sizeof buf, "%s", shortName(a.kind));
+          }
+          ImVec2 ts = ImGui::CalcTextSize(buf);
+          if (ts.x + 4 < w) {
+            ImU32 tc = theme::textOn(theme::actionColour(mi, static_cast<int>(a.kind)));
+            if (pending) tc = (tc & 0x00ffffff) | (110u << 24);
+            dl->AddText(ImVec2(x0 + (w - ts.x) / 2, top + (bottom - top - ts.y) / 2), tc, buf);
+          }
+        }
+        if ((a.kind == K::Forward || a.kind == K::Backward) && w > 16 && !pending &&
+            probes_.items.size() < 16 && x0 > area0.x + 2 && x1 < area1.x - 2 && y > area0.y &&
+            y + rowH < area1.y) {
+          probes_.items.push_back({rank, static_cast<int64_t>(d.first), ImVec4(x0, top, x1, bottom),
+                                   theme::actionColour(mi, static_cast<int>(a.kind))});
+        }
+        if (view_.showPlan && plan && d.first < plan->size()) {
+          const auto& pa = (*plan)[d.first];
+          dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + 3),
+                            theme::actionColour(mi, static_cast<int>(pa.kind), 0.9f));
+          if (pa.kind != a.kind || pa.microbatch != a.microbatch) {
+            dl->AddRect(ImVec2(x0 - 1, y), ImVec2(x1 + 1, y + rowH), theme::kBad, 0, 0, 2.5f);
+            if (x1 - x0 > 30) {
+              char buf[48];
+              std::snprintf(buf, sizeof buf, "plan %s%d", shortName(pa.kind), pa.microbatch);
+              dl->AddText(ImVec2(x0 + 2, y + rowH + 0), theme::kBad, buf);
+            }
+          }
+        }
+      }
+      if (running)
+        dl->AddRect(ImVec2(x0 - 1, y + 1), ImVec2(x1 + 1, y + rowH - 1), theme::kAccent, 0, 0, 2);
+      if (view_.selection.kind == Selection::Kind::Action && view_.selection.rank == rank &&
+          view_.selection.index >= static_cast<int64_t>(d.first) &&
+          view_.selection.index < static_cast<int64_t>(d.last))
+        dl->AddRect(ImVec2(x0 - 2, y), ImVec2(x1 + 2, y + rowH), IM_COL32(255, 255, 255, 255), 0, 0,
+                    2);
+      if (rowHovered && mouse.x >= x0 - 1 && mouse.x <= x1 + 1) {
+        hover = {Selection::Kind::Action, rank, static_cast<int64_t>(d.first)};
+        hoverFolded = d.folded() ? d.last - d.first : 0;
+        hoverFoldStart = d.startNs;
+        hoverFoldEnd = d.endNs;
+      }
+    }
+    // Replay cursor of this rank.
+    if (step > 0 && !acts.empty()) {
+      int64_t t = st.running ? acts[st.done].startNs
+                             : (st.done > 0 ? acts[st.done - 1].endNs : acts.front().startNs);
+      float x = xOf(static_cast<double>(t));
+      dl->AddTriangleFilled(ImVec2(x - 5, y + rowH), ImVec2(x + 5, y + rowH),
+                            ImVec2(x, y + rowH - 7), theme::kAccent);
+    }
+  }
+  if (view_.showArrows) drawArrows(dl, area0, area1, nsPerPx, rowY);
+
+  // Arrow hover (set by drawArrows through view_.hovered when no action is hovered).
+  if (hover.kind == Selection::Kind::None && view_.hovered.kind == Selection::Kind::Transfer)
+    hover = view_.hovered;
+
+  // Global time of the current step.
+  if (step > 0 && step <= static_cast<int64_t>(run->replay.size())) {
+    const ReplayStep& s = run->replay.steps()[step - 1];
+    const auto& a = model.actions[s.rank][s.action];
+    float x = xOf(static_cast<double>(s.end ? a.endNs : a.startNs));
+    for (float yy = area0.y; yy < area1.y; yy += 8)
+      dl->AddLine(ImVec2(x, yy), ImVec2(x, std::min(yy + 4, area1.y)), IM_COL32(255, 200, 60, 150));
+  }
+  if (rangeSelecting_) {
+    float xa = xOf(rangeStartNs_), xb = mouse.x;
+    dl->AddRectFilled(ImVec2(std::min(xa, xb), area0.y), ImVec2(std::max(xa, xb), area1.y),
+                      IM_COL32(110, 170, 255, 50));
+    std::string d = formatDuration(std::fabs(mouseT - rangeStartNs_));
+    dl->AddText(ImVec2(std::max(xa, xb) + 4, area0.y + 4), theme::kText, d.c_str());
+  }
+  dl->PopClipRect();
+
+  // Labels column.
+  for (size_t i = 0; i < run->rows.size(); ++i) {
+    float y = rowY[i];
+    if (y > area1.y || y + rowH < area0.y) continue;
+    const int rank = run->rows[i].rank;
+    const RankReplayState st = run->replay.stateAt(rank, step);
+    dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(pos.x + kLabelWidth, y + rowH),
+                      (i & 1) ? IM_COL32(40, 42, 48, 255) : IM_COL32(36, 38, 44, 255));
+    dl->AddRectFilled(ImVec2(pos.x, y + 1), ImVec2(pos.x + 4, y + rowH - 1),
+                      theme::moduleColour(run->rows[i].moduleIndex, false));
+    ImU32 tc = theme::kText;
+    if (view_.selection.rank == rank) tc = theme::kAccent;
+    dl->AddText(ImVec2(pos.x + 10, y + (rowH - 15) / 2), tc, run->rows[i].label.c_str());
+    if (st.running)
+      dl->AddCircleFilled(ImVec2(pos.x + kLabelWidth - 10, y + rowH / 2), 4, theme::kAccent);
+  }
+  dl->AddLine(ImVec2(area0.x - 1, area0.y), ImVec2(area0.x - 1, area1.y), theme::kGrid);
+  dl->PopClipRect();
+  drawTimeRuler(dl, ImVec2(area0.x, pos.y), ImVec2(area1.x, area0.y), nsPerPx);
+  dl->AddRectFilled(pos, ImVec2(area0.x, area0.y), IM_COL32(34, 36, 41, 255));
+  {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "view %s",
+                  formatDuration(view_.viewEnd - view_.viewStart).c_str());
+    dl->AddText(ImVec2(pos.x + 8, pos.y + 4), theme::kTextDim, buf);
+  }
+  if (!bannerError_.empty()) drawErrorBanner(pos, size);
+
+  // Tooltip and click.
+  view_.hovered = hover;
+  if (hovered && hover.kind == Selection::Kind::Action) {
+    const auto& a = model.actions[hover.rank][hover.index];
+    ImGui::BeginTooltip();
+    if (hoverFolded) {
+      ImGui::Text("%zu actions on rank %d (zoom in)", hoverFolded, hover.rank);
+      ImGui::TextDisabled(
+          "%s", formatDuration(static_cast<double>(hoverFoldEnd - hoverFoldStart)).c_str());
+    } else {
+      ImGui::Text("%s  it%d  mb%d   rank %d (%s pp%d)", events::toString(a.kind), a.iteration,
+                  a.microbatch, a.rank, a.module.c_str(), a.stage);
+      ImGui::TextDisabled("start %s   duration %s",
+                          formatDuration(static_cast<double>(a.startNs - model.minTimeNs)).c_str(),
+                          formatDuration(static_cast<double>(a.endNs - a.startNs)).c_str());
+      if (!a.peers.empty()) {
+        std::string peers;
+        for (int p : a.peers) peers += (peers.empty() ? "" : ", ") + std::to_string(p);
+        ImGui::TextDisabled("peers %s", peers.c_str());
+      }
+      RankReplayState st = run->replay.stateAt(hover.rank, step);
+      const char* state = hover.index < st.done                    ? "done"
+                          : (st.running && hover.index == st.done) ? "running"
+                                                                   : "pending";
+      ImGui::TextDisabled("at step %lld: %s", static_cast<long long>(step), state);
+    }
+    ImGui::EndTooltip();
+  } else if (hovered && hover.kind == Selection::Kind::Transfer) {
+    const auto& t = model.transfers[hover.index];
+    ImGui::BeginTooltip();
+    ImGui::Text("%s %s  it%d mb%d", t.edge.c_str(), events::toString(t.direction), t.iteration,
+                t.microbatch);
+    ImGui::TextDisabled("r%d -> r%d   %s  %s  %s", t.srcRank, t.dstRank,
+                        formatShape(t.shape).c_str(), t.dtype.c_str(),
+                        formatBytes(t.bytes).c_str());
+    ImGui::EndTooltip();
+  }
+  if (clicked) {
+    if (hover.kind != Selection::Kind::None && !hoverFolded)
+      select(hover, false);
+    else if (hoverFolded)
+      zoomTo(static_cast<double>(hoverFoldStart), static_cast<double>(hoverFoldEnd));
+    else
+      view_.selection = {};
+  }
+  ImGui::EndChild();
+}
+
+void App::drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
+                     const std::vector<float>& rowY) {
+  const LoadedRun* run = main_.run.get();
+  const auto& model = run->model;
+  const double span = view_.viewEnd - view_.viewStart;
+  auto lo = std::lower_bound(run->pairSendStart.begin(), run->pairSendStart.end(),
+                             static_cast<int64_t>(view_.viewStart - span));
+  auto hi = std::upper_bound(run->pairSendStart.begin(), run->pairSendStart.end(),
+                             static_cast<int64_t>(view_.viewEnd));
+  view_.hovered = {};
+  const size_t count = static_cast<size_t>(hi - lo);
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  const bool mouseIn =
+      mouse.x >= area0.x && mouse.x < area1.x && mouse.y >= area0.y && mouse.y < area1.y;
+  const float rowH = view_.rowHeight;
+  const int64_t step = view_.step;
+  const bool dense = count > 3000;
+  float best = 5;
+  int64_t selectedTransfer =
+      view_.selection.kind == Selection::Kind::Transfer ? view_.selection.index : -1;
+  int32_t selectedPair = selectedTransfer >= 0 ? run->transferPair[selectedTransfer] : -1;
+  for (auto it = lo; it != hi; ++it) {
+    const int32_t p = run->pairsBySendStart[it - run->pairSendStart.begin()];
+    const PairActions& pa = run->pairActions[p];
+    const auto& sa = model.actions[pa.sendRank][pa.sendAction];
+    const auto& ra = model.actions[pa.recvRank][pa.recvAction];
+    if (static_cast<double>(ra.endNs) < view_.viewStart) continue;
+    const bool inFlight = step > 0 &&
+                          run->replay.positionOf(pa.sendRank, pa.sendAction, false) < step &&
+                          run->replay.positionOf(pa.recvRank, pa.recvAction, true) >= step;
+    const bool selected = p == selectedPair;
+    if (dense && !inFlight && !selected) continue;
+    const int rs = run->rowOfRank[pa.sendRank], rr = run->rowOfRank[pa.recvRank];
+    if (rs < 0 || rr < 0) continue;
+    const auto& pair = model.pairs[p];
+    const auto& t = model.transfers[pair.send];
+    ImVec2 a(
+        static_cast<float>(area0.x + (static_cast<double>(sa.startNs) - view_.viewStart) / nsPerPx),
+        rowY[rs] + rowH * 0.75f);
+    ImVec2 b(
+        static_cast<float>(area0.x + (static_cast<double>(ra.endNs) - view_.viewStart) / nsPerPx),
+        rowY[rr] + rowH * (rr > rs ? 0.5f : 0.95f));
+    ImU32 col = t.direction == events::Direction::Activation ? theme::kP2P : theme::kGradArrow;
+    if (t.edgeKind == events::EdgeKind::Bridge) col = theme::kBridge;
+    if (!pair.checksumMatches || !pair.shapeMatches) col = theme::kBad;
+    float thick = 1.2f;
+    if (inFlight) {
+      col = theme::kAccent;
+      thick = 2.2f;
+    }
+    if (selected) {
+      col = IM_COL32(255, 255, 255, 255);
+      thick = 2.5f;
+    }
+    if (t.edgeKind == events::EdgeKind::Bridge)
+      dashedLine(dl, a, b, col, thick + 0.6f);
+    else
+      dl->AddLine(a, b, col, thick);
+    arrowHead(dl, a, b, col, 7);
+    if (mouseIn) {
+      float d = segmentDistance(mouse, a, b);
+      if (d < best) {
+        best = d;
+        view_.hovered = {Selection::Kind::Transfer, t.rank, pair.send};
+      }
+    }
+  }
+  if (dense) {
+    const char* msg = "transfers: zoom in to see arrows";
+    dl->AddText(ImVec2(area1.x - ImGui::CalcTextSize(msg).x - 8, area1.y - 20), theme::kTextDim,
+                msg);
+  }
+}
+
+}  // namespace stagescope::ui

@@ -1,0 +1,174 @@
+// runViewer: the GLFW window, the OpenGL3 renderer, drag-and-drop, the script runner and
+// screenshots (glReadPixels + stb_image_write, implementation from Debian's libstb).
+#include "ui/Viewer.h"
+
+#include <GLFW/glfw3.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "imgui_impl_glfw.h"
+#include "imgui_impl_opengl3.h"
+#include "ui/App.h"
+
+namespace stagescope::ui {
+namespace {
+
+void onDrop(GLFWwindow* window, int count, const char** paths) {
+  auto* app = static_cast<App*>(glfwGetWindowUserPointer(window));
+  if (!app || count < 1) return;
+  app->open(paths[0]);
+  if (count > 1) app->openCompare(paths[1]);
+}
+
+bool writeScreenshot(const std::string& path, int width, int height, const FrameProbes& probes) {
+  std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+  std::vector<unsigned char> flipped(pixels.size());
+  const size_t stride = static_cast<size_t>(width) * 4;
+  for (int y = 0; y < height; ++y)
+    std::copy_n(&pixels[static_cast<size_t>(height - 1 - y) * stride], stride,
+                &flipped[static_cast<size_t>(y) * stride]);
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (!stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(stride)))
+    return false;
+  // Where things were drawn, for the GUI test.
+  std::ofstream out(path + ".probes");
+  auto rect = [&](const char* name, const ImVec4& r) {
+    out << name << " " << r.x << " " << r.y << " " << r.z << " " << r.w << "\n";
+  };
+  rect("timeline", probes.timeline);
+  rect("inspector", probes.inspector);
+  rect("bottom", probes.bottom);
+  rect("gridmap", probes.gridMap);
+  for (const auto& it : probes.items) {
+    out << "item " << it.rank << " " << it.action << " " << it.rect.x << " " << it.rect.y << " "
+        << it.rect.z << " " << it.rect.w << " " << ((it.colour >> IM_COL32_R_SHIFT) & 0xff) << " "
+        << ((it.colour >> IM_COL32_G_SHIFT) & 0xff) << " "
+        << ((it.colour >> IM_COL32_B_SHIFT) & 0xff) << "\n";
+  }
+  return true;
+}
+
+}  // namespace
+
+int runViewer(const ViewerOptions& options) {
+  glfwSetErrorCallback(
+      [](int code, const char* text) { std::fprintf(stderr, "glfw error %d: %s\n", code, text); });
+  if (!glfwInit()) return 1;
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  GLFWwindow* window =
+      glfwCreateWindow(options.width, options.height, "stagescope", nullptr, nullptr);
+  if (!window) {
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  const bool scripted = !options.script.empty() || !options.screenshot.empty();
+  glfwSwapInterval(scripted || options.benchmark ? 0 : 1);
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  std::error_code ec;
+  std::filesystem::create_directories(configDir(), ec);
+  static std::string iniPath;
+  iniPath = configDir() + "/imgui.ini";
+  io.IniFilename = iniPath.c_str();
+  theme::apply(io);
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+
+  int rc = 0;
+  {
+    App app;
+    glfwSetWindowUserPointer(window, &app);
+    glfwSetDropCallback(window, onDrop);
+    std::vector<std::string> script;
+    if (!options.run.empty()) app.open(options.run);
+    if (!options.other.empty()) script.push_back("open-compare " + options.other);
+    script.insert(script.end(), options.script.begin(), options.script.end());
+    if (!options.screenshot.empty()) script.push_back("screenshot " + options.screenshot);
+    if (scripted) script.push_back("quit");
+    size_t next = 0;
+    int waitFrames = 0;
+    std::string pendingShot;
+    int shotCountdown = 0;
+    std::vector<double> frameMs;
+    auto last = std::chrono::steady_clock::now();
+    while (!glfwWindowShouldClose(window) && !app.quitRequested()) {
+      glfwPollEvents();
+      if (shotCountdown == 0 && waitFrames > 0)
+        --waitFrames;
+      else if (shotCountdown == 0 && next < script.size() && !app.busy()) {
+        const std::string& cmd = script[next++];
+        if (cmd.rfind("frames", 0) == 0) {
+          waitFrames = std::max(0, std::atoi(cmd.c_str() + 6));
+        } else {
+          std::string err;
+          if (!app.runCommand(cmd, &err)) {
+            std::fprintf(stderr, "%s\n", err.c_str());
+            rc = 2;
+            break;
+          }
+          std::string shot = app.takeScreenshotRequest();
+          if (!shot.empty()) {
+            pendingShot = shot;
+            shotCountdown = 3;  // let the layout settle
+          }
+        }
+      }
+      auto now = std::chrono::steady_clock::now();
+      float dt = std::chrono::duration<float>(now - last).count();
+      last = now;
+      auto t0 = std::chrono::steady_clock::now();
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      ImGui::NewFrame();
+      app.frame(dt);
+      ImGui::Render();
+      frameMs.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      int fbw = 0, fbh = 0;
+      glfwGetFramebufferSize(window, &fbw, &fbh);
+      glViewport(0, 0, fbw, fbh);
+      glClearColor(0.09f, 0.1f, 0.11f, 1);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (shotCountdown > 0 && --shotCountdown == 0) {
+        if (!writeScreenshot(pendingShot, fbw, fbh, app.probes())) {
+          std::fprintf(stderr, "could not write %s\n", pendingShot.c_str());
+          rc = 2;
+        } else {
+          std::printf("screenshot %s (%dx%d)\n", pendingShot.c_str(), fbw, fbh);
+        }
+        pendingShot.clear();
+      }
+      glfwSwapBuffers(window);
+    }
+    if (options.benchmark && !frameMs.empty()) {
+      std::sort(frameMs.begin(), frameMs.end());
+      std::printf("frames %zu  median %.3f ms  p99 %.3f ms\n", frameMs.size(),
+                  frameMs[frameMs.size() / 2],
+                  frameMs[std::min(frameMs.size() - 1, frameMs.size() * 99 / 100)]);
+    }
+    app.saveSettings();
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return rc;
+}
+
+}  // namespace stagescope::ui

@@ -1,0 +1,55 @@
+// View state, kept apart from the data (LoadedRun): what the user looks at and has selected.
+// Persisted in part by Settings.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ui/FindFilter.h"
+
+namespace stagescope::ui {
+
+struct Selection {
+  enum class Kind : uint8_t { None, Action, Transfer, Gradient, Loss } kind = Kind::None;
+  int rank = -1;
+  int64_t index = -1;  // Action: index in actions[rank]; others: index into the model vector
+  bool operator==(const Selection&) const = default;
+};
+
+enum class BottomTab : int { GridMap = 0, Plots, Compare, Find, RunInfo, Count };
+
+struct ViewerState {
+  // Timeline (absolute ns of the run's clock).
+  double viewStart = 0, viewEnd = 1;
+  float scrollY = 0;
+  float rowHeight = 24;
+  bool showArrows = true;
+  bool showPlan = false;
+  bool showIdle = true;
+  bool fitPending = true;
+  // Replay.
+  int64_t step = 0;
+  bool playing = false;
+  float speed = 40;  // steps per second
+  double playAccumulator = 0;
+  bool followReplay = false;
+  // Layout.
+  float inspectorWidth = 400;
+  float bottomHeight = 330;
+  BottomTab tab = BottomTab::GridMap;
+  bool tabRequested = false;
+  // Selection and panels.
+  Selection selection;
+  Selection hovered;
+  FindQuery find;
+  bool findDirty = true;
+  std::vector<FindHit> findHits;
+  size_t findTotal = 0;
+  int plotParam = 0;
+  bool compareDifferencesOnly = true;
+  int64_t compareSelected = -1;
+  std::vector<std::string> recent;
+};
+
+}  // namespace stagescope::ui

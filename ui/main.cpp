@@ -1,0 +1,50 @@
+// stagescope-gui [RUN [OTHER]] [--screenshot PNG] [--script CMD]... [--size WxH] [--benchmark]
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "ui/Viewer.h"
+
+int main(int argc, char** argv) {
+  stagescope::ui::ViewerOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "stagescope-gui: %s needs a value\n", name);
+        std::exit(64);
+      }
+      return argv[++i];
+    };
+    if (a == "--screenshot")
+      o.screenshot = value("--screenshot");
+    else if (a == "--script")
+      o.script.push_back(value("--script"));
+    else if (a == "--size") {
+      std::string v = value("--size");
+      if (std::sscanf(v.c_str(), "%dx%d", &o.width, &o.height) != 2) {
+        std::fprintf(stderr, "stagescope-gui: --size %s: expected WIDTHxHEIGHT\n", v.c_str());
+        return 64;
+      }
+    } else if (a == "--benchmark")
+      o.benchmark = true;
+    else if (a == "-h" || a == "--help") {
+      std::printf(
+          "usage: stagescope-gui [RUN [OTHER]] [--screenshot PNG] [--script CMD]... "
+          "[--size WxH] [--benchmark]\nRUN: a run file, or synthetic:default|alternate|"
+          "diverged|faulty|bench\n");
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "stagescope-gui: unknown option %s\n", a.c_str());
+      return 64;
+    } else if (o.run.empty())
+      o.run = a;
+    else if (o.other.empty())
+      o.other = a;
+    else {
+      std::fprintf(stderr, "stagescope-gui: at most two runs\n");
+      return 64;
+    }
+  }
+  return stagescope::ui::runViewer(o);
+}

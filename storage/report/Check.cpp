@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <span>
 #include <sstream>
 #include <tuple>
 
@@ -204,19 +205,23 @@ bool sameAction(const ActionRecord& p, const ActionRecord& a) {
   return x == y;
 }
 
+// The records of one iteration in a list sorted by (iteration, seq).
+std::span<const ActionRecord> iterationRange(const std::vector<ActionRecord>& list, int iteration) {
+  auto lo = std::lower_bound(list.begin(), list.end(), iteration,
+                             [](const ActionRecord& a, int it) { return a.iteration < it; });
+  auto hi = std::upper_bound(lo, list.end(), iteration,
+                             [](int it, const ActionRecord& a) { return it < a.iteration; });
+  return {lo, hi};
+}
+
 // The planned list of `iteration` on `rank`: that iteration's records, or (when the plan was
 // stored once) the only planned iteration's.
-std::vector<const ActionRecord*> plannedFor(const RunModel& run, int rank, int iteration) {
-  std::vector<const ActionRecord*> out;
-  if (rank < 0 || static_cast<size_t>(rank) >= run.plan.size()) return out;
+std::span<const ActionRecord> plannedFor(const RunModel& run, int rank, int iteration) {
+  if (rank < 0 || static_cast<size_t>(rank) >= run.plan.size()) return {};
   const auto& list = run.plan[rank];
-  std::set<int> its;
-  for (const auto& a : list) {
-    if (a.iteration == iteration) out.push_back(&a);
-    its.insert(a.iteration);
-  }
-  if (out.empty() && its.size() == 1) {
-    for (const auto& a : list) out.push_back(&a);
+  auto out = iterationRange(list, iteration);
+  if (out.empty() && !list.empty() && list.front().iteration == list.back().iteration) {
+    return {list.begin(), list.end()};
   }
   return out;
 }
@@ -235,7 +240,11 @@ void checkPlanOrder(Ctx& c, CheckResult& r) {
     static const std::vector<ActionRecord> kEmpty;
     const auto& acts = rank < run.actions.size() ? run.actions[rank] : kEmpty;
     std::set<int> iterations;
-    for (const auto& a : acts) iterations.insert(a.iteration);
+    for (size_t k = 0; k < acts.size();) {
+      iterations.insert(acts[k].iteration);
+      auto range = iterationRange(acts, acts[k].iteration);
+      k = static_cast<size_t>(range.data() + range.size() - acts.data());
+    }
     if (completed) {
       for (int i = 0; i < run.info.iterations; ++i) iterations.insert(i);
     }
@@ -243,16 +252,13 @@ void checkPlanOrder(Ctx& c, CheckResult& r) {
     for (int it : iterations) {
       if (reported) break;
       auto plan = plannedFor(run, static_cast<int>(rank), it);
-      std::vector<const ActionRecord*> done;
-      for (const auto& a : acts) {
-        if (a.iteration == it) done.push_back(&a);
-      }
+      auto done = iterationRange(acts, it);
       if (plan.empty() && done.empty()) continue;
       ++compared;
       size_t n = std::max(plan.size(), done.size());
       for (size_t k = 0; k < n; ++k) {
-        const ActionRecord* p = k < plan.size() ? plan[k] : nullptr;
-        const ActionRecord* a = k < done.size() ? done[k] : nullptr;
+        const ActionRecord* p = k < plan.size() ? &plan[k] : nullptr;
+        const ActionRecord* a = k < done.size() ? &done[k] : nullptr;
         if (p && a && sameAction(*p, *a)) continue;
         if (p && !a && !completed) break;  // the run stopped here: run_status reports it
         Finding f;
@@ -307,7 +313,8 @@ void checkCounts(Ctx& c, CheckResult& r) {
   }
   for (size_t rank = 0; rank < run.plan.size(); ++rank) {
     for (int it = 0; it < iterations; ++it) {
-      for (const auto* p : plannedFor(run, static_cast<int>(rank), it)) {
+      for (const auto& pa : plannedFor(run, static_cast<int>(rank), it)) {
+        const auto* p = &pa;
         std::set<int> peers(p->peers.begin(), p->peers.end());
         auto n = static_cast<int64_t>(peers.size());
         auto bump = [&](Direction d, Side s) {
@@ -400,10 +407,9 @@ void checkNonFinite(Ctx& c, CheckResult& r) {
   auto findKind = [&](int rank, int iteration, ActionKind kind, int mb) -> int64_t {
     if (rank < 0 || static_cast<size_t>(rank) >= run.actions.size()) return -1;
     const auto& v = run.actions[rank];
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i].iteration == iteration && v[i].kind == kind && (mb < 0 || v[i].microbatch == mb)) {
-        return static_cast<int64_t>(i);
-      }
+    auto range = iterationRange(v, iteration);
+    for (const auto& a : range) {
+      if (a.kind == kind && (mb < 0 || a.microbatch == mb)) return &a - v.data();
     }
     return -1;
   };

@@ -79,10 +79,10 @@ std::vector<ConfigDiffLine> diffLines(const std::string& a, const std::string& b
         out.push_back({' ', x[pre + i]});
         ++i;
         ++j;
-      } else if (j < m && (i == n || L[i][j + 1] >= L[i + 1][j])) {
-        out.push_back({'+', y[pre + j++]});
-      } else {
+      } else if (i < n && (j == m || L[i + 1][j] >= L[i][j + 1])) {
         out.push_back({'-', x[pre + i++]});
+      } else {
+        out.push_back({'+', y[pre + j++]});
       }
     }
   } else {

@@ -55,7 +55,7 @@ struct Series {
 // A line chart over x = 0..n-1.
 std::string lineChart(const std::vector<Series>& series, const std::string& xLabel,
                       const std::string& yLabel, int width = 900, int height = 300) {
-  const double l = 70, r = 20, t = 20, b = 45;
+  const double l = 70, r = 20, t = 34, b = 45;
   double lo = INFINITY, hi = -INFINITY;
   size_t n = 0;
   for (const auto& s : series) {
@@ -130,9 +130,8 @@ std::string lineChart(const std::vector<Series>& series, const std::string& xLab
   // Legend.
   double lx = l + 10;
   for (const auto& s : series) {
-    o << "<rect x=\"" << lx << "\" y=\"" << t + 4 << "\" width=\"14\" height=\"4\" fill=\""
-      << s.color << "\"/><text class=\"legend\" x=\"" << lx + 20 << "\" y=\"" << t + 10 << "\">"
-      << h(s.name) << "</text>";
+    o << "<rect x=\"" << lx << "\" y=\"8\" width=\"14\" height=\"4\" fill=\"" << s.color
+      << "\"/><text class=\"legend\" x=\"" << lx + 20 << "\" y=\"14\">" << h(s.name) << "</text>";
     lx += 40 + 7.0 * static_cast<double>(s.name.size());
   }
   o << "</svg>";
@@ -152,14 +151,15 @@ std::string barChart(const std::vector<std::string>& labels, const std::vector<d
     if (std::isfinite(v)) mx = std::max(mx, v);
   if (mx <= 0) mx = 1;
   double pw = width - labelW - r;
+  double legendB = 50 + 7.0 * static_cast<double>(la.size());
   std::ostringstream o;
   o << "<svg class=\"chart\" viewBox=\"0 0 " << width << " " << height << "\" width=\"" << width
     << "\" height=\"" << height << "\" role=\"img\" xmlns=\"http://www.w3.org/2000/svg\">";
   o << "<rect x=\"" << labelW << "\" y=\"8\" width=\"14\" height=\"10\" fill=\"" << kColorA
     << "\"/><text class=\"legend\" x=\"" << labelW + 20 << "\" y=\"17\">" << h(la)
-    << "</text><rect x=\"" << labelW + 140 << "\" y=\"8\" width=\"14\" height=\"10\" fill=\""
-    << kColorB << "\"/><text class=\"legend\" x=\"" << labelW + 160 << "\" y=\"17\">" << h(lb)
-    << "</text>";
+    << "</text><rect x=\"" << labelW + legendB << "\" y=\"8\" width=\"14\" height=\"10\" fill=\""
+    << kColorB << "\"/><text class=\"legend\" x=\"" << labelW + legendB + 20 << "\" y=\"17\">"
+    << h(lb) << "</text>";
   for (size_t i = 0; i < labels.size(); ++i) {
     double y = top + rowH * static_cast<double>(i);
     std::string lab =
@@ -257,6 +257,8 @@ svg .grid { stroke: #eef0f3; } svg .axis { stroke: #9ca3af; }
 svg .tick { font-size: 11px; fill: #4b5563; } svg .label { font-size: 12px; fill: #374151; }
 svg .legend { font-size: 12px; fill: #111827; } svg .value { font-size: 10px; fill: #4b5563; }
 svg .muted { fill: var(--muted); }
+details { margin: 8px 0; } summary { cursor: pointer; color: #374151; }
+pre.diff span { min-height: 1.2em; }
 .grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
 .kpi { font-size: 20px; font-weight: 700; } .muted { color: var(--muted); }
 )CSS";
@@ -390,6 +392,8 @@ std::string renderHtml(const Comparison& c) {
                    perMb ? "(iteration, microbatch) in schedule order" : "iteration",
                    perMb ? "loss per microbatch" : "mean loss")
       << "</div>";
+    o << "<details><summary>" << c.losses.size()
+      << " loss rows (iteration, microbatch, dp replica)</summary>";
     o << "<table><tr><th class=\"num\">iteration</th><th class=\"num\">microbatch</th><th "
          "class=\"num\">dp</th><th class=\"num a\">"
       << h(c.a.label) << "</th><th class=\"num b\">" << h(c.b.label)
@@ -410,6 +414,7 @@ std::string renderHtml(const Comparison& c) {
       o << "<div class=\"muted\">" << c.losses.size() - 64
         << " more rows in the JSON report.</div>";
     }
+    o << "</details>";
   }
 
   // Gradients.

@@ -203,6 +203,13 @@ storage::RunModel makeRun(const FixtureOptions& o) {
 
   // ---- transfers ------------------------------------------------------------------------------
   const int perStage = std::max(1, o.layers / PP);
+  std::map<std::tuple<int, int, int, int>, size_t> recvIndex;  // (rank, it, kind, mb) -> index
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < run.actions[r].size(); ++i) {
+      const auto& a = run.actions[r][i];
+      recvIndex[{r, a.iteration, static_cast<int>(a.kind), a.microbatch}] = i;
+    }
+  }
   for (int r = 0; r < world; ++r) {
     const auto& ri = run.ranks[r];
     for (const auto& a : run.actions[r]) {
@@ -245,17 +252,16 @@ storage::RunModel makeRun(const FixtureOptions& o) {
       run.transfers.push_back(t);
       // receiver side: find the matching recv action
       ActionKind rk = fwd ? ActionKind::RecvForward : ActionKind::RecvBackward;
-      for (const auto& b : run.actions[peer]) {
-        if (b.iteration == a.iteration && b.kind == rk && b.microbatch == a.microbatch) {
-          TransferRecord v = t;
-          v.rank = peer;
-          v.side = Side::Recv;
-          v.actionSeq = b.seq;
-          v.startNs = b.startNs;
-          v.endNs = b.endNs;
-          run.transfers.push_back(v);
-          break;
-        }
+      auto found = recvIndex.find({peer, a.iteration, static_cast<int>(rk), a.microbatch});
+      if (found != recvIndex.end()) {
+        const auto& b = run.actions[peer][found->second];
+        TransferRecord v = t;
+        v.rank = peer;
+        v.side = Side::Recv;
+        v.actionSeq = b.seq;
+        v.startNs = b.startNs;
+        v.endNs = b.endNs;
+        run.transfers.push_back(v);
       }
     }
   }

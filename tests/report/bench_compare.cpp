@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
   auto a = report::testing::makeRun(o);
   o.seed = 2;
   auto b = report::testing::makeRun(o);
-  std::printf("fixture: 2 runs x %zu events (%d iterations, 32 ranks) built in %.2fs\n", eventCount(a),
-              o.iterations, since(t));
+  std::printf("fixture: 2 runs x %zu events (%d iterations, 32 ranks) built in %.2fs\n",
+              eventCount(a), o.iterations, since(t));
 
   t = Clock::now();
   auto c = report::compareRuns(a, b);

@@ -182,7 +182,12 @@ std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradP
     double sumSq = 0;
     int64_t covered = 0;
     int dim = shards.front()->partitionDim;
-    g.layout = dim < 0 ? "replicated" : "dim" + std::to_string(dim) + ":";
+    if (dim < 0) {
+      g.layout = "replicated";
+    } else {
+      g.layout = "dim";
+      g.layout.append(std::to_string(dim)).append(":");
+    }
     for (const auto* s : shards) {
       sumSq += s->norm * s->norm;
       g.shardChecksums.push_back(s->checksum);
@@ -190,8 +195,11 @@ std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradP
       if (!std::isfinite(s->norm)) g.nonFinite = true;
       if (dim >= 0 && static_cast<size_t>(dim) < s->shape.size()) {
         covered += s->shape[dim];
-        g.layout += "[" + std::to_string(s->partitionOffset) + "," +
-                    std::to_string(s->partitionOffset + s->shape[dim]) + ")";
+        char range[64];
+        std::snprintf(range, sizeof range, "[%lld,%lld)",
+                      static_cast<long long>(s->partitionOffset),
+                      static_cast<long long>(s->partitionOffset + s->shape[dim]));
+        g.layout.append(range);
       }
     }
     g.norm = std::sqrt(sumSq);

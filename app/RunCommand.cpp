@@ -2,6 +2,7 @@
 // store, launch one process per rank, merge their shards, and mark the run with what
 // happened.  Optionally record the single-process reference and check the result.
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cstdio>

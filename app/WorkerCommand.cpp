@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <memory>
 
+#include <ATen/Parallel.h>
+
 #include "app/Commands.h"
 #include "core/engine/Communicator.h"
 #include "core/engine/Executor.h"
@@ -56,6 +58,8 @@ int workerCommand(const WorkerOptions& opts) {
   std::unique_ptr<storage::ShardWriter> recorder;
   int rank = -1;
   try {
+    // Ranks share this machine's cores: one intra-op thread each, or they oversubscribe.
+    at::set_num_threads(1);
     const engine::RankEnv env = engine::readRankEnv();
     rank = env.rank;
     const plan::RunConfig cfg = plan::loadConfig(opts.config);

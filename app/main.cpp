@@ -8,6 +8,7 @@
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
 #include "storage/report/ChromeTrace.h"
+#include "storage/report/Check.h"
 #include "storage/report/Compare.h"
 #ifdef STAGESCOPE_HAVE_UI
 #include "ui/Viewer.h"

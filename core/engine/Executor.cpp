@@ -243,8 +243,7 @@ IterationResult Executor::runIteration(int iteration) {
   for (int seq = 0; seq < static_cast<int>(actions.size()); ++seq) {
     const plan::Action& a = actions[seq];
     wait_.actionSeq = seq;
-    events::ActionRecord rec;
-    rec.startNs = nowNs();
+    const int64_t start = nowNs();
     switch (a.kind) {
       case ActionKind::Forward: forward(iteration, a); break;
       case ActionKind::Backward: backward(iteration, a); break;
@@ -252,16 +251,11 @@ IterationResult Executor::runIteration(int iteration) {
       case ActionKind::OptimizerStep: optimizerStep(iteration); break;
       default: communicate(iteration, seq, a); break;
     }
-    rec.endNs = nowNs();
+    const int64_t end = nowNs();
     if (recording(iteration)) {
-      rec.rank = rank_;
-      rec.iteration = iteration;
-      rec.seq = seq;
-      rec.kind = a.kind;
-      rec.microbatch = a.microbatch;
-      rec.module = a.module;
-      rec.stage = a.stage;
-      for (const auto& m : a.messages) rec.peers.push_back(m.peer);
+      events::ActionRecord rec = plan::toRecord(me_, static_cast<size_t>(seq), iteration);
+      rec.startNs = start;
+      rec.endNs = end;
       recorder_.action(std::move(rec));
     }
   }

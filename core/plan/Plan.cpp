@@ -219,25 +219,27 @@ Plan makePlan(const RunConfig& config, const Topology& topology) {
   return plan;
 }
 
+events::ActionRecord toRecord(const RankPlan& rankPlan, size_t index, int iteration) {
+  const Action& a = rankPlan.actions.at(index);
+  events::ActionRecord r;
+  r.rank = rankPlan.rank;
+  r.iteration = iteration;
+  r.seq = static_cast<int32_t>(index);
+  r.kind = a.kind;
+  r.microbatch = a.microbatch;
+  r.module = a.module;
+  r.stage = a.stage;
+  for (const Message& m : a.messages) {
+    if (std::find(r.peers.begin(), r.peers.end(), m.peer) == r.peers.end()) {
+      r.peers.push_back(m.peer);
+    }
+  }
+  return r;
+}
+
 std::vector<events::ActionRecord> toRecords(const RankPlan& rankPlan, int iteration) {
   std::vector<events::ActionRecord> out;
-  for (size_t i = 0; i < rankPlan.actions.size(); ++i) {
-    const Action& a = rankPlan.actions[i];
-    events::ActionRecord r;
-    r.rank = rankPlan.rank;
-    r.iteration = iteration;
-    r.seq = static_cast<int32_t>(i);
-    r.kind = a.kind;
-    r.microbatch = a.microbatch;
-    r.module = a.module;
-    r.stage = a.stage;
-    for (const Message& m : a.messages) {
-      if (std::find(r.peers.begin(), r.peers.end(), m.peer) == r.peers.end()) {
-        r.peers.push_back(m.peer);
-      }
-    }
-    out.push_back(std::move(r));
-  }
+  for (size_t i = 0; i < rankPlan.actions.size(); ++i) out.push_back(toRecord(rankPlan, i, iteration));
   return out;
 }
 

@@ -63,6 +63,9 @@ Plan makePlan(const RunConfig& config, const Topology& topology);
 // the action each waits in and the peer it waits on.
 std::string checkPlanProgress(const Plan& plan);
 
+// The ActionRecord (iteration, seq, kind, mb, module, stage, distinct peers) of one planned
+// action, without times: what the recorder stores as the plan and the executor fills in.
+events::ActionRecord toRecord(const RankPlan& rankPlan, size_t index, int iteration);
 // ActionRecords (iteration, seq, kind, mb, module, stage, peers) for the recorder.
 std::vector<events::ActionRecord> toRecords(const RankPlan& rankPlan, int iteration);
 

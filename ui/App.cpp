@@ -278,7 +278,8 @@ void App::drawOpenPopup() {
       ImGui::CloseCurrentPopup();
     }
     ImGui::SameLine();
-    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGuiKey_Escape)) ImGui::CloseCurrentPopup();
+    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+      ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
   }
 }
@@ -299,13 +300,13 @@ void App::drawErrorBanner(const ImVec2& pos, const ImVec2& size) {
 void App::handleKeys() {
   ImGuiIO& io = ImGui::GetIO();
   if (io.WantTextInput || !main_.run) {
-    if (io.KeyCtrl && ImGui::IsKeyPressed(ImGuiKey_O)) openPopup_ = true;
+    if (io.KeyCtrl && ImGui::IsKeyPressed('O')) openPopup_ = true;
     return;
   }
   const auto& replay = main_.run->replay;
-  if (io.KeyCtrl && ImGui::IsKeyPressed(ImGuiKey_O)) openPopup_ = true;
-  if (io.KeyCtrl && ImGui::IsKeyPressed(ImGuiKey_Q)) quit_ = true;
-  if (ImGui::IsKeyPressed(ImGuiKey_RightArrow)) {
+  if (io.KeyCtrl && ImGui::IsKeyPressed('O')) openPopup_ = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed('Q')) quit_ = true;
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) {
     if (io.KeyCtrl)
       stepTo(replay.nextIteration(view_.step));
     else if (io.KeyShift)
@@ -313,7 +314,7 @@ void App::handleKeys() {
     else
       stepTo(view_.step + 1);
   }
-  if (ImGui::IsKeyPressed(ImGuiKey_LeftArrow)) {
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) {
     if (io.KeyCtrl)
       stepTo(replay.prevIteration(view_.step));
     else if (io.KeyShift)
@@ -322,22 +323,21 @@ void App::handleKeys() {
       stepTo(view_.step - 1);
   }
   if (io.KeyCtrl) return;
-  if (ImGui::IsKeyPressed(ImGuiKey_Space)) view_.playing = !view_.playing;
-  if (ImGui::IsKeyPressed(ImGuiKey_Home)) stepTo(0);
-  if (ImGui::IsKeyPressed(ImGuiKey_End)) stepTo(static_cast<int64_t>(replay.size()));
-  if (ImGui::IsKeyPressed(ImGuiKey_F)) zoomFit();
-  if (ImGui::IsKeyPressed(ImGuiKey_P)) view_.showPlan = !view_.showPlan;
-  if (ImGui::IsKeyPressed(ImGuiKey_X)) view_.showArrows = !view_.showArrows;
-  if (ImGui::IsKeyPressed(ImGuiKey_I)) view_.showIdle = !view_.showIdle;
-  if (ImGui::IsKeyPressed(ImGuiKey_L)) view_.followReplay = !view_.followReplay;
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space))) view_.playing = !view_.playing;
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) stepTo(0);
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_End)))
+    stepTo(static_cast<int64_t>(replay.size()));
+  if (ImGui::IsKeyPressed('F')) zoomFit();
+  if (ImGui::IsKeyPressed('P')) view_.showPlan = !view_.showPlan;
+  if (ImGui::IsKeyPressed('X')) view_.showArrows = !view_.showArrows;
+  if (ImGui::IsKeyPressed('I')) view_.showIdle = !view_.showIdle;
+  if (ImGui::IsKeyPressed('L')) view_.followReplay = !view_.followReplay;
   const double span = view_.viewEnd - view_.viewStart;
   const double mid = 0.5 * (view_.viewStart + view_.viewEnd);
-  if (ImGui::IsKeyDown(ImGuiKey_W)) zoomTo(mid - span * 0.45, mid + span * 0.45);
-  if (ImGui::IsKeyDown(ImGuiKey_S)) zoomTo(mid - span * 0.55, mid + span * 0.55);
-  if (ImGui::IsKeyDown(ImGuiKey_A))
-    zoomTo(view_.viewStart - span * 0.05, view_.viewEnd - span * 0.05);
-  if (ImGui::IsKeyDown(ImGuiKey_D))
-    zoomTo(view_.viewStart + span * 0.05, view_.viewEnd + span * 0.05);
+  if (ImGui::IsKeyDown('W')) zoomTo(mid - span * 0.45, mid + span * 0.45);
+  if (ImGui::IsKeyDown('S')) zoomTo(mid - span * 0.55, mid + span * 0.55);
+  if (ImGui::IsKeyDown('A')) zoomTo(view_.viewStart - span * 0.05, view_.viewEnd - span * 0.05);
+  if (ImGui::IsKeyDown('D')) zoomTo(view_.viewStart + span * 0.05, view_.viewEnd + span * 0.05);
 }
 
 void App::zoomFit() {

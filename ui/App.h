@@ -75,6 +75,7 @@ class App {
   void saveSettings() const;
   ViewerState& state() { return view_; }
   const LoadedRun* run() const { return main_.run.get(); }
+  const std::string& loadError() const { return main_.error; }
 
  private:
   // Panels (one file each).
@@ -122,6 +123,7 @@ class App {
   bool openPopup_ = false, openCompareMode_ = false;
   bool quit_ = false;
   std::string bannerError_;
+  float effectiveRowHeight_ = 24;
   // Range selection on the timeline (right drag).
   bool rangeSelecting_ = false;
   double rangeStartNs_ = 0;

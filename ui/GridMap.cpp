@@ -193,7 +193,7 @@ void App::drawGridMap() {
       char label[64];
       std::snprintf(label, sizeof label, "%s->%s  %s %d:%d", m.name.c_str(), dst->name.c_str(),
                     role, m.dp, dst->dp);
-      dl->AddText(ImVec2(boxes[i].z + 6, boxes[i].y - 0), theme::kBridge, label);
+      dl->AddText(ImVec2(boxes[i].z + 6, boxes[i].w + 4), theme::kBridge, label);
     }
   }
   // Legend.

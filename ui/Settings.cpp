@@ -9,19 +9,17 @@
 namespace stagescope::ui {
 
 std::string configDir() {
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  std::string base;
-  if (xdg && *xdg)
-    base = xdg;
+  namespace fs = std::filesystem;
+  fs::path base(".");
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
+    base = fs::path(xdg);
   else if (const char* home = std::getenv("HOME"); home && *home)
-    base = std::string(home) + "/.config";
-  else
-    base = ".";
-  return base + "/stagescope";
+    base = fs::path(home) / ".config";
+  return (base / "stagescope").string();
 }
 
 void App::loadSettings() {
-  std::ifstream in(configDir() + "/viewer.ini");
+  std::ifstream in(std::filesystem::path(configDir()) / "viewer.ini");
   std::string line;
   while (std::getline(in, line)) {
     auto eq = line.find('=');
@@ -55,7 +53,7 @@ void App::loadSettings() {
 void App::saveSettings() const {
   std::error_code ec;
   std::filesystem::create_directories(configDir(), ec);
-  std::ofstream out(configDir() + "/viewer.ini");
+  std::ofstream out(std::filesystem::path(configDir()) / "viewer.ini");
   if (!out) return;
   out << "row_height=" << view_.rowHeight << "\n";
   out << "arrows=" << (view_.showArrows ? 1 : 0) << "\n";

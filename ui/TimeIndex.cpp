@@ -23,22 +23,20 @@ void foldRange(const std::vector<events::ActionRecord>& items, IndexRange range,
       ++i;
       continue;
     }
-    // Fold: skip to the first item starting at least minPx to the right of this one.
-    const int64_t limit = a.startNs + static_cast<int64_t>(minNs);
-    auto it =
-        std::partition_point(items.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                             items.begin() + static_cast<std::ptrdiff_t>(range.last),
-                             [limit](const events::ActionRecord& b) { return b.startNs < limit; });
-    size_t j = static_cast<size_t>(it - items.begin());
-    // Keep folding while the following items stay thin and adjacent.
-    while (j < range.last && static_cast<double>(items[j].endNs - items[j].startNs) < minNs &&
-           static_cast<double>(items[j].startNs - items[j - 1].endNs) < minNs) {
-      const int64_t lim = items[j].startNs + static_cast<int64_t>(minNs);
-      auto nx =
-          std::partition_point(items.begin() + static_cast<std::ptrdiff_t>(j) + 1,
+    // Fold (as Tracy does): absorb the following items that end within minPx of the fold's
+    // end, found by binary search on end times; a wide item always ends beyond that limit.
+    size_t j = i + 1;
+    int64_t end = a.endNs;
+    while (j < range.last) {
+      const int64_t limit = end + static_cast<int64_t>(minNs);
+      auto it =
+          std::partition_point(items.begin() + static_cast<std::ptrdiff_t>(j),
                                items.begin() + static_cast<std::ptrdiff_t>(range.last),
-                               [lim](const events::ActionRecord& b) { return b.startNs < lim; });
-      j = static_cast<size_t>(nx - items.begin());
+                               [limit](const events::ActionRecord& b) { return b.endNs < limit; });
+      size_t k = static_cast<size_t>(it - items.begin());
+      if (k == j) break;
+      j = k;
+      end = items[j - 1].endNs;
     }
     out.push_back(
         {i, j, a.startNs, std::max(items[j - 1].endNs, a.startNs + static_cast<int64_t>(minNs))});

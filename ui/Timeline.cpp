@@ -129,7 +129,13 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   auto xOf = [&](double t) {
     return static_cast<float>(area0.x + (t - view_.viewStart) / nsPerPx);
   };
-  const float rowH = view_.rowHeight;
+  // Rows grow to fill the panel (up to 40 px) when there are few of them.
+  int modulesShown = 0;
+  for (const auto& r : run->rows) modulesShown += r.firstOfModule ? 1 : 0;
+  const float fill = (area1.y - area0.y - static_cast<float>(modulesShown) * kHeaderHeight - 4) /
+                     std::max<float>(1.0f, static_cast<float>(run->rows.size()));
+  const float rowH = std::clamp(fill, view_.rowHeight, std::max(view_.rowHeight, 40.0f));
+  effectiveRowHeight_ = rowH;
 
   // Row positions.
   std::vector<float> rowY(run->rows.size());
@@ -433,9 +439,9 @@ void App::drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, d
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const bool mouseIn =
       mouse.x >= area0.x && mouse.x < area1.x && mouse.y >= area0.y && mouse.y < area1.y;
-  const float rowH = view_.rowHeight;
+  const float rowH = effectiveRowHeight_;
   const int64_t step = view_.step;
-  const bool dense = count > 3000;
+  const bool dense = static_cast<float>(count) > (area1.x - area0.x) / 10;
   float best = 5;
   int64_t selectedTransfer =
       view_.selection.kind == Selection::Kind::Transfer ? view_.selection.index : -1;

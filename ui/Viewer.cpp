@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "imgui_impl_glfw.h"
-#include "imgui_impl_opengl3.h"
+#include "backends/imgui_impl_glfw.h"
+#include "backends/imgui_impl_opengl3.h"
 #include "ui/App.h"
 
 namespace stagescope::ui {
@@ -82,7 +82,7 @@ int runViewer(const ViewerOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(configDir(), ec);
   static std::string iniPath;
-  iniPath = configDir() + "/imgui.ini";
+  iniPath = (std::filesystem::path(configDir()) / "imgui.ini").string();
   io.IniFilename = iniPath.c_str();
   theme::apply(io);
   ImGui_ImplGlfw_InitForOpenGL(window, true);

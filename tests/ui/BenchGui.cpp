@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
       ImGui::NewFrame();
       app.frame(1.0f / 60);
       ImGui::Render();
-      if (!app.busy() && !app.run()) {
-        std::fprintf(stderr, "load failed\n");
+      if (!app.busy() && !app.run() && !app.loadError().empty()) {
+        std::fprintf(stderr, "load failed: %s\n", app.loadError().c_str());
         return 1;
       }
     }

@@ -514,6 +514,15 @@ bool App::runCommand(const std::string& command, std::string* error) {
     select({Selection::Kind::Gradient, r->model.gradients[i].rank, i}, false);
     return true;
   }
+  if (verb == "select-mismatch") {
+    for (const auto& p : r->model.pairs) {
+      if (p.recv >= 0 && !p.checksumMatches) {
+        select({Selection::Kind::Transfer, r->model.transfers[p.recv].rank, p.recv}, true);
+        return true;
+      }
+    }
+    return need(false, "no transfer with mismatching checksums");
+  }
   if (verb == "find-mismatch") {
     view_.find = FindQuery{};
     view_.find.mismatch = true;

@@ -1,0 +1,127 @@
+#include "tests/engine/RunHarness.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <stdexcept>
+
+namespace stagescope::testing {
+
+std::string stagescopeExe() {
+  const char* exe = std::getenv("STAGESCOPE_EXE");
+  return exe ? exe : STAGESCOPE_EXE_DEFAULT;
+}
+
+std::string assetConfig(const std::string& name) {
+  return std::string(STAGESCOPE_SOURCE_DIR) + "/assets/configs/" + name + ".toml";
+}
+
+std::string tempRunPath(const std::string& tag) {
+  auto dir = std::filesystem::temp_directory_path() / ("stagescope-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / (tag + ".db")).string();
+}
+
+RunOutput runStagescope(const std::string& config, const std::vector<std::string>& args,
+                        const std::string& tag, int timeoutSeconds) {
+  RunOutput out;
+  out.runPath = tempRunPath(tag);
+  std::string cmd = "timeout -s KILL " + std::to_string(timeoutSeconds) + " '" + stagescopeExe() +
+                    "' run '" + config + "' -o '" + out.runPath + "' -q";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("popen failed: " + cmd);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.output.append(buf.data(), n);
+  int status = pclose(p);
+  out.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return out;
+}
+
+std::vector<float> floats(const std::vector<uint8_t>& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+// Copies a shard into the full tensor along partitionDim at partitionOffset (row-major).
+void place(std::vector<float>& full, const events::GradientRecord& g) {
+  const auto shard = floats(g.payload);
+  if (g.partitionDim < 0) {
+    full = shard;
+    return;
+  }
+  const auto& fs = g.fullShape;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < g.partitionDim; ++d) outer *= fs[d];
+  for (size_t d = g.partitionDim + 1; d < fs.size(); ++d) inner *= fs[d];
+  const int64_t part = g.shape[g.partitionDim], dim = fs[g.partitionDim];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t p = 0; p < part; ++p) {
+      std::memcpy(&full[(o * dim + g.partitionOffset + p) * inner], &shard[(o * part + p) * inner],
+                  inner * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(const storage::RunModel& run) {
+  std::map<std::pair<int, std::string>, std::vector<float>> out;
+  for (const auto& g : run.gradients) {
+    if (g.phase != events::GradPhase::Reduced || g.dp != 0 || g.payload.empty()) continue;
+    if (g.partitionDim < 0 && g.tp != 0) continue;
+    auto& full = out[{g.iteration, g.param}];
+    if (full.empty()) full.assign(product(g.fullShape), std::nanf(""));
+    place(full, g);
+  }
+  return out;
+}
+
+std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(const storage::RunModel& run) {
+  std::map<std::pair<int, std::string>, std::vector<float>> out;
+  for (const auto& g : run.gradients) {
+    if (g.phase == events::GradPhase::Reference) out[{g.iteration, g.param}] = floats(g.payload);
+  }
+  return out;
+}
+
+std::map<int, double> iterationLosses(const storage::RunModel& run, bool reference) {
+  std::map<int, double> out;
+  for (const auto& l : run.losses) {
+    if (l.microbatch == -1 && (reference ? l.rank == -1 : l.rank >= 0)) out[l.iteration] = l.loss;
+  }
+  return out;
+}
+
+double l2norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return std::sqrt(s);
+}
+
+double relativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+}  // namespace stagescope::testing

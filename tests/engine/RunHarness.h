@@ -1,0 +1,42 @@
+// Test harness: runs the real `stagescope` executable (all ranks as processes over Gloo) and
+// reads its run file through the storage read model.  Torch-free on purpose: payloads are
+// decoded as float32 here, independently of the engine.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "storage/RunModel.h"
+
+namespace stagescope::testing {
+
+std::string stagescopeExe();  // from STAGESCOPE_EXE (set by CMake)
+std::string assetConfig(const std::string& name);  // assets/configs/<name>.toml
+std::string tempRunPath(const std::string& tag);
+
+struct RunOutput {
+  int exitCode = -1;
+  std::string output;  // stdout + stderr
+  std::string runPath;
+};
+
+// `stagescope run CONFIG -o <tmp> -q ARGS...`, with a hard time limit.
+RunOutput runStagescope(const std::string& config, const std::vector<std::string>& args,
+                        const std::string& tag, int timeoutSeconds = 240);
+
+// Float32 values of a payload.
+std::vector<float> floats(const std::vector<uint8_t>& bytes);
+
+// Full gradient per (iteration, parameter) gathered from the Reduced records of DP replica 0
+// (TP shards placed by partitionDim/partitionOffset; replicated params from tp 0).
+std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(const storage::RunModel& run);
+std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(const storage::RunModel& run);
+// Global-batch mean loss per iteration (microbatch -1 records) of the ranks (rank >= 0) or
+// of the reference (rank -1).
+std::map<int, double> iterationLosses(const storage::RunModel& run, bool reference);
+
+double l2norm(const std::vector<float>& v);
+double relativeError(const std::vector<float>& got, const std::vector<float>& want);
+
+}  // namespace stagescope::testing

@@ -29,7 +29,13 @@ namespace stagescope::report {
 
 struct CompareOptions {
   std::string labelA = "A", labelB = "B";
-  double relTol = 1e-6;       // "equal within tolerance" on losses and gradient norms
+  double relTol = 1e-6;       // "equal within tolerance" on losses
+  double gradRelTol = 1e-5;   // ... and on gradients (the engine's float32 criterion)
+  // Gradient differences are relative to max(norm, floor), floor = max(gradNormFloor,
+  // gradNormFloorRel x the whole model's gradient norm of that iteration): a gradient that is
+  // zero analytically (e.g. an attention key bias) holds only rounding noise in both runs.
+  double gradNormFloor = 1e-12;
+  double gradNormFloorRel = 1e-3;
   size_t topGradients = 20;   // params that differ most, kept in the report
   size_t maxLossRows = 2000;  // loss rows kept (the verdict uses all)
   // Optional payload fetcher for the first divergent transfer when payloads were not loaded

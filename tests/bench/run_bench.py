@@ -1,0 +1,491 @@
+#!/usr/bin/env python3
+"""The stagescope benchmark suite (issue 8).  Standard library only; driven by scripts/bench.sh.
+
+  run_bench.py --build BUILD_DIR --out bench [--smoke] [--peer-python PY]
+
+Writes OUT/results.json and OUT/results.md.  Every performance claim is a ratio of runs made
+side by side in this one invocation: alternating order, several repetitions, medians.  No
+timing assertions: the only failures are broken tools, missing outputs and a loss mismatch
+between stagescope and the PyTorch peer.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ITER_RE = re.compile(r"\[rank (\d+)\] iteration (\d+)\s+loss (\S+)\s+time (\S+) s")
+LOSS_TOL = 1e-5
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def load():
+    return round(os.getloadavg()[0], 2)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.exe = os.path.join(a.build, "app", "stagescope")
+        self.tmp = tempfile.mkdtemp(prefix="stagescope-bench-")
+        self.results = {"parts": {}, "skipped": {}}
+        self.n = 0
+        self.runfile_stats = None
+
+    # -- running stagescope ------------------------------------------------------------------
+    def stagescope(self, config, sets, record, keep=False, name=None):
+        """One `stagescope run`; returns {times, losses, file, bytes, seconds}."""
+        self.n += 1
+        out = os.path.join(self.tmp, (name or f"run{self.n}") + ".db")
+        cmd = [self.exe, "run", os.path.join(ROOT, config), "-o", out, "--record", record]
+        for s in sets:
+            cmd += ["--set", s]
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        its = sorted((int(m[2]), float(m[3]), float(m[4])) for m in ITER_RE.finditer(p.stdout))
+        res = {"times": [t for _, _, t in its], "losses": [l for _, l, _ in its],
+               "file": out, "bytes": os.path.getsize(out), "seconds": wall}
+        for f in os.listdir(self.tmp):  # shards are merged; keep only the run file
+            if f.startswith(os.path.basename(out) + ".rank"):
+                os.remove(os.path.join(self.tmp, f))
+        if not keep:
+            res["bytes"] = os.path.getsize(out)
+        return res
+
+    def drop(self, run):
+        for suffix in ("", ".config.toml", "-wal", "-shm"):
+            try:
+                os.remove(run["file"] + suffix)
+            except FileNotFoundError:
+                pass
+
+    def step_time(self, times):
+        """Median per-iteration time, skipping warm-up iterations (first two, or the first)."""
+        skip = 2 if len(times) > 4 else (1 if len(times) > 1 else 0)
+        return median(times[skip:])
+
+    # -- part 1: engine vs torch.distributed.pipelining --------------------------------------
+    def part_torch(self):
+        a = self.a
+        if not a.peer_python:
+            self.results["skipped"]["engine_vs_pytorch"] = a.peer_reason or "PyTorch peer unavailable"
+            log(f"SKIP part 1 (engine vs PyTorch pipelining): {self.results['skipped']['engine_vs_pytorch']}")
+            return
+        sizes = {
+            "small": dict(layers=4, hidden=32, heads=4, ffn=64, vocab=64, text_len=8,
+                          microbatches=8, mbs=2, iterations=3 if a.smoke else 40),
+            "large": dict(layers=4, hidden=256, heads=8, ffn=1024, vocab=1024, text_len=32,
+                          microbatches=8, mbs=4, iterations=3 if a.smoke else 10),
+        }
+        if a.smoke:
+            sizes = {"small": sizes["small"]}
+        reps = 1 if a.smoke else 3
+        out = {"pp": 4, "reps": reps, "sizes": {}}
+        self.results["parts"]["engine_vs_pytorch"] = out
+
+        def sets_for(s, iterations):
+            return [f"iterations={iterations}", f"microbatches={s['microbatches']}",
+                    f"micro_batch_size={s['mbs']}", "modules.llm.pp=4",
+                    f"modules.llm.layers={s['layers']}", f"modules.llm.hidden={s['hidden']}",
+                    f"modules.llm.heads={s['heads']}", f"modules.llm.ffn={s['ffn']}",
+                    f"modules.llm.vocab={s['vocab']}", f"modules.llm.text_len={s['text_len']}"]
+
+        def peer(s, iterations, extra=()):
+            cmd = [a.peer_python, os.path.join(ROOT, "tests", "bench", "torch_pipeline_1f1b.py"),
+                   "--pp", "4", "--iterations", str(iterations)]
+            for k in ("layers", "hidden", "heads", "ffn", "vocab", "text_len", "microbatches", "mbs"):
+                cmd += ["--" + k.replace("_", "-"), str(s[k])]
+            cmd += list(extra)
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            wall = time.perf_counter() - t0
+            if p.returncode != 0:
+                raise RuntimeError(f"PyTorch peer failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+            return p.stdout, wall
+
+        for size, s in sizes.items():
+            entry = {"config": s}
+            out["sizes"][size] = entry
+            # 1. Same weights, same loss -- before any timing.
+            check = self.stagescope("assets/configs/llm_pp4.toml", sets_for(s, 2) + ["record.iterations=[0]"],
+                                    "full", name=f"check-{size}")
+            con = sqlite3.connect(check["file"])
+            loss_ss = con.execute("SELECT loss FROM losses WHERE iteration=0 AND microbatch=-1").fetchone()[0]
+            con.close()
+            pout, _ = peer(s, 2, ["--verify-runfile", check["file"]])
+            weights = json.loads(pout.split("VERIFY ", 1)[1].splitlines()[0])
+            py = json.loads(pout.split("RESULT ", 1)[1])
+            rel0 = abs(py["losses"][0] - loss_ss) / abs(loss_ss)
+            rel1 = abs(py["losses"][1] - check["losses"][1]) / abs(check["losses"][1])
+            entry["loss_check"] = {"stagescope_loss_it0": loss_ss, "pytorch_loss_it0": py["losses"][0],
+                                   "rel_diff_it0": rel0, "rel_diff_it1_printed": rel1,
+                                   "weights_max_abs_diff": weights["max_abs_diff"],
+                                   "params_compared": weights["params"]}
+            self.drop(check)
+            log(f"part 1 [{size}] loss check: stagescope {loss_ss:.7f}  pytorch {py['losses'][0]:.7f}  "
+                f"rel {rel0:.2e} (it1 {rel1:.2e}); weights max|diff| {weights['max_abs_diff']}")
+            if not rel0 < LOSS_TOL:
+                raise RuntimeError(f"loss mismatch at size {size}: rel diff {rel0} >= {LOSS_TOL}")
+            # 2. Timing, alternating which system goes first.
+            ss_t, py_t, ratios = [], [], []
+            for r in range(reps):
+                order = ["ss", "py"] if r % 2 == 0 else ["py", "ss"]
+                got = {}
+                if a.smoke:  # one tiny repetition: the peer's timing comes from the check run
+                    order = ["ss"]
+                    got["py"] = self.step_time(py["times"])
+                for who in order:
+                    if who == "ss":
+                        run = self.stagescope("assets/configs/llm_pp4.toml", sets_for(s, s["iterations"]), "off")
+                        got["ss"] = self.step_time(run["times"])
+                        self.drop(run)
+                    else:
+                        pout, _ = peer(s, s["iterations"])
+                        got["py"] = self.step_time(json.loads(pout.split("RESULT ", 1)[1])["times"])
+                ss_t.append(got["ss"])
+                py_t.append(got["py"])
+                ratios.append(got["ss"] / got["py"])
+                log(f"part 1 [{size}] rep {r}: stagescope {got['ss']*1e3:.2f} ms  pytorch {got['py']*1e3:.2f} ms  "
+                    f"ratio {ratios[-1]:.3f}  (load {load()})")
+            entry.update(stagescope_step_s=ss_t, pytorch_step_s=py_t, ratios=ratios,
+                         ratio_median=median(ratios), load=load())
+
+    # -- part 2: recording cost ----------------------------------------------------------------
+    def part_recording(self):
+        a = self.a
+        iters = 3 if a.smoke else 40
+        reps = 1 if a.smoke else 3
+        levels = ["off", "meta", "stats", "full"]
+        times = {l: [] for l in levels}
+        sizes = {l: [] for l in levels}
+        ratios = {l: [] for l in levels[1:]}
+        for r in range(reps):
+            order = levels[r % 4:] + levels[:r % 4]  # rotate so no level always runs first
+            got = {}
+            for level in order:
+                run = self.stagescope("assets/configs/default.toml", [f"iterations={iters}"], level)
+                got[level] = self.step_time(run["times"])
+                times[level].append(got[level])
+                sizes[level].append(run["bytes"])
+                if level == "stats" and r == 0:
+                    _, _, _, rows = self.analyse(run["file"], 0)
+                    self.runfile_stats = {"bytes": run["bytes"], "rows": rows, "iterations": iters,
+                                          "bytes_per_row": run["bytes"] / rows}
+                self.drop(run)
+            for l in levels[1:]:
+                ratios[l].append(got[l] / got["off"])
+            log(f"part 2 rep {r}: " + "  ".join(f"{l} {got[l]*1e3:.1f} ms" for l in levels) +
+                f"  (load {load()})")
+        self.results["parts"]["recording_cost"] = {
+            "config": "assets/configs/default.toml", "iterations": iters, "reps": reps,
+            "step_s": times, "file_bytes": sizes, "ratios": ratios,
+            "ratio_median": {l: median(v) for l, v in ratios.items()}, "target_stats": 1.05,
+            "load": load()}
+
+    # -- part 3: writer throughput ---------------------------------------------------------------
+    def part_writer(self):
+        exe = os.path.join(self.a.build, "tests", "storage", "bench_writer")
+        if not os.path.exists(exe):
+            self.results["skipped"]["writer"] = f"{exe} not built"
+            log(f"SKIP part 3: {exe} not built")
+            return
+        rows = 20000 if self.a.smoke else 2000000
+        p = subprocess.run([exe, str(rows), self.tmp], capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"bench_writer failed:\n{p.stdout}\n{p.stderr}")
+        t = p.stdout
+        num = lambda pat: float(re.search(pat, t).group(1))
+        res = {"rows": rows, "output": t.strip().splitlines(),
+               "plain_rows_per_s": num(r"plain prepared INSERT loop.*?= ([\d.]+) M rows/s") * 1e6,
+               "writer_rows_per_s": num(r"ShardWriter.*?= ([\d.]+) M rows/s") * 1e6,
+               "writer_to_plain": num(r"ratio to plain ([\d.]+)"),
+               "merge_8_shards_s": num(r"merge 8 shards.*?: ([\d.]+) s"),
+               "target_rows_per_s": 1e6, "load": load()}
+        self.results["parts"]["writer"] = res
+        log(f"part 3: writer {res['writer_rows_per_s']/1e6:.2f} M rows/s, plain {res['plain_rows_per_s']/1e6:.2f} M rows/s, "
+            f"ratio {res['writer_to_plain']:.2f}, merge {res['merge_8_shards_s']:.2f} s")
+
+    # -- part 4 (+6): pipeline efficiency and scaling -------------------------------------------
+    def analyse(self, path, pp):
+        """Bubble fraction per rank and peak stored activations per stage from the actions."""
+        con = sqlite3.connect(path)
+        rows = con.execute("SELECT rank, iteration, seq, kind, start_ns, end_ns FROM actions "
+                           "ORDER BY iteration, rank, seq").fetchall()
+        stage_of = dict(con.execute("SELECT rank, pp FROM ranks").fetchall()) if \
+            "pp" in [c[1] for c in con.execute("PRAGMA table_info(ranks)")] else {}
+        counts = {}
+        for (n,) in [con.execute(f"SELECT COUNT(*) FROM {t}").fetchone() for t in
+                     ("actions", "transfers", "gradients", "losses", "inputs", "plan", "diagnoses")]:
+            counts.setdefault("rows", 0)
+            counts["rows"] += n
+        con.close()
+        by_it = {}
+        for rank, it, seq, kind, s, e in rows:
+            by_it.setdefault(it, {}).setdefault(rank, []).append((seq, kind, s, e))
+        iters = sorted(by_it)
+        use = iters[1:] if len(iters) > 1 else iters  # iteration 0 is warm-up
+        bubbles = {}
+        peaks = {}
+        for it in iters:
+            ranks = by_it[it]
+            comp = [(s, e) for acts in ranks.values() for _, k, s, e in acts if k in ("F", "B")]
+            t0, t1 = min(s for s, _ in comp), max(e for _, e in comp)
+            for rank, acts in ranks.items():
+                live = peak = 0
+                for _, k, _, _ in sorted(acts):
+                    live += (k == "F") - (k == "B")
+                    peak = max(peak, live)
+                peaks[rank] = max(peaks.get(rank, 0), peak)
+                if it in use:
+                    busy = sum(e - s for _, k, s, e in acts if k in ("F", "B"))
+                    bubbles.setdefault(rank, []).append(1 - busy / (t1 - t0))
+        return ({r: statistics.mean(v) for r, v in sorted(bubbles.items())},
+                dict(sorted(peaks.items())), stage_of, counts["rows"])
+
+    def part_pipeline(self):
+        a = self.a
+        pps = [2, 4] if a.smoke else [2, 4, 8]
+        ms = [4] if a.smoke else [4, 8, 16, 32]
+        iters = 2 if a.smoke else 4
+        grid = []
+        for pp in pps:
+            for m in ms:
+                run = self.stagescope("assets/configs/llm_pp4.toml",
+                                      [f"iterations={iters}", f"microbatches={m}", f"modules.llm.pp={pp}",
+                                       "modules.llm.layers=8"], "stats")
+                bubbles, peaks, _, rows = self.analyse(run["file"], pp)
+                theory = (pp - 1) / (m + pp - 1)
+                cell = {"pp": pp, "m": m, "bubble_per_rank": list(bubbles.values()),
+                        "bubble_mean": statistics.mean(bubbles.values()), "bubble_theory": theory,
+                        "peak_activations": [peaks[s] for s in range(pp)],
+                        "peak_expected": [min(pp - s, m) for s in range(pp)],
+                        "step_s": self.step_time(run["times"]) if len(run["times"]) > 1 else run["times"][0],
+                        "file_bytes": run["bytes"], "rows": rows,
+                        "bytes_per_row": run["bytes"] / max(rows, 1)}
+                cell["peaks_match"] = cell["peak_activations"] == cell["peak_expected"]
+                grid.append(cell)
+                self.drop(run)
+                log(f"part 4 pp={pp} m={m}: bubble mean {cell['bubble_mean']:.3f} (theory {theory:.3f}) "
+                    f"per rank {[round(b, 3) for b in cell['bubble_per_rank']]}; peak act {cell['peak_activations']} "
+                    f"(expected {cell['peak_expected']}); step {cell['step_s']*1e3:.1f} ms, {run['bytes']} B")
+        self.results["parts"]["pipeline"] = {"iterations": iters, "record": "stats", "layers": 8,
+                                             "grid": grid, "load": load()}
+
+    def part_scaling(self):
+        a = self.a
+        hiddens = [64] if a.smoke else [32, 128, 512]
+        rows = []
+        for h in hiddens:
+            run = self.stagescope("assets/configs/llm_pp4.toml",
+                                  [f"iterations={2 if a.smoke else 6}", f"modules.llm.hidden={h}",
+                                   f"modules.llm.ffn={4 * h}"], "stats")
+            rows.append({"hidden": h, "step_s": self.step_time(run["times"]), "file_bytes": run["bytes"]})
+            self.drop(run)
+            log(f"part 6 hidden={h}: step {rows[-1]['step_s']*1e3:.1f} ms, {run['bytes']} B")
+        grid = self.results["parts"].get("pipeline", {}).get("grid", [])
+        self.results["parts"]["scaling"] = {
+            "hidden": rows,
+            "microbatches_pp4": [{"m": c["m"], "step_s": c["step_s"], "file_bytes": c["file_bytes"]}
+                                 for c in grid if c["pp"] == 4],
+            "world_size_m8": [{"world": c["pp"], "step_s": c["step_s"], "file_bytes": c["file_bytes"]}
+                              for c in grid if c["m"] == 8],
+            "load": load()}
+
+    # -- part 5: viewer and reports at scale -----------------------------------------------------
+    def part_scale(self):
+        a = self.a
+        res = {}
+        gui = os.path.join(a.build, "tests", "ui", "bench_gui")
+        if os.path.exists(gui):
+            res["gui"] = []
+            for n in ([20000] if a.smoke else [100000, 1000000]):
+                p = subprocess.run([gui, str(n)], capture_output=True, text=True, timeout=600)
+                if p.returncode != 0:
+                    raise RuntimeError(f"bench_gui failed:\n{p.stdout}\n{p.stderr}")
+                t = p.stdout
+                g = lambda pat: float(re.search(pat, t).group(1))
+                ev = int(re.search(r"synthetic run: (\d+) events", t).group(1))
+                db = re.search(r"wrote (\S+) in", t)
+                size = os.path.getsize(db.group(1)) if db and os.path.exists(db.group(1)) else None
+                res["gui"].append({"events": ev, "load_s": g(r"load: ([\d.]+) s"),
+                                   "frame_zoomed_out_ms": g(r"frame, zoomed out: median ([\d.]+) ms"),
+                                   "frame_zoomed_out_p99_ms": g(r"frame, zoomed out: median [\d.]+ ms\s+p99 ([\d.]+)"),
+                                   "frame_zoomed_in_ms": g(r"frame, zoomed in.*?median ([\d.]+) ms"),
+                                   "frame_playing_ms": g(r"frame, playing \(zoomed out.*?median ([\d.]+) ms"),
+                                   "file_bytes": size, "bytes_per_event": size / ev if size else None,
+                                   "output": t.strip().splitlines()})
+                log(f"part 5 bench_gui {ev} events: load {res['gui'][-1]['load_s']:.2f} s, frame zoomed out "
+                    f"{res['gui'][-1]['frame_zoomed_out_ms']:.2f} ms, {size} B")
+        else:
+            self.results["skipped"]["gui"] = f"{gui} not built (STAGESCOPE_WITH_UI off)"
+            log(f"SKIP part 5 bench_gui: not built")
+        cmp_exe = os.path.join(a.build, "tests", "report", "bench_compare")
+        if os.path.exists(cmp_exe):
+            n = 20000 if a.smoke else 1000000
+            p = subprocess.run([cmp_exe, str(n), self.tmp], capture_output=True, text=True, timeout=600)
+            if p.returncode != 0:
+                raise RuntimeError(f"bench_compare failed:\n{p.stdout}\n{p.stderr}")
+            t = p.stdout
+            g = lambda pat: float(re.search(pat, t).group(1))
+            res["compare"] = {"events_per_run": int(re.search(r"x (\d+) events", t).group(1)),
+                              "compare_s": g(r"compare: ([\d.]+)s"), "check_s": g(r"check: ([\d.]+)s"),
+                              "export_s": g(r"export: ([\d.]+)s"), "output": t.strip().splitlines()}
+            log(f"part 5 bench_compare: compare {res['compare']['compare_s']:.3f} s, export {res['compare']['export_s']:.3f} s")
+        else:
+            self.results["skipped"]["compare"] = f"{cmp_exe} not built"
+        # Run-file size per row for a real run (default config, default level; from part 2).
+        if getattr(self, "runfile_stats", None) is None:
+            run = self.stagescope("assets/configs/default.toml", ["iterations=4"], "stats")
+            _, _, _, rows = self.analyse(run["file"], 0)
+            self.runfile_stats = {"bytes": run["bytes"], "rows": rows, "iterations": 4,
+                                  "bytes_per_row": run["bytes"] / rows}
+            self.drop(run)
+        res["runfile_default_stats"] = self.runfile_stats
+        res["load"] = load()
+        self.results["parts"]["scale"] = res
+
+    # -- output ----------------------------------------------------------------------------------
+    def write(self):
+        os.makedirs(self.a.out, exist_ok=True)
+        with open(os.path.join(self.a.out, "results.json"), "w") as f:
+            json.dump(self.results, f, indent=1)
+        with open(os.path.join(self.a.out, "results.md"), "w") as f:
+            f.write(markdown(self.results))
+
+
+def fmt_ms(s):
+    return f"{s*1e3:.2f} ms" if s is not None else "–"
+
+
+def markdown(r):
+    m = r["meta"]
+    P = r["parts"]
+    L = [f"# stagescope benchmarks{' (smoke run: not for quoting)' if m['smoke'] else ''}", "",
+         f"{m['date']} · {m['machine']} · {m['cpus']} CPUs · load average {m['load_start']} at start, "
+         f"{m['load_end']} at end · suite took {m['suite_s']:.0f} s · torch {m.get('torch', '–')}", "",
+         "| # | Measure | Result | Target | Note |", "|---|---|---|---|---|"]
+    row = lambda *c: L.append("| " + " | ".join(str(x) for x in c) + " |")
+    e = P.get("engine_vs_pytorch")
+    if e:
+        for size, s in e["sizes"].items():
+            c = s["config"]
+            row("1", f"step time stagescope / PyTorch `Schedule1F1B`, {size} (h{c['hidden']}, L{c['layers']}, "
+                f"T{c['text_len']}, m{c['microbatches']}, mbs{c['mbs']}, pp4)",
+                f"**{s['ratio_median']:.2f}** (reps {', '.join(f'{x:.2f}' for x in s['ratios'])}; "
+                f"{fmt_ms(median(s['stagescope_step_s']))} vs {fmt_ms(median(s['pytorch_step_s']))})",
+                "≤ 1.00" + (", < 1 (overhead-bound)" if size == "small" else ""),
+                f"loss rel diff {s['loss_check']['rel_diff_it0']:.1e}, weights identical "
+                f"({s['loss_check']['params_compared']} params, max diff {s['loss_check']['weights_max_abs_diff']})")
+    else:
+        row("1", "stagescope / PyTorch pipelining", "skipped", "", r["skipped"].get("engine_vs_pytorch", ""))
+    rc = P.get("recording_cost")
+    if rc:
+        for l in ("meta", "stats", "full"):
+            row("2", f"step time at record `{l}` / `off` (default config, 8 ranks)",
+                f"**{rc['ratio_median'][l]:.3f}** (reps {', '.join(f'{x:.3f}' for x in rc['ratios'][l])})",
+                "≤ 1.05" if l == "stats" else "", f"off {fmt_ms(median(rc['step_s']['off']))}, "
+                f"{l} {fmt_ms(median(rc['step_s'][l]))}")
+    w = P.get("writer")
+    if w:
+        row("3", "ShardWriter rows/s (one writer thread)", f"**{w['writer_rows_per_s']/1e6:.2f} M/s**", "≥ 1 M/s",
+            f"plain SQLite loop {w['plain_rows_per_s']/1e6:.2f} M/s; ratio {w['writer_to_plain']:.2f}")
+        row("3", "merge of 8 shards", f"{w['merge_8_shards_s']:.2f} s", "", f"{w['rows']} rows in all")
+    pl = P.get("pipeline")
+    if pl:
+        for c in pl["grid"]:
+            row("4", f"bubble fraction pp={c['pp']} m={c['m']}",
+                f"{c['bubble_mean']:.3f} (ranks {', '.join(f'{b:.2f}' for b in c['bubble_per_rank'])})",
+                f"theory {c['bubble_theory']:.3f}",
+                f"peak activations {c['peak_activations']} vs min(p−s,m) {c['peak_expected']} "
+                f"{'✓' if c['peaks_match'] else '✗'}")
+    sc = P.get("scale")
+    if sc:
+        for g in sc.get("gui", []):
+            row("5", f"viewer, {g['events']:,} events: load / frame zoomed out (median, p99) / zoomed in",
+                f"{g['load_s']:.2f} s / {g['frame_zoomed_out_ms']:.1f}, {g['frame_zoomed_out_p99_ms']:.1f} ms / "
+                f"{g['frame_zoomed_in_ms']:.2f} ms", "< 2 s / < 10 ms",
+                f"{g['bytes_per_event']:.0f} B/event" if g.get("bytes_per_event") else "")
+        if "compare" in sc:
+            cp = sc["compare"]
+            row("5", f"compare two {cp['events_per_run']:,}-event runs", f"{cp['compare_s']:.3f} s", "< 5 s",
+                f"check {cp['check_s']:.3f} s, trace export {cp['export_s']:.3f} s")
+        rf = sc["runfile_default_stats"]
+        row("5", "run-file size per row (default config, `stats`)", f"{rf['bytes_per_row']:.0f} B",
+            "", f"{rf['bytes']} B / {rf['rows']} rows")
+    s6 = P.get("scaling")
+    if s6:
+        row("6", "step time / run file vs m (pp4, stats)",
+            "; ".join(f"m{x['m']}: {fmt_ms(x['step_s'])}, {x['file_bytes']//1024} KiB" for x in s6["microbatches_pp4"]), "", "")
+        row("6", "step time / run file vs hidden (pp4, m8, ffn 4h)",
+            "; ".join(f"h{x['hidden']}: {fmt_ms(x['step_s'])}, {x['file_bytes']//1024} KiB" for x in s6["hidden"]), "", "")
+        row("6", "step time / run file vs world size (pp, m8)",
+            "; ".join(f"{x['world']} ranks: {fmt_ms(x['step_s'])}, {x['file_bytes']//1024} KiB" for x in s6["world_size_m8"]), "", "")
+    for k, v in r["skipped"].items():
+        L.append(f"\nSkipped `{k}`: {v}")
+    return "\n".join(L) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--peer-python", default="")
+    p.add_argument("--peer-reason", default="")
+    p.add_argument("--parts", default="1,2,3,4,5,6")
+    a = p.parse_args()
+    a.build = os.path.abspath(a.build)
+    b = Bench(a)
+    t0 = time.perf_counter()
+    b.results["meta"] = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                         "machine": f"{platform.node()} ({platform.processor() or platform.machine()}, "
+                                    f"{cpu_model()})", "cpus": os.cpu_count(), "smoke": a.smoke,
+                         "load_start": load()}
+    if a.peer_python:
+        v = subprocess.run([a.peer_python, "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True)
+        b.results["meta"]["torch"] = v.stdout.strip()
+    parts = set(a.parts.split(","))
+    try:
+        for key, fn in (("1", b.part_torch), ("2", b.part_recording), ("3", b.part_writer),
+                        ("4", b.part_pipeline), ("6", b.part_scaling), ("5", b.part_scale)):
+            if key in parts:
+                fn()
+    finally:
+        b.results["meta"].update(load_end=load(), suite_s=time.perf_counter() - t0)
+        b.write()
+        shutil.rmtree(b.tmp, ignore_errors=True)
+    log(f"wrote {os.path.join(a.out, 'results.md')} and results.json in {time.perf_counter() - t0:.0f} s")
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,7 @@ namespace stagescope::app {
 struct RunOptions {
   std::string config;
   std::vector<std::string> overrides;  // --set key=value
+  std::vector<std::string> faults;     // --fault KIND:key=value,... (appended [[faults]])
   std::string out;                     // run file; default runs/<config>-<time>.db
   std::string record;                  // --record LEVEL overrides record.level
   bool reference = false;              // also record the single-process reference

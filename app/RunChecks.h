@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/events/Events.h"
 
@@ -19,7 +20,17 @@ struct CheckFiles {
 // check's exit code (README "Exit codes").
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files);
 int exitCodeFor(events::RunStatus status);
-// The wait-for graph of a hung run, from the ranks' timeout diagnoses, in sentences.
+// The wait-for graph of a hung run, built from the ranks' timeout diagnoses (and the
+// fault_injected ones, which say where a message was lost).
+struct HangAnalysis {
+  std::string text;     // "wait-for graph:" then one sentence per rank, then the verdict
+  std::string verdict;  // one sentence naming the cycle or the missing partner
+  std::vector<events::DiagnosisRecord> records;  // kind "hang": one per rank + the verdict
+  int erroredRank = -1;  // a rank that recorded an error: the cause, the timeouts follow
+  std::string error;
+};
+HangAnalysis analyzeHang(const std::string& runPath);
+// analyzeHang(runPath).text
 std::string describeHang(const std::string& runPath);
 
 }  // namespace stagescope::app

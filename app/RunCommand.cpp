@@ -9,9 +9,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 #include "app/Commands.h"
+#include "app/FaultFlag.h"
 #include "app/ReferenceRecord.h"
 #include "app/RunChecks.h"
 #include "core/engine/Launcher.h"
@@ -21,6 +23,7 @@
 #include "core/plan/Topology.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
+#include "storage/ShardWriter.h"
 
 namespace stagescope::app {
 namespace {
@@ -113,10 +116,45 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   storage::MergeResult merged = storage::mergeShards(out, storage::findShards(out));
   for (const auto& note : merged.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
   if (outcome.status == events::RunStatus::Hung) {
-    outcome.reason += "\n" + describeHang(out);
+    // The wait-for graph goes to the terminal and, as "hang" diagnoses, into the run file.
+    HangAnalysis hang = analyzeHang(out);
+    std::printf("stagescope: %s\n", hang.text.c_str());
+    std::fflush(stdout);
+    if (!hang.records.empty()) {
+      const std::string shard = out + ".launcher.shard";
+      auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
+      for (auto& d : hang.records) writer->diagnosis(std::move(d));
+      writer->close();
+      storage::MergeResult m = storage::mergeShards(out, {shard});
+      for (const auto& note : m.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+    }
+    const size_t detail = outcome.reason.find("; gave up");  // the backend's error text
+    if (detail != std::string::npos) outcome.reason.erase(detail);
+    outcome.reason += "; " + hang.verdict;
+    if (hang.erroredRank >= 0) {  // an error is the cause; the timeouts are its consequence
+      outcome.status = events::RunStatus::Failed;
+      outcome.reason = "rank " + std::to_string(hang.erroredRank) + " failed: " + hang.error +
+                       "; then ranks timed out: " + hang.verdict;
+    }
   }
   storage::updateRunStatus(out, outcome.status, outcome.reason, unixMs());
   return outcome;
+}
+
+// The config with each --fault appended as one more [[faults]] table, validated together.
+plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::string>& overrides,
+                               const std::vector<std::string>& faults) {
+  if (faults.empty()) return plan::loadConfig(path, overrides);
+  std::string extra;
+  for (const auto& f : faults) extra += faultFlagToToml(f);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    throw plan::ConfigError("", path + ": cannot open the config file (missing or not a regular file)");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return plan::parseConfig(text.str() + "\n" + extra, path, overrides);
 }
 
 }  // namespace
@@ -126,7 +164,7 @@ int runCommand(const RunOptions& opts) {
   if (!opts.record.empty()) overrides.push_back("record.level=\"" + opts.record + "\"");
   plan::RunConfig cfg;
   try {
-    cfg = plan::loadConfig(opts.config, overrides);
+    cfg = loadWithFaults(opts.config, overrides, opts.faults);
     plan::Topology topology(cfg);
     const std::string stuck = plan::checkPlanProgress(plan::makePlan(cfg, topology));
     if (!stuck.empty()) {
@@ -135,6 +173,9 @@ int runCommand(const RunOptions& opts) {
       return kExitConfig;
     }
   } catch (const plan::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitConfig;
+  } catch (const FaultFlagError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitConfig;
   }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
 
 #include "app/Commands.h"
 #include "core/engine/Communicator.h"
@@ -112,12 +113,16 @@ int workerCommand(const WorkerOptions& opts) {
     }
     return engine::kWorkerTimeout;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    // One line: torch errors carry a backtrace and "Exception raised from" after the message.
+    const auto* torchError = dynamic_cast<const c10::Error*>(&e);
+    std::string message = torchError ? torchError->what_without_backtrace() : e.what();
+    message = message.substr(0, message.find('\n'));
+    std::fprintf(stderr, "error: rank %d: %s\n", rank, message.c_str());
     if (recorder) {
       events::DiagnosisRecord d;
       d.rank = rank;
       d.kind = "error";
-      d.message = e.what();
+      d.message = message;
       recorder->diagnosis(d);
       recorder->close();
     }

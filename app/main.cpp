@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
   auto* runCmd = cli.add_subcommand("run", "launch the ranks of CONFIG locally and record the run");
   runCmd->add_option("config", run.config, "run configuration (TOML)")->required();
   runCmd->add_option("--set", run.overrides, "override a config value: key=value (repeatable)");
+  runCmd->add_option("--fault", run.faults,
+                     "inject a fault: KIND:iteration=I,microbatch=M,module=NAME,stage=S,"
+                     "direction=activation|gradient[,delay=SECONDS][,rank=R] (repeatable; KIND "
+                     "is delay, drop, corrupt, shape, nan, inf or kill)");
   runCmd->add_option("-o,--out", run.out, "run file (default runs/<config>-<time>.db)");
   runCmd->add_option("--record", run.record, "recording level: off, meta, stats, full");
   runCmd->add_flag("--reference", run.reference, "also record the single-process reference");

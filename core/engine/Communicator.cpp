@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 
 #include "core/engine/Clock.h"
@@ -61,7 +62,13 @@ at::Tensor allocateFromHeader(const at::Tensor& h, const std::string& what) {
   return at::empty(shape, at::TensorOptions().dtype(dtype));
 }
 
-int tagOf(Direction d, bool payload) { return static_cast<int>(d) * 2 + (payload ? 1 : 0); }
+// The tag names the message (iteration, microbatch, direction, header/payload): a lost or
+// reordered message then leaves its receiver waiting for exactly that message instead of
+// silently pairing it with the next one.
+int tagOf(const events::TransferRecord& r, bool payload) {
+  const int64_t message = (static_cast<int64_t>(r.iteration) * 4096 + r.microbatch) % (1 << 26);
+  return static_cast<int>((message * 2 + static_cast<int>(r.direction)) * 2 + (payload ? 1 : 0));
+}
 
 }  // namespace
 
@@ -184,16 +191,33 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
   p.payload = wire;
   if (faults_) faults_->beforeDigest(rec, p.payload);
   describeTensor(rec, p.payload, recorder_.level());
+  const int64_t posted = nowNs();  // an injected delay counts into this send's time
   const bool drop = faults_ && faults_->beforeSend(rec, p.payload);
+  if (faults_) {
+    const std::string kinds = faults_->matchingKinds(rec);
+    if (!kinds.empty()) {  // say what was done to this message, for the diagnosis
+      events::DiagnosisRecord d;
+      d.rank = me_.rank;
+      d.kind = "fault_injected";
+      d.iteration = rec.iteration;
+      d.actionSeq = rec.actionSeq;
+      d.waitsOnRank = rec.dstRank;
+      d.message = "fault injection (" + kinds + ") on rank " + std::to_string(me_.rank) +
+                  "'s send of " + describe(rec) + " in iteration " +
+                  std::to_string(rec.iteration);
+      d.timeNs = nowNs();
+      recorder_.diagnosis(std::move(d));
+    }
+  }
   p.header = makeHeader(p.payload);
   p.rec = std::move(rec);
-  p.rec.startNs = nowNs();
+  p.rec.startNs = posted;
   p.dropped = drop;
   if (!drop) {
     std::vector<at::Tensor> h{p.header}, d{p.payload};
     const int dst = group->localRank(p.peer);
-    p.headerWork = group->backend->send(h, dst, tagOf(p.rec.direction, false));
-    p.payloadWork = group->backend->send(d, dst, tagOf(p.rec.direction, true));
+    p.headerWork = group->backend->send(h, dst, tagOf(p.rec, false));
+    p.payloadWork = group->backend->send(d, dst, tagOf(p.rec, true));
   }
   ex.sends.push_back(std::move(p));
 }
@@ -209,7 +233,7 @@ void Communicator::postRecv(Exchange& ex, events::TransferRecord rec,
   p.rec.startNs = nowNs();
   p.header = at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
   std::vector<at::Tensor> h{p.header};
-  p.headerWork = group->backend->recv(h, group->localRank(p.peer), tagOf(p.rec.direction, false));
+  p.headerWork = group->backend->recv(h, group->localRank(p.peer), tagOf(p.rec, false));
   into->push_back(std::move(p));
 }
 
@@ -327,13 +351,19 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
   try {
     work->wait(groups_.timeout());
   } catch (const std::exception& e) {
+    // "rank 3 waits for the activation of microbatch 5 from rank 2 (edge ..., iteration 0,
+    // action 9 SB_RF); gave up after 3 s: <backend error>"
+    const std::string what = describe(p.rec);
+    char waited[32];
+    std::snprintf(waited, sizeof waited, "%g", groups_.timeout().count() / 1000.0);
     throw CommTimeout(me_.rank, p.peer,
-                      "rank " + std::to_string(me_.rank) + " waited " +
-                          std::to_string(groups_.timeout().count() / 1000.0) + " s in " +
-                          events::toString(ids.action->kind) + " (iteration " +
-                          std::to_string(ids.iteration) + ", action " +
-                          std::to_string(ids.actionSeq) + ") for " + describe(p.rec) + ": " +
-                          std::string(e.what()).substr(0, 200));
+                      "rank " + std::to_string(me_.rank) +
+                          (p.rec.side == Side::Recv ? " waits for " : " waits to send ") +
+                          what.substr(0, what.size() - 1) +
+                          ", iteration " + std::to_string(ids.iteration) + ", action " +
+                          std::to_string(ids.actionSeq) + " " +
+                          events::toString(ids.action->kind) + "); gave up after " + waited +
+                          " s: " + std::string(e.what()).substr(0, 200));
   }
   if (wait_) wait_->waitingOn = -1;
 }
@@ -345,7 +375,7 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
                                                  describe(p.rec));
     std::vector<at::Tensor> d{p.payload};
     p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer),
-                                           tagOf(p.rec.direction, true));
+                                           tagOf(p.rec, true));
   }
   for (auto& p : recvs) {
     waitFor(p.payloadWork, p, ex.ids);
@@ -382,10 +412,13 @@ at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, i
       work->wait(groups_.timeout());
     } catch (const std::exception& e) {
       throw CommTimeout(me_.rank, leader,
-                        "rank " + std::to_string(me_.rank) + " waited in " +
-                            events::toString(ids.action->kind) + " (iteration " +
-                            std::to_string(ids.iteration) + ") for the boundary broadcast from rank " +
-                            std::to_string(leader) + " in group " + group->name);
+                        "rank " + std::to_string(me_.rank) +
+                            " waits for the boundary broadcast from rank " +
+                            std::to_string(leader) + " (group " + group->name + ", iteration " +
+                            std::to_string(ids.iteration) + ", action " +
+                            std::to_string(ids.actionSeq) + " " +
+                            events::toString(ids.action->kind) + "); gave up: " +
+                            std::string(e.what()).substr(0, 200));
     }
   };
   run(header);
@@ -440,8 +473,18 @@ void Communicator::run(const CommIds& ids, const at::Tensor* activation,
   if (sendGrad) postGradientSends(ex, *gradients, a.kind == ActionKind::SendBackward ? actMb : gradMb);
   if (recvGrad) postGradientRecvs(ex, gradMb);
   if (recvAct) postActivationRecvs(ex, a.kind == ActionKind::RecvForward ? actMb : actMb);
-  completeRecvs(ex, ex.gradRecvs);
-  completeRecvs(ex, ex.actRecvs);
+  try {
+    completeRecvs(ex, ex.gradRecvs);
+    completeRecvs(ex, ex.actRecvs);
+  } catch (...) {
+    // A receive failed (timeout, peer gone): still record what this rank put on the wire,
+    // so a check can compare it with what the peer received.  End = the failure time.
+    for (auto& p : ex.sends) {
+      p.rec.endNs = nowNs();
+      if (!p.dropped && recorder_.level() > events::RecordLevel::Off) recorder_.transfer(p.rec);
+    }
+    throw;
+  }
   completeSends(ex);
   if (recvGrad) {
     if (me_.pp < module_.pp - 1) {

@@ -32,6 +32,14 @@ const plan::FaultConfig* FaultInjector::match(const events::TransferRecord& rec,
   return nullptr;
 }
 
+std::string FaultInjector::matchingKinds(const events::TransferRecord& rec) const {
+  std::string kinds;
+  for (const char* k : {"delay", "drop", "corrupt", "shape", "nan", "inf"}) {
+    if (match(rec, k)) kinds += (kinds.empty() ? "" : ",") + std::string(k);
+  }
+  return kinds;
+}
+
 void FaultInjector::beforeDigest(const events::TransferRecord& rec, at::Tensor& payload) const {
   if (match(rec, "nan")) {
     payload = payload.clone();
@@ -40,9 +48,6 @@ void FaultInjector::beforeDigest(const events::TransferRecord& rec, at::Tensor& 
   if (match(rec, "inf")) {
     payload = payload.clone();
     payload.view({-1})[0] = std::numeric_limits<float>::infinity();
-  }
-  if (match(rec, "shape") && payload.dim() >= 2 && payload.size(1) > 1) {
-    payload = payload.narrow(1, 0, payload.size(1) - 1).contiguous();
   }
 }
 
@@ -54,6 +59,10 @@ bool FaultInjector::beforeSend(const events::TransferRecord& rec, at::Tensor& pa
     payload = payload.clone();
     auto* bytes = static_cast<unsigned char*>(payload.data_ptr());
     bytes[0] ^= 0x5a;  // after the checksum: the receiver's checksum differs
+  }
+  if (match(rec, "shape") && payload.dim() >= 2 && payload.size(1) > 1) {
+    // After the sender's record: it shows the planned shape, the receiver the one on the wire.
+    payload = payload.narrow(1, 0, payload.size(1) - 1).contiguous();
   }
   return match(rec, "drop") != nullptr;
 }

@@ -1,5 +1,6 @@
 // Fault injection on the sending side of a transfer (debugging issue): delay, drop, corrupt
-// (flip bits after the checksum was taken), shape (send one batch row less), nan / inf
+// (flip bits after the checksum was taken), shape (send one batch row less than the sender
+// recorded), nan / inf
 // (poison the first element before the checksum, so both sides record it), and kill (the
 // rank SIGKILLs itself when it reaches the matching forward/backward).
 #pragma once
@@ -18,10 +19,13 @@ class FaultInjector {
   FaultInjector(std::vector<plan::FaultConfig> faults, const plan::RunConfig& config, int rank,
                 const std::string& module, int stage);
   bool empty() const { return faults_.empty(); }
-  // Called before a payload is described (nan/inf/shape: the recorded record sees them).
+  // Called before a payload is described (nan/inf: the sender's record sees them).
   void beforeDigest(const events::TransferRecord& rec, at::Tensor& payload) const;
-  // Called after the sender's record was filled; returns true when the send must be dropped.
+  // Called after the sender's record was filled (delay, corrupt, shape: the record does not
+  // see them); returns true when the send must be dropped.
   bool beforeSend(const events::TransferRecord& rec, at::Tensor& payload) const;
+  // The kinds of the faults that match this transfer ("drop", "corrupt,nan", ...), "" if none.
+  std::string matchingKinds(const events::TransferRecord& rec) const;
   // Called at each compute action; kills the process for a matching kill fault.
   void atCompute(int iteration, int microbatch, bool backward) const;
 

@@ -90,6 +90,9 @@ void Executor::forward(int iteration, const plan::Action& a) {
     for (auto& [key, t] : rec->second) leaves[key] = t.detach().requires_grad_(!config_.forwardOnly);
     received_.erase(rec);
   }
+  if (model_->isFirst() && recording(iteration) && recorder_.level() >= events::RecordLevel::Full) {
+    recordInput(iteration, a.microbatch, in);
+  }
   if (!model_->isFirst()) {
     auto it = leaves.find(me_.module);
     if (it == leaves.end()) {
@@ -114,6 +117,24 @@ void Executor::forward(int iteration, const plan::Action& a) {
     }
   }
   outputs_[a.microbatch] = out;
+}
+
+void Executor::recordInput(int iteration, int microbatch, const StageInput& in) {
+  // Inputs at level full: with the initial parameters, enough to recompute the step from the
+  // file alone.  Encoder first stages hold patches [mbs_enc, P, d]; the llm first stage
+  // holds tokens [mbs, T+1] (inputs and labels).
+  const bool encoder = config_.module(me_.module).kind == "encoder";
+  const at::Tensor& t = encoder ? in.patches : in.tokens;
+  events::InputRecord r;
+  r.rank = rank_;
+  r.iteration = iteration;
+  r.microbatch = microbatch;
+  r.module = me_.module;
+  r.name = encoder ? "patches" : "tokens";
+  r.shape = shapeOf(t);
+  r.dtype = dtypeName(t);
+  r.payload = hostBytes(t);
+  recorder_.input(std::move(r));
 }
 
 void Executor::backward(int iteration, const plan::Action& a) {

@@ -52,6 +52,7 @@ class Executor {
   void optimizerStep(int iteration);
   StageInput dataFor(int iteration, int microbatch) const;
   void recordGradients(int iteration, int microbatch, events::GradPhase phase);
+  void recordInput(int iteration, int microbatch, const StageInput& in);
   bool recording(int iteration) const;
 
   const plan::RunConfig& config_;

@@ -68,47 +68,85 @@ std::map<std::string, at::Tensor> referenceInitialParams(const plan::RunConfig& 
   return out;
 }
 
-std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations) {
-  FullModel model(config);
-  auto optimizer = makeOptimizer(config.optimizer, model.values());
+GlobalBatch generatedBatch(const plan::RunConfig& config, int iteration) {
+  const auto& llm = config.llm();
+  const int count = config.globalBatch();
+  GlobalBatch b;
+  b.tokens = batchTokens(config.seed, iteration, 0, count, llm.textLen, llm.vocab);
+  for (const auto* enc : config.encoders()) {
+    b.patches[enc->name] =
+        batchPatches(config.seed, iteration, 0, count, enc->name, enc->patches, enc->patchDim);
+  }
+  return b;
+}
+
+namespace {
+
+// One iteration: microbatch j of llm replica r holds samples j*mbs*dp + r*mbs .. +mbs; the
+// loss is the mean of those microbatch losses (= the mean over the global batch).
+ReferenceIteration step(const plan::RunConfig& config, FullModel& model,
+                        torch::optim::Optimizer* optimizer, const GlobalBatch& batch) {
   const auto& llm = config.llm();
   const int mbs = config.microBatchSize;
   const int m = config.microbatches;
+  ReferenceIteration r;
+  at::Tensor total = at::zeros({}, at::kDouble);
+  for (int j = 0; j < m; ++j) {
+    for (int rep = 0; rep < llm.dp; ++rep) {
+      const int64_t first = static_cast<int64_t>(j) * mbs * llm.dp + static_cast<int64_t>(rep) * mbs;
+      StageInput in;
+      in.tokens = batch.tokens.narrow(0, first, mbs);
+      for (const auto* enc : config.encoders()) {
+        StageInput ein;
+        ein.patches = batch.patches.at(enc->name).narrow(0, first, mbs);
+        in.encoderOutputs[enc->name] = model.encoders.at(enc->name)->forward(ein);
+      }
+      at::Tensor loss = model.llm->forward(in);
+      r.microbatchLosses.push_back(loss.item<double>());
+      total = total + loss.to(at::kDouble) / (static_cast<double>(m) * llm.dp);
+    }
+  }
+  r.loss = total.item<double>();
+  if (config.forwardOnly) return r;
+  total.backward();
+  for (auto& s : model.stages) {
+    for (auto& p : s->params()) {
+      r.gradients[p.name] = p.value.grad().defined() ? p.value.grad().clone() : at::zeros_like(p.value);
+    }
+  }
+  optimizer->step();
+  optimizer->zero_grad(true);
+  for (auto& s : model.stages) {
+    for (auto& p : s->params()) r.paramsAfterStep[p.name] = p.value.detach().clone();
+  }
+  return r;
+}
+
+}  // namespace
+
+ReferenceIteration referenceStep(const plan::RunConfig& config,
+                                 const std::map<std::string, at::Tensor>& params,
+                                 const GlobalBatch& batch) {
+  FullModel model(config);
+  {
+    at::NoGradGuard noGrad;
+    for (auto& s : model.stages) {
+      for (auto& p : s->params()) {
+        auto it = params.find(p.name);
+        if (it != params.end()) p.value.copy_(it->second.reshape(p.value.sizes()));
+      }
+    }
+  }
+  auto optimizer = makeOptimizer(config.optimizer, model.values());
+  return step(config, model, optimizer.get(), batch);
+}
+
+std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations) {
+  FullModel model(config);
+  auto optimizer = makeOptimizer(config.optimizer, model.values());
   std::vector<ReferenceIteration> out;
   for (int it = 0; it < iterations; ++it) {
-    ReferenceIteration r;
-    at::Tensor total = at::zeros({}, at::kDouble);
-    for (int j = 0; j < m; ++j) {
-      for (int rep = 0; rep < llm.dp; ++rep) {
-        const int64_t first = static_cast<int64_t>(j) * mbs * llm.dp + static_cast<int64_t>(rep) * mbs;
-        StageInput in;
-        in.tokens = batchTokens(config.seed, it, first, mbs, llm.textLen, llm.vocab);
-        for (const auto* enc : config.encoders()) {
-          StageInput ein;
-          ein.patches = batchPatches(config.seed, it, first, mbs, enc->name, enc->patches, enc->patchDim);
-          in.encoderOutputs[enc->name] = model.encoders.at(enc->name)->forward(ein);
-        }
-        at::Tensor loss = model.llm->forward(in);
-        r.microbatchLosses.push_back(loss.item<double>());
-        total = total + loss.to(at::kDouble) / (static_cast<double>(m) * llm.dp);
-      }
-    }
-    r.loss = total.item<double>();
-    if (!config.forwardOnly) {
-      total.backward();
-      for (auto& s : model.stages) {
-        for (auto& p : s->params()) {
-          r.gradients[p.name] = p.value.grad().defined() ? p.value.grad().clone()
-                                                         : at::zeros_like(p.value);
-        }
-      }
-      optimizer->step();
-      optimizer->zero_grad(true);
-      for (auto& s : model.stages) {
-        for (auto& p : s->params()) r.paramsAfterStep[p.name] = p.value.detach().clone();
-      }
-    }
-    out.push_back(std::move(r));
+    out.push_back(step(config, model, optimizer.get(), generatedBatch(config, it)));
   }
   return out;
 }

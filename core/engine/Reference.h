@@ -21,6 +21,21 @@ struct ReferenceIteration {
   std::map<std::string, at::Tensor> paramsAfterStep;
 };
 
+// The global batch of one iteration in sample order: tokens [B, T+1] (int64) and, per
+// encoder, patches [B, P, d]; B = microbatches * micro_batch_size * dp_llm.
+struct GlobalBatch {
+  at::Tensor tokens;
+  std::map<std::string, at::Tensor> patches;
+};
+GlobalBatch generatedBatch(const plan::RunConfig& config, int iteration);
+
+// One training step of the full model from the given full initial parameters (by name;
+// missing names are generated) on the given batch: what an independent program recomputes
+// from a run file recorded at level full.
+ReferenceIteration referenceStep(const plan::RunConfig& config,
+                                 const std::map<std::string, at::Tensor>& params,
+                                 const GlobalBatch& batch);
+
 // Runs `iterations` training iterations (or forward-only when the config says so).
 std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations);
 

@@ -81,9 +81,14 @@ void place(std::vector<float>& full, const events::GradientRecord& g) {
 }  // namespace
 
 std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(const storage::RunModel& run) {
+  return gatherPhase(run, events::GradPhase::Reduced);
+}
+
+std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const storage::RunModel& run,
+                                                                      events::GradPhase phase) {
   std::map<std::pair<int, std::string>, std::vector<float>> out;
   for (const auto& g : run.gradients) {
-    if (g.phase != events::GradPhase::Reduced || g.dp != 0 || g.payload.empty()) continue;
+    if (g.phase != phase || g.dp != 0 || g.payload.empty()) continue;
     if (g.partitionDim < 0 && g.tp != 0) continue;
     auto& full = out[{g.iteration, g.param}];
     if (full.empty()) full.assign(product(g.fullShape), std::nanf(""));

@@ -31,6 +31,9 @@ std::vector<float> floats(const std::vector<uint8_t>& bytes);
 // Full gradient per (iteration, parameter) gathered from the Reduced records of DP replica 0
 // (TP shards placed by partitionDim/partitionOffset; replicated params from tp 0).
 std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(const storage::RunModel& run);
+// The same for any phase (ParamInitial: the initial parameters at level full).
+std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const storage::RunModel& run,
+                                                                      events::GradPhase phase);
 std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(const storage::RunModel& run);
 // Global-batch mean loss per iteration (microbatch -1 records) of the ranks (rank >= 0) or
 // of the reference (rank -1).

@@ -2,6 +2,7 @@
 // store, launch one process per rank, merge their shards, and mark the run with what
 // happened.  Optionally record the single-process reference and check the result.
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
 #include <torch/version.h>
 
 #include <chrono>
@@ -76,6 +77,23 @@ events::RunInfo runInfo(const plan::RunConfig& cfg, const std::string& out) {
   info.compiler = std::string("g++ ") + __VERSION__;
   info.startUnixMs = unixMs();
   return info;
+}
+
+// The device and backend must exist on this machine before any rank starts.
+void checkDeviceAvailable(const plan::RunConfig& cfg, const std::string& file) {
+  if (cfg.device != "cuda") return;
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (gpus == 0) {
+    throw plan::ConfigError("device", file + ": device = \"cuda\": no CUDA device is visible to "
+                                          "this build on this machine; expected device = \"cpu\"");
+  }
+  if (cfg.backend == "nccl" && gpus < cfg.worldSize) {
+    throw plan::ConfigError(
+        "backend", file + ": backend = \"nccl\": " + std::to_string(cfg.worldSize) +
+                       " local ranks but " + std::to_string(gpus) +
+                       " visible GPU(s); NCCL needs one GPU per rank — use backend = \"gloo\" "
+                       "(point-to-point is staged through host memory)");
+  }
 }
 
 struct Outcome {
@@ -165,6 +183,7 @@ int runCommand(const RunOptions& opts) {
   plan::RunConfig cfg;
   try {
     cfg = loadWithFaults(opts.config, overrides, opts.faults);
+    checkDeviceAvailable(cfg, opts.config);
     plan::Topology topology(cfg);
     const std::string stuck = plan::checkPlanProgress(plan::makePlan(cfg, topology));
     if (!stuck.empty()) {

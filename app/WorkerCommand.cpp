@@ -31,7 +31,8 @@ std::string hostName() {
   return buf;
 }
 
-events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p, const std::string& device) {
+events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p,
+                          const std::string& device) {
   events::RankInfo info;
   info.rank = me.rank;
   info.module = me.module;
@@ -49,7 +50,8 @@ events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p, const s
 }
 
 at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
-  if (cfg.device == "cuda") return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.localRank));
+  if (cfg.device == "cuda")
+    return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.localRank));
   return at::Device(at::kCPU);
 }
 
@@ -66,8 +68,8 @@ int workerCommand(const WorkerOptions& opts) {
     const plan::RunConfig cfg = plan::loadConfig(opts.config);
     if (env.worldSize != cfg.worldSize) {
       throw std::runtime_error("WORLD_SIZE = " + std::to_string(env.worldSize) + " but " +
-                               opts.config + " places modules on " +
-                               std::to_string(cfg.worldSize) + " ranks");
+                               opts.config + " places modules on " + std::to_string(cfg.worldSize) +
+                               " ranks");
     }
     const plan::Topology topology(cfg);
     const plan::Plan plan = plan::makePlan(cfg, topology);
@@ -83,10 +85,9 @@ int workerCommand(const WorkerOptions& opts) {
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
     auto store = engine::connectStore(env.masterAddr, env.masterPort,
                                       !env.launcherHostsStore && rank == 0, env.worldSize, timeout);
-    engine::ProcessGroups groups(store, rank, env.worldSize,
-                                 cfg.backend == "nccl" ? engine::BackendKind::Nccl
-                                                       : engine::BackendKind::Gloo,
-                                 timeout);
+    engine::ProcessGroups groups(
+        store, rank, env.worldSize,
+        cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
     engine::Communicator::createAllGroups(cfg, topology, groups);
     engine::Executor executor(cfg, topology, plan, rank, groups, *recorder, device);
     const auto& me = plan.ranks[rank];
@@ -117,16 +118,21 @@ int workerCommand(const WorkerOptions& opts) {
     const auto* torchError = dynamic_cast<const c10::Error*>(&e);
     std::string message = torchError ? torchError->what_without_backtrace() : e.what();
     message = message.substr(0, message.find('\n'));
+    // A transport error means a peer went away (it failed or timed out first): this rank
+    // is a consequence, like a timeout, not a cause.
+    const bool peerLost = message.find("Connection closed by peer") != std::string::npos ||
+                          message.find("Connection reset by peer") != std::string::npos ||
+                          message.find("gloo/transport") != std::string::npos;
     std::fprintf(stderr, "error: rank %d: %s\n", rank, message.c_str());
     if (recorder) {
       events::DiagnosisRecord d;
       d.rank = rank;
-      d.kind = "error";
+      d.kind = peerLost ? "peer_lost" : "error";
       d.message = message;
       recorder->diagnosis(d);
       recorder->close();
     }
-    return engine::kWorkerError;
+    return peerLost ? engine::kWorkerTimeout : engine::kWorkerError;
   }
 }
 

@@ -17,7 +17,9 @@ namespace stagescope::engine {
 namespace {
 
 volatile std::sig_atomic_t gInterrupted = 0;
-void onSignal(int) { gInterrupted = 1; }
+void onSignal(int) {
+  gInterrupted = 1;
+}
 
 struct Child {
   pid_t pid = -1;
@@ -113,7 +115,8 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
   gInterrupted = 0;
   struct sigaction sa {};
   sa.sa_handler = onSignal;
-  struct sigaction oldInt {}, oldTerm {};
+  struct sigaction oldInt {
+  }, oldTerm{};
   sigaction(SIGINT, &sa, &oldInt);
   sigaction(SIGTERM, &sa, &oldTerm);
 
@@ -123,6 +126,7 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
     kids[r].exit.rank = r;
   }
   LaunchResult result;
+  std::vector<int> failedInOrder;  // ranks that failed on their own, in the order seen
   bool stopping = false;
   auto stopAt = std::chrono::steady_clock::now();
   double grace = 0;
@@ -131,11 +135,19 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
     std::vector<pollfd> fds;
     std::vector<std::pair<int, bool>> who;  // (rank, isErr)
     for (int r = 0; r < spec.worldSize; ++r) {
-      if (kids[r].out >= 0) { fds.push_back({kids[r].out, POLLIN, 0}); who.emplace_back(r, false); }
-      if (kids[r].err >= 0) { fds.push_back({kids[r].err, POLLIN, 0}); who.emplace_back(r, true); }
+      if (kids[r].out >= 0) {
+        fds.push_back({kids[r].out, POLLIN, 0});
+        who.emplace_back(r, false);
+      }
+      if (kids[r].err >= 0) {
+        fds.push_back({kids[r].err, POLLIN, 0});
+        who.emplace_back(r, true);
+      }
     }
-    if (!fds.empty()) poll(fds.data(), fds.size(), 100);
-    else usleep(20000);
+    if (!fds.empty())
+      poll(fds.data(), fds.size(), 100);
+    else
+      usleep(20000);
     for (size_t i = 0; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [r, isErr] = who[i];
@@ -154,9 +166,12 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
         if (c.pid != pid || c.done) continue;
         c.done = true;
         --alive;
-        if (WIFSIGNALED(status)) c.exit.signal = WTERMSIG(status);
-        else c.exit.exitCode = WEXITSTATUS(status);
+        if (WIFSIGNALED(status))
+          c.exit.signal = WTERMSIG(status);
+        else
+          c.exit.exitCode = WEXITSTATUS(status);
         const bool failed = c.exit.signal != 0 || c.exit.exitCode != 0;
+        if (failed && !c.exit.stoppedByUs && !gInterrupted) failedInOrder.push_back(c.exit.rank);
         if (failed && !c.exit.stoppedByUs && result.firstFailure < 0 && !gInterrupted) {
           result.firstFailure = c.exit.rank;
           stopping = true;
@@ -177,6 +192,15 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
       signalAll(kids, SIGTERM);
       if (secondsSince(stopAt) > grace + 2) signalAll(kids, SIGKILL);
     }
+  }
+  // Name the cause, not the first consequence: ranks that lose a peer fail within the same
+  // poll as the peer.  A rank killed by a signal outranks one that failed with an error,
+  // which outranks one that timed out (timeouts follow both).
+  auto severity = [](const RankExit& e) {
+    return e.signal ? 0 : e.exitCode != kWorkerTimeout ? 1 : 2;
+  };
+  for (int r : failedInOrder) {
+    if (severity(kids[r].exit) < severity(kids[result.firstFailure].exit)) result.firstFailure = r;
   }
   for (auto& c : kids) {
     if (c.out >= 0) close(c.out);

@@ -1,0 +1,22 @@
+// Shared helpers of the debug suites (fault matrix, crash safety, hostile input).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace stagescope::testing {
+
+std::string debugConfig(const std::string& name);  // tests/debug/configs/<name>.toml
+
+struct CliResult {
+  int exitCode = -1;
+  std::string output;  // stdout + stderr
+  double seconds = 0;
+};
+// Runs `stagescope ARGS...` (no implicit arguments) with a hard time limit.
+CliResult runCli(const std::vector<std::string>& args, int timeoutSeconds = 120);
+
+// Non-empty lines of `text`.
+std::vector<std::string> lines(const std::string& text);
+
+}  // namespace stagescope::testing

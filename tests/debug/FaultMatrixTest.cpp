@@ -1,0 +1,264 @@
+// The fault matrix: every fault kind, planted on the intra-module P2P edge (llm:pp0->pp1,
+// rank 1 <-> rank 2) and on the bridge (vision->llm, rank 0 <-> rank 1) of a 3-rank run,
+// through the real `stagescope run --fault ... --check`.  Each fault has one known
+// diagnosis; the test asserts its exit code and the exact fragments of its text.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "storage/RunReader.h"
+#include "tests/debug/DebugUtil.h"
+#include "tests/engine/RunHarness.h"
+
+namespace stagescope::testing {
+namespace {
+
+constexpr double kTimeoutSeconds = 3;  // timeout_seconds of configs/pipe3.toml
+
+struct FaultCase {
+  std::string name;
+  std::string fault;  // --fault value
+  int exitCode;       // of `run --check`
+  std::string status;
+  std::vector<std::string> fragments;  // all must appear in the output
+};
+
+void PrintTo(const FaultCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class FaultMatrix : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(FaultMatrix, DiagnosisNamesTheFault) {
+  const FaultCase& c = GetParam();
+  const auto t0 = std::chrono::steady_clock::now();
+  RunOutput out =
+      runStagescope(debugConfig("pipe3"), {"--fault", c.fault, "--check"}, "fault-" + c.name, 120);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(out.exitCode, c.exitCode) << out.output;
+  for (const auto& f : c.fragments) {
+    EXPECT_NE(out.output.find(f), std::string::npos) << "missing: " << f << "\n" << out.output;
+  }
+  storage::RunModel run = storage::loadRun(out.runPath);
+  EXPECT_EQ(events::toString(run.info.status), c.status);
+  if (c.status == "hung") {
+    // A planted hang is diagnosed within the timeout plus a few seconds.
+    EXPECT_LT(seconds, kTimeoutSeconds + 10) << out.output;
+  }
+  // The injector says what it did to the message (not for kill, which is not a transfer).
+  if (c.fault.rfind("kill", 0) != 0) {
+    bool recorded = false;
+    for (const auto& d : run.diagnoses) recorded |= d.kind == "fault_injected";
+    EXPECT_TRUE(recorded);
+  }
+}
+
+const std::string kP2P = "edge llm:pp0->pp1";
+const std::string kBridge = "edge vision->llm";
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, FaultMatrix,
+    ::testing::Values(
+        // drop: the receiver waits for exactly the lost message; the graph names the cycle
+        // and who dropped it.
+        FaultCase{"drop_p2p",
+                  "drop:iteration=0,microbatch=1,module=llm,stage=0,direction=activation",
+                  10,
+                  "hung",
+                  {"stagescope: run hung",
+                   "rank 2 waits for the activation of microbatch 1 from rank 1 (" + kP2P,
+                   "cycle rank 1 -> rank 2 -> rank 1",
+                   "rank 1 dropped the activation of microbatch 1 to rank 2 (fault injection)",
+                   "FAIL  run_status          (exit 10)"}},
+        FaultCase{"drop_bridge",
+                  "drop:iteration=0,microbatch=1,module=vision,stage=0,direction=activation",
+                  10,
+                  "hung",
+                  {"rank 1 waits for the activation of microbatch 1 from rank 0 (" + kBridge,
+                   "cycle rank 0 -> rank 1 -> rank 0",
+                   "rank 0 dropped the activation of microbatch 1 to rank 1 (fault injection)"}},
+        FaultCase{"drop_p2p_gradient",
+                  "drop:iteration=1,microbatch=0,module=llm,stage=1,direction=gradient",
+                  10,
+                  "hung",
+                  {"rank 1 waits for the gradient of microbatch 0 from rank 2 (" + kP2P,
+                   "rank 2 dropped the gradient of microbatch 0 to rank 1 (fault injection)"}},
+        // corrupt: bits flipped after the sender's checksum.
+        FaultCase{
+            "corrupt_p2p",
+            "corrupt:iteration=0,microbatch=1,module=llm,stage=0,direction=activation",
+            15,
+            "completed",
+            {"checksum mismatch on " + kP2P +
+                 " activation iteration 0 microbatch 1 rank 1 -> rank 2: sender rank 1 recorded",
+             "FAIL  checksum_mismatch   (exit 15)"}},
+        FaultCase{"corrupt_bridge_gradient",
+                  "corrupt:iteration=1,microbatch=2,module=llm,stage=0,direction=gradient",
+                  15,
+                  "completed",
+                  {"checksum mismatch on " + kBridge +
+                   " gradient iteration 1 microbatch 2 rank 1 -> rank 0: sender rank 1 recorded"}},
+        // shape: one batch row less on the wire than the sender recorded; the receiving model
+        // then fails, and check still names the mismatch.
+        FaultCase{"shape_p2p",
+                  "shape:iteration=0,microbatch=1,module=llm,stage=0,direction=activation",
+                  10,
+                  "failed",
+                  {"shape mismatch on " + kP2P +
+                       " activation iteration 0 microbatch 1 rank 1 -> rank 2: sent [12, 2, 16] "
+                       "float32, received [12, 1, 16] float32",
+                   "FAIL  shape_mismatch      (exit 14)",
+                   "error on rank 2: Expected input batch_size (8) to match target batch_size"}},
+        FaultCase{"shape_bridge",
+                  "shape:iteration=0,microbatch=1,module=vision,direction=activation",
+                  10,
+                  "failed",
+                  {"shape mismatch on " + kBridge +
+                       " activation iteration 0 microbatch 1 rank 0 -> rank 1: sent [4, 2, 16] "
+                       "float32, received [4, 1, 16] float32",
+                   "FAIL  shape_mismatch      (exit 14)"}},
+        // nan / inf: poisoned before the sender's checksum; the FIRST occurrence is named.
+        FaultCase{"nan_p2p",
+                  "nan:iteration=0,microbatch=1,module=llm,stage=0,direction=activation",
+                  16,
+                  "completed",
+                  {"first NaN/Inf in causal order: 1 NaN / 0 Inf in transfer " + kP2P +
+                   " activation iteration 0 microbatch 1 rank 1 -> rank 2 at the send on rank 1 "
+                   "(action #5 SF_RB)"}},
+        FaultCase{"nan_bridge",
+                  "nan:iteration=0,microbatch=2,module=vision,direction=activation",
+                  16,
+                  "completed",
+                  {"first NaN/Inf in causal order: 1 NaN / 0 Inf in transfer " + kBridge +
+                   " activation iteration 0 microbatch 2 rank 0 -> rank 1 at the send on rank 0"}},
+        FaultCase{"inf_p2p",
+                  "inf:iteration=1,microbatch=3,module=llm,stage=1,direction=gradient",
+                  16,
+                  "completed",
+                  {"first NaN/Inf in causal order: 0 NaN / 1 Inf in transfer " + kP2P +
+                   " gradient iteration 1 microbatch 3 rank 2 -> rank 1 at the send on rank 2"}},
+        FaultCase{"inf_bridge",
+                  "inf:iteration=0,microbatch=2,module=vision,direction=activation",
+                  16,
+                  "completed",
+                  {"first NaN/Inf in causal order: 0 NaN / 1 Inf in transfer " + kBridge +
+                   " activation iteration 0 microbatch 2 rank 0 -> rank 1 at the send on rank 0"}},
+        // delay: completes, every check passes.
+        FaultCase{"delay_p2p",
+                  "delay:iteration=0,microbatch=1,module=llm,stage=0,delay=1",
+                  0,
+                  "completed",
+                  {"stagescope: run completed", "result: all checks passed (exit 0)"}},
+        FaultCase{"delay_bridge",
+                  "delay:iteration=1,microbatch=0,module=vision,delay=1",
+                  0,
+                  "completed",
+                  {"stagescope: run completed", "result: all checks passed (exit 0)"}},
+        // kill: the rank SIGKILLs itself at the matching compute action.
+        FaultCase{"kill_p2p",
+                  "kill:iteration=0,microbatch=1,module=llm,stage=1",
+                  10,
+                  "failed",
+                  {"stagescope: run failed: rank 2 was killed by signal 9 (Killed)",
+                   "status failed (rank 2 was killed by signal 9"}},
+        FaultCase{"kill_bridge",
+                  "kill:iteration=1,microbatch=0,rank=0,direction=gradient",
+                  10,
+                  "failed",
+                  {"stagescope: run failed: rank 0 was killed by signal 9 (Killed)"}}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) { return info.param.name; });
+
+// The wait-for graph is in the run file, as "hang" diagnoses that check and the GUI read.
+TEST(FaultHang, WaitForGraphIsRecorded) {
+  RunOutput out = runStagescope(debugConfig("pipe3"),
+                                {"--fault", "drop:iteration=0,microbatch=1,module=llm,stage=0"},
+                                "hang-graph", 120);
+  EXPECT_EQ(out.exitCode, 10) << out.output;
+  storage::RunModel run = storage::loadRun(out.runPath);
+  EXPECT_EQ(run.info.status, events::RunStatus::Hung);
+  EXPECT_NE(run.info.statusReason.find("cycle rank 1 -> rank 2 -> rank 1"), std::string::npos)
+      << run.info.statusReason;
+  bool rank2WaitsOn1 = false, cycle = false;
+  for (const auto& d : run.diagnoses) {
+    if (d.kind != "hang") continue;
+    if (d.rank == 2 && d.waitsOnRank == 1 && d.iteration == 0 &&
+        d.message.rfind("rank 2 waits for the activation of microbatch 1 from rank 1", 0) == 0) {
+      rank2WaitsOn1 = true;
+    }
+    cycle |= d.message.find("cycle rank 1 -> rank 2 -> rank 1") != std::string::npos;
+  }
+  EXPECT_TRUE(rank2WaitsOn1);
+  EXPECT_TRUE(cycle);
+  // `check` on the saved file names the same graph, with the run_status exit code.
+  CliResult check = runCli({"check", out.runPath});
+  EXPECT_EQ(check.exitCode, 10) << check.output;
+  EXPECT_NE(check.output.find("hang on rank 2 iteration 0"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("waits on rank 1: rank 2 waits for the activation of microbatch 1"),
+            std::string::npos)
+      << check.output;
+}
+
+// A delayed transfer completes and its recorded time is at least the delay.
+TEST(FaultDelay, RecordedTimeCoversTheDelay) {
+  RunOutput out = runStagescope(
+      debugConfig("pipe3"),
+      {"--fault",
+       "delay:iteration=0,microbatch=2,module=llm,stage=0,direction=activation,delay=1.5"},
+      "delay-time", 120);
+  ASSERT_EQ(out.exitCode, 0) << out.output;
+  storage::RunModel run = storage::loadRun(out.runPath);
+  int found = 0;
+  for (const auto& t : run.transfers) {
+    if (t.iteration != 0 || t.microbatch != 2 || t.edge != "llm:pp0->pp1" ||
+        t.direction != events::Direction::Activation) {
+      continue;
+    }
+    ++found;
+    // The sender's record starts before the delay; the receiver waited for it as well.
+    if (t.side == events::Side::Send) {
+      EXPECT_GE(t.endNs - t.startNs, 1500000000LL);
+    }
+  }
+  EXPECT_EQ(found, 2);
+}
+
+// Without --check, `run` exits with the run_status code for a failed run; with --check the
+// check's own code (verified across the matrix above).
+TEST(FaultKill, RunWithoutCheckExitsWithRunStatus) {
+  RunOutput out =
+      runStagescope(debugConfig("pipe3"), {"--fault", "kill:iteration=0,microbatch=0,rank=1"},
+                    "kill-nocheck", 120);
+  EXPECT_EQ(out.exitCode, 10) << out.output;
+  EXPECT_NE(out.output.find("rank 1 was killed by signal 9"), std::string::npos) << out.output;
+}
+
+// Malformed --fault values: exit 2 with one clear line naming the flag and the problem.
+TEST(FaultFlag, MalformedValuesAreRejected) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"explode:iteration=0", "unknown kind 'explode'"},
+      {"drop:iteration=x,module=llm", "iteration = 'x': expected an integer"},
+      {"drop:iteration=0,module=llm,colour=red", "unknown key 'colour'"},
+      {"drop:iteration=0", "module=NAME is required"},
+      {"delay:iteration=0,module=llm", "a delay fault needs delay=SECONDS"},
+      {"drop:iteration=0,module=llm,iteration=1", "'iteration' given twice"},
+      {"drop:iteration=0,microbatch,module=llm", "'microbatch': expected key=value"},
+      // Validated with the config like a [[faults]] table: names the field and the value.
+      {"drop:iteration=7,module=llm", "faults[0].iteration"},
+      {"drop:iteration=0,module=audio", "\"audio\""},
+      {"drop:iteration=0,module=llm,stage=5", "faults[0].stage"},
+      {"drop:iteration=0,module=llm,direction=sideways", "faults[0].direction"},
+  };
+  for (const auto& [spec, fragment] : cases) {
+    CliResult r =
+        runCli({"run", debugConfig("pipe3"), "--fault", spec, "-o", tempRunPath("flag-rejected")});
+    EXPECT_EQ(r.exitCode, 2) << spec << "\n" << r.output;
+    EXPECT_EQ(lines(r.output).size(), 1u) << spec << "\n" << r.output;
+    EXPECT_NE(r.output.find(fragment), std::string::npos) << spec << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace stagescope::testing

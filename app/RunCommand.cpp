@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -129,6 +130,9 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   spec.quiet = quiet;
   spec.hangGraceSeconds = std::min(10.0, cfg.timeoutSeconds + 2);
   engine::LaunchResult launched = engine::launchRanks(spec);
+  // The ranks are gone: a second Ctrl-C must not leave the run unmerged and "running".
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
   Outcome outcome = outcomeOf(launched);
 
   storage::MergeResult merged = storage::mergeShards(out, storage::findShards(out));
@@ -156,6 +160,8 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
     }
   }
   storage::updateRunStatus(out, outcome.status, outcome.reason, unixMs());
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   return outcome;
 }
 

@@ -17,8 +17,8 @@ namespace stagescope::engine {
 namespace {
 
 volatile std::sig_atomic_t gInterrupted = 0;
-void onSignal(int) {
-  gInterrupted = 1;
+void onSignal(int sig) {
+  gInterrupted = sig;
 }
 
 struct Child {
@@ -96,7 +96,12 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 std::string LaunchResult::describe() const {
-  if (interrupted) return "interrupted by a signal to the launcher";
+  if (interrupted) {
+    const char* sig = interruptSignal == SIGINT    ? "SIGINT (Ctrl-C)"
+                      : interruptSignal == SIGTERM ? "SIGTERM"
+                                                   : "a signal";
+    return std::string("interrupted: the launcher got ") + sig + "; all ranks were stopped";
+  }
   if (firstFailure < 0) return "all ranks completed";
   const RankExit& r = ranks[firstFailure];
   std::string s = "rank " + std::to_string(r.rank);
@@ -183,6 +188,7 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
     }
     if (gInterrupted && !result.interrupted) {
       result.interrupted = true;
+      result.interruptSignal = gInterrupted;
       signalAll(kids, SIGTERM);
       stopping = true;
       stopAt = std::chrono::steady_clock::now();

@@ -38,6 +38,7 @@ struct RankExit {
 struct LaunchResult {
   std::vector<RankExit> ranks;
   bool interrupted = false;  // the launcher got SIGINT/SIGTERM
+  int interruptSignal = 0;   // which one
   int firstFailure = -1;     // the first rank that failed on its own, -1 if none
   bool ok() const { return firstFailure < 0 && !interrupted; }
   std::string describe() const;  // one line: "rank 3 was killed by signal 9 (SIGKILL)"

@@ -1,0 +1,216 @@
+// Crash safety: a rank SIGKILLed at several points, the launcher stopped with SIGTERM and
+// SIGINT (Ctrl-C) mid-run, and the launcher SIGKILLed.  Each time the run file opens, says
+// what happened, keeps what was committed before, and no process of the run is left.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "storage/Merge.h"
+#include "storage/RunReader.h"
+#include "tests/debug/DebugUtil.h"
+#include "tests/engine/RunHarness.h"
+
+namespace stagescope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Pids of live processes whose command line mentions `needle` (the unique run path).
+std::vector<int> processesMentioning(const std::string& needle) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (!proc) return pids;
+  while (dirent* e = readdir(proc)) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream in("/proc/" + std::string(e->d_name) + "/cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ifstream st("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    const bool zombie =
+        paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z';
+    if (!zombie && cmd.find(needle) != std::string::npos) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+// Waits up to `seconds` for no process of the run to remain.
+bool noStrays(const std::string& runPath, double seconds) {
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < until) {
+    if (processesMentioning(runPath).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return processesMentioning(runPath).empty();
+}
+
+// Ranks with at least one recorded action of `iteration`.
+std::set<int> ranksWithActions(const storage::RunModel& run, int iteration) {
+  std::set<int> ranks;
+  for (size_t r = 0; r < run.actions.size(); ++r) {
+    for (const auto& a : run.actions[r]) {
+      if (a.iteration == iteration) ranks.insert(static_cast<int>(r));
+    }
+  }
+  return ranks;
+}
+
+// ---- a rank killed at several points ------------------------------------------------------
+
+struct KillPoint {
+  std::string name, fault;
+  int rank;
+  int committedIteration;  // every rank committed this iteration before the kill (-1: none)
+};
+void PrintTo(const KillPoint& k, std::ostream* os) {
+  *os << k.name;
+}
+
+class RankKill : public ::testing::TestWithParam<KillPoint> {};
+
+TEST_P(RankKill, RunFileSaysWhoDiedAndKeepsCommittedRecords) {
+  const KillPoint& k = GetParam();
+  RunOutput out = runStagescope(debugConfig("pipe3"), {"--fault", k.fault}, "kill-" + k.name, 120);
+  EXPECT_EQ(out.exitCode, 10) << out.output;
+  storage::RunModel run = storage::loadRun(out.runPath);
+  EXPECT_EQ(run.info.status, events::RunStatus::Failed);
+  const std::string who = "rank " + std::to_string(k.rank) + " was killed by signal 9";
+  EXPECT_NE(run.info.statusReason.find(who), std::string::npos) << run.info.statusReason;
+  if (k.committedIteration >= 0) {
+    EXPECT_EQ(ranksWithActions(run, k.committedIteration), (std::set<int>{0, 1, 2}));
+  }
+  // The killed rank's records up to the kill are there too (it committed iteration by
+  // iteration), and no process of the run is left.
+  EXPECT_TRUE(noStrays(out.runPath, 10));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Points, RankKill,
+    ::testing::Values(
+        KillPoint{"first_forward", "kill:iteration=0,microbatch=0,rank=1", 1, -1},
+        KillPoint{"encoder_backward", "kill:iteration=0,microbatch=2,rank=0,direction=gradient", 0,
+                  -1},
+        KillPoint{"last_stage_second_iteration", "kill:iteration=1,microbatch=1,module=llm,stage=1",
+                  2, 0},
+        KillPoint{"middle_stage_last_microbatch",
+                  "kill:iteration=1,microbatch=3,module=llm,stage=0,direction=gradient", 1, 0}),
+    [](const ::testing::TestParamInfo<KillPoint>& info) { return info.param.name; });
+
+// ---- the launcher signalled mid-run -------------------------------------------------------
+
+struct Launched {
+  pid_t pid = -1;
+  std::string runPath;
+};
+
+// Starts `stagescope run` on a long version of pipe3 and returns once every rank has
+// committed its first iterations: the last stage printed the loss of iteration 2, which
+// needs every rank's iteration-1 messages, sent after each rank committed iteration 0.
+Launched startLongRun(const std::string& tag) {
+  Launched l;
+  l.runPath = tempRunPath(tag);
+  fs::remove(l.runPath);
+  const std::string log = l.runPath + ".log";
+  l.pid = fork();
+  if (l.pid == 0) {
+    std::freopen(log.c_str(), "w", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    const std::string exe = stagescopeExe(), cfg = debugConfig("pipe3");
+    execl(exe.c_str(), exe.c_str(), "run", cfg.c_str(), "-o", l.runPath.c_str(), "--set",
+          "iterations=5000", "--set", "timeout_seconds=60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto until = Clock::now() + std::chrono::seconds(90);
+  while (Clock::now() < until) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("iteration 2  loss") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return l;
+}
+
+// Waits for the launcher; returns its wait status, or -1 after `seconds`.
+int waitFor(pid_t pid, double seconds, double* took) {
+  const auto t0 = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      *took = std::chrono::duration<double>(Clock::now() - t0).count();
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+class LauncherSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(LauncherSignal, StopsAllRanksAndMarksTheRunKilled) {
+  const int sig = GetParam();
+  Launched l = startLongRun(std::string("launcher-") + (sig == SIGINT ? "sigint" : "sigterm"));
+  ASSERT_EQ(storage::findShards(l.runPath).size(), 3u);
+  ASSERT_EQ(processesMentioning(l.runPath).size(), 4u) << "launcher + 3 ranks";
+  kill(l.pid, sig);
+  double took = 0;
+  const int status = waitFor(l.pid, 30, &took);
+  ASSERT_NE(status, -1) << "the launcher did not exit within 30 s";
+  // Ctrl-C stops every rank within a few seconds (generous on a busy 2-core machine).
+  EXPECT_LT(took, 15.0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 10);
+  EXPECT_TRUE(noStrays(l.runPath, 5));
+
+  storage::RunModel run = storage::loadRun(l.runPath);
+  EXPECT_EQ(run.info.status, events::RunStatus::Killed);
+  const std::string expect = sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM";
+  EXPECT_NE(run.info.statusReason.find("interrupted: the launcher got " + expect),
+            std::string::npos)
+      << run.info.statusReason;
+  EXPECT_EQ(ranksWithActions(run, 0), (std::set<int>{0, 1, 2}));
+  EXPECT_FALSE(run.transfers.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, LauncherSignal, ::testing::Values(SIGINT, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(info.param == SIGINT ? "SIGINT" : "SIGTERM");
+                         });
+
+// SIGKILL cannot be caught: the ranks die with their parent (PR_SET_PDEATHSIG), the file
+// still opens (status "running", shards unmerged), and `merge` recovers the records.
+TEST(LauncherKill, RanksDieWithTheLauncherAndShardsMerge) {
+  Launched l = startLongRun("launcher-sigkill");
+  ASSERT_EQ(storage::findShards(l.runPath).size(), 3u);
+  kill(l.pid, SIGKILL);
+  double took = 0;
+  ASSERT_NE(waitFor(l.pid, 10, &took), -1);
+  EXPECT_TRUE(noStrays(l.runPath, 10));
+  storage::RunModel before = storage::loadRun(l.runPath);
+  EXPECT_EQ(before.info.status, events::RunStatus::Running);
+  CliResult merged = runCli({"merge", l.runPath});
+  EXPECT_EQ(merged.exitCode, 0) << merged.output;
+  storage::RunModel run = storage::loadRun(l.runPath);
+  EXPECT_EQ(ranksWithActions(run, 0), (std::set<int>{0, 1, 2}));
+  // `check` reports the unfinished run with the run_status code, without crashing.
+  CliResult check = runCli({"check", l.runPath});
+  EXPECT_EQ(check.exitCode, 10) << check.output;
+}
+
+}  // namespace
+}  // namespace stagescope::testing

@@ -25,6 +25,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ITER_RE = re.compile(r"\[rank (\d+)\] iteration (\d+)\s+loss (\S+)\s+time (\S+) s")
 LOSS_TOL = 1e-5
+# Part 4's model (llm only, on assets/configs/llm_pp4.toml): big enough that F/B compute, not
+# per-message overhead, fills the stages, so the bubble can be held against (p-1)/(m+p-1).
+PIPE_MODEL = {"layers": 8, "hidden": 128, "heads": 4, "ffn": 512, "text_len": 32}
 
 
 def log(msg):
@@ -98,8 +101,8 @@ class Bench:
         }
         if a.smoke:
             sizes = {"small": sizes["small"]}
-        reps = 1 if a.smoke else 3
-        out = {"pp": 4, "reps": reps, "sizes": {}}
+        reps_of = {"small": 5, "large": 3}
+        out = {"pp": 4, "reps": reps_of, "sizes": {}}
         self.results["parts"]["engine_vs_pytorch"] = out
 
         def sets_for(s, iterations):
@@ -147,7 +150,7 @@ class Bench:
                 raise RuntimeError(f"loss mismatch at size {size}: rel diff {rel0} >= {LOSS_TOL}")
             # 2. Timing, alternating which system goes first.
             ss_t, py_t, ratios = [], [], []
-            for r in range(reps):
+            for r in range(1 if a.smoke else reps_of[size]):
                 order = ["ss", "py"] if r % 2 == 0 else ["py", "ss"]
                 got = {}
                 if a.smoke:  # one tiny repetition: the peer's timing comes from the check run
@@ -168,12 +171,32 @@ class Bench:
                     f"ratio {ratios[-1]:.3f}  (load {load()})")
             entry.update(stagescope_step_s=ss_t, pytorch_step_s=py_t, ratios=ratios,
                          ratio_median=median(ratios), load=load())
+            # Where stagescope's step time goes: mean ms per iteration by action kind (meta run).
+            run = self.stagescope("assets/configs/llm_pp4.toml", sets_for(s, 3 if a.smoke else 10), "meta")
+            entry["stagescope_breakdown_ms"] = self.breakdown(run["file"])
+            self.drop(run)
+            log(f"part 1 [{size}] stagescope ms/iteration by kind: {entry['stagescope_breakdown_ms']}")
+
+    def breakdown(self, path):
+        """{rank: {kind: mean ms per iteration}} over iterations after the first."""
+        con = sqlite3.connect(path)
+        rows = con.execute("SELECT rank, kind, SUM(end_ns - start_ns) / 1e6, COUNT(DISTINCT iteration) "
+                           "FROM actions WHERE iteration > 0 GROUP BY rank, kind ORDER BY rank, kind").fetchall()
+        span = con.execute("SELECT rank, AVG(t) FROM (SELECT rank, iteration, (MAX(end_ns) - MIN(start_ns)) / 1e6 AS t "
+                           "FROM actions WHERE iteration > 0 GROUP BY rank, iteration) GROUP BY rank").fetchall()
+        con.close()
+        out = {}
+        for rank, kind, ms, n in rows:
+            out.setdefault(str(rank), {})[kind] = round(ms / n, 2)
+        for rank, ms in span:
+            out.setdefault(str(rank), {})["iteration"] = round(ms, 2)
+        return out
 
     # -- part 2: recording cost ----------------------------------------------------------------
     def part_recording(self):
         a = self.a
-        iters = 3 if a.smoke else 40
-        reps = 1 if a.smoke else 3
+        iters = 3 if a.smoke else 30
+        reps = 1 if a.smoke else 5
         levels = ["off", "meta", "stats", "full"]
         times = {l: [] for l in levels}
         sizes = {l: [] for l in levels}
@@ -239,6 +262,7 @@ class Bench:
             counts["rows"] += n
         con.close()
         by_it = {}
+        self.comm_share = {}
         for rank, it, seq, kind, s, e in rows:
             by_it.setdefault(it, {}).setdefault(rank, []).append((seq, kind, s, e))
         iters = sorted(by_it)
@@ -257,7 +281,9 @@ class Bench:
                 peaks[rank] = max(peaks.get(rank, 0), peak)
                 if it in use:
                     busy = sum(e - s for _, k, s, e in acts if k in ("F", "B"))
+                    comm = sum(e - s for _, k, s, e in acts if k not in ("F", "B", "DP_REDUCE", "OPT_STEP"))
                     bubbles.setdefault(rank, []).append(1 - busy / (t1 - t0))
+                    self.comm_share.setdefault(rank, []).append(comm / (t1 - t0))
         return ({r: statistics.mean(v) for r, v in sorted(bubbles.items())},
                 dict(sorted(peaks.items())), stage_of, counts["rows"])
 
@@ -270,12 +296,14 @@ class Bench:
         for pp in pps:
             for m in ms:
                 run = self.stagescope("assets/configs/llm_pp4.toml",
-                                      [f"iterations={iters}", f"microbatches={m}", f"modules.llm.pp={pp}",
-                                       "modules.llm.layers=8"], "stats")
+                                      [f"iterations={iters}", f"microbatches={m}", f"modules.llm.pp={pp}"] +
+                                      [f"modules.llm.{k}={v}" for k, v in PIPE_MODEL.items()], "stats")
                 bubbles, peaks, _, rows = self.analyse(run["file"], pp)
+                comm = [statistics.mean(v) for _, v in sorted(self.comm_share.items())]
                 theory = (pp - 1) / (m + pp - 1)
                 cell = {"pp": pp, "m": m, "bubble_per_rank": list(bubbles.values()),
                         "bubble_mean": statistics.mean(bubbles.values()), "bubble_theory": theory,
+                        "comm_share_per_rank": comm, "comm_share_mean": statistics.mean(comm),
                         "peak_activations": [peaks[s] for s in range(pp)],
                         "peak_expected": [min(pp - s, m) for s in range(pp)],
                         "step_s": self.step_time(run["times"]) if len(run["times"]) > 1 else run["times"][0],
@@ -287,7 +315,7 @@ class Bench:
                 log(f"part 4 pp={pp} m={m}: bubble mean {cell['bubble_mean']:.3f} (theory {theory:.3f}) "
                     f"per rank {[round(b, 3) for b in cell['bubble_per_rank']]}; peak act {cell['peak_activations']} "
                     f"(expected {cell['peak_expected']}); step {cell['step_s']*1e3:.1f} ms, {run['bytes']} B")
-        self.results["parts"]["pipeline"] = {"iterations": iters, "record": "stats", "layers": 8,
+        self.results["parts"]["pipeline"] = {"iterations": iters, "record": "stats", "model": PIPE_MODEL,
                                              "grid": grid, "load": load()}
 
     def part_scaling(self):
@@ -415,7 +443,7 @@ def markdown(r):
             row("4", f"bubble fraction pp={c['pp']} m={c['m']}",
                 f"{c['bubble_mean']:.3f} (ranks {', '.join(f'{b:.2f}' for b in c['bubble_per_rank'])})",
                 f"theory {c['bubble_theory']:.3f}",
-                f"peak activations {c['peak_activations']} vs min(p−s,m) {c['peak_expected']} "
+                f"time in comm actions {c['comm_share_mean']:.3f}; peak activations {c['peak_activations']} vs min(p−s,m) {c['peak_expected']} "
                 f"{'✓' if c['peaks_match'] else '✗'}")
     sc = P.get("scale")
     if sc:

@@ -1,0 +1,51 @@
+// libFuzzer target for the run-file reader: every input is written to a file and opened with
+// storage::loadRun (and the payload reader).  A clear RunFileError / SqliteError (or another
+// std::exception) is the expected answer to garbage; a crash, a sanitizer report, a hang or
+// runaway memory is a bug in storage/.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "storage/RunReader.h"
+#include "storage/Sqlite.h"
+
+namespace {
+
+std::string inputPath() {
+  static const std::string path = [] {
+    const char* dir = std::getenv("TMPDIR");
+    return std::string(dir ? dir : "/tmp") + "/stagescope-fuzz-" + std::to_string(getpid()) + ".db";
+  }();
+  return path;
+}
+
+void removeFiles(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = inputPath();
+  removeFiles(path);
+  if (FILE* f = std::fopen(path.c_str(), "wb")) {
+    if (size) std::fwrite(data, 1, size, f);
+    std::fclose(f);
+  } else {
+    return 0;
+  }
+  try {
+    stagescope::storage::RunModel run = stagescope::storage::loadRun(path);
+    for (size_t i = 0; i < run.transferIds.size() && i < 4; ++i) {
+      (void)stagescope::storage::loadTransferPayload(path, run.transferIds[i]);
+    }
+  } catch (const stagescope::storage::RunFileError&) {
+  } catch (const stagescope::storage::SqliteError&) {
+  } catch (const std::exception&) {
+  }
+  removeFiles(path);
+  return 0;
+}

@@ -172,6 +172,8 @@ class Bench:
             entry.update(stagescope_step_s=ss_t, pytorch_step_s=py_t, ratios=ratios,
                          ratio_median=median(ratios), load=load())
             # Where stagescope's step time goes: mean ms per iteration by action kind (meta run).
+            if a.smoke:
+                continue
             run = self.stagescope("assets/configs/llm_pp4.toml", sets_for(s, 3 if a.smoke else 10), "meta")
             entry["stagescope_breakdown_ms"] = self.breakdown(run["file"])
             self.drop(run)
@@ -320,7 +322,7 @@ class Bench:
 
     def part_scaling(self):
         a = self.a
-        hiddens = [64] if a.smoke else [32, 128, 512]
+        hiddens = [] if a.smoke else [32, 128, 512]  # smoke: part 4's runs stand in
         rows = []
         for h in hiddens:
             run = self.stagescope("assets/configs/llm_pp4.toml",
@@ -460,7 +462,7 @@ def markdown(r):
         row("5", "run-file size per row (default config, `stats`)", f"{rf['bytes_per_row']:.0f} B",
             "", f"{rf['bytes']} B / {rf['rows']} rows")
     s6 = P.get("scaling")
-    if s6:
+    if s6 and s6["hidden"]:
         row("6", "step time / run file vs m (pp4, stats)",
             "; ".join(f"m{x['m']}: {fmt_ms(x['step_s'])}, {x['file_bytes']//1024} KiB" for x in s6["microbatches_pp4"]), "", "")
         row("6", "step time / run file vs hidden (pp4, m8, ffn 4h)",
@@ -497,7 +499,9 @@ def main():
         for key, fn in (("1", b.part_torch), ("2", b.part_recording), ("3", b.part_writer),
                         ("4", b.part_pipeline), ("6", b.part_scaling), ("5", b.part_scale)):
             if key in parts:
+                t = time.perf_counter()
                 fn()
+                b.results["meta"].setdefault("part_seconds", {})[key] = round(time.perf_counter() - t, 1)
     finally:
         b.results["meta"].update(load_end=load(), suite_s=time.perf_counter() - t0)
         b.write()

@@ -15,7 +15,7 @@ struct RunOptions {
   bool reference = false;              // also record the single-process reference
   bool check = false;                  // check the run file afterwards (exit code = check's)
   bool quiet = false;
-  int repeat = 1;                      // run N times and require bitwise-identical runs
+  int repeat = 1;  // run N times and require bitwise-identical runs
 };
 int runCommand(const RunOptions& opts);
 
@@ -26,6 +26,12 @@ struct WorkerOptions {
 int workerCommand(const WorkerOptions& opts);
 
 int planCommand(const std::string& config, const std::vector<std::string>& overrides);
-int mergeCommand(const std::string& run, const std::vector<std::string>& shards);
+// Merges shards into RUN.  With `config` and no RUN yet (ranks started by hand or by another
+// launcher, e.g. on several hosts), first creates the run file from the config, and after the
+// merge marks the run completed when every rank recorded its whole plan, else failed/hung.
+int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
+                 const std::string& config = "");
+// Creates the run file of `config` (validated) at `out`; throws plan::ConfigError.
+void createRunFileFor(const std::string& config, const std::string& out);
 
 }  // namespace stagescope::app

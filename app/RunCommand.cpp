@@ -1,10 +1,11 @@
 // `stagescope run CONFIG`: validate and plan, create the run file, host the rendezvous
 // store, launch one process per rank, merge their shards, and mark the run with what
 // happened.  Optionally record the single-process reference and check the result.
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -12,14 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "app/Commands.h"
 #include "app/FaultFlag.h"
 #include "app/ReferenceRecord.h"
 #include "app/RunChecks.h"
-#include "core/engine/Launcher.h"
 #include "core/engine/Init.h"
+#include "core/engine/Launcher.h"
 #include "core/plan/Config.h"
 #include "core/plan/Plan.h"
 #include "core/plan/Topology.h"
@@ -42,11 +42,13 @@ std::string defaultOut(const std::string& config) {
   char stamp[32];
   std::time_t t = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
-  return "runs/" + fs::path(config).stem().string() + "-" + stamp + "-" +
-         std::to_string(getpid()) + ".db";
+  return "runs/" + fs::path(config).stem().string() + "-" + stamp + "-" + std::to_string(getpid()) +
+         ".db";
 }
 
-std::string selfExe() { return fs::read_symlink("/proc/self/exe").string(); }
+std::string selfExe() {
+  return fs::read_symlink("/proc/self/exe").string();
+}
 
 events::RunInfo runInfo(const plan::RunConfig& cfg, const std::string& out) {
   events::RunInfo info;
@@ -85,7 +87,8 @@ void checkDeviceAvailable(const plan::RunConfig& cfg, const std::string& file) {
   if (cfg.device != "cuda") return;
   const int gpus = static_cast<int>(torch::cuda::device_count());
   if (gpus == 0) {
-    throw plan::ConfigError("device", file + ": device = \"cuda\": no CUDA device is visible to "
+    throw plan::ConfigError("device", file +
+                                          ": device = \"cuda\": no CUDA device is visible to "
                                           "this build on this machine; expected device = \"cpu\"");
   }
   if (cfg.backend == "nccl" && gpus < cfg.worldSize) {
@@ -173,7 +176,8 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
   for (const auto& f : faults) extra += faultFlagToToml(f);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
-    throw plan::ConfigError("", path + ": cannot open the config file (missing or not a regular file)");
+    throw plan::ConfigError("",
+                            path + ": cannot open the config file (missing or not a regular file)");
   }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
@@ -182,6 +186,12 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
 }
 
 }  // namespace
+
+void createRunFileFor(const std::string& config, const std::string& out) {
+  const plan::RunConfig cfg = plan::loadConfig(config);
+  fs::create_directories(fs::absolute(out).parent_path());
+  storage::createRunFile(out, runInfo(cfg, out));
+}
 
 int runCommand(const RunOptions& opts) {
   std::vector<std::string> overrides = opts.overrides;
@@ -208,7 +218,8 @@ int runCommand(const RunOptions& opts) {
   int code = 0;
   for (int rep = 0; rep < std::max(1, opts.repeat); ++rep) {
     std::string out = opts.out.empty() ? defaultOut(opts.config) : opts.out;
-    if (opts.repeat > 1) out = fs::path(out).replace_extension("").string() + "-" + std::to_string(rep) + ".db";
+    if (opts.repeat > 1)
+      out = fs::path(out).replace_extension("").string() + "-" + std::to_string(rep) + ".db";
     fs::create_directories(fs::absolute(out).parent_path());
     fs::remove(out);
     for (const auto& s : storage::findShards(out)) fs::remove(s);

@@ -1,14 +1,17 @@
 // stagescope: the command-line entry.  Thin: parse arguments, call the part, print, exit.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "app/Commands.h"
 #include "app/RunChecks.h"
+#include "core/plan/Config.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
-#include "storage/report/ChromeTrace.h"
 #include "storage/report/Check.h"
+#include "storage/report/ChromeTrace.h"
 #include "storage/report/Compare.h"
 #ifdef STAGESCOPE_HAVE_UI
 #include "ui/Viewer.h"
@@ -55,13 +58,52 @@ int exportCommand(const std::string& run, const std::string& trace) {
 
 }  // namespace
 
-int mergeCommand(const std::string& run, const std::vector<std::string>& shards) {
+int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
+                 const std::string& config) {
   try {
+    const bool create = !config.empty() && !std::filesystem::exists(run);
+    if (create) createRunFileFor(config, run);
     auto result = storage::mergeShards(run, shards.empty() ? storage::findShards(run) : shards);
     std::printf("merged %d shard(s), %lld rows in %.2f s\n", result.merged,
                 static_cast<long long>(result.rows), result.seconds);
     for (const auto& n : result.notes) std::printf("  %s\n", n.c_str());
+    if (create) {
+      // The ranks ran without our launcher: judge the run by what they recorded.
+      storage::RunModel m = storage::loadRun(run);
+      auto status = events::RunStatus::Completed;
+      std::string reason;
+      for (const auto& d : m.diagnoses) {
+        if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost") {
+          status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
+          reason = "rank " + std::to_string(d.rank) + ": " + d.message;
+          break;
+        }
+      }
+      for (int r = 0; status == events::RunStatus::Completed && r < m.info.worldSize; ++r) {
+        const size_t planned = r < static_cast<int>(m.plan.size()) ? m.plan[r].size() : 0;
+        const size_t done = r < static_cast<int>(m.actions.size()) ? m.actions[r].size() : 0;
+        if (planned == 0 || done < planned) {
+          status = events::RunStatus::Failed;
+          reason = "rank " + std::to_string(r) + " recorded " + std::to_string(done) + " of " +
+                   std::to_string(planned) + " planned actions (shard missing or rank stopped)";
+        }
+      }
+      if (!result.ok() && status == events::RunStatus::Completed) {
+        status = events::RunStatus::Failed;
+        reason = "some shards were not merged";
+      }
+      const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      storage::updateRunStatus(run, status, reason, now);
+      std::printf("created %s: run %s%s%s\n", run.c_str(), events::toString(status),
+                  reason.empty() ? "" : ": ", reason.c_str());
+      if (status != events::RunStatus::Completed) return report::exit_code::kRunStatus;
+    }
     return result.ok() ? 0 : report::exit_code::kRunStatus;
+  } catch (const plan::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return report::exit_code::kUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return report::exit_code::kError;
@@ -91,9 +133,11 @@ int main(int argc, char** argv) {
   runCmd->add_flag("-q,--quiet", run.quiet, "do not forward rank output");
 
   WorkerOptions worker;
-  auto* workerCmd = cli.add_subcommand("worker", "run one rank (RANK/WORLD_SIZE/MASTER_* from env)");
+  auto* workerCmd =
+      cli.add_subcommand("worker", "run one rank (RANK/WORLD_SIZE/MASTER_* from env)");
   workerCmd->add_option("config", worker.config)->required();
-  workerCmd->add_option("-o,--out", worker.out, "run file next to which the shard is written")->required();
+  workerCmd->add_option("-o,--out", worker.out, "run file next to which the shard is written")
+      ->required();
 
   std::string planConfig;
   std::vector<std::string> planSet;
@@ -132,6 +176,10 @@ int main(int argc, char** argv) {
   auto* mergeCmd = cli.add_subcommand("merge", "merge rank shards into a run file");
   mergeCmd->add_option("run", mergeRun)->required();
   mergeCmd->add_option("shards", mergeShards, "shard files (default: <run>.rank<N>.shard)");
+  std::string mergeConfig;
+  mergeCmd->add_option("--config", mergeConfig,
+                       "create RUN from this config first if it does not exist (ranks started "
+                       "with `stagescope worker`, e.g. on several hosts)");
 
 #ifdef STAGESCOPE_HAVE_UI
   stagescope::ui::ViewerOptions viewer;
@@ -152,7 +200,7 @@ int main(int argc, char** argv) {
   }
   if (*cmpCmd) return stagescope::app::compareCommand(cmpA, cmpB, html, md, json, cmpTol);
   if (*exportCmd) return stagescope::app::exportCommand(exportRun, trace);
-  if (*mergeCmd) return mergeCommand(mergeRun, mergeShards);
+  if (*mergeCmd) return mergeCommand(mergeRun, mergeShards, mergeConfig);
 #ifdef STAGESCOPE_HAVE_UI
   if (*guiCmd) return stagescope::ui::runViewer(viewer);
 #endif

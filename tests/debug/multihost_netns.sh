@@ -1,0 +1,111 @@
+#!/bin/sh
+# multihost_netns.sh STAGESCOPE CONFIG: a multimodule run split across two "hosts".
+#
+# Two network namespaces joined by a veth pair (10.200.0.1 and 10.200.0.2, addresses that
+# exist only inside the namespaces) stand in for two machines.  Rank 0 (the encoder) runs on
+# host A and hosts the TCPStore; ranks 1-2 (the llm pipeline) run on host B.  Every rank is a
+# plain `stagescope worker` with the torchrun environment (RANK, WORLD_SIZE, MASTER_ADDR,
+# MASTER_PORT) and STAGESCOPE_GLOO_HOST = its namespace's own address.  Each host writes its
+# shards next to a run file path in its own directory; `stagescope merge --config` then
+# creates the run file and merges them, and the transfer checksums must equal those of the
+# same config run on one host (`stagescope run`, then `check --against`).
+# Exit 77 (CTest SKIP) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
+set -u
+exe=$1
+config=$2
+tag=$$
+nsA=stagescope-a-$tag
+nsB=stagescope-b-$tag
+work=$(mktemp -d "${TMPDIR:-/tmp}/stagescope-netns-XXXXXX")
+
+if ! command -v ip >/dev/null 2>&1; then
+  echo "SKIP: the 'ip' tool (iproute2) is not installed"
+  exit 77
+fi
+if ! ip netns add "$nsA" 2>"$work/netns.err"; then
+  echo "SKIP: cannot create a network namespace: $(cat "$work/netns.err") (needs root / CAP_NET_ADMIN)"
+  rm -rf "$work"
+  exit 77
+fi
+
+cleanup() {
+  for ns in "$nsA" "$nsB"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
+  exit 1
+}
+
+ip netns add "$nsB" || fail "ip netns add $nsB"
+ip link add "ssa$tag" type veth peer name "ssb$tag" || fail "ip link add veth"
+ip link set "ssa$tag" netns "$nsA" || fail "move veth end to $nsA"
+ip link set "ssb$tag" netns "$nsB" || fail "move veth end to $nsB"
+ip -n "$nsA" addr add 10.200.0.1/24 dev "ssa$tag" || fail "address in $nsA"
+ip -n "$nsB" addr add 10.200.0.2/24 dev "ssb$tag" || fail "address in $nsB"
+for ns in "$nsA" "$nsB"; do
+  ip -n "$ns" link set lo up
+done
+ip -n "$nsA" link set "ssa$tag" up
+ip -n "$nsB" link set "ssb$tag" up
+if command -v ping >/dev/null 2>&1; then
+  ip netns exec "$nsA" ping -c 1 -W 2 10.200.0.2 >/dev/null 2>&1 || fail "no route between the namespaces"
+fi
+
+# The config with a generous timeout: the hosts start their ranks independently.
+sed 's/^timeout_seconds = .*/timeout_seconds = 60/' "$config" >"$work/config.toml"
+mkdir -p "$work/hostA" "$work/hostB" "$work/merged" "$work/single"
+port=29500
+
+# Each host also gets its own host name where a UTS namespace can be made (recorded per rank).
+uts=""
+if command -v unshare >/dev/null 2>&1 && unshare --uts true 2>/dev/null; then uts="unshare --uts"; fi
+
+# worker NS HOSTDIR RANK ADDR
+worker() {
+  ip netns exec "$1" $uts env RANK="$3" LOCAL_RANK="$3" WORLD_SIZE=3 MASTER_ADDR=10.200.0.1 \
+    MASTER_PORT=$port STAGESCOPE_GLOO_HOST="$4" HOSTDIR="$2" EXE="$exe" OUT="$work/$2/run.db" \
+    CFG="$work/config.toml" UTS="$uts" \
+    sh -c '[ -n "$UTS" ] && hostname "stagescope-$HOSTDIR"; exec "$EXE" worker "$CFG" --out "$OUT"' \
+    >"$work/rank$3.log" 2>&1
+}
+
+start=$(date +%s)
+worker "$nsA" hostA 0 10.200.0.1 &
+p0=$!
+worker "$nsB" hostB 1 10.200.0.2 &
+p1=$!
+worker "$nsB" hostB 2 10.200.0.2 &
+p2=$!
+rc=0
+for p in $p0 $p1 $p2; do wait "$p" || rc=1; done
+[ $rc -eq 0 ] || fail "a rank failed"
+echo "ranks finished in $(( $(date +%s) - start )) s: rank 0 in $nsA (10.200.0.1), ranks 1-2 in $nsB (10.200.0.2)"
+grep -h "iteration" "$work"/rank*.log
+
+# Each host wrote its own shards next to its own run file path.
+[ -f "$work/hostA/run.db.rank0.shard" ] || fail "host A has no shard for rank 0"
+[ -f "$work/hostB/run.db.rank1.shard" ] && [ -f "$work/hostB/run.db.rank2.shard" ] ||
+  fail "host B has no shards for ranks 1-2"
+ls "$work/hostA" "$work/hostB"
+
+"$exe" merge "$work/merged/run.db" "$work/hostA/run.db.rank0.shard" \
+  "$work/hostB/run.db.rank1.shard" "$work/hostB/run.db.rank2.shard" \
+  --config "$work/config.toml" || fail "merge --config"
+
+"$exe" run "$work/config.toml" -o "$work/single/run.db" -q || fail "single-host run"
+
+# Same transfers, same checksums, same gradients and losses, bitwise.
+"$exe" check "$work/merged/run.db" --against "$work/single/run.db" || fail "check --against"
+if command -v sqlite3 >/dev/null 2>&1; then
+  echo "merged run, rank -> host:"
+  sqlite3 "$work/merged/run.db" "SELECT rank, host FROM ranks ORDER BY rank"
+fi
+echo "transfer checksums equal to the single-host run"
+echo "PASS"

@@ -2,12 +2,12 @@
 
 #include <ATen/ATen.h>
 
-#include <csignal>
+#include <unistd.h>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <limits>
 #include <thread>
-#include <unistd.h>
 
 namespace stagescope::engine {
 
@@ -15,9 +15,9 @@ FaultInjector::FaultInjector(std::vector<plan::FaultConfig> faults, const plan::
                              int rank, const std::string& module, int stage)
     : rank_(rank), module_(module), stage_(stage), lastStage_(config.module(module).pp - 1) {
   for (auto& f : faults) {
-    const bool mine = f.rank >= 0 ? f.rank == rank
-                                  : f.module == module && (f.stage < 0 ? stage == lastStage_
-                                                                       : f.stage == stage);
+    const bool mine =
+        f.rank >= 0 ? f.rank == rank
+                    : f.module == module && (f.stage < 0 ? stage == lastStage_ : f.stage == stage);
     if (mine) faults_.push_back(std::move(f));
   }
 }
@@ -71,7 +71,8 @@ void FaultInjector::atCompute(int iteration, int microbatch, bool backward) cons
   for (const auto& f : faults_) {
     if (f.kind == "kill" && f.iteration == iteration && f.microbatch == microbatch &&
         backward == (f.direction == "gradient")) {
-      std::fprintf(stderr, "stagescope: fault injection kills rank %d (iteration %d, microbatch %d)\n",
+      std::fprintf(stderr,
+                   "stagescope: fault injection kills rank %d (iteration %d, microbatch %d)\n",
                    rank_, iteration, microbatch);
       std::fflush(stderr);
       ::kill(::getpid(), SIGKILL);

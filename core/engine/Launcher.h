@@ -18,19 +18,19 @@ enum WorkerExit : int {
 };
 
 struct LaunchSpec {
-  std::vector<std::string> argv;       // the worker command line (argv[0] = executable)
+  std::vector<std::string> argv;  // the worker command line (argv[0] = executable)
   int worldSize = 1;
   std::string masterAddr = "127.0.0.1";
   int masterPort = 0;
   std::vector<std::string> extraEnv;  // "KEY=VALUE"
-  double hangGraceSeconds = 5;         // after a rank times out, wait this long for the others
-  bool quiet = false;                  // do not forward rank output
+  double hangGraceSeconds = 5;        // after a rank times out, wait this long for the others
+  bool quiet = false;                 // do not forward rank output
 };
 
 struct RankExit {
   int rank = -1;
-  int exitCode = 0;    // valid when !signaled
-  int signal = 0;      // the signal that ended it, 0 if it exited
+  int exitCode = 0;  // valid when !signaled
+  int signal = 0;    // the signal that ended it, 0 if it exited
   bool stoppedByUs = false;
   std::string lastLine;  // last line the rank printed on stderr
 };

@@ -3,11 +3,13 @@
 // MASTER_ADDR:MASTER_PORT).  Writes its shard "<RUN>.rank<N>.shard" next to the run file.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <c10/util/Exception.h>
 
 #include "app/Commands.h"
@@ -50,8 +52,11 @@ events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p,
 }
 
 at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
-  if (cfg.device == "cuda")
-    return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.localRank));
+  // Several local ranks may share a GPU under Gloo (NCCL was checked to have one per rank).
+  if (cfg.device == "cuda") {
+    const int gpus = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
+    return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.localRank % gpus));
+  }
   return at::Device(at::kCPU);
 }
 

@@ -51,7 +51,9 @@ at::Tensor makeHeader(const at::Tensor& t) {
   return h;
 }
 
-at::Tensor allocateFromHeader(const at::Tensor& h, const std::string& what) {
+at::Tensor allocateFromHeader(const at::Tensor& header, const std::string& what,
+                              at::Device device) {
+  const at::Tensor h = header.to(at::kCPU);
   const auto* p = h.data_ptr<int64_t>();
   if (p[0] < 1 || p[0] > kHeaderLen - 2) {
     throw std::runtime_error(what + ": received a shape header with ndim " +
@@ -59,7 +61,7 @@ at::Tensor allocateFromHeader(const at::Tensor& h, const std::string& what) {
   }
   std::vector<int64_t> shape(p + 1, p + 1 + p[0]);
   auto dtype = static_cast<at::ScalarType>(p[kHeaderLen - 1]);
-  return at::empty(shape, at::TensorOptions().dtype(dtype));
+  return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
 }
 
 // The tag names the message (iteration, microbatch, direction, header/payload): a lost or
@@ -112,6 +114,9 @@ Communicator::Communicator(const plan::RunConfig& config, const plan::Topology& 
       groups_(groups), recorder_(recorder), device_(device), wait_(wait), faults_(faults) {
   const auto& grid = topology_.grid(me_.module);
   ppGroup_ = groups_.get(grid.groupOf({"pp"}, me_.rank), me_.module + "/pp");
+  // NCCL moves device tensors; Gloo's send/recv take host tensors only, so CUDA payloads
+  // are staged through host memory there.
+  wireDevice_ = groups_.backendKind() == BackendKind::Nccl ? device_ : at::Device(at::kCPU);
 }
 
 void Communicator::createAllGroups(const plan::RunConfig& config, const plan::Topology& topology,
@@ -209,7 +214,7 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
       recorder_.diagnosis(std::move(d));
     }
   }
-  p.header = makeHeader(p.payload);
+  p.header = makeHeader(p.payload).to(wireDevice_);
   p.rec = std::move(rec);
   p.rec.startNs = posted;
   p.dropped = drop;
@@ -231,14 +236,14 @@ void Communicator::postRecv(Exchange& ex, events::TransferRecord rec,
   p.key = key;
   p.rec = std::move(rec);
   p.rec.startNs = nowNs();
-  p.header = at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+  p.header = at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong).device(wireDevice_));
   std::vector<at::Tensor> h{p.header};
   p.headerWork = group->backend->recv(h, group->localRank(p.peer), tagOf(p.rec, false));
   into->push_back(std::move(p));
 }
 
 void Communicator::postActivationSends(Exchange& ex, const at::Tensor& activation, int mb) {
-  at::Tensor wire = prepareForComm(activation.detach()).to(at::kCPU).contiguous();
+  at::Tensor wire = prepareForComm(activation.detach()).to(wireDevice_).contiguous();
   if (me_.pp < module_.pp - 1) {
     const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp + 1, me_.dp});
     postSend(ex,
@@ -271,7 +276,7 @@ void Communicator::postGradientSends(Exchange& ex, const std::map<std::string, a
              baseRecord(me_.rank, Side::Send, me_.rank, peer, *ppGroup_,
                         p2pEdge(me_.module, me_.pp - 1), events::EdgeKind::P2P,
                         events::BridgeRole::None, Direction::Gradient, ex.ids, mb),
-             ppGroup_, prepareForComm(g.detach()).to(at::kCPU).contiguous());
+             ppGroup_, prepareForComm(g.detach()).to(wireDevice_).contiguous());
     return;
   }
   for (const auto* b : topology_.bridgesInto(me_.module)) {
@@ -282,7 +287,7 @@ void Communicator::postGradientSends(Exchange& ex, const std::map<std::string, a
       throw std::runtime_error("rank " + std::to_string(me_.rank) + ": no input gradient for '" +
                                b->src + "' to send back over bridge " + b->name);
     }
-    at::Tensor wire = it->second.detach().to(at::kCPU).contiguous();
+    at::Tensor wire = it->second.detach().to(wireDevice_).contiguous();
     auto parts = splitForPeers(wire, static_cast<int>(peers.size()), layout_.batchAxis);
     auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
     for (size_t j = 0; j < peers.size(); ++j) {
@@ -371,8 +376,8 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
 void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
   for (auto& p : recvs) {
     waitFor(p.headerWork, p, ex.ids);
-    p.payload = allocateFromHeader(p.header, "rank " + std::to_string(me_.rank) + " " +
-                                                 describe(p.rec));
+    p.payload = allocateFromHeader(
+        p.header, "rank " + std::to_string(me_.rank) + " " + describe(p.rec), wireDevice_);
     std::vector<at::Tensor> d{p.payload};
     p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer),
                                            tagOf(p.rec, true));
@@ -401,8 +406,9 @@ at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, i
   auto group = groups_.get(boundary, "boundary");
   if (!group || !group->backend) return value;
   const int root = group->localRank(leader);
-  at::Tensor header = me_.rank == leader ? makeHeader(value)
-                                         : at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor header = me_.rank == leader
+                         ? makeHeader(value).to(wireDevice_)
+                         : at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong).device(wireDevice_));
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   auto run = [&](at::Tensor& t) {
@@ -422,7 +428,9 @@ at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, i
     }
   };
   run(header);
-  if (me_.rank != leader) value = allocateFromHeader(header, "boundary broadcast " + group->name);
+  if (me_.rank != leader) {
+    value = allocateFromHeader(header, "boundary broadcast " + group->name, wireDevice_);
+  }
   value = value.contiguous();
   run(value);
   return value;

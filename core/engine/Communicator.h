@@ -114,6 +114,7 @@ class Communicator {
   ProcessGroups& groups_;
   events::Recorder& recorder_;
   at::Device device_;
+  at::Device wireDevice_{at::kCPU};  // where payloads live while in flight
   WaitState* wait_;
   const FaultInjector* faults_;
   ActivationLayout layout_;

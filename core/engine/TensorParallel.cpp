@@ -8,6 +8,13 @@ namespace stagescope::engine {
 
 void allReduceSum(const Group& group, at::Tensor& t, std::chrono::milliseconds timeout) {
   if (!group.backend) return;
+  // Gloo reduces host tensors; a CUDA tensor is staged through host memory and copied back.
+  if (!t.device().is_cpu() && group.backend->getBackendName() == "gloo") {
+    at::Tensor host = t.to(at::kCPU).contiguous();
+    allReduceSum(group, host, timeout);
+    t.copy_(host);
+    return;
+  }
   std::vector<at::Tensor> v{t};
   auto work = group.backend->allreduce(v);
   try {

@@ -168,7 +168,7 @@ std::vector<Tokens> parsed(const std::vector<RankOutcome>& outs) {
 
 void expectAllSucceeded(const std::vector<RankOutcome>& outs) {
   for (const auto& o : outs) {
-    EXPECT_FALSE(o.timedOut) << "rank " << o.rank << " timed out";
+    EXPECT_FALSE(o.timedOut) << "rank " << o.rank << " timed out:\n" << o.report;
     EXPECT_EQ(o.exitCode, 0) << "rank " << o.rank << " failed:\n" << o.report;
   }
 }

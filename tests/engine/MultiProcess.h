@@ -1,6 +1,7 @@
-// Multi-process test harness in c10d's own test style: the parent (the gtest process) hosts a
-// TCPStore on an ephemeral port, forks one child per rank, and waits for all of them with a
-// hard deadline (children still running then are killed; none is ever left behind).  Each
+// Multi-process test harness in c10d's own test style: the parent (the gtest process) forks one
+// child per rank, then hosts a TCPStore on an ephemeral port (started after the forks, see
+// runRanks) and waits for all children with a hard deadline (children still running then are
+// killed; none is ever left behind).  Each
 // child runs `body`, which returns a plain-text report; the parent gets every report back and
 // makes its assertions there (children never run gtest assertions).
 //
@@ -24,6 +25,8 @@ struct RankOutcome {
 
 // `body(rank, world, port)` runs in a forked child (at::set_num_threads(1) already applied);
 // `port` is the parent's TCPStore port on 127.0.0.1.
+// STAGESCOPE_TEST_DEADLINE_S overrides `deadline`; STAGESCOPE_TEST_GDB=1 appends the stacks
+// of children still running at the deadline to their reports.
 std::vector<RankOutcome> runRanks(int world, const std::function<std::string(int, int, int)>& body,
                                   std::chrono::seconds deadline = std::chrono::seconds(90));
 

@@ -29,9 +29,38 @@ struct Child {
   RankExit exit;
 };
 
+// The child's environment: ours, minus the variables we set, plus the rank's.  Built before
+// fork(), so the child only calls async-signal-safe functions until execve (the launcher has
+// other threads, e.g. the store server, whose locks a forked child must not touch).
+std::vector<std::string> rankEnvironment(const LaunchSpec& spec, int rank) {
+  std::vector<std::string> mine = {
+      "RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+      "WORLD_SIZE=" + std::to_string(spec.worldSize), "MASTER_ADDR=" + spec.masterAddr,
+      "MASTER_PORT=" + std::to_string(spec.masterPort), "STAGESCOPE_LAUNCHER_STORE=1",
+      // Loopback ranks need no DNS; a slow resolver would stall every connection by seconds.
+      "RES_OPTIONS=timeout:1 attempts:1"};
+  mine.insert(mine.end(), spec.extraEnv.begin(), spec.extraEnv.end());
+  auto keyOf = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    bool overridden = false;
+    for (const auto& m : mine) overridden = overridden || keyOf(m) == keyOf(kv);
+    if (!overridden) env.push_back(kv);
+  }
+  env.insert(env.end(), mine.begin(), mine.end());
+  return env;
+}
+
 pid_t spawn(const LaunchSpec& spec, int rank, int* outFd, int* errFd) {
   int out[2], err[2];
   if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("pipe() failed");
+  const std::vector<std::string> env = rankEnvironment(spec, rank);
+  std::vector<char*> envp, argv;
+  for (const auto& kv : env) envp.push_back(const_cast<char*>(kv.c_str()));
+  envp.push_back(nullptr);
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork() failed for rank " + std::to_string(rank));
   if (pid == 0) {
@@ -41,18 +70,9 @@ pid_t spawn(const LaunchSpec& spec, int rank, int* outFd, int* errFd) {
     dup2(err[1], 2);
     close(out[0]);
     close(err[0]);
-    setenv("RANK", std::to_string(rank).c_str(), 1);
-    setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-    setenv("WORLD_SIZE", std::to_string(spec.worldSize).c_str(), 1);
-    setenv("MASTER_ADDR", spec.masterAddr.c_str(), 1);
-    setenv("MASTER_PORT", std::to_string(spec.masterPort).c_str(), 1);
-    setenv("STAGESCOPE_LAUNCHER_STORE", "1", 1);
-    for (const auto& kv : spec.extraEnv) putenv(strdup(kv.c_str()));
-    std::vector<char*> argv;
-    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    std::fprintf(stderr, "exec %s failed: %s\n", argv[0], std::strerror(errno));
+    execve(argv[0], argv.data(), envp.data());
+    static const char kMsg[] = "stagescope: exec of the worker failed\n";
+    (void)!write(2, kMsg, sizeof kMsg - 1);
     _exit(127);
   }
   close(out[1]);

@@ -409,6 +409,7 @@ def fmt_ms(s):
 def markdown(r):
     m = r["meta"]
     P = r["parts"]
+    cpus = m["cpus"]  # p ranks on fewer cores: a rank computes at most cpus/p of the time
     L = [f"# stagescope benchmarks{' (smoke run: not for quoting)' if m['smoke'] else ''}", "",
          f"{m['date']} · {m['machine']} · {m['cpus']} CPUs · load average {m['load_start']} at start, "
          f"{m['load_end']} at end · suite took {m['suite_s']:.0f} s · torch {m.get('torch', '–')}", "",
@@ -444,7 +445,7 @@ def markdown(r):
         for c in pl["grid"]:
             row("4", f"bubble fraction pp={c['pp']} m={c['m']}",
                 f"{c['bubble_mean']:.3f} (ranks {', '.join(f'{b:.2f}' for b in c['bubble_per_rank'])})",
-                f"theory {c['bubble_theory']:.3f}",
+                f"theory {c['bubble_theory']:.3f}" + (f"; {cpus}-core floor ≈ {1 - cpus / c['pp']:.3f}" if c["pp"] > cpus else ""),
                 f"time in comm actions {c['comm_share_mean']:.3f}; peak activations {c['peak_activations']} vs min(p−s,m) {c['peak_expected']} "
                 f"{'✓' if c['peaks_match'] else '✗'}")
     sc = P.get("scale")
@@ -482,7 +483,14 @@ def main():
     p.add_argument("--peer-python", default="")
     p.add_argument("--peer-reason", default="")
     p.add_argument("--parts", default="1,2,3,4,5,6")
+    p.add_argument("--render-only", action="store_true", help="rewrite results.md from results.json")
     a = p.parse_args()
+    if a.render_only:
+        with open(os.path.join(a.out, "results.json")) as f:
+            r = json.load(f)
+        with open(os.path.join(a.out, "results.md"), "w") as f:
+            f.write(markdown(r))
+        return
     a.build = os.path.abspath(a.build)
     b = Bench(a)
     t0 = time.perf_counter()

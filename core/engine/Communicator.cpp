@@ -88,6 +88,7 @@ struct Communicator::Pending {
   at::Tensor header, payload;
   c10::intrusive_ptr<c10d::Work> headerWork, payloadWork;
   bool dropped = false;  // fault injection skipped the send: nothing to wait for or record
+  CommIds ids;           // the action that posted it (sends complete lazily)
 };
 
 struct Communicator::Exchange {
@@ -117,6 +118,20 @@ Communicator::Communicator(const plan::RunConfig& config, const plan::Topology& 
   // NCCL moves device tensors; Gloo's send/recv take host tensors only, so CUDA payloads
   // are staged through host memory there.
   wireDevice_ = groups_.backendKind() == BackendKind::Nccl ? device_ : at::Device(at::kCPU);
+}
+
+// A communicator that goes away with sends still in flight (an error unwinds the schedule)
+// still records what this rank put on the wire, ended now: a check can then compare it with
+// what the peer received.  Never throws.
+Communicator::~Communicator() {
+  for (auto& p : inflight_) {
+    if (p.dropped || recorder_.level() == events::RecordLevel::Off) continue;
+    p.rec.endNs = nowNs();
+    try {
+      recorder_.transfer(std::move(p.rec));
+    } catch (...) {
+    }
+  }
 }
 
 void Communicator::createAllGroups(const plan::RunConfig& config, const plan::Topology& topology,
@@ -390,16 +405,41 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
   }
 }
 
+// Sends are waited for lazily: the schedule goes on while they drain (like PyTorch's
+// pipelining, which waits on a send only at its next step).  The Work objects keep the
+// payloads alive; completed sends are recorded at the next communication action, and every
+// send is waited for, with the timeout, by finishSends() at the end of the iteration.
 void Communicator::completeSends(Exchange& ex) {
   for (auto& p : ex.sends) {
-    waitFor(p.headerWork, p, ex.ids);
-    waitFor(p.payloadWork, p, ex.ids);
+    p.ids = ex.ids;
+    inflight_.push_back(std::move(p));
+  }
+  ex.sends.clear();
+  reapSends(false);
+}
+
+void Communicator::reapSends(bool block) {
+  size_t kept = 0;
+  for (size_t i = 0; i < inflight_.size(); ++i) {
+    Pending& p = inflight_[i];
+    const bool done = (!p.headerWork || p.headerWork->isCompleted()) &&
+                      (!p.payloadWork || p.payloadWork->isCompleted());
+    if (!done && !block) {
+      if (kept != i) inflight_[kept] = std::move(p);
+      ++kept;
+      continue;
+    }
+    waitFor(p.headerWork, p, p.ids);  // rethrows a failed send's error
+    waitFor(p.payloadWork, p, p.ids);
     p.rec.endNs = nowNs();
     if (!p.dropped && recorder_.level() > events::RecordLevel::Off) {
       recorder_.transfer(std::move(p.rec));
     }
   }
+  inflight_.resize(kept);
 }
+
+void Communicator::finishSends() { reapSends(true); }
 
 at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, int leader,
                                              at::Tensor value, const CommIds& ids) {

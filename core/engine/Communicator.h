@@ -73,6 +73,8 @@ class Communicator {
                const plan::RankPlan& me, ProcessGroups& groups, events::Recorder& recorder,
                at::Device device, WaitState* wait, const FaultInjector* faults = nullptr);
 
+  ~Communicator();  // defined where Pending is complete
+
   // Creates every group this engine uses (module tp/pp/dp groups, bridge leader groups,
   // boundary broadcast groups) in one global order; call once on every rank.
   static void createAllGroups(const plan::RunConfig& config, const plan::Topology& topology,
@@ -85,6 +87,9 @@ class Communicator {
   void run(const CommIds& ids, const at::Tensor* activation,
            const std::map<std::string, at::Tensor>* gradients,
            std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut);
+  // Waits (with the timeout) for every send still in flight and records it; call at the end
+  // of each iteration.
+  void finishSends();
 
  private:
   struct Pending;
@@ -100,6 +105,7 @@ class Communicator {
   void waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p, const CommIds& ids);
   void completeRecvs(Exchange& ex, std::vector<Pending>& recvs);
   void completeSends(Exchange& ex);
+  void reapSends(bool block);
   std::map<std::string, at::Tensor> gather(std::vector<Pending>& recvs,
                                            const std::vector<const plan::Bridge*>& bridges,
                                            bool destSide, const CommIds& ids);
@@ -119,6 +125,7 @@ class Communicator {
   const FaultInjector* faults_;
   ActivationLayout layout_;
   std::shared_ptr<Group> ppGroup_;
+  std::vector<Pending> inflight_;  // posted sends not yet known to be complete
 };
 
 }  // namespace stagescope::engine

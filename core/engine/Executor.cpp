@@ -269,6 +269,7 @@ IterationResult Executor::runIteration(int iteration) {
       recorder_.action(std::move(rec));
     }
   }
+  comm_->finishSends();
   IterationResult result;
   result.iteration = iteration;
   if (!losses_.empty()) {

@@ -387,6 +387,7 @@ std::string bridgeBody(const Scenario& sc, int rank, int world, int port) {
       run(ActionKind::SendBackward, 2, -1, nullptr, &g, nullptr, nullptr);
     }
   }
+  comm.finishSends();  // sends complete lazily; the end of an "iteration" waits for them
   putTransfers(r, rec);
   return r.text();
 }

@@ -15,6 +15,7 @@ APT_PACKAGES=(
   libimgui-dev libglfw3-dev libstb-dev libfreetype-dev libgl-dev
   xvfb xauth libgl1-mesa-dri                   # GUI tests under Xvfb + Mesa
   chromium                                     # HTML report screenshot test
+  clang libclang-rt-14-dev                     # libFuzzer for the run-file reader fuzz target
   iproute2 procps
 )
 

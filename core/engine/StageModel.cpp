@@ -14,7 +14,8 @@ StageModel::StageModel(const plan::RunConfig& config, const plan::ModuleConfig& 
                        int tpRank, std::shared_ptr<Group> tpGroup,
                        std::chrono::milliseconds timeout, at::Device device)
     : config_(config), module_(module), stage_(stage), tp_(module.tp), tpRank_(tpRank),
-      tpGroup_(std::move(tpGroup)), timeout_(timeout), device_(device) {
+      tpGroup_(std::move(tpGroup)), timeout_(timeout), device_(device),
+      dtype_(config.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat) {
   const int h = module.hidden;
   llmHidden_ = config.llm().hidden;
   seqLen_ = config.llm().textLen;
@@ -56,7 +57,8 @@ void StageModel::addParam(const std::string& suffix, std::vector<int64_t> fullSh
     prm.partitionOffset = part * tpRank_;
     full = full.narrow(partitionDim, prm.partitionOffset, part);
   }
-  prm.value = full.contiguous().to(device_).set_requires_grad(true);
+  // Drawn in float32 (layout independence), then held in the configured dtype.
+  prm.value = full.contiguous().to(device_, dtype_).set_requires_grad(true);
   index_[suffix] = params_.size();
   params_.push_back(std::move(prm));
 }
@@ -130,7 +132,7 @@ at::Tensor StageModel::block(const at::Tensor& x, int layer) {
 
 at::Tensor StageModel::embed(const StageInput& in) {
   if (module_.kind == "encoder") {
-    at::Tensor patches = in.patches.to(device_).transpose(0, 1);  // [P, B, d]
+    at::Tensor patches = in.patches.to(device_, dtype_).transpose(0, 1);  // [P, B, d]
     at::Tensor x = at::linear(patches, p("patch_embed.weight"), p("patch_embed.bias"));
     return x + p("pos_embed").unsqueeze(1);
   }

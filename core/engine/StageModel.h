@@ -76,6 +76,7 @@ class StageModel {
   std::shared_ptr<Group> tpGroup_;
   std::chrono::milliseconds timeout_;
   at::Device device_;
+  at::ScalarType dtype_;  // parameters and activations (config dtype); the loss is float32
   int llmHidden_ = 0;
   int seqLen_ = 0;  // llm: sum of encoder patches + textLen
   std::vector<Param> params_;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "storage/RunReader.h"
 #include "tests/engine/RunHarness.h"
@@ -64,6 +65,51 @@ TEST(LayoutIndependence, DifferentLayoutsOfOneModelGiveTheSameLosses) {
   auto lb = iterationLosses(storage::loadRun(b.runPath), false);
   ASSERT_EQ(la.size(), 2u);
   for (auto& [it, loss] : la) EXPECT_NEAR(loss, lb[it], 1e-6 * std::abs(loss)) << "iteration " << it;
+}
+
+TEST(Dtype, Bfloat16RunMovesBfloat16AndTracksTheFloat32Loss) {
+  RunOutput f32 = runStagescope(assetConfig("default"), {}, "dtype-f32");
+  RunOutput bf16 = runStagescope(assetConfig("default"), {"--set", "dtype=\"bfloat16\"", "--check"},
+                                 "dtype-bf16");
+  ASSERT_EQ(f32.exitCode, 0) << f32.output;
+  ASSERT_EQ(bf16.exitCode, 0) << bf16.output;  // every check passes in bf16 too
+  auto run = storage::loadRun(bf16.runPath);
+  ASSERT_FALSE(run.transfers.empty());
+  for (const auto& t : run.transfers) EXPECT_EQ(t.dtype, "bfloat16") << t.edge;
+  auto la = iterationLosses(storage::loadRun(f32.runPath), false), lb = iterationLosses(run, false);
+  ASSERT_EQ(lb.size(), 2u);
+  for (auto& [it, loss] : la) {
+    EXPECT_NEAR(lb[it], loss, 1e-2 * loss) << "iteration " << it;  // bf16 has 8 mantissa bits
+    EXPECT_NE(lb[it], loss) << "the bf16 run really computed in bf16";
+  }
+}
+
+// Every send has exactly one receive with the same checksum and shape, and each edge
+// carries m activations and m gradients per iteration, in an 8-rank multimodule run.
+TEST(Transfers, EverySendHasOneMatchingReceiveAndCountsMatchThePlan) {
+  RunOutput out = runStagescope(assetConfig("default"), {}, "pairs");
+  ASSERT_EQ(out.exitCode, 0) << out.output;
+  auto run = storage::loadRun(out.runPath);
+  ASSERT_EQ(run.ranks.size(), 8u);
+  ASSERT_FALSE(run.pairs.empty());
+  std::map<std::tuple<std::string, int, int, int, int>, int> perEdge;  // edge,dir,it,src,dst
+  for (const auto& p : run.pairs) {
+    ASSERT_TRUE(p.complete());
+    EXPECT_TRUE(p.shapeMatches);
+    EXPECT_TRUE(p.checksumMatches);
+    const auto& s = run.transfers[p.send];
+    const auto& r = run.transfers[p.recv];
+    EXPECT_EQ(s.checksum, r.checksum);
+    EXPECT_NE(s.checksum, 0u);
+    EXPECT_EQ(s.shape, r.shape);
+    ++perEdge[{s.edge, static_cast<int>(s.direction), s.iteration, s.srcRank, s.dstRank}];
+  }
+  const int m = run.info.microbatches;
+  for (const auto& [key, n] : perEdge) {
+    EXPECT_EQ(n, m) << std::get<0>(key) << " " << std::get<3>(key) << "->" << std::get<4>(key);
+  }
+  // default.toml: 2 fan-in leaders -> llm leader, 2 P2P pairs (tp 0, 1); both directions; 2 iterations.
+  EXPECT_EQ(perEdge.size(), (2u + 2u) * 2u * 2u);
 }
 
 }  // namespace

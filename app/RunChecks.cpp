@@ -17,11 +17,11 @@ int exitCodeFor(events::RunStatus status) {
 
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files) {
   try {
-    storage::RunModel run = storage::loadRun(path);
+    storage::RunModel run = loadWithProgress(path, {});
     storage::RunModel other;
     report::CheckOptions opts;
     if (!against.empty()) {
-      other = storage::loadRun(against);
+      other = loadWithProgress(against, {});
       opts.against = &other;
       opts.againstBitwise = files.bitwise;
       opts.againstRelTol = files.tolerance;

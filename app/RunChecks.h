@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "core/events/Events.h"
+#include "storage/RunModel.h"
+#include "storage/RunReader.h"
 
 namespace stagescope::app {
 
@@ -20,6 +22,8 @@ struct CheckFiles {
 // check's exit code (README "Exit codes").
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files);
 int exitCodeFor(events::RunStatus status);
+// loadRun with a progress bar on a terminal, plain lines otherwise (app/main.cpp).
+storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts);
 // The wait-for graph of a hung run, built from the ranks' timeout diagnoses (and the
 // fault_injected ones, which say where a message was lost).
 struct HangAnalysis {

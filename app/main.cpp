@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 
 #include "app/Commands.h"
@@ -13,17 +15,34 @@
 #include "storage/report/Check.h"
 #include "storage/report/ChromeTrace.h"
 #include "storage/report/Compare.h"
+#include "storage/report/Progress.h"
 #ifdef STAGESCOPE_HAVE_UI
 #include "ui/Viewer.h"
 #endif
 
 namespace stagescope::app {
+
+// Loads a run file with a progress bar on a terminal (plain lines in CI logs), shown only
+// when loading takes longer than half a second: small files and errors stay one line.
+storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts) {
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<report::Progress> progress;
+  auto model = storage::loadRun(path, opts, [&](float f) {
+    if (!progress && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500)) {
+      progress.emplace("loading " + path, 1000);
+    }
+    if (progress) progress->update(static_cast<uint64_t>(f * 1000));
+  });
+  if (progress) progress->finish();
+  return model;
+}
+
 namespace {
 
 int compareCommand(const std::string& a, const std::string& b, const std::string& html,
                    const std::string& md, const std::string& json, double tol) {
   try {
-    storage::RunModel ra = storage::loadRun(a), rb = storage::loadRun(b);
+    storage::RunModel ra = loadWithProgress(a, {}), rb = loadWithProgress(b, {});
     report::CompareOptions opts;
     opts.labelA = a;
     opts.labelB = b;
@@ -46,7 +65,7 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
 
 int exportCommand(const std::string& run, const std::string& trace) {
   try {
-    auto stats = report::writeChromeTrace(storage::loadRun(run), trace);
+    auto stats = report::writeChromeTrace(loadWithProgress(run, {}), trace);
     (void)stats;
     std::printf("wrote %s\n", trace.c_str());
     return 0;

@@ -19,8 +19,8 @@ void recordReference(const plan::RunConfig& config, const std::string& runPath) 
     const auto& ref = iterations[it];
     const int dp = config.llm().dp;
     for (size_t k = 0; k < ref.microbatchLosses.size(); ++k) {
-      writer->loss({-1, it, static_cast<int>(k) / dp, static_cast<int>(k) % dp,
-                    ref.microbatchLosses[k]});
+      writer->loss(
+          {-1, it, static_cast<int>(k) / dp, static_cast<int>(k) % dp, ref.microbatchLosses[k]});
     }
     writer->loss({-1, it, -1, 0, ref.loss});
     for (const auto& [name, grad] : ref.gradients) {

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include <ATen/Parallel.h>
-#include <torch/cuda.h>
 #include <c10/util/Exception.h>
+#include <torch/cuda.h>
 
 #include "app/Commands.h"
 #include "core/engine/Communicator.h"

@@ -2,10 +2,9 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
-#include <chrono>
 #include <cstdio>
-#include <optional>
 #include <filesystem>
+#include <optional>
 
 #include "app/Commands.h"
 #include "app/RunChecks.h"

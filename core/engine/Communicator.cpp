@@ -56,8 +56,8 @@ at::Tensor allocateFromHeader(const at::Tensor& header, const std::string& what,
   const at::Tensor h = header.to(at::kCPU);
   const auto* p = h.data_ptr<int64_t>();
   if (p[0] < 1 || p[0] > kHeaderLen - 2) {
-    throw std::runtime_error(what + ": received a shape header with ndim " +
-                             std::to_string(p[0]) + " (expected 1..6)");
+    throw std::runtime_error(what + ": received a shape header with ndim " + std::to_string(p[0]) +
+                             " (expected 1..6)");
   }
   std::vector<int64_t> shape(p + 1, p + 1 + p[0]);
   auto dtype = static_cast<at::ScalarType>(p[kHeaderLen - 1]);
@@ -111,8 +111,15 @@ Communicator::Communicator(const plan::RunConfig& config, const plan::Topology& 
                            const plan::RankPlan& me, ProcessGroups& groups,
                            events::Recorder& recorder, at::Device device, WaitState* wait,
                            const FaultInjector* faults)
-    : config_(config), topology_(topology), me_(me), module_(config.module(me.module)),
-      groups_(groups), recorder_(recorder), device_(device), wait_(wait), faults_(faults) {
+    : config_(config),
+      topology_(topology),
+      me_(me),
+      module_(config.module(me.module)),
+      groups_(groups),
+      recorder_(recorder),
+      device_(device),
+      wait_(wait),
+      faults_(faults) {
   const auto& grid = topology_.grid(me_.module);
   ppGroup_ = groups_.get(grid.groupOf({"pp"}, me_.rank), me_.module + "/pp");
   // NCCL moves device tensors; Gloo's send/recv take host tensors only, so CUDA payloads
@@ -223,8 +230,7 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
       d.actionSeq = rec.actionSeq;
       d.waitsOnRank = rec.dstRank;
       d.message = "fault injection (" + kinds + ") on rank " + std::to_string(me_.rank) +
-                  "'s send of " + describe(rec) + " in iteration " +
-                  std::to_string(rec.iteration);
+                  "'s send of " + describe(rec) + " in iteration " + std::to_string(rec.iteration);
       d.timeNs = nowNs();
       recorder_.diagnosis(std::move(d));
     }
@@ -262,9 +268,9 @@ void Communicator::postActivationSends(Exchange& ex, const at::Tensor& activatio
   if (me_.pp < module_.pp - 1) {
     const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp + 1, me_.dp});
     postSend(ex,
-             baseRecord(me_.rank, Side::Send, me_.rank, peer, *ppGroup_, p2pEdge(me_.module, me_.pp),
-                        events::EdgeKind::P2P, events::BridgeRole::None, Direction::Activation,
-                        ex.ids, mb),
+             baseRecord(me_.rank, Side::Send, me_.rank, peer, *ppGroup_,
+                        p2pEdge(me_.module, me_.pp), events::EdgeKind::P2P,
+                        events::BridgeRole::None, Direction::Activation, ex.ids, mb),
              ppGroup_, wire);
     return;
   }
@@ -340,9 +346,9 @@ void Communicator::postGradientRecvs(Exchange& ex, int mb) {
   if (me_.pp < module_.pp - 1) {
     const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp + 1, me_.dp});
     postRecv(ex,
-             baseRecord(me_.rank, Side::Recv, peer, me_.rank, *ppGroup_, p2pEdge(me_.module, me_.pp),
-                        events::EdgeKind::P2P, events::BridgeRole::None, Direction::Gradient,
-                        ex.ids, mb),
+             baseRecord(me_.rank, Side::Recv, peer, me_.rank, *ppGroup_,
+                        p2pEdge(me_.module, me_.pp), events::EdgeKind::P2P,
+                        events::BridgeRole::None, Direction::Gradient, ex.ids, mb),
              ppGroup_, me_.module, &ex.gradRecvs);
     return;
   }
@@ -376,14 +382,13 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
     const std::string what = describe(p.rec);
     char waited[32];
     std::snprintf(waited, sizeof waited, "%g", groups_.timeout().count() / 1000.0);
-    throw CommTimeout(me_.rank, p.peer,
-                      "rank " + std::to_string(me_.rank) +
-                          (p.rec.side == Side::Recv ? " waits for " : " waits to send ") +
-                          what.substr(0, what.size() - 1) +
-                          ", iteration " + std::to_string(ids.iteration) + ", action " +
-                          std::to_string(ids.actionSeq) + " " +
-                          events::toString(ids.action->kind) + "); gave up after " + waited +
-                          " s: " + std::string(e.what()).substr(0, 200));
+    throw CommTimeout(
+        me_.rank, p.peer,
+        "rank " + std::to_string(me_.rank) +
+            (p.rec.side == Side::Recv ? " waits for " : " waits to send ") +
+            what.substr(0, what.size() - 1) + ", iteration " + std::to_string(ids.iteration) +
+            ", action " + std::to_string(ids.actionSeq) + " " + events::toString(ids.action->kind) +
+            "); gave up after " + waited + " s: " + std::string(e.what()).substr(0, 200));
   }
   if (wait_) wait_->waitingOn = -1;
 }
@@ -394,8 +399,7 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
     p.payload = allocateFromHeader(
         p.header, "rank " + std::to_string(me_.rank) + " " + describe(p.rec), wireDevice_);
     std::vector<at::Tensor> d{p.payload};
-    p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer),
-                                           tagOf(p.rec, true));
+    p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer), tagOf(p.rec, true));
   }
   for (auto& p : recvs) {
     waitFor(p.payloadWork, p, ex.ids);
@@ -439,16 +443,19 @@ void Communicator::reapSends(bool block) {
   inflight_.resize(kept);
 }
 
-void Communicator::finishSends() { reapSends(true); }
+void Communicator::finishSends() {
+  reapSends(true);
+}
 
 at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, int leader,
                                              at::Tensor value, const CommIds& ids) {
   auto group = groups_.get(boundary, "boundary");
   if (!group || !group->backend) return value;
   const int root = group->localRank(leader);
-  at::Tensor header = me_.rank == leader
-                         ? makeHeader(value).to(wireDevice_)
-                         : at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong).device(wireDevice_));
+  at::Tensor header =
+      me_.rank == leader
+          ? makeHeader(value).to(wireDevice_)
+          : at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong).device(wireDevice_));
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   auto run = [&](at::Tensor& t) {
@@ -457,14 +464,13 @@ at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, i
     try {
       work->wait(groups_.timeout());
     } catch (const std::exception& e) {
-      throw CommTimeout(me_.rank, leader,
-                        "rank " + std::to_string(me_.rank) +
-                            " waits for the boundary broadcast from rank " +
-                            std::to_string(leader) + " (group " + group->name + ", iteration " +
-                            std::to_string(ids.iteration) + ", action " +
-                            std::to_string(ids.actionSeq) + " " +
-                            events::toString(ids.action->kind) + "); gave up: " +
-                            std::string(e.what()).substr(0, 200));
+      throw CommTimeout(
+          me_.rank, leader,
+          "rank " + std::to_string(me_.rank) + " waits for the boundary broadcast from rank " +
+              std::to_string(leader) + " (group " + group->name + ", iteration " +
+              std::to_string(ids.iteration) + ", action " + std::to_string(ids.actionSeq) + " " +
+              events::toString(ids.action->kind) +
+              "); gave up: " + std::string(e.what()).substr(0, 200));
     }
   };
   run(header);
@@ -506,19 +512,25 @@ void Communicator::run(const CommIds& ids, const at::Tensor* activation,
                        std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut) {
   using events::ActionKind;
   const plan::Action& a = *ids.action;
-  const bool sendAct = a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward;
-  const bool recvGrad = a.kind == ActionKind::RecvBackward || a.kind == ActionKind::SendForwardRecvBackward;
-  const bool sendGrad = a.kind == ActionKind::SendBackward || a.kind == ActionKind::SendBackwardRecvForward;
-  const bool recvAct = a.kind == ActionKind::RecvForward || a.kind == ActionKind::SendBackwardRecvForward;
+  const bool sendAct =
+      a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward;
+  const bool recvGrad =
+      a.kind == ActionKind::RecvBackward || a.kind == ActionKind::SendForwardRecvBackward;
+  const bool sendGrad =
+      a.kind == ActionKind::SendBackward || a.kind == ActionKind::SendBackwardRecvForward;
+  const bool recvAct =
+      a.kind == ActionKind::RecvForward || a.kind == ActionKind::SendBackwardRecvForward;
   const int actMb = a.microbatch;
-  const int gradMb = (a.kind == ActionKind::SendForwardRecvBackward || a.kind == ActionKind::SendBackwardRecvForward)
+  const int gradMb = (a.kind == ActionKind::SendForwardRecvBackward ||
+                      a.kind == ActionKind::SendBackwardRecvForward)
                          ? a.gradMicrobatch
                          : a.microbatch;
   Exchange ex;
   ex.ids = ids;
   // Sends first, then receives: every send of this action is in flight before we block.
   if (sendAct) postActivationSends(ex, *activation, actMb);
-  if (sendGrad) postGradientSends(ex, *gradients, a.kind == ActionKind::SendBackward ? actMb : gradMb);
+  if (sendGrad)
+    postGradientSends(ex, *gradients, a.kind == ActionKind::SendBackward ? actMb : gradMb);
   if (recvGrad) postGradientRecvs(ex, gradMb);
   if (recvAct) postActivationRecvs(ex, a.kind == ActionKind::RecvForward ? actMb : actMb);
   try {

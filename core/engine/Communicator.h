@@ -13,9 +13,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
-#include <stdexcept>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

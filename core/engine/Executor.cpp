@@ -17,15 +17,18 @@ namespace stagescope::engine {
 
 using events::ActionKind;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology,
                    const plan::Plan& plan, int rank, ProcessGroups& groups,
                    events::Recorder& recorder, at::Device device)
-    : config_(config), topology_(topology), me_(plan.ranks.at(rank)), rank_(rank),
-      groups_(groups), recorder_(recorder), device_(device) {
+    : config_(config),
+      topology_(topology),
+      me_(plan.ranks.at(rank)),
+      rank_(rank),
+      groups_(groups),
+      recorder_(recorder),
+      device_(device) {
   const auto& module = config.module(me_.module);
   const auto& grid = topology.grid(me_.module);
   auto tpGroup = groups.get(grid.groupOf({"tp"}, rank), me_.module + "/tp");
@@ -76,7 +79,8 @@ void Executor::forward(int iteration, const plan::Action& a) {
   auto& leaves = inputs_[a.microbatch];
   auto rec = received_.find(a.microbatch);
   if (rec != received_.end()) {
-    for (auto& [key, t] : rec->second) leaves[key] = t.detach().requires_grad_(!config_.forwardOnly);
+    for (auto& [key, t] : rec->second)
+      leaves[key] = t.detach().requires_grad_(!config_.forwardOnly);
     received_.erase(rec);
   }
   if (model_->isFirst() && recording(iteration) && recorder_.level() >= events::RecordLevel::Full) {
@@ -206,8 +210,8 @@ void Executor::optimizerStep(int iteration) {
 }
 
 void Executor::recordGradients(int iteration, int microbatch, events::GradPhase phase) {
-  const bool values = phase == events::GradPhase::ParamAfterStep ||
-                      phase == events::GradPhase::ParamInitial;
+  const bool values =
+      phase == events::GradPhase::ParamAfterStep || phase == events::GradPhase::ParamInitial;
   for (const auto& p : model_->params()) {
     at::Tensor t = values ? p.value.detach() : p.value.grad();
     if (!t.defined()) continue;
@@ -255,11 +259,21 @@ IterationResult Executor::runIteration(int iteration) {
     wait_.actionSeq = seq;
     const int64_t start = nowNs();
     switch (a.kind) {
-      case ActionKind::Forward: forward(iteration, a); break;
-      case ActionKind::Backward: backward(iteration, a); break;
-      case ActionKind::DpReduce: reduceGradients(iteration); break;
-      case ActionKind::OptimizerStep: optimizerStep(iteration); break;
-      default: communicate(iteration, seq, a); break;
+      case ActionKind::Forward:
+        forward(iteration, a);
+        break;
+      case ActionKind::Backward:
+        backward(iteration, a);
+        break;
+      case ActionKind::DpReduce:
+        reduceGradients(iteration);
+        break;
+      case ActionKind::OptimizerStep:
+        optimizerStep(iteration);
+        break;
+      default:
+        communicate(iteration, seq, a);
+        break;
     }
     const int64_t end = nowNs();
     if (recording(iteration)) {

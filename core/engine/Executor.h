@@ -29,9 +29,9 @@ namespace stagescope::engine {
 
 struct IterationResult {
   int iteration = 0;
-  double loss = 0;        // global-batch mean loss (valid on last-stage ranks)
+  double loss = 0;  // global-batch mean loss (valid on last-stage ranks)
   bool hasLoss = false;
-  double seconds = 0;     // wall time of the iteration on this rank
+  double seconds = 0;  // wall time of the iteration on this rank
 };
 
 class Executor {
@@ -70,10 +70,10 @@ class Executor {
   std::shared_ptr<Group> dpGroup_;
 
   // Per-microbatch state of the current iteration.
-  std::map<int, std::map<std::string, at::Tensor>> received_;  // inputs from RF
-  std::map<int, std::map<std::string, at::Tensor>> inputs_;    // leaves used by F
-  std::map<int, at::Tensor> outputs_;                          // F outputs (loss at the end)
-  std::map<int, at::Tensor> outputGrads_;                      // from RB
+  std::map<int, std::map<std::string, at::Tensor>> received_;    // inputs from RF
+  std::map<int, std::map<std::string, at::Tensor>> inputs_;      // leaves used by F
+  std::map<int, at::Tensor> outputs_;                            // F outputs (loss at the end)
+  std::map<int, at::Tensor> outputGrads_;                        // from RB
   std::map<int, std::map<std::string, at::Tensor>> inputGrads_;  // from B, for SB
   std::vector<double> losses_;
 };

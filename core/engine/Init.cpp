@@ -31,12 +31,16 @@ at::Tensor initialFull(uint64_t seed, const std::string& name, const std::vector
   at::Generator gen = generatorFor(std::to_string(seed) + "/param/" + name);
   at::Tensor z = at::normal(0.0, 1.0, shape, gen, at::TensorOptions().dtype(at::kFloat));
   switch (kind) {
-    case InitKind::Linear: return z / std::sqrt(static_cast<double>(shape.back()));
+    case InitKind::Linear:
+      return z / std::sqrt(static_cast<double>(shape.back()));
     case InitKind::Bias:
     case InitKind::NormBias:
-    case InitKind::Position: return z * 0.1;
-    case InitKind::NormWeight: return z * 0.1 + 1.0;
-    case InitKind::Embedding: return z;
+    case InitKind::Position:
+      return z * 0.1;
+    case InitKind::NormWeight:
+      return z * 0.1 + 1.0;
+    case InitKind::Embedding:
+      return z;
   }
   return z;
 }
@@ -55,7 +59,8 @@ at::Tensor samplePatches(uint64_t seed, int iteration, int64_t sample, const std
 at::Tensor batchTokens(uint64_t seed, int iteration, int64_t first, int count, int textLen,
                        int vocab) {
   std::vector<at::Tensor> rows;
-  for (int i = 0; i < count; ++i) rows.push_back(sampleTokens(seed, iteration, first + i, textLen, vocab));
+  for (int i = 0; i < count; ++i)
+    rows.push_back(sampleTokens(seed, iteration, first + i, textLen, vocab));
   return at::stack(rows);
 }
 

@@ -14,12 +14,12 @@
 namespace stagescope::engine {
 
 enum class InitKind {
-  Linear,     // N(0, 1/fan_in)  (fan_in = last dim)
-  Bias,       // N(0, 0.1^2)
-  NormWeight, // 1 + N(0, 0.1^2)   (LayerNorm weight "around 1")
-  NormBias,   // N(0, 0.1^2)
-  Embedding,  // N(0, 1)
-  Position,   // N(0, 0.1^2)
+  Linear,      // N(0, 1/fan_in)  (fan_in = last dim)
+  Bias,        // N(0, 0.1^2)
+  NormWeight,  // 1 + N(0, 0.1^2)   (LayerNorm weight "around 1")
+  NormBias,    // N(0, 0.1^2)
+  Embedding,   // N(0, 1)
+  Position,    // N(0, 0.1^2)
 };
 
 uint64_t fnv1a(const std::string& text, uint64_t seed = 1469598103934665603ull);

@@ -31,7 +31,10 @@ int Group::localRank(int globalRank) const {
 
 ProcessGroups::ProcessGroups(c10::intrusive_ptr<c10d::Store> store, int rank, int worldSize,
                              BackendKind backend, std::chrono::milliseconds timeout)
-    : store_(std::move(store)), rank_(rank), worldSize_(worldSize), backend_(backend),
+    : store_(std::move(store)),
+      rank_(rank),
+      worldSize_(worldSize),
+      backend_(backend),
       timeout_(timeout) {}
 
 std::shared_ptr<Group> ProcessGroups::get(std::vector<int> ranks, const std::string& purpose) {
@@ -59,8 +62,9 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<i
     opts->timeout = timeout_;
     return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, localRank, size, opts);
 #else
-    throw std::runtime_error("backend = \"nccl\": this build has no NCCL (configure with the "
-                             "'cuda' preset) — use backend = \"gloo\"");
+    throw std::runtime_error(
+        "backend = \"nccl\": this build has no NCCL (configure with the "
+        "'cuda' preset) — use backend = \"gloo\"");
 #endif
   }
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);

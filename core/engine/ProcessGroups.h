@@ -21,10 +21,10 @@ namespace stagescope::engine {
 enum class BackendKind { Gloo, Nccl };
 
 struct Group {
-  std::string name;        // "llm/tp/4-5", for messages
-  std::vector<int> ranks;  // ascending global ranks
+  std::string name;                           // "llm/tp/4-5", for messages
+  std::vector<int> ranks;                     // ascending global ranks
   c10::intrusive_ptr<c10d::Backend> backend;  // null when ranks.size() == 1
-  int localRank(int globalRank) const;         // index in ranks; throws if absent
+  int localRank(int globalRank) const;        // index in ranks; throws if absent
   int size() const { return static_cast<int>(ranks.size()); }
 };
 

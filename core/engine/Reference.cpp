@@ -82,7 +82,8 @@ ReferenceIteration step(const plan::RunConfig& config, FullModel& model,
   at::Tensor total = at::zeros({}, at::kDouble);
   for (int j = 0; j < m; ++j) {
     for (int rep = 0; rep < llm.dp; ++rep) {
-      const int64_t first = static_cast<int64_t>(j) * mbs * llm.dp + static_cast<int64_t>(rep) * mbs;
+      const int64_t first =
+          static_cast<int64_t>(j) * mbs * llm.dp + static_cast<int64_t>(rep) * mbs;
       StageInput in;
       in.tokens = batch.tokens.narrow(0, first, mbs);
       for (const auto* enc : config.encoders()) {
@@ -100,7 +101,8 @@ ReferenceIteration step(const plan::RunConfig& config, FullModel& model,
   total.backward();
   for (auto& s : model.stages) {
     for (auto& p : s->params()) {
-      r.gradients[p.name] = p.value.grad().defined() ? p.value.grad().clone() : at::zeros_like(p.value);
+      r.gradients[p.name] =
+          p.value.grad().defined() ? p.value.grad().clone() : at::zeros_like(p.value);
     }
   }
   optimizer->step();

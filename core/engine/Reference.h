@@ -15,9 +15,9 @@
 namespace stagescope::engine {
 
 struct ReferenceIteration {
-  double loss = 0;                               // global-batch mean
-  std::vector<double> microbatchLosses;          // [microbatch * dp_llm + replica]
-  std::map<std::string, at::Tensor> gradients;   // full parameter name -> full gradient
+  double loss = 0;                              // global-batch mean
+  std::vector<double> microbatchLosses;         // [microbatch * dp_llm + replica]
+  std::map<std::string, at::Tensor> gradients;  // full parameter name -> full gradient
   std::map<std::string, at::Tensor> paramsAfterStep;
 };
 

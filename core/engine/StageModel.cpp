@@ -13,8 +13,14 @@ namespace stagescope::engine {
 StageModel::StageModel(const plan::RunConfig& config, const plan::ModuleConfig& module, int stage,
                        int tpRank, std::shared_ptr<Group> tpGroup,
                        std::chrono::milliseconds timeout, at::Device device)
-    : config_(config), module_(module), stage_(stage), tp_(module.tp), tpRank_(tpRank),
-      tpGroup_(std::move(tpGroup)), timeout_(timeout), device_(device),
+    : config_(config),
+      module_(module),
+      stage_(stage),
+      tp_(module.tp),
+      tpRank_(tpRank),
+      tpGroup_(std::move(tpGroup)),
+      timeout_(timeout),
+      device_(device),
       dtype_(config.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat) {
   const int h = module.hidden;
   llmHidden_ = config.llm().hidden;
@@ -103,13 +109,13 @@ at::Tensor StageModel::attention(const at::Tensor& x, int layer) {
   at::Tensor q = proj("q"), k = proj("k"), v = proj("v");
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
   if (module_.kind == "llm") {
-    at::Tensor mask = at::ones({S, S}, at::TensorOptions().dtype(at::kBool).device(x.device()))
-                          .triu(1);
+    at::Tensor mask =
+        at::ones({S, S}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
     scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   }
-  at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);           // [B, heads, S, dh]
-  ctx = ctx.permute({2, 0, 1, 3}).reshape({S, B, heads * dh});       // [S, B, h/tp]
-  at::Tensor partial = at::linear(ctx, p(L + "o.weight"));           // [S, B, h], partial sum
+  at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);      // [B, heads, S, dh]
+  ctx = ctx.permute({2, 0, 1, 3}).reshape({S, B, heads * dh});  // [S, B, h/tp]
+  at::Tensor partial = at::linear(ctx, p(L + "o.weight"));      // [S, B, h], partial sum
   return reduceFromTensorParallel(partial, tpGroup_, timeout_) + p(L + "o.bias");
 }
 
@@ -156,7 +162,7 @@ at::Tensor StageModel::head(const at::Tensor& x, const at::Tensor& tokens) {
   at::Tensor y = at::layer_norm(x, {h}, p("final_ln.weight"), p("final_ln.bias"), 1e-5);
   if (module_.kind == "encoder") return at::linear(y, p("projector.weight"), p("projector.bias"));
   at::Tensor text = y.narrow(0, y.size(0) - T, T);                         // [T, B, h]
-  at::Tensor logits = at::linear(text, p("head.weight"));                   // [T, B, V]
+  at::Tensor logits = at::linear(text, p("head.weight"));                  // [T, B, V]
   at::Tensor labels = tokens.to(device_).narrow(1, 1, T).transpose(0, 1);  // [T, B]
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat),
                                 labels.reshape({-1}));

@@ -23,10 +23,10 @@
 namespace stagescope::engine {
 
 struct Param {
-  std::string name;                 // "llm.layers.3.attn.q.weight"
-  at::Tensor value;                 // the local shard; a leaf that requires grad
+  std::string name;  // "llm.layers.3.attn.q.weight"
+  at::Tensor value;  // the local shard; a leaf that requires grad
   std::vector<int64_t> fullShape;
-  int partitionDim = -1;            // -1: replicated
+  int partitionDim = -1;  // -1: replicated
   int64_t partitionOffset = 0;
 };
 
@@ -42,9 +42,8 @@ struct StageInput {
 
 class StageModel {
  public:
-  StageModel(const plan::RunConfig& config, const plan::ModuleConfig& module, int stage,
-             int tpRank, std::shared_ptr<Group> tpGroup, std::chrono::milliseconds timeout,
-             at::Device device);
+  StageModel(const plan::RunConfig& config, const plan::ModuleConfig& module, int stage, int tpRank,
+             std::shared_ptr<Group> tpGroup, std::chrono::milliseconds timeout, at::Device device);
 
   bool isFirst() const { return stage_ == 0; }
   bool isLast() const { return stage_ == module_.pp - 1; }

@@ -31,8 +31,14 @@ void scan(const at::Tensor& h, TensorDigest* d) {
   for (size_t i = 0; i < nbytes; ++i) hash = (hash ^ bytes[i]) * kFnvPrime;
   for (int64_t i = 0; i < n; ++i) {
     const double v = static_cast<double>(static_cast<float>(p[i]));
-    if (std::isnan(v)) { ++nan; continue; }
-    if (std::isinf(v)) { ++inf; continue; }
+    if (std::isnan(v)) {
+      ++nan;
+      continue;
+    }
+    if (std::isinf(v)) {
+      ++inf;
+      continue;
+    }
     mn = v < mn ? v : mn;
     mx = v > mx ? v : mx;
     sum += v;
@@ -55,13 +61,27 @@ TensorDigest digest(const at::Tensor& t) {
   TensorDigest d;
   at::Tensor h = hostContiguous(t.detach());
   switch (h.scalar_type()) {
-    case at::kFloat: scan<float>(h, &d); break;
-    case at::kDouble: scan<double>(h, &d); break;
-    case at::kBFloat16: scan<at::BFloat16>(h, &d); break;
-    case at::kHalf: scan<at::Half>(h, &d); break;
-    case at::kLong: scan<int64_t>(h, &d); break;
-    case at::kInt: scan<int32_t>(h, &d); break;
-    default: scan<float>(h.to(at::kFloat), &d); break;
+    case at::kFloat:
+      scan<float>(h, &d);
+      break;
+    case at::kDouble:
+      scan<double>(h, &d);
+      break;
+    case at::kBFloat16:
+      scan<at::BFloat16>(h, &d);
+      break;
+    case at::kHalf:
+      scan<at::Half>(h, &d);
+      break;
+    case at::kLong:
+      scan<int64_t>(h, &d);
+      break;
+    case at::kInt:
+      scan<int32_t>(h, &d);
+      break;
+    default:
+      scan<float>(h.to(at::kFloat), &d);
+      break;
   }
   return d;
 }
@@ -75,13 +95,20 @@ std::vector<uint8_t> hostBytes(const at::Tensor& t) {
 
 std::string dtypeName(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    default: return std::string(c10::toString(t.scalar_type()));
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kHalf:
+      return "float16";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    default:
+      return std::string(c10::toString(t.scalar_type()));
   }
 }
 

@@ -29,33 +29,52 @@ const char* toString(ActionKind kind) {
 bool parseActionKind(const std::string& text, ActionKind* out) {
   return parseFrom(kActionNames, text, out);
 }
-const char* toString(Direction d) { return d == Direction::Activation ? "activation" : "gradient"; }
-const char* toString(EdgeKind k) { return k == EdgeKind::P2P ? "p2p" : "bridge"; }
+const char* toString(Direction d) {
+  return d == Direction::Activation ? "activation" : "gradient";
+}
+const char* toString(EdgeKind k) {
+  return k == EdgeKind::P2P ? "p2p" : "bridge";
+}
 const char* toString(BridgeRole r) {
   switch (r) {
-    case BridgeRole::None: return "none";
-    case BridgeRole::OneToOne: return "one_to_one";
-    case BridgeRole::FanIn: return "fan_in";
-    case BridgeRole::FanOut: return "fan_out";
+    case BridgeRole::None:
+      return "none";
+    case BridgeRole::OneToOne:
+      return "one_to_one";
+    case BridgeRole::FanIn:
+      return "fan_in";
+    case BridgeRole::FanOut:
+      return "fan_out";
   }
   return "?";
 }
-const char* toString(Side s) { return s == Side::Send ? "send" : "recv"; }
+const char* toString(Side s) {
+  return s == Side::Send ? "send" : "recv";
+}
 const char* toString(GradPhase p) {
   switch (p) {
-    case GradPhase::Accumulated: return "accumulated";
-    case GradPhase::Reduced: return "reduced";
-    case GradPhase::ParamAfterStep: return "param_after_step";
-    case GradPhase::ParamInitial: return "param_initial";
-    case GradPhase::Reference: return "reference";
+    case GradPhase::Accumulated:
+      return "accumulated";
+    case GradPhase::Reduced:
+      return "reduced";
+    case GradPhase::ParamAfterStep:
+      return "param_after_step";
+    case GradPhase::ParamInitial:
+      return "param_initial";
+    case GradPhase::Reference:
+      return "reference";
   }
   return "?";
 }
-const char* toString(RunStatus s) { return kStatusNames[static_cast<size_t>(s)]; }
+const char* toString(RunStatus s) {
+  return kStatusNames[static_cast<size_t>(s)];
+}
 bool parseRunStatus(const std::string& text, RunStatus* out) {
   return parseFrom(kStatusNames, text, out);
 }
-const char* toString(RecordLevel l) { return kLevelNames[static_cast<size_t>(l)]; }
+const char* toString(RecordLevel l) {
+  return kLevelNames[static_cast<size_t>(l)];
+}
 bool parseRecordLevel(const std::string& text, RecordLevel* out) {
   return parseFrom(kLevelNames, text, out);
 }

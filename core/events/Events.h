@@ -36,11 +36,11 @@ bool parseActionKind(const std::string& text, ActionKind* out);
 struct ActionRecord {
   int32_t rank = -1;
   int32_t iteration = -1;
-  int32_t seq = -1;         // index in this rank's action list of this iteration
+  int32_t seq = -1;  // index in this rank's action list of this iteration
   ActionKind kind = ActionKind::Forward;
   int32_t microbatch = -1;
-  std::string module;       // module this action belongs to ("" for rank-wide actions)
-  int32_t stage = -1;       // pp index within the module
+  std::string module;  // module this action belongs to ("" for rank-wide actions)
+  int32_t stage = -1;  // pp index within the module
   std::vector<int32_t> peers;
   int64_t startNs = 0;
   int64_t endNs = 0;
@@ -70,16 +70,16 @@ struct TransferRecord {
   Side side = Side::Send;
   int32_t srcRank = -1, dstRank = -1;            // global ranks
   int32_t srcGroupRank = -1, dstGroupRank = -1;  // ranks inside the group used for the message
-  std::string edge;    // "llm:pp0->pp1" for P2P, "vision->llm" for a bridge
+  std::string edge;  // "llm:pp0->pp1" for P2P, "vision->llm" for a bridge
   EdgeKind edgeKind = EdgeKind::P2P;
   BridgeRole role = BridgeRole::None;
   Direction direction = Direction::Activation;
   int32_t iteration = -1, microbatch = -1;
   int32_t actionSeq = -1;  // the ActionRecord.seq this message belongs to
   std::vector<int64_t> shape;
-  std::string dtype;       // "float32", "bfloat16", ...
+  std::string dtype;  // "float32", "bfloat16", ...
   int64_t bytes = 0;
-  uint64_t checksum = 0;   // FNV-1a 64 of the raw contiguous bytes (0 when level < stats)
+  uint64_t checksum = 0;  // FNV-1a 64 of the raw contiguous bytes (0 when level < stats)
   bool hasStats = false;
   TensorStats stats;
   int64_t startNs = 0, endNs = 0;
@@ -101,11 +101,12 @@ struct GradientRecord {
   int32_t rank = -1;
   int32_t iteration = -1, microbatch = -1;  // microbatch -1 for Reduced/ParamAfterStep
   GradPhase phase = GradPhase::Accumulated;
-  std::string param;   // full logical name, layout independent: "llm.layers.3.attn.q.weight"
+  std::string param;  // full logical name, layout independent: "llm.layers.3.attn.q.weight"
   std::string module;
   int32_t tp = 0, pp = 0, dp = 0;
-  int32_t partitionDim = -1;  // dimension along which the full tensor is split by TP (-1: replicated)
-  int64_t partitionOffset = 0;  // offset of this shard along partitionDim in the full tensor
+  int32_t partitionDim =
+      -1;  // dimension along which the full tensor is split by TP (-1: replicated)
+  int64_t partitionOffset = 0;     // offset of this shard along partitionDim in the full tensor
   std::vector<int64_t> shape;      // shard shape
   std::vector<int64_t> fullShape;  // full (unsharded) shape
   std::string dtype;
@@ -142,9 +143,9 @@ struct RankInfo {
   int32_t tp = 0, cp = 0, pp = 0, dp = 0;
   int32_t globalStage = 0;  // stage index along the longest path through the module DAG
   int32_t totalStages = 0;
-  int32_t warmup = 0;       // 1F1B warmup forwards
+  int32_t warmup = 0;  // 1F1B warmup forwards
   std::string host;
-  std::string device;       // "cpu", "cuda:0"
+  std::string device;  // "cpu", "cuda:0"
   int64_t pid = 0;
   int64_t clockOffsetNs = 0;  // host monotonic clock minus rank 0's, estimated at rendezvous
 };
@@ -186,7 +187,7 @@ struct RunInfo {
 // A diagnosis record (hang wait-for edge, fault, first failure) written by ranks or launcher.
 struct DiagnosisRecord {
   int32_t rank = -1;
-  std::string kind;    // "hang", "rank_failed", "timeout", "fault_injected", ...
+  std::string kind;  // "hang", "rank_failed", "timeout", "fault_injected", ...
   int32_t iteration = -1, actionSeq = -1;
   int32_t waitsOnRank = -1;
   std::string message;  // one human sentence

@@ -14,7 +14,7 @@ class Recorder {
  public:
   virtual ~Recorder() = default;
   virtual RecordLevel level() const = 0;
-  virtual void run(RunInfo info) = 0;            // rank 0 / launcher only
+  virtual void run(RunInfo info) = 0;  // rank 0 / launcher only
   virtual void rank(RankInfo info) = 0;
   virtual void planned(ActionRecord action) = 0;  // the plan, before running
   virtual void action(ActionRecord action) = 0;   // executed, with times

@@ -239,7 +239,8 @@ events::ActionRecord toRecord(const RankPlan& rankPlan, size_t index, int iterat
 
 std::vector<events::ActionRecord> toRecords(const RankPlan& rankPlan, int iteration) {
   std::vector<events::ActionRecord> out;
-  for (size_t i = 0; i < rankPlan.actions.size(); ++i) out.push_back(toRecord(rankPlan, i, iteration));
+  for (size_t i = 0; i < rankPlan.actions.size(); ++i)
+    out.push_back(toRecord(rankPlan, i, iteration));
   return out;
 }
 

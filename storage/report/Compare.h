@@ -29,8 +29,8 @@ namespace stagescope::report {
 
 struct CompareOptions {
   std::string labelA = "A", labelB = "B";
-  double relTol = 1e-6;       // "equal within tolerance" on losses
-  double gradRelTol = 1e-5;   // ... and on gradients (the engine's float32 criterion)
+  double relTol = 1e-6;      // "equal within tolerance" on losses
+  double gradRelTol = 1e-5;  // ... and on gradients (the engine's float32 criterion)
   // Gradient differences are relative to max(norm, floor), floor = max(gradNormFloor,
   // gradNormFloorRel x the whole model's gradient norm of that iteration): a gradient that is
   // zero analytically (e.g. an attention key bias) holds only rounding noise in both runs.

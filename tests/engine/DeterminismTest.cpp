@@ -16,7 +16,8 @@ std::map<std::tuple<int, std::string, int, int, int>, uint64_t> gradientChecksum
     const storage::RunModel& run) {
   std::map<std::tuple<int, std::string, int, int, int>, uint64_t> out;
   for (const auto& g : run.gradients) {
-    if (g.phase == events::GradPhase::Reduced) out[{g.iteration, g.param, g.tp, g.pp, g.dp}] = g.checksum;
+    if (g.phase == events::GradPhase::Reduced)
+      out[{g.iteration, g.param, g.tp, g.pp, g.dp}] = g.checksum;
   }
   return out;
 }
@@ -54,17 +55,18 @@ TEST(Determinism, DifferentSeedsDiffer) {
 TEST(LayoutIndependence, DifferentLayoutsOfOneModelGiveTheSameLosses) {
   RunOutput a = runStagescope(assetConfig("default"), {}, "layout-a");
   // Same model and seed, everything on other ranks: vision tp1 dp1 on rank 0, llm pp4 on 1-4.
-  RunOutput b = runStagescope(assetConfig("default"),
-                              {"--set", "modules.vision.tp=1", "--set", "modules.vision.dp=1",
-                               "--set", "modules.llm.offset=1", "--set", "modules.llm.tp=1",
-                               "--set", "modules.llm.pp=4"},
-                              "layout-b");
+  RunOutput b = runStagescope(
+      assetConfig("default"),
+      {"--set", "modules.vision.tp=1", "--set", "modules.vision.dp=1", "--set",
+       "modules.llm.offset=1", "--set", "modules.llm.tp=1", "--set", "modules.llm.pp=4"},
+      "layout-b");
   ASSERT_EQ(a.exitCode, 0) << a.output;
   ASSERT_EQ(b.exitCode, 0) << b.output;
   auto la = iterationLosses(storage::loadRun(a.runPath), false);
   auto lb = iterationLosses(storage::loadRun(b.runPath), false);
   ASSERT_EQ(la.size(), 2u);
-  for (auto& [it, loss] : la) EXPECT_NEAR(loss, lb[it], 1e-6 * std::abs(loss)) << "iteration " << it;
+  for (auto& [it, loss] : la)
+    EXPECT_NEAR(loss, lb[it], 1e-6 * std::abs(loss)) << "iteration " << it;
 }
 
 TEST(Dtype, Bfloat16RunMovesBfloat16AndTracksTheFloat32Loss) {
@@ -108,7 +110,8 @@ TEST(Transfers, EverySendHasOneMatchingReceiveAndCountsMatchThePlan) {
   for (const auto& [key, n] : perEdge) {
     EXPECT_EQ(n, m) << std::get<0>(key) << " " << std::get<3>(key) << "->" << std::get<4>(key);
   }
-  // default.toml: 2 fan-in leaders -> llm leader, 2 P2P pairs (tp 0, 1); both directions; 2 iterations.
+  // default.toml: 2 fan-in leaders -> llm leader, 2 P2P pairs (tp 0, 1); both directions; 2
+  // iterations.
   EXPECT_EQ(perEdge.size(), (2u + 2u) * 2u * 2u);
 }
 

@@ -18,7 +18,9 @@ struct Layout {
   std::vector<std::string> sets;
 };
 
-void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
+void PrintTo(const Layout& l, std::ostream* os) {
+  *os << l.name;
+}
 
 class Differential : public ::testing::TestWithParam<Layout> {};
 
@@ -28,9 +30,15 @@ TEST_P(Differential, LossAndEveryGradientMatchTheSingleProcessReference) {
   // so iteration 2 checks the step without Adam's sign-like first step amplifying the
   // float32 rounding noise of near-zero gradient elements (the Adam layouts below still hold
   // 1e-5 on this model; other layouts reach 2e-5 in iteration 2 for that reason).
-  std::vector<std::string> args = {"--record", "full", "--reference", "--set",
-                                   "optimizer.kind=\"sgd\"", "--set", "optimizer.momentum=0.9",
-                                   "--set", "optimizer.lr=0.05"};
+  std::vector<std::string> args = {"--record",
+                                   "full",
+                                   "--reference",
+                                   "--set",
+                                   "optimizer.kind=\"sgd\"",
+                                   "--set",
+                                   "optimizer.momentum=0.9",
+                                   "--set",
+                                   "optimizer.lr=0.05"};
   for (const auto& s : layout.sets) {
     args.push_back("--set");
     args.push_back(s);
@@ -62,8 +70,7 @@ TEST_P(Differential, LossAndEveryGradientMatchTheSingleProcessReference) {
     // constant added to every score), so both sides hold rounding noise there: such
     // parameters (reference norm < 1e-6) are held to an absolute bound instead.
     if (l2norm(want) < 1e-6) {
-      EXPECT_LE(l2norm(it->second), 1e-5)
-          << key.second << " iteration " << key.first;
+      EXPECT_LE(l2norm(it->second), 1e-5) << key.second << " iteration " << key.first;
       continue;
     }
     const double rel = relativeError(it->second, want);
@@ -75,18 +82,20 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, Differential,
     ::testing::Values(
         Layout{"enc1_llm1", "single", {}},
-        Layout{"enc_tp2pp2_llm_tp2pp2", "default",
+        Layout{"enc_tp2pp2_llm_tp2pp2",
+               "default",
                {"modules.vision.pp=2", "modules.vision.dp=1", "modules.vision.layers=2"}},
         Layout{"two_encoders_unequal_depth_llm_pp2", "two_encoders", {}},
         Layout{"fan_in_dp4_to_tp2pp2", "fan_in", {}},
         Layout{"fan_out_tp2pp2_to_dp4", "fan_out", {}},
         Layout{"enc_tp2dp2_llm_tp4", "default", {"modules.llm.tp=4", "modules.llm.pp=1"}},
-        Layout{"llm_alone_pp4", "llm_pp4", {}},
-        Layout{"m1", "default", {"microbatches=1"}},
+        Layout{"llm_alone_pp4", "llm_pp4", {}}, Layout{"m1", "default", {"microbatches=1"}},
         Layout{"m_below_stages", "default", {"microbatches=2"}},
         Layout{"llm_at_offset0", "llm_first", {}},
         Layout{"adam_default", "default", {"optimizer.kind=\"adam\"", "optimizer.lr=0.001"}},
-        Layout{"adam_loss_scale", "default", {"optimizer.kind=\"adam\"", "optimizer.lr=0.001", "loss_scale=1024.0"}},
+        Layout{"adam_loss_scale",
+               "default",
+               {"optimizer.kind=\"adam\"", "optimizer.lr=0.001", "loss_scale=1024.0"}},
         Layout{"forward_only", "default", {"forward_only=true"}}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 

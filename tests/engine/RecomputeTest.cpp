@@ -20,7 +20,8 @@ at::Tensor gatherInputs(const storage::RunModel& run, const std::string& module,
   std::map<std::pair<int, int>, at::Tensor> parts;  // (microbatch, dp) -> tensor
   for (const auto& in : run.inputs) {
     const auto* info = run.rankInfo(in.rank);
-    if (in.iteration != 0 || in.module != module || in.name != name || !info || info->tp != 0) continue;
+    if (in.iteration != 0 || in.module != module || in.name != name || !info || info->tp != 0)
+      continue;
     auto dtype = in.dtype == "int64" ? at::kLong : at::kFloat;
     at::Tensor t = at::empty(in.shape, at::TensorOptions().dtype(dtype));
     std::memcpy(t.data_ptr(), in.payload.data(), in.payload.size());
@@ -36,8 +37,8 @@ at::Tensor gatherInputs(const storage::RunModel& run, const std::string& module,
 }
 
 TEST(RunFile, FullLevelHoldsEnoughToRecomputeTheStep) {
-  RunOutput out = runStagescope(assetConfig("fan_in"), {"--record", "full", "--set", "iterations=1"},
-                                "recompute");
+  RunOutput out = runStagescope(assetConfig("fan_in"),
+                                {"--record", "full", "--set", "iterations=1"}, "recompute");
   ASSERT_EQ(out.exitCode, 0) << out.output;
   storage::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
   plan::RunConfig cfg = plan::parseConfig(run.info.configText, "run file");
@@ -55,7 +56,8 @@ TEST(RunFile, FullLevelHoldsEnoughToRecomputeTheStep) {
   ASSERT_EQ(batch.tokens.size(0), cfg.globalBatch());
 
   engine::ReferenceIteration ref = engine::referenceStep(cfg, params, batch);
-  ASSERT_EQ(params.size(), ref.gradients.size()) << "every parameter's initial value came from the file";
+  ASSERT_EQ(params.size(), ref.gradients.size())
+      << "every parameter's initial value came from the file";
   auto recorded = gatherReduced(run);
   ASSERT_EQ(recorded.size(), ref.gradients.size());
   for (const auto& [name, grad] : ref.gradients) {

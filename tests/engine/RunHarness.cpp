@@ -23,7 +23,8 @@ std::string assetConfig(const std::string& name) {
 }
 
 std::string tempRunPath(const std::string& tag) {
-  auto dir = std::filesystem::temp_directory_path() / ("stagescope-test-" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("stagescope-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return (dir / (tag + ".db")).string();
 }
@@ -80,7 +81,8 @@ void place(std::vector<float>& full, const events::GradientRecord& g) {
 
 }  // namespace
 
-std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(const storage::RunModel& run) {
+std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(
+    const storage::RunModel& run) {
   return gatherPhase(run, events::GradPhase::Reduced);
 }
 
@@ -97,7 +99,8 @@ std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const stor
   return out;
 }
 
-std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(const storage::RunModel& run) {
+std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(
+    const storage::RunModel& run) {
   std::map<std::pair<int, std::string>, std::vector<float>> out;
   for (const auto& g : run.gradients) {
     if (g.phase == events::GradPhase::Reference) out[{g.iteration, g.param}] = floats(g.payload);

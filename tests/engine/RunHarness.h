@@ -11,7 +11,7 @@
 
 namespace stagescope::testing {
 
-std::string stagescopeExe();  // from STAGESCOPE_EXE (set by CMake)
+std::string stagescopeExe();                       // from STAGESCOPE_EXE (set by CMake)
 std::string assetConfig(const std::string& name);  // assets/configs/<name>.toml
 std::string tempRunPath(const std::string& tag);
 
@@ -30,11 +30,13 @@ std::vector<float> floats(const std::vector<uint8_t>& bytes);
 
 // Full gradient per (iteration, parameter) gathered from the Reduced records of DP replica 0
 // (TP shards placed by partitionDim/partitionOffset; replicated params from tp 0).
-std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(const storage::RunModel& run);
+std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(
+    const storage::RunModel& run);
 // The same for any phase (ParamInitial: the initial parameters at level full).
 std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const storage::RunModel& run,
                                                                       events::GradPhase phase);
-std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(const storage::RunModel& run);
+std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(
+    const storage::RunModel& run);
 // Global-batch mean loss per iteration (microbatch -1 records) of the ranks (rank >= 0) or
 // of the reference (rank -1).
 std::map<int, double> iterationLosses(const storage::RunModel& run, bool reference);

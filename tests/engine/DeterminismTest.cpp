@@ -2,7 +2,10 @@
 // the same losses (within 1e-6 relative).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -39,6 +42,22 @@ TEST(Determinism, SameConfigAndSeedGiveBitwiseIdenticalRuns) {
   EXPECT_EQ(ga, gb);
   auto la = iterationLosses(ra, false), lb = iterationLosses(rb, false);
   EXPECT_EQ(la, lb);
+}
+
+TEST(Determinism, RunRepeatProvesBitwiseIdentityAndCheckAgainstNamesADifference) {
+  RunOutput rep = runStagescope(assetConfig("single"), {"--repeat", "2"}, "repeat");
+  ASSERT_EQ(rep.exitCode, 0) << rep.output;
+  EXPECT_NE(rep.output.find("bitwise comparison with run repeat-1: identical"), std::string::npos)
+      << rep.output;
+  // A different seed: `check --against` fails with the against class (exit 18).
+  RunOutput other = runStagescope(assetConfig("single"), {"--set", "seed=7"}, "repeat-other");
+  ASSERT_EQ(other.exitCode, 0) << other.output;
+  const std::string first = tempRunPath("repeat-0");
+  std::string cmd = "'" + stagescopeExe() + "' check '" + first + "' --against '" + other.runPath +
+                    "' > /dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 18);
 }
 
 TEST(Determinism, DifferentSeedsDiffer) {

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
+#include <tuple>
 
 #include "core/engine/Clock.h"
 #include "core/engine/TensorDigest.h"
@@ -62,6 +64,26 @@ at::Tensor allocateFromHeader(const at::Tensor& header, const std::string& what,
   std::vector<int64_t> shape(p + 1, p + 1 + p[0]);
   auto dtype = static_cast<at::ScalarType>(p[kHeaderLen - 1]);
   return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
+}
+
+// Point-to-point frames.  Every message starts with the 64-byte shape header.  A channel
+// (group, peer, direction) remembers the payload size of its previous message on both sides;
+// when the next payload has that size it travels inside the same frame (one message, the
+// common case: shapes per edge are fixed by the config), otherwise the frame is padded to
+// the size the receiver posted, flagged kSeparate, and the payload follows as its own
+// message.  So shapes are still exchanged at run time, and any change of shape (a variable
+// batch, a fault) still arrives intact.  Over NCCL the payload always travels separately.
+constexpr int64_t kHeaderBytes = kHeaderLen * static_cast<int64_t>(sizeof(int64_t));
+constexpr int64_t kSeparate = int64_t{1} << 16;  // added to header[0] (ndim)
+
+at::Tensor makeFrame(const at::Tensor& payload, int64_t frameBytes, bool inlined) {
+  at::Tensor header = makeHeader(payload);
+  if (!inlined) header.data_ptr<int64_t>()[0] += kSeparate;
+  at::Tensor frame = at::zeros({kHeaderBytes + frameBytes}, at::TensorOptions().dtype(at::kByte));
+  auto* out = static_cast<uint8_t*>(frame.data_ptr());
+  std::memcpy(out, header.data_ptr(), kHeaderBytes);
+  if (inlined) std::memcpy(out + kHeaderBytes, payload.data_ptr(), payload.nbytes());
+  return frame;
 }
 
 // The tag names the message (iteration, microbatch, direction, header/payload): a lost or
@@ -235,7 +257,11 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
       recorder_.diagnosis(std::move(d));
     }
   }
-  p.header = makeHeader(p.payload).to(wireDevice_);
+  const auto channel = std::make_tuple(group.get(), p.peer, static_cast<int>(rec.direction));
+  const int64_t expected = wireDevice_.is_cpu() ? lastSent_[channel] : 0;
+  const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
+  const bool inlined = expected > 0 && bytes == expected;
+  p.header = makeFrame(p.payload.to(at::kCPU).contiguous(), expected, inlined).to(wireDevice_);
   p.rec = std::move(rec);
   p.rec.startNs = posted;
   p.dropped = drop;
@@ -243,7 +269,8 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
     std::vector<at::Tensor> h{p.header}, d{p.payload};
     const int dst = group->localRank(p.peer);
     p.headerWork = group->backend->send(h, dst, tagOf(p.rec, false));
-    p.payloadWork = group->backend->send(d, dst, tagOf(p.rec, true));
+    if (!inlined) p.payloadWork = group->backend->send(d, dst, tagOf(p.rec, true));
+    if (wireDevice_.is_cpu()) lastSent_[channel] = bytes;
   }
   ex.sends.push_back(std::move(p));
 }
@@ -257,7 +284,10 @@ void Communicator::postRecv(Exchange& ex, events::TransferRecord rec,
   p.key = key;
   p.rec = std::move(rec);
   p.rec.startNs = nowNs();
-  p.header = at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong).device(wireDevice_));
+  const auto channel = std::make_tuple(group.get(), p.peer, static_cast<int>(p.rec.direction));
+  const int64_t expected = wireDevice_.is_cpu() ? lastRecv_[channel] : 0;
+  p.header = at::empty({kHeaderBytes + expected},
+                       at::TensorOptions().dtype(at::kByte).device(wireDevice_));
   std::vector<at::Tensor> h{p.header};
   p.headerWork = group->backend->recv(h, group->localRank(p.peer), tagOf(p.rec, false));
   into->push_back(std::move(p));
@@ -396,10 +426,28 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
 void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
   for (auto& p : recvs) {
     waitFor(p.headerWork, p, ex.ids);
-    p.payload = allocateFromHeader(
-        p.header, "rank " + std::to_string(me_.rank) + " " + describe(p.rec), wireDevice_);
-    std::vector<at::Tensor> d{p.payload};
-    p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer), tagOf(p.rec, true));
+    const at::Tensor frame = p.header.to(at::kCPU);
+    at::Tensor header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+    std::memcpy(header.data_ptr(), frame.data_ptr(), kHeaderBytes);
+    const bool separate = header.data_ptr<int64_t>()[0] >= kSeparate;
+    if (separate) header.data_ptr<int64_t>()[0] -= kSeparate;
+    const std::string what = "rank " + std::to_string(me_.rank) + " " + describe(p.rec);
+    p.payload = allocateFromHeader(header, what, wireDevice_);
+    const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
+    if (separate) {
+      std::vector<at::Tensor> d{p.payload};
+      p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer), tagOf(p.rec, true));
+    } else if (frame.numel() - kHeaderBytes != bytes) {
+      throw std::runtime_error(what + ": an inline payload of " +
+                               std::to_string(frame.numel() - kHeaderBytes) +
+                               " bytes for a tensor of " + std::to_string(bytes) + " bytes");
+    } else {
+      std::memcpy(p.payload.data_ptr(),
+                  static_cast<const uint8_t*>(frame.data_ptr()) + kHeaderBytes, bytes);
+    }
+    if (wireDevice_.is_cpu()) {
+      lastRecv_[std::make_tuple(p.group.get(), p.peer, static_cast<int>(p.rec.direction))] = bytes;
+    }
   }
   for (auto& p : recvs) {
     waitFor(p.payloadWork, p, ex.ids);

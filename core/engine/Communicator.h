@@ -17,6 +17,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/engine/Faults.h"
@@ -126,6 +127,10 @@ class Communicator {
   ActivationLayout layout_;
   std::shared_ptr<Group> ppGroup_;
   std::vector<Pending> inflight_;  // posted sends not yet known to be complete
+  // Payload bytes of the previous message per channel (group, peer, direction), on each side:
+  // equal sizes travel inline with the header (see the frame comment in the .cpp).
+  using Channel = std::tuple<const Group*, int, int>;
+  std::map<Channel, int64_t> lastSent_, lastRecv_;
 };
 
 }  // namespace stagescope::engine

@@ -1,11 +1,13 @@
 // Moves activations and gradients for one rank: pipeline P2P inside a module and bridges
 // between modules (reference §3, §4), recording every message on both sides.
 //
-// Protocol per message: a shape header (int64[8]: ndim, dims..., dtype code) then the
-// payload, on the group of the edge (the module's pp group for P2P; the group of all leaders
-// of a bridge), with Gloo tags (direction*2 + 0 for the header, +1 for the payload).  Each
+// Protocol per message, on the group of the edge (the module's pp group for P2P; the group
+// of all leaders of a bridge): a frame starting with the shape header (int64[8]: ndim,
+// dims..., dtype code) that also carries the payload when its channel's previous message had
+// the same size; otherwise the payload follows as a second message (Communicator.cpp,
+// "frames").  Tags name the message (iteration, microbatch, direction, header/payload).  Each
 // communication action posts all its sends and receives before waiting on any, so the
-// combined ops (SF_RB / SB_RF) cannot deadlock.  Bridge leaders split along the declared
+// combined ops (SF_RB / SB_RF) cannot deadlock; sends complete lazily (finishSends).  Bridge leaders split along the declared
 // batch axis (per-split shapes, so uneven splits work), concatenate in DP order, and
 // broadcast the result over their boundary TP group; bridge members receive that broadcast.
 #pragma once

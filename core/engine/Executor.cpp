@@ -2,8 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/sgd.h>
+#include <torch/optim/optimizer.h>
 
 #include <stdexcept>
 
@@ -16,8 +15,6 @@
 namespace stagescope::engine {
 
 using events::ActionKind;
-
-namespace {}  // namespace
 
 Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology,
                    const plan::Plan& plan, int rank, ProcessGroups& groups,

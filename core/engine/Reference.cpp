@@ -1,8 +1,7 @@
 #include "core/engine/Reference.h"
 
 #include <ATen/ATen.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/sgd.h>
+#include <torch/optim/optimizer.h>
 
 #include <memory>
 

@@ -38,6 +38,18 @@ if ! .venv/bin/python -c "import importlib.metadata as m,sys; sys.exit(m.version
   echo "bootstrap: installing torch==$TORCH_VERSION (LibTorch for C++; --no-deps: no Python CUDA libs)"
   .venv/bin/pip install -q --no-deps "torch==$TORCH_VERSION"
 fi
+# Python torch importable from the venv: the suite's independent recomputations (Python torch
+# over a recorded run file), the capture backend's tests and the PyTorch peer benchmark need it.
+# The wheel was installed --no-deps; its pure-Python dependencies and the three CUDA runtime
+# libraries libtorch_cuda.so needs at import (cufile, cusparseLt, nvshmem) come from PyPI.
+if ! .venv/bin/python -c "import torch.distributed.pipelining" >/dev/null 2>&1; then
+  echo "bootstrap: making the venv's torch importable from Python"
+  .venv/bin/pip install -q filelock typing-extensions sympy networkx jinja2 fsspec numpy
+  .venv/bin/pip install -q "cuda-toolkit[cufile]==13.0.2" "nvidia-cusparselt-cu13==0.8.0" \
+    "nvidia-nvshmem-cu13==3.4.5"
+  .venv/bin/python -c "import torch.distributed.pipelining" ||
+    { echo "bootstrap: Python torch is still not importable from .venv" >&2; exit 1; }
+fi
 TORCH_ROOT=$(.venv/bin/python -c "import importlib.util as u,os;print(os.path.dirname(u.find_spec('torch').origin))")
 test -f "$TORCH_ROOT/lib/libtorch_cpu.so" || { echo "bootstrap: $TORCH_ROOT/lib/libtorch_cpu.so missing" >&2; exit 1; }
 echo "bootstrap: ok (torch at $TORCH_ROOT)"

@@ -6,34 +6,34 @@
 #include <regex>
 #include <set>
 
+#include "app/report/CheckReport.h"
 #include "storage/RunReader.h"
-#include "storage/report/Check.h"
 
 namespace stagescope::app {
 
 int exitCodeFor(events::RunStatus status) {
-  return status == events::RunStatus::Completed ? 0 : report::exit_code::kRunStatus;
+  return status == events::RunStatus::Completed ? 0 : analysis::exit_code::kRunStatus;
 }
 
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files) {
   try {
     storage::RunModel run = loadWithProgress(path, {});
     storage::RunModel other;
-    report::CheckOptions opts;
+    analysis::CheckOptions opts;
     if (!against.empty()) {
       other = loadWithProgress(against, {});
       opts.against = &other;
       opts.againstBitwise = files.bitwise;
       opts.againstRelTol = files.tolerance;
     }
-    report::CheckReport rep = report::checkRun(run, opts);
+    analysis::CheckReport rep = analysis::checkRun(run, opts);
     std::fputs(report::renderCheckText(rep).c_str(), stdout);
     if (!files.junit.empty()) report::writeJUnit(rep, files.junit);
     if (!files.json.empty()) report::writeCheckJson(rep, files.json);
     return rep.exitCode;
   } catch (const storage::RunFileError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return report::exit_code::kError;
+    return analysis::exit_code::kError;
   }
 }
 

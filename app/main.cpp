@@ -8,13 +8,13 @@
 
 #include "app/Commands.h"
 #include "app/RunChecks.h"
+#include "app/report/CheckReport.h"
+#include "app/report/ChromeTrace.h"
+#include "app/report/CompareReport.h"
+#include "app/report/Progress.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
-#include "storage/report/Check.h"
-#include "storage/report/ChromeTrace.h"
-#include "storage/report/Compare.h"
-#include "storage/report/Progress.h"
 #ifdef STAGESCOPE_HAVE_UI
 #include "ui/Viewer.h"
 #endif
@@ -42,7 +42,7 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
                    const std::string& md, const std::string& json, double tol) {
   try {
     storage::RunModel ra = loadWithProgress(a, {}), rb = loadWithProgress(b, {});
-    report::CompareOptions opts;
+    analysis::CompareOptions opts;
     opts.labelA = a;
     opts.labelB = b;
     opts.relTol = tol;
@@ -50,15 +50,15 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
       const auto& run = which == 0 ? ra : rb;
       return storage::loadTransferPayload(run.path, run.transferIds.at(index));
     };
-    report::Comparison c = report::compareRuns(ra, rb, opts);
+    analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
     std::fputs(report::renderMarkdown(c).c_str(), stdout);
     if (!html.empty()) report::writeHtml(c, html);
     if (!md.empty()) report::writeMarkdown(c, md);
     if (!json.empty()) report::writeJson(c, json);
-    return c.verdict == report::Verdict::Diverged ? report::exit_code::kAgainst : 0;
+    return c.verdict == analysis::Verdict::Diverged ? analysis::exit_code::kAgainst : 0;
   } catch (const storage::RunFileError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return report::exit_code::kError;
+    return analysis::exit_code::kError;
   }
 }
 
@@ -70,7 +70,7 @@ int exportCommand(const std::string& run, const std::string& trace) {
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return report::exit_code::kError;
+    return analysis::exit_code::kError;
   }
 }
 
@@ -116,15 +116,15 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
       storage::updateRunStatus(run, status, reason, now);
       std::printf("created %s: run %s%s%s\n", run.c_str(), events::toString(status),
                   reason.empty() ? "" : ": ", reason.c_str());
-      if (status != events::RunStatus::Completed) return report::exit_code::kRunStatus;
+      if (status != events::RunStatus::Completed) return analysis::exit_code::kRunStatus;
     }
-    return result.ok() ? 0 : report::exit_code::kRunStatus;
+    return result.ok() ? 0 : analysis::exit_code::kRunStatus;
   } catch (const plan::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return report::exit_code::kUsage;
+    return analysis::exit_code::kUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return report::exit_code::kError;
+    return analysis::exit_code::kError;
   }
 }
 

@@ -1,61 +1,17 @@
-// The read model: one in-memory view of a run file, shared by every consumer (GUI, check,
-// compare, export, tests).  Torch-free; built by storage/RunReader from the SQLite file.
-//
-// Contract: vectors are sorted as documented per field; index vectors hold positions into
-// them.  Payload bytes are not loaded unless LoadOptions::payloads is set (the GUI fetches a
-// single payload on demand with RunReader::transferPayload).
+// The read model lives in core/model (plain structs, no SQLite); storage fills it.  This header
+// keeps the storage-side names (storage::RunModel, storage::TransferPair) and defines the one
+// storage-specific type: why a run file could not be read.
 #pragma once
 
-#include <cstdint>
-#include <map>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
-#include "core/events/Events.h"
+#include "core/model/RunModel.h"
 
 namespace stagescope::storage {
 
-// A send and its matching receive (positions into RunModel::transfers; -1 when missing).
-struct TransferPair {
-  int64_t send = -1;
-  int64_t recv = -1;
-  bool shapeMatches = true;
-  bool checksumMatches = true;  // false only when both sides recorded a checksum that differs
-  bool dtypeMatches = true;     // false only when both sides exist with different dtypes
-  bool complete() const { return send >= 0 && recv >= 0; }
-  bool ok() const { return complete() && shapeMatches && checksumMatches && dtypeMatches; }
-};
-
-struct RunModel {
-  std::string path;
-  int schemaVersion = 0;
-  bool partial = false;            // a rank shard is missing or the merge did not finish
-  std::vector<std::string> notes;  // why partial, merge log lines
-
-  events::RunInfo info;
-  std::vector<events::RankInfo> ranks;  // sorted by rank; ranks[i].rank == i when complete
-  std::vector<std::vector<events::ActionRecord>> plan;  // [rank] sorted by (iteration, seq)
-  std::vector<std::vector<events::ActionRecord>>
-      actions;  // [rank] sorted by (iteration, seq); times ascending
-  std::vector<events::TransferRecord>
-      transfers;  // sorted by (iteration, microbatch, edge, direction, srcRank, dstRank, side)
-  std::vector<int64_t> transferIds;  // row id in the file, parallel to transfers
-  std::vector<TransferPair> pairs;   // one per message (send or recv seen), in transfers order
-  std::vector<events::GradientRecord>
-      gradients;  // sorted by (iteration, phase, param, tp, pp, dp, microbatch)
-  std::vector<events::LossRecord> losses;  // sorted by (iteration, microbatch, dp, rank)
-  std::vector<events::InputRecord>
-      inputs;  // sorted by (iteration, microbatch, rank, module, name); payload at level full only
-  std::vector<events::DiagnosisRecord> diagnoses;  // sorted by (timeNs, rank)
-
-  int64_t minTimeNs = 0, maxTimeNs = 0;  // over all actions (after clock offsets)
-
-  // Lookups (implemented in storage/RunModel.cpp).
-  const events::RankInfo* rankInfo(int rank) const;
-  int iterations() const { return info.iterations; }
-  size_t eventCount() const;  // actions + transfers + gradients + losses
-};
+using model::RunModel;
+using model::TransferPair;
 
 // Why a file could not be read.  The message names the file and the reason.
 class RunFileError : public std::runtime_error {

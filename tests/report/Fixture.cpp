@@ -7,10 +7,11 @@
 #include <string>
 #include <tuple>
 
-#include "storage/report/Analysis.h"
+#include "core/analysis/Analysis.h"
 
 namespace stagescope::report::testing {
 
+using namespace analysis;
 using events::ActionKind;
 using events::ActionRecord;
 using events::Direction;
@@ -54,7 +55,7 @@ struct Sim {
 
 }  // namespace
 
-void repair(storage::RunModel& run) {
+void repair(model::RunModel& run) {
   std::sort(run.transfers.begin(), run.transfers.end(),
             [](const TransferRecord& a, const TransferRecord& b) {
               return std::tie(a.iteration, a.microbatch, a.edge, a.direction, a.srcRank, a.dstRank,
@@ -66,8 +67,8 @@ void repair(storage::RunModel& run) {
   run.pairs = pairTransfers(run.transfers);
 }
 
-storage::RunModel makeRun(const FixtureOptions& o) {
-  storage::RunModel run;
+model::RunModel makeRun(const FixtureOptions& o) {
+  model::RunModel run;
   const int TP = o.tp, PP = o.pp, DP = o.dp, M = o.microbatches;
   const int world = TP * PP * DP;
   auto rankOf = [&](int tp, int pp, int dp) { return tp + TP * (dp + DP * pp); };

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "storage/RunModel.h"
+#include "core/model/RunModel.h"
 
 namespace stagescope::report::testing {
 
@@ -21,10 +21,10 @@ struct FixtureOptions {
   int64_t forwardNs = 1'000'000, backwardNs = 2'000'000, commNs = 50'000;
 };
 
-storage::RunModel makeRun(const FixtureOptions& opts);
+model::RunModel makeRun(const FixtureOptions& opts);
 
 // Recomputes RunModel::pairs after a test edited transfers.
-void repair(storage::RunModel& run);
+void repair(model::RunModel& run);
 
 uint64_t fnv1a(const void* data, size_t n);
 

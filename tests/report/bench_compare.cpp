@@ -7,9 +7,9 @@
 #include <string>
 
 #include "Fixture.h"
-#include "storage/report/Check.h"
-#include "storage/report/ChromeTrace.h"
-#include "storage/report/Compare.h"
+#include "app/report/CheckReport.h"
+#include "app/report/ChromeTrace.h"
+#include "app/report/CompareReport.h"
 
 using namespace stagescope;
 using Clock = std::chrono::steady_clock;
@@ -18,7 +18,7 @@ static double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-static size_t eventCount(const storage::RunModel& r) {
+static size_t eventCount(const model::RunModel& r) {
   size_t n = r.transfers.size() + r.gradients.size() + r.losses.size();
   for (const auto& a : r.actions) n += a.size();
   return n;
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
               eventCount(a), o.iterations, since(t));
 
   t = Clock::now();
-  auto c = report::compareRuns(a, b);
+  auto c = analysis::compareRuns(a, b);
   double tCompare = since(t);
   t = Clock::now();
   report::writeHtml(c, out + "/bench_compare.html");
@@ -47,11 +47,11 @@ int main(int argc, char** argv) {
   report::writeJson(c, out + "/bench_compare.json");
   double tWrite = since(t);
   std::printf("compare: %.3fs (verdict %s, %zu messages compared), writers: %.3fs, total %.3fs\n",
-              tCompare, report::toString(c.verdict), c.transfersCompared, tWrite,
+              tCompare, analysis::toString(c.verdict), c.transfersCompared, tWrite,
               tCompare + tWrite);
 
   t = Clock::now();
-  auto rep = report::checkRun(a);
+  auto rep = analysis::checkRun(a);
   std::printf("check: %.3fs (exit %d)\n", since(t), rep.exitCode);
   t = Clock::now();
   auto st = report::writeChromeTrace(a, out + "/bench_trace.json");

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "Fixture.h"
-#include "storage/report/Compare.h"
+#include "app/report/CompareReport.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -19,10 +19,10 @@ int main(int argc, char** argv) {
                     .iterations = 4,
                     .seed = 2,
                     .forwardNs = 1'200'000});
-  stagescope::report::CompareOptions opts;
+  stagescope::analysis::CompareOptions opts;
   opts.labelA = "baseline";
   opts.labelB = "candidate";
-  auto c = stagescope::report::compareRuns(a, b, opts);
+  auto c = stagescope::analysis::compareRuns(a, b, opts);
   stagescope::report::writeHtml(c, argv[1]);
   return 0;
 }

@@ -12,18 +12,19 @@
 #include <nlohmann/json.hpp>
 
 #include "Fixture.h"
+#include "app/report/CheckReport.h"
+#include "app/report/ChromeTrace.h"
+#include "app/report/CompareReport.h"
+#include "app/report/Progress.h"
+#include "core/analysis/Analysis.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
 #include "storage/ShardWriter.h"
-#include "storage/report/Analysis.h"
-#include "storage/report/Check.h"
-#include "storage/report/ChromeTrace.h"
-#include "storage/report/Compare.h"
-#include "storage/report/Progress.h"
 
 namespace fs = std::filesystem;
 using namespace stagescope;
 using namespace stagescope::report;
+using namespace stagescope::analysis;
 using report::testing::FixtureOptions;
 using report::testing::makeRun;
 using report::testing::repair;
@@ -485,7 +486,7 @@ TEST(Compare, BubbleAndTimes) {
 TEST(Compare, WritersProduceChartsAndParse) {
   auto a = makeRun({.tp = 2, .pp = 3, .microbatches = 6, .iterations = 3, .seed = 1});
   auto b = makeRun({.tp = 2, .pp = 3, .microbatches = 6, .iterations = 3, .seed = 2});
-  stagescope::report::CompareOptions opts;
+  stagescope::analysis::CompareOptions opts;
   opts.labelA = "baseline";
   opts.labelB = "candidate";
   auto c = compareRuns(a, b, opts);

@@ -1,8 +1,8 @@
-#include "storage/RunModel.h"
+#include "core/model/RunModel.h"
 
 #include <algorithm>
 
-namespace stagescope::storage {
+namespace stagescope::model {
 
 const events::RankInfo* RunModel::rankInfo(int rank) const {
   if (rank >= 0 && static_cast<size_t>(rank) < ranks.size() && ranks[rank].rank == rank)
@@ -18,4 +18,4 @@ size_t RunModel::eventCount() const {
   return n;
 }
 
-}  // namespace stagescope::storage
+}  // namespace stagescope::model

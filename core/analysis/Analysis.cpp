@@ -1,4 +1,4 @@
-#include "storage/report/Analysis.h"
+#include "core/analysis/Analysis.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,13 +8,13 @@
 #include <numeric>
 #include <tuple>
 
-namespace stagescope::report {
+namespace stagescope::analysis {
 
 using events::ActionKind;
 using events::Side;
 using events::TransferRecord;
-using storage::RunModel;
-using storage::TransferPair;
+using model::RunModel;
+using model::TransferPair;
 
 const events::RankInfo* findRank(const RunModel& run, int rank) {
   if (rank >= 0 && static_cast<size_t>(rank) < run.ranks.size() && run.ranks[rank].rank == rank) {
@@ -456,70 +456,6 @@ std::string formatShape(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-std::string jsonEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
-std::string xmlEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') {
-          out += '?';  // not representable in XML 1.0
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
 double relativeDifference(double a, double b) {
   if (a == b) return 0;
   if (std::isnan(a) || std::isnan(b)) return INFINITY;
@@ -527,4 +463,4 @@ double relativeDifference(double a, double b) {
   return m == 0 ? 0 : std::fabs(a - b) / m;
 }
 
-}  // namespace stagescope::report
+}  // namespace stagescope::analysis

@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "storage/RunModel.h"
+#include "core/model/RunModel.h"
 
 namespace stagescope::report {
 
@@ -22,6 +22,6 @@ struct ChromeTraceStats {
 };
 
 // Throws std::runtime_error naming the path when it cannot be written.
-ChromeTraceStats writeChromeTrace(const storage::RunModel& run, const std::string& path);
+ChromeTraceStats writeChromeTrace(const model::RunModel& run, const std::string& path);
 
 }  // namespace stagescope::report

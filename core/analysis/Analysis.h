@@ -1,7 +1,7 @@
-// Shared analyses over the read model used by `check`, `compare` and `export` (and usable by
-// the viewer): send/recv pairing, logical transfer keys in schedule order, gathering of TP
-// gradient shards into full parameters, a causal (happens-before) clock over actions, and
-// per-rank time accounting with the measured pipeline bubble.
+// Shared analyses over the read model used by `check`, `compare`, `export` and the viewer:
+// send/recv pairing, logical transfer keys in schedule order, gathering of TP gradient shards into
+// full parameters, a causal (happens-before) clock over actions, and per-rank time accounting with
+// the measured pipeline bubble.
 //
 // Conventions shared by every function here:
 //   * Action times are the recording host's monotonic clock; they are mapped onto rank 0's
@@ -16,28 +16,28 @@
 #include <vector>
 
 #include "core/events/Events.h"
-#include "storage/RunModel.h"
+#include "core/model/RunModel.h"
 
-namespace stagescope::report {
+namespace stagescope::analysis {
 
 // Rank lookup that tolerates holes (partial runs).  nullptr when unknown.
-const events::RankInfo* findRank(const storage::RunModel& run, int rank);
+const events::RankInfo* findRank(const model::RunModel& run, int rank);
 
 // Pairs sends with receives by (edge, direction, iteration, microbatch, srcRank, dstRank);
 // several messages with the same key pair up in order.  Same semantics as RunModel::pairs.
-std::vector<storage::TransferPair> pairTransfers(const std::vector<events::TransferRecord>& t);
+std::vector<model::TransferPair> pairTransfers(const std::vector<events::TransferRecord>& t);
 
 // RunModel::pairs when the reader filled it, otherwise pairs computed here (into scratch).
-const std::vector<storage::TransferPair>& pairsOf(const storage::RunModel& run,
-                                                  std::vector<storage::TransferPair>& scratch);
+const std::vector<model::TransferPair>& pairsOf(const model::RunModel& run,
+                                                std::vector<model::TransferPair>& scratch);
 
 // Position of a (rank, iteration, seq) action in run.actions[rank] (or run.plan[rank] with
 // planned = true); -1 when absent.
-int64_t findAction(const storage::RunModel& run, int rank, int iteration, int seq,
+int64_t findAction(const model::RunModel& run, int rank, int iteration, int seq,
                    bool planned = false);
 
 // Source global stage of a transfer (pipeline position), -1 when the rank is unknown.
-int sourceStage(const storage::RunModel& run, const events::TransferRecord& t);
+int sourceStage(const model::RunModel& run, const events::TransferRecord& t);
 
 // One full parameter gathered from its shards (TP partitions; DP and TP replicas counted
 // once, keyed by (partitionDim, partitionOffset)).
@@ -59,7 +59,7 @@ struct GatheredGradient {
 // Gathers all records of `phase` (Reduced, Reference, ParamAfterStep, ...), sorted by
 // (iteration, param).  values = decode payloads (float32/float64/bfloat16/float16) and
 // assemble the full tensors.
-std::vector<GatheredGradient> gatherGradients(const storage::RunModel& run, events::GradPhase phase,
+std::vector<GatheredGradient> gatherGradients(const model::RunModel& run, events::GradPhase phase,
                                               bool values);
 
 // Decodes a raw payload into doubles; false for unsupported dtypes or a size mismatch.
@@ -72,8 +72,7 @@ bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,
 struct CausalClock {
   std::vector<std::vector<int64_t>> start, end;
 };
-CausalClock causalClock(const storage::RunModel& run,
-                        const std::vector<storage::TransferPair>& pairs);
+CausalClock causalClock(const model::RunModel& run, const std::vector<model::TransferPair>& pairs);
 
 // Time accounting per rank, over all iterations, on rank 0's clock.
 struct RankTime {
@@ -93,13 +92,11 @@ struct TimeBreakdown {
   double expectedBubble = 0;  // (p-1)/(m+p-1)
   int stages = 0, microbatches = 0;
 };
-TimeBreakdown timeBreakdown(const storage::RunModel& run);
+TimeBreakdown timeBreakdown(const model::RunModel& run);
 
-// Small helpers shared by the writers.
+// Small helpers shared by verdict messages and the writers.
 std::string formatChecksum(uint64_t checksum);  // 16 hex digits
 std::string formatShape(const std::vector<int64_t>& shape);
-std::string jsonEscape(const std::string& text);
-std::string xmlEscape(const std::string& text);
 double relativeDifference(double a, double b);  // |a-b| / max(|a|,|b|), 0 when both 0
 
-}  // namespace stagescope::report
+}  // namespace stagescope::analysis

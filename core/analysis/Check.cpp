@@ -1,4 +1,4 @@
-#include "storage/report/Check.h"
+#include "core/analysis/Check.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,12 +10,10 @@
 #include <sstream>
 #include <tuple>
 
-#include <nlohmann/json.hpp>
+#include "core/analysis/Analysis.h"
+#include "core/analysis/Compare.h"
 
-#include "storage/report/Analysis.h"
-#include "storage/report/Compare.h"
-
-namespace stagescope::report {
+namespace stagescope::analysis {
 
 using events::ActionKind;
 using events::ActionRecord;
@@ -23,7 +21,7 @@ using events::Direction;
 using events::RunStatus;
 using events::Side;
 using events::TransferRecord;
-using storage::RunModel;
+using model::RunModel;
 
 const char* toString(CheckStatus s) {
   switch (s) {
@@ -55,8 +53,8 @@ namespace {
 struct Ctx {
   const RunModel& run;
   const CheckOptions& opts;
-  std::vector<storage::TransferPair> scratch;
-  const std::vector<storage::TransferPair>* pairs = nullptr;
+  std::vector<model::TransferPair> scratch;
+  const std::vector<model::TransferPair>* pairs = nullptr;
 };
 
 void add(CheckResult& r, const CheckOptions& opts, Finding f) {
@@ -702,123 +700,4 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
   return rep;
 }
 
-// ---- writers --------------------------------------------------------------------------------
-
-std::string renderJUnit(const CheckReport& rep) {
-  int failures = 0, skipped = 0;
-  for (const auto& r : rep.checks) {
-    failures += r.status == CheckStatus::Failed;
-    skipped += r.status == CheckStatus::Skipped;
-  }
-  std::ostringstream x;
-  char time[32];
-  std::snprintf(time, sizeof time, "%.6f", rep.seconds);
-  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuites name=\"stagescope\" tests=\"" << rep.checks.size() << "\" failures=\""
-    << failures << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
-  x << "  <testsuite name=\"stagescope.check\" tests=\"" << rep.checks.size() << "\" failures=\""
-    << failures << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
-  x << "    <properties>\n";
-  x << "      <property name=\"run\" value=\"" << xmlEscape(rep.runPath) << "\"/>\n";
-  x << "      <property name=\"run_id\" value=\"" << xmlEscape(rep.runId) << "\"/>\n";
-  x << "      <property name=\"status\" value=\"" << xmlEscape(rep.status) << "\"/>\n";
-  x << "      <property name=\"exit_code\" value=\"" << rep.exitCode << "\"/>\n";
-  x << "    </properties>\n";
-  for (const auto& r : rep.checks) {
-    std::snprintf(time, sizeof time, "%.6f", r.seconds);
-    x << "    <testcase classname=\"stagescope.check\" name=\"" << xmlEscape(r.name) << "\" time=\""
-      << time << "\">\n";
-    if (r.status == CheckStatus::Failed) {
-      std::string first = r.findings.empty() ? r.summary : r.findings.front().message;
-      x << "      <failure type=\"" << xmlEscape(r.name) << "\" message=\""
-        << xmlEscape("exit code " + std::to_string(r.exitCode) + ": " + first) << "\">";
-      for (const auto& f : r.findings) x << xmlEscape(f.message) << "\n";
-      if (r.total > static_cast<int64_t>(r.findings.size())) {
-        x << "... and " << (r.total - static_cast<int64_t>(r.findings.size())) << " more\n";
-      }
-      x << "</failure>\n";
-    } else if (r.status == CheckStatus::Skipped) {
-      x << "      <skipped message=\"" << xmlEscape(r.summary) << "\"/>\n";
-    }
-    x << "      <system-out>" << xmlEscape(r.summary) << "</system-out>\n";
-    x << "    </testcase>\n";
-  }
-  x << "  </testsuite>\n</testsuites>\n";
-  return x.str();
-}
-
-void writeJUnit(const CheckReport& report, const std::string& path) {
-  writeTextFile(path, renderJUnit(report));
-}
-
-namespace {
-nlohmann::json findingJson(const Finding& f) {
-  nlohmann::json j = {{"name", f.name}, {"exit_code", f.exitCode}, {"message", f.message}};
-  if (f.rank >= 0) j["rank"] = f.rank;
-  if (f.peerRank >= 0) j["peer_rank"] = f.peerRank;
-  if (f.iteration >= 0) j["iteration"] = f.iteration;
-  if (f.microbatch >= 0) j["microbatch"] = f.microbatch;
-  if (f.actionSeq >= 0) j["action_seq"] = f.actionSeq;
-  if (!f.action.empty()) j["action"] = f.action;
-  if (!f.edge.empty()) j["edge"] = f.edge;
-  if (!f.direction.empty()) j["direction"] = f.direction;
-  if (!f.tensor.empty()) j["tensor"] = f.tensor;
-  return j;
-}
-}  // namespace
-
-std::string renderCheckJson(const CheckReport& rep) {
-  nlohmann::json j;
-  j["run"] = rep.runPath;
-  j["run_id"] = rep.runId;
-  j["status"] = rep.status;
-  j["exit_code"] = rep.exitCode;
-  j["passed"] = rep.passed();
-  j["seconds"] = rep.seconds;
-  j["checks"] = nlohmann::json::array();
-  for (const auto& r : rep.checks) {
-    nlohmann::json c = {
-        {"name", r.name},       {"exit_code", r.exitCode}, {"status", toString(r.status)},
-        {"summary", r.summary}, {"total", r.total},        {"seconds", r.seconds}};
-    c["findings"] = nlohmann::json::array();
-    for (const auto& f : r.findings) c["findings"].push_back(findingJson(f));
-    j["checks"].push_back(std::move(c));
-  }
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
-void writeCheckJson(const CheckReport& report, const std::string& path) {
-  writeTextFile(path, renderCheckJson(report));
-}
-
-std::string renderCheckText(const CheckReport& rep) {
-  std::ostringstream o;
-  o << "stagescope check " << (rep.runPath.empty() ? rep.runId : rep.runPath) << " (status "
-    << rep.status << ")\n";
-  for (const auto& r : rep.checks) {
-    const char* mark = r.status == CheckStatus::Passed   ? "PASS"
-                       : r.status == CheckStatus::Failed ? "FAIL"
-                                                         : "SKIP";
-    char head[96];
-    std::snprintf(head, sizeof head, "  %s  %-19s (exit %2d)  ", mark, r.name.c_str(), r.exitCode);
-    o << head << r.summary;
-    if (r.status == CheckStatus::Failed) o << "; " << r.total << " failure(s)";
-    o << "\n";
-    for (const auto& f : r.findings) o << "        - " << f.message << "\n";
-    if (r.total > static_cast<int64_t>(r.findings.size())) {
-      o << "        ... and " << (r.total - static_cast<int64_t>(r.findings.size())) << " more\n";
-    }
-  }
-  if (rep.passed()) {
-    o << "result: all checks passed (exit 0)\n";
-  } else {
-    std::string worst;
-    for (const auto& r : rep.checks) {
-      if (r.exitCode == rep.exitCode) worst = r.name;
-    }
-    o << "result: FAILED, exit " << rep.exitCode << " (" << worst << ", the most severe failure)\n";
-  }
-  return o.str();
-}
-
-}  // namespace stagescope::report
+}  // namespace stagescope::analysis

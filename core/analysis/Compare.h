@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/Analysis.h"
 #include "core/events/Events.h"
-#include "storage/RunModel.h"
-#include "storage/report/Analysis.h"
+#include "core/model/RunModel.h"
 
-namespace stagescope::report {
+namespace stagescope::analysis {
 
 struct CompareOptions {
   std::string labelA = "A", labelB = "B";
@@ -121,22 +121,11 @@ struct Comparison {
   std::optional<TransferDiff> firstDivergent;  // in schedule order
 };
 
-Comparison compareRuns(const storage::RunModel& a, const storage::RunModel& b,
+Comparison compareRuns(const model::RunModel& a, const model::RunModel& b,
                        const CompareOptions& opts = {});
 
 // Line diff of two texts (longest common subsequence; falls back to a prefix/suffix diff
 // for very long inputs).
 std::vector<ConfigDiffLine> diffLines(const std::string& a, const std::string& b);
 
-// Writers.  write* throw std::runtime_error when the file cannot be written.
-std::string renderHtml(const Comparison& c);  // one self-contained page: inline CSS + SVG
-std::string renderMarkdown(const Comparison& c);
-std::string renderJson(const Comparison& c);
-void writeHtml(const Comparison& c, const std::string& path);
-void writeMarkdown(const Comparison& c, const std::string& path);
-void writeJson(const Comparison& c, const std::string& path);
-
-// Writes text to path (binary, whole file); throws std::runtime_error naming the path.
-void writeTextFile(const std::string& path, const std::string& text);
-
-}  // namespace stagescope::report
+}  // namespace stagescope::analysis

@@ -1,4 +1,4 @@
-#include "storage/report/ChromeTrace.h"
+#include "app/report/ChromeTrace.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,12 +8,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "storage/report/Analysis.h"
+#include "app/report/Escape.h"
+#include "app/report/TextFile.h"
+#include "core/analysis/Analysis.h"
 
 namespace stagescope::report {
 
 using events::ActionKind;
-using storage::RunModel;
+using model::RunModel;
+using namespace analysis;
 
 namespace {
 
@@ -214,7 +217,7 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
   }
 
   // Transfers (nested slices clamped into their action) and flows.
-  std::vector<storage::TransferPair> scratch;
+  std::vector<model::TransferPair> scratch;
   const auto& pairs = pairsOf(run, scratch);
   // The time a transfer's slice spans, clamped into its action's slice.
   auto span = [&](const events::TransferRecord& t, int64_t* s, int64_t* e) {

@@ -1,10 +1,10 @@
-// `stagescope check`: the CI gate over one recorded run.
+// `stagescope check`: the CI gate over one recorded run (the verdicts; app/report writes them).
 //
 // Every check class has its own exit code.  When several classes fail, the process exits
 // with the code of the MOST SEVERE one, which is the LOWEST non-zero code below (the order
 // puts causes before their usual consequences: a hang leaves unmatched messages, an unmatched
 // message shifts the schedule and the counts, a corrupted message produces NaNs and wrong
-// gradients).  The same table is in storage/report/README-exit-codes.md.
+// gradients).  The same table is in docs/exit-codes.md.
 //
 //   code  check (finding name)   fails when
 //   ----  ---------------------  ---------------------------------------------------------
@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "storage/RunModel.h"
+#include "core/model/RunModel.h"
 
-namespace stagescope::report {
+namespace stagescope::analysis {
 
 namespace exit_code {
 inline constexpr int kOk = 0;
@@ -82,7 +82,7 @@ struct CheckOptions {
   double gradRelTol = 1e-5;
   double gradAbsTol = 1e-8;
   // Run-to-run check (--against): nullptr = skip.
-  const storage::RunModel* against = nullptr;
+  const model::RunModel* against = nullptr;
   bool againstBitwise = true;   // true: checksums must be equal; false: tolerance below
   double againstRelTol = 1e-6;  // on losses and gradient norms when !againstBitwise
   size_t maxFindings = 20;      // per class, kept in the report
@@ -101,18 +101,6 @@ struct CheckReport {
   std::vector<Finding> allFindings() const;
 };
 
-CheckReport checkRun(const storage::RunModel& run, const CheckOptions& opts = {});
+CheckReport checkRun(const model::RunModel& run, const CheckOptions& opts = {});
 
-// JUnit XML: one <testsuite name="stagescope.check">, one <testcase> per check class, a
-// <failure> with all findings for failing classes, <skipped/> for skipped ones.
-// Throws std::runtime_error when the file cannot be written.
-void writeJUnit(const CheckReport& report, const std::string& path);
-std::string renderJUnit(const CheckReport& report);
-// JSON: {run, exit_code, passed, checks:[{name, exit_code, status, summary, total,
-// findings:[...]}]}.
-void writeCheckJson(const CheckReport& report, const std::string& path);
-std::string renderCheckJson(const CheckReport& report);
-// Plain text for a terminal / CI log: one line per class, then the findings.
-std::string renderCheckText(const CheckReport& report);
-
-}  // namespace stagescope::report
+}  // namespace stagescope::analysis

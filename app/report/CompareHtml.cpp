@@ -4,9 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
-#include "storage/report/Compare.h"
+#include "app/report/CompareReport.h"
+#include "app/report/Escape.h"
+#include "app/report/TextFile.h"
 
 namespace stagescope::report {
+
+using namespace analysis;
+
 namespace {
 
 constexpr const char* kColorA = "#2563eb";

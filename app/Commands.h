@@ -31,7 +31,9 @@ int planCommand(const std::string& config, const std::vector<std::string>& overr
 // merge marks the run completed when every rank recorded its whole plan, else failed/hung.
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
                  const std::string& config = "");
-// Creates the run file of `config` (validated) at `out`; throws plan::ConfigError.
-void createRunFileFor(const std::string& config, const std::string& out);
+// Creates the run file of `config` (validated) at `out` with run id `runId` (default: the
+// file's name without extension); throws plan::ConfigError.
+void createRunFileFor(const std::string& config, const std::string& out,
+                      const std::string& runId = "");
 
 }  // namespace stagescope::app

@@ -20,7 +20,9 @@
 #include "app/RunChecks.h"
 #include "core/engine/Init.h"
 #include "core/engine/Launcher.h"
+#include "core/engine/RunIdentity.h"
 #include "core/plan/Config.h"
+#include "core/plan/ConfigFields.h"
 #include "core/plan/Plan.h"
 #include "core/plan/Topology.h"
 #include "storage/Merge.h"
@@ -54,10 +56,7 @@ events::RunInfo runInfo(const plan::RunConfig& cfg, const std::string& out) {
   events::RunInfo info;
   info.runId = fs::path(out).stem().string();
   info.configText = cfg.text;
-  char hash[24];
-  std::snprintf(hash, sizeof hash, "%016llx",
-                static_cast<unsigned long long>(engine::fnv1a(cfg.text)));
-  info.configHash = hash;
+  info.configHash = plan::configHash(cfg);  // the hash the ranks compare at rendezvous
   info.worldSize = cfg.worldSize;
   info.iterations = cfg.iterations;
   info.microbatches = cfg.microbatches;
@@ -75,7 +74,7 @@ events::RunInfo runInfo(const plan::RunConfig& cfg, const std::string& out) {
     if (m.kind == "encoder") mi.downstream = {cfg.llm().name};
     info.modules.push_back(mi);
   }
-  info.versionStagescope = "0.1.0";
+  info.versionStagescope = engine::kStagescopeVersion;
   info.versionTorch = TORCH_VERSION;
   info.compiler = std::string("g++ ") + __VERSION__;
   info.startUnixMs = unixMs();
@@ -131,6 +130,8 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   spec.worldSize = cfg.worldSize;
   spec.masterPort = store->getPort();
   spec.quiet = quiet;
+  // The ranks' run id is the run file's, whatever launcher started `stagescope run`.
+  spec.extraEnv.push_back("STAGESCOPE_RUN_ID=" + fs::path(out).stem().string());
   spec.hangGraceSeconds = std::min(10.0, cfg.timeoutSeconds + 2);
   engine::LaunchResult launched = engine::launchRanks(spec);
   // The ranks are gone: a second Ctrl-C must not leave the run unmerged and "running".
@@ -187,10 +188,12 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
 
 }  // namespace
 
-void createRunFileFor(const std::string& config, const std::string& out) {
+void createRunFileFor(const std::string& config, const std::string& out, const std::string& runId) {
   const plan::RunConfig cfg = plan::loadConfig(config);
   fs::create_directories(fs::absolute(out).parent_path());
-  storage::createRunFile(out, runInfo(cfg, out));
+  events::RunInfo info = runInfo(cfg, out);
+  if (!runId.empty()) info.runId = runId;
+  storage::createRunFile(out, info);
 }
 
 int runCommand(const RunOptions& opts) {

@@ -11,6 +11,7 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include "app/Commands.h"
 #include "core/engine/Communicator.h"
@@ -18,10 +19,14 @@
 #include "core/engine/Launcher.h"
 #include "core/engine/ProcessGroups.h"
 #include "core/engine/RankEnv.h"
+#include "core/engine/Rendezvous.h"
+#include "core/engine/RunIdentity.h"
 #include "core/plan/Config.h"
+#include "core/plan/ConfigFields.h"
 #include "core/plan/Plan.h"
 #include "core/plan/Topology.h"
 #include "storage/Merge.h"
+#include "storage/Schema.h"
 #include "storage/ShardWriter.h"
 
 namespace stagescope::app {
@@ -49,6 +54,40 @@ events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p,
   info.device = device;
   info.pid = getpid();
   return info;
+}
+
+engine::RunIdentity identityOf(const plan::RunConfig& cfg, const std::string& out) {
+  engine::RunIdentity id;
+  id.runId = engine::runIdFor(out);
+  id.config = plan::canonicalFields(cfg);
+  id.configHash = plan::configHash(cfg);
+  id.formatVersion = storage::kSchemaVersion;
+  id.stagescopeVersion = engine::kStagescopeVersion;
+  id.torchVersion = TORCH_VERSION;
+  return id;
+}
+
+// The shard's `run` row: the identity this rank ran under, so that `merge` can refuse a shard
+// of another run or config.
+events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdentity& id) {
+  events::RunInfo info;
+  info.runId = id.runId;
+  info.configText = cfg.text;
+  info.configHash = id.configHash;
+  info.worldSize = cfg.worldSize;
+  info.iterations = cfg.iterations;
+  info.microbatches = cfg.microbatches;
+  events::parseRecordLevel(cfg.record.level, &info.level);
+  info.versionStagescope = id.stagescopeVersion;
+  info.versionTorch = id.torchVersion;
+  return info;
+}
+
+// Records a diagnosis of this rank in its shard and closes the shard (the rank stops).
+void recordAndClose(storage::ShardWriter* recorder, events::DiagnosisRecord d) {
+  if (!recorder) return;
+  recorder->diagnosis(std::move(d));
+  recorder->close();
 }
 
 at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
@@ -83,6 +122,8 @@ int workerCommand(const WorkerOptions& opts) {
     recorder = storage::ShardWriter::open(storage::shardPathFor(opts.out, rank), level, rank);
     const at::Device device = deviceFor(cfg, env);
     recorder->rank(rankInfo(plan.ranks[rank], plan, device.str()));
+    const engine::RunIdentity identity = identityOf(cfg, opts.out);
+    recorder->run(shardRunInfo(cfg, identity));
     for (int it = 0; it < cfg.iterations; ++it) {
       if (!cfg.record.wants(it, plan.ranks[rank].module, rank)) continue;
       for (auto& a : plan::toRecords(plan.ranks[rank], it)) recorder->planned(std::move(a));
@@ -90,6 +131,7 @@ int workerCommand(const WorkerOptions& opts) {
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
     auto store = engine::connectStore(env.masterAddr, env.masterPort,
                                       !env.launcherHostsStore && rank == 0, env.worldSize, timeout);
+    engine::verifyRunIdentity(*store, rank, env.worldSize, identity, timeout);
     engine::ProcessGroups groups(
         store, rank, env.worldSize,
         cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
@@ -106,6 +148,23 @@ int workerCommand(const WorkerOptions& opts) {
     }
     recorder->close();
     return engine::kWorkerOk;
+  } catch (const engine::RendezvousError& e) {
+    std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
+    events::DiagnosisRecord d;
+    d.rank = rank;
+    const bool mismatch = e.kind() == engine::RendezvousError::Kind::Mismatch;
+    d.kind = mismatch ? "config_mismatch" : "timeout";
+    d.message = e.what();
+    recordAndClose(recorder.get(), std::move(d));
+    return mismatch ? engine::kWorkerMismatch : engine::kWorkerTimeout;
+  } catch (const engine::StoreTimeout& e) {
+    std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
+    events::DiagnosisRecord d;
+    d.rank = rank;
+    d.kind = "timeout";
+    d.message = e.what();
+    recordAndClose(recorder.get(), std::move(d));
+    return engine::kWorkerTimeout;
   } catch (const engine::CommTimeout& e) {
     std::fprintf(stderr, "%s\n", e.what());
     if (recorder) {

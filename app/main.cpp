@@ -76,12 +76,42 @@ int exportCommand(const std::string& run, const std::string& trace) {
 
 }  // namespace
 
+namespace {
+
+// The run id the ranks recorded (the first shard that names one), or "" for the default.
+std::string runIdOfShards(const std::vector<std::string>& shards) {
+  for (const auto& shard : shards) {
+    try {
+      if (auto info = storage::readShardRunInfo(shard)) return info->runId;
+    } catch (const std::exception&) {
+      // unreadable: the merge records it as failed
+    }
+  }
+  return "";
+}
+
+// Why `merge RUN` without --config cannot go on, and what to add.
+std::string missingRunFileHint(const std::string& run, const std::vector<std::string>& shards) {
+  if (shards.empty())
+    return run + ": no such run file, and no shard " + run + ".rank<N>.shard next to it";
+  return run + ": no such run file; its " + std::to_string(shards.size()) +
+         " shard(s) were written by `stagescope worker` (torchrun, Slurm, several hosts): add "
+         "--config CONFIG, the config the ranks ran, to create the run file and merge them";
+}
+
+}  // namespace
+
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
                  const std::string& config) {
   try {
+    const std::vector<std::string> inputs = shards.empty() ? storage::findShards(run) : shards;
     const bool create = !config.empty() && !std::filesystem::exists(run);
-    if (create) createRunFileFor(config, run);
-    auto result = storage::mergeShards(run, shards.empty() ? storage::findShards(run) : shards);
+    if (config.empty() && !std::filesystem::exists(run)) {
+      std::fprintf(stderr, "error: %s\n", missingRunFileHint(run, inputs).c_str());
+      return report::exit_code::kUsage;
+    }
+    if (create) createRunFileFor(config, run, runIdOfShards(inputs));
+    auto result = storage::mergeShards(run, inputs);
     std::printf("merged %d shard(s), %lld rows in %.2f s\n", result.merged,
                 static_cast<long long>(result.rows), result.seconds);
     for (const auto& n : result.notes) std::printf("  %s\n", n.c_str());
@@ -91,7 +121,8 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
       auto status = events::RunStatus::Completed;
       std::string reason;
       for (const auto& d : m.diagnoses) {
-        if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost") {
+        if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost" ||
+            d.kind == "config_mismatch") {
           status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
           reason = "rank " + std::to_string(d.rank) + ": " + d.message;
           break;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "storage/RunModel.h"
@@ -125,8 +126,39 @@ std::string shardLevel(Db& db, const std::string& alias) {
   return s.step() ? std::string(s.text(0)) : std::string();
 }
 
+// (run_id, config_hash) of the `run` row of `schema` ("main" or an attached shard), or
+// nullopt when it has none (a shard of an older build, or one not written by a rank).
+std::optional<std::pair<std::string, std::string>> identityOf(Db& db, const std::string& schema) {
+  Stmt s = db.prepare("SELECT run_id, config_hash FROM " + schema + ".run WHERE id = 1");
+  if (!s.step() || s.isNull(0) || s.isNull(1)) return std::nullopt;
+  return std::make_pair(std::string(s.text(0)), std::string(s.text(1)));
+}
+
+// Why the attached shard belongs to another run than the run file, or "".  A side that names
+// no run cannot be compared and is not refused.
+std::string foreignReason(Db& db, const std::string& alias, const std::string& file) {
+  const auto run = identityOf(db, "main");
+  const auto shard = identityOf(db, alias);
+  if (!run || !shard) return "";
+  if (shard->first != run->first) {
+    return file + ": refused: run id '" + shard->first + "' differs from the run file's '" +
+           run->first + "' (a shard of another run)";
+  }
+  if (shard->second != run->second) {
+    return file + ": refused: config hash " + shard->second + " differs from the run file's " +
+           run->second + " (the rank ran another config)";
+  }
+  return "";
+}
+
 void mergeAttached(Db& db, const std::string& alias, ShardMergeInfo& s) {
   const std::string level = shardLevel(db, alias);
+  if (std::string why = foreignReason(db, alias, fileName(s.path)); !why.empty()) {
+    s.state = "refused";
+    s.note = std::move(why);
+    recordShard(db, s, s.state, level);
+    return;
+  }
   Stmt seen = db.prepare("SELECT 1 FROM shards WHERE file = ?");
   seen.bindText(1, fileName(s.path));
   const bool seenBefore = seen.step();
@@ -242,12 +274,29 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
       ++result.merged;
       result.rows += s.rows;
     } else {
-      (s.state == "missing" ? result.missing : result.failed) += 1;
+      (s.state == "missing"   ? result.missing
+       : s.state == "refused" ? result.refused
+                              : result.failed) += 1;
       result.notes.push_back(s.note);
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+std::optional<events::RunInfo> readShardRunInfo(const std::string& shardPath) {
+  Db db = openStagescopeFile(shardPath, false);
+  Stmt s = db.prepare(
+      "SELECT run_id, config_text, config_hash, version_stagescope, version_torch FROM run "
+      "WHERE id = 1");
+  if (!s.step() || s.isNull(0)) return std::nullopt;
+  events::RunInfo info;
+  info.runId = s.text(0);
+  if (!s.isNull(1)) info.configText = s.text(1);
+  if (!s.isNull(2)) info.configHash = s.text(2);
+  if (!s.isNull(3)) info.versionStagescope = s.text(3);
+  if (!s.isNull(4)) info.versionTorch = s.text(4);
+  return info;
 }
 
 }  // namespace stagescope::storage

@@ -8,9 +8,13 @@
 // state 'merging'.  The copy replaces any rows of an earlier merge of the same shard file, and
 // its transaction sets the state to 'merged'.  A crash leaves the state 'merging' (detectable,
 // and a re-run fixes it).  A missing or unreadable shard is recorded ('missing' / 'failed')
-// with a note, never fatal.  Read indexes are created at the end.
+// with a note, never fatal.  A shard whose `run` row names another run id or config hash than
+// the run file's is recorded 'refused' with a one-line note and none of its rows are copied
+// (a shard or run file without a `run` row is not compared).  Read indexes are created at the
+// end.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,22 +37,26 @@ void updateRunStatus(const std::string& path, events::RunStatus status, const st
 struct ShardMergeInfo {
   std::string path;
   int rank = -1;
-  std::string state;  // "merged", "missing", "failed"
+  std::string state;  // "merged", "missing", "failed", "refused" (another run or config)
   std::string note;   // why not merged
   int64_t rows = 0;   // rows copied
 };
 
 struct MergeResult {
   std::vector<ShardMergeInfo> shards;  // in the order given
-  int merged = 0, failed = 0, missing = 0;
+  int merged = 0, failed = 0, missing = 0, refused = 0;
   int64_t rows = 0;
   double seconds = 0;
   std::vector<std::string> notes;  // one line per shard not merged
-  bool ok() const { return failed == 0 && missing == 0; }
+  bool ok() const { return failed == 0 && missing == 0 && refused == 0; }
 };
 
 // Merges the shards into the run file (see the protocol above).  Re-runnable: merging a shard
 // again replaces its rows.  Throws RunFileError when runPath is not a run file.
 MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths);
+
+// The `run` row of a shard (run id, config hash, config text, versions), or nullopt when the
+// shard has none.  Throws RunFileError when the file is not a stagescope file.
+std::optional<events::RunInfo> readShardRunInfo(const std::string& shardPath);
 
 }  // namespace stagescope::storage

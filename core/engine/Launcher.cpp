@@ -129,6 +129,8 @@ std::string LaunchResult::describe() const {
     s += " was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")";
   } else if (r.exitCode == kWorkerTimeout) {
     s += " timed out waiting for a peer (hang)";
+  } else if (r.exitCode == kWorkerMismatch) {
+    s += " stopped at rendezvous";
   } else {
     s += " exited with code " + std::to_string(r.exitCode);
   }
@@ -202,7 +204,10 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
           stopping = true;
           stopAt = std::chrono::steady_clock::now();
           // A timed-out rank: the others are timing out too; let them record their side.
-          grace = c.exit.exitCode == kWorkerTimeout ? spec.hangGraceSeconds : 0.5;
+          // A rendezvous verdict reaches every rank: let each record it.
+          grace = c.exit.exitCode == kWorkerTimeout || c.exit.exitCode == kWorkerMismatch
+                      ? spec.hangGraceSeconds
+                      : 0.5;
         }
       }
     }

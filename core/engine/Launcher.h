@@ -13,8 +13,9 @@ namespace stagescope::engine {
 // Exit codes of a rank process (`stagescope worker`).
 enum WorkerExit : int {
   kWorkerOk = 0,
-  kWorkerError = 1,    // an exception: bad input, a crash in the model, I/O
-  kWorkerTimeout = 3,  // a wait ran past the timeout (a hang); the rank recorded a diagnosis
+  kWorkerError = 1,     // an exception: bad input, a crash in the model, I/O
+  kWorkerTimeout = 3,   // a wait ran past the timeout (a hang); the rank recorded a diagnosis
+  kWorkerMismatch = 4,  // ranks disagree on the run (config, run id, build) at rendezvous
 };
 
 struct LaunchSpec {

@@ -173,7 +173,7 @@ bool parseRecordLevel(const std::string& text, RecordLevel* out);
 struct RunInfo {
   std::string runId;
   std::string configText;  // the TOML as given, after --set overrides
-  std::string configHash;  // hex FNV-1a 64 of configText
+  std::string configHash;  // plan::configHash: hex FNV-1a 64 of the canonical config
   int32_t worldSize = 0;
   int32_t iterations = 0, microbatches = 0;
   RecordLevel level = RecordLevel::Stats;

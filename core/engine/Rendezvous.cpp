@@ -1,0 +1,85 @@
+#include "core/engine/Rendezvous.h"
+
+#include <c10/util/Exception.h>
+
+#include <thread>
+#include <vector>
+
+namespace stagescope::engine {
+namespace {
+
+const std::string kIdentityPrefix = "stagescope/identity/";
+const std::string kVerdictKey = kIdentityPrefix + "verdict";
+const std::string kSeenKey = kIdentityPrefix + "verdict_seen";
+const std::string kOk = "ok";
+
+// Polls counter `key` (last read as `value`) until it reaches `target` or `timeout` passes.
+void waitUntilCount(c10d::Store& store, const std::string& key, int64_t value, int64_t target,
+                    std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (value < target && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    value = store.add(key, 0);
+  }
+}
+
+std::string identityKey(int rank) {
+  return kIdentityPrefix + std::to_string(rank);
+}
+
+std::string secondsText(std::chrono::milliseconds t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(t.count()) / 1000.0);
+  return buf;
+}
+
+// Rank 0's verdict: "ok", or the one-line reason to stop.
+std::string judge(c10d::Store& store, int worldSize, std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < worldSize; ++r) keys.push_back(identityKey(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const c10::Error&) {
+    std::vector<int> missing;
+    for (int r = 0; r < worldSize; ++r)
+      if (!store.check({identityKey(r)})) missing.push_back(r);
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 16; ++i)
+      list += (i ? "," : "") + std::to_string(missing[i]);
+    if (missing.size() > 16) list += ",…";
+    return "rendezvous: rank(s) " + list + " of " + std::to_string(worldSize) +
+           " did not arrive within timeout_seconds = " + secondsText(timeout) +
+           " (not started, or cannot reach the store)";
+  }
+  std::vector<RunIdentity> all;
+  for (const auto& bytes : store.multiGet(keys))
+    all.push_back(decodeIdentity(std::string(bytes.begin(), bytes.end())));
+  const std::string mismatch = identityMismatch(all);
+  return mismatch.empty() ? kOk : mismatch;
+}
+
+}  // namespace
+
+void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIdentity& mine,
+                       std::chrono::milliseconds timeout) {
+  store.set(identityKey(rank), encodeIdentity(mine));
+  if (rank == 0) store.set(kVerdictKey, judge(store, worldSize, timeout));
+  try {
+    store.wait({kVerdictKey}, rank == 0 ? timeout : 2 * timeout);
+  } catch (const c10::Error&) {
+    throw RendezvousError(RendezvousError::Kind::Timeout,
+                          "rendezvous: no run-identity verdict from rank 0 within " +
+                              secondsText(2 * timeout) + " s (rank 0 not started or gone)");
+  }
+  const std::string verdict = store.get_to_str(kVerdictKey);
+  if (verdict == kOk) return;
+  // Rank 0 may host the store: it stays until every rank has read the verdict (bounded), so
+  // that nobody sees a lost connection instead of the reason.
+  const int64_t seen = store.add(kSeenKey, 1);
+  if (rank == 0) waitUntilCount(store, kSeenKey, seen, worldSize, timeout);
+  const bool late = verdict.rfind("rendezvous:", 0) == 0;
+  throw RendezvousError(late ? RendezvousError::Kind::Timeout : RendezvousError::Kind::Mismatch,
+                        verdict);
+}
+
+}  // namespace stagescope::engine

@@ -1,0 +1,37 @@
+// Rendezvous checks over the job's store, run once per rank after it connects and before any
+// process group is built.  Every wait here is bounded by the run's timeout and ends in one
+// line naming the ranks involved.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "core/engine/RunIdentity.h"
+
+namespace stagescope::engine {
+
+// A rendezvous that cannot go on: ranks disagree on the run (kind Mismatch), or a rank did not
+// arrive in time (kind Timeout).  what() is the one-line diagnosis.
+class RendezvousError : public std::runtime_error {
+ public:
+  enum class Kind { Mismatch, Timeout };
+  RendezvousError(Kind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// Every rank publishes its identity under "stagescope/identity/<rank>".  Rank 0 waits for all
+// of them (at most `timeout`), compares them (identityMismatch) and publishes one verdict
+// under "stagescope/identity/verdict"; every rank waits for the verdict (at most `timeout`
+// more) and throws RendezvousError when it is not "ok".  So a mismatch stops every rank with
+// the same line, and no rank proceeds to build groups with a peer that runs another config.
+void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIdentity& mine,
+                       std::chrono::milliseconds timeout);
+
+}  // namespace stagescope::engine

@@ -8,7 +8,11 @@
 #endif
 
 #include <algorithm>
+#include <cstdio>
+#include <future>
+#include <memory>
 #include <stdexcept>
+#include <thread>
 
 namespace stagescope::engine {
 namespace {
@@ -78,13 +82,46 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<i
 
 c10::intrusive_ptr<c10d::Store> connectStore(const std::string& host, int port, bool isServer,
                                              int worldSize, std::chrono::milliseconds timeout) {
+  (void)worldSize;
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(port);
   o.isServer = isServer;
   o.numWorkers = std::nullopt;
   o.waitWorkers = false;
   o.timeout = timeout;
-  return c10::make_intrusive<c10d::TCPStore>(host, o);
+  // TCPStore's constructor has no bound of its own once the TCP connection is accepted: a
+  // port held by a program that is not a TCPStore (it accepts and never answers) blocks the
+  // handshake for minutes.  So the constructor runs on a helper thread and we wait at most
+  // `timeout` (plus a second for the thread itself); past that, the thread is left blocked
+  // (detached: it owns its state) and the rank stops with the diagnosis.
+  auto result = std::make_shared<std::promise<c10::intrusive_ptr<c10d::Store>>>();
+  auto future = result->get_future();
+  std::thread([host, o, result] {
+    try {
+      result->set_value(c10::make_intrusive<c10d::TCPStore>(host, o));
+    } catch (...) {
+      result->set_exception(std::current_exception());
+    }
+  }).detach();
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(timeout.count()) / 1000.0);
+  const std::string where = host + ":" + std::to_string(port);
+  if (future.wait_for(timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+    throw StoreTimeout("rendezvous: " + where + " did not answer as a c10d TCPStore within " +
+                       "timeout_seconds = " + seconds +
+                       " (another program holds MASTER_PORT, or the store host is unreachable)");
+  }
+  try {
+    return future.get();
+  } catch (const c10::Error& e) {
+    std::string m = e.what_without_backtrace();
+    m = m.substr(0, m.find('\n'));
+    throw StoreTimeout("rendezvous: " +
+                       (isServer ? "cannot host the store at " + where + ": "
+                                 : "cannot reach the store at " + where +
+                                       " within timeout_seconds = " + seconds + ": ") +
+                       m);
+  }
 }
 
 }  // namespace stagescope::engine

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,14 @@ class ProcessGroups {
   std::map<std::vector<int>, std::shared_ptr<Group>> groups_;
 };
 
-// Connects to (or, when `isServer`, hosts) the rendezvous TCPStore.
+// The store could not be reached or did not answer within the timeout; what() is one line.
+class StoreTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Connects to (or, when `isServer`, hosts) the rendezvous TCPStore.  Bounded: returns within
+// `timeout` (+1 s) or throws StoreTimeout naming the address.
 c10::intrusive_ptr<c10d::Store> connectStore(const std::string& host, int port, bool isServer,
                                              int worldSize, std::chrono::milliseconds timeout);
 

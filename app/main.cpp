@@ -108,7 +108,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     const bool create = !config.empty() && !std::filesystem::exists(run);
     if (config.empty() && !std::filesystem::exists(run)) {
       std::fprintf(stderr, "error: %s\n", missingRunFileHint(run, inputs).c_str());
-      return report::exit_code::kUsage;
+      return analysis::exit_code::kUsage;
     }
     if (create) createRunFileFor(config, run, runIdOfShards(inputs));
     auto result = storage::mergeShards(run, inputs);

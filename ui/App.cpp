@@ -259,7 +259,7 @@ void App::drawOpenPopup() {
   ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
   if (ImGui::BeginPopupModal("Open run", nullptr, ImGuiWindowFlags_NoSavedSettings)) {
     ImGui::TextUnformatted(openCompareMode_ ? "Run file to compare with the open run:"
-                                            : "Run file (.db), or synthetic:default");
+                                            : "Run file (.db)");
     if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
     char buf[1024];
     std::snprintf(buf, sizeof buf, "%s", openPathBuffer_.c_str());

@@ -22,8 +22,8 @@ void App::drawCompare() {
     char buf[1024];
     std::snprintf(buf, sizeof buf, "%s", openPathBuffer_.c_str());
     ImGui::SetNextItemWidth(420);
-    bool enter = ImGui::InputTextWithHint("##cmp", "path to run file, or synthetic:diverged", buf,
-                                          sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
+    bool enter = ImGui::InputTextWithHint("##cmp", "path to a run file (.db)", buf, sizeof buf,
+                                          ImGuiInputTextFlags_EnterReturnsTrue);
     openPathBuffer_ = buf;
     ImGui::SameLine();
     if (ImGui::Button("Open for compare") || enter) openCompare(openPathBuffer_);

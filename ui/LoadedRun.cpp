@@ -4,11 +4,7 @@
 #include <chrono>
 #include <numeric>
 
-#include "ui/Synthetic.h"
-
-#if STAGESCOPE_UI_HAVE_READER
 #include "storage/RunReader.h"
-#endif
 
 namespace stagescope::ui {
 
@@ -48,49 +44,10 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
   return run;
 }
 
-bool haveRunReader() {
-  return STAGESCOPE_UI_HAVE_READER != 0;
-}
-
 std::shared_ptr<LoadedRun> openRun(const std::string& path,
                                    const std::function<void(float)>& progress) {
   auto t0 = std::chrono::steady_clock::now();
-  storage::RunModel model;
-  const std::string prefix = "synthetic:";
-  if (path.rfind(prefix, 0) == 0) {
-    std::string name = path.substr(prefix.size());
-    SyntheticSpec spec = defaultSyntheticSpec();
-    if (name == "alternate")
-      spec = alternateLayoutSpec();
-    else if (name == "diverged") {
-      spec = alternateLayoutSpec();
-      spec.divergeIteration = 1;
-      spec.divergeMicrobatch = 2;
-    } else if (name == "bench")
-      spec = benchmarkSpec(1000000);
-    else if (name == "faulty") {
-      spec.corruptIteration = 0;
-      spec.corruptMicrobatch = 3;
-      spec.nanIteration = 1;
-      spec.nanMicrobatch = 1;
-      spec.deviationRank = 5;
-    } else if (name != "default") {
-      throw storage::RunFileError(storage::RunFileError::Kind::NotFound,
-                                  path +
-                                      ": unknown synthetic run (default, alternate, diverged, "
-                                      "faulty, bench)");
-    }
-    if (progress) progress(0.3f);
-    model = makeSyntheticRun(spec);
-    model.path = path;
-  } else {
-#if STAGESCOPE_UI_HAVE_READER
-    model = storage::loadRun(path, storage::LoadOptions{}, progress);
-#else
-    throw storage::RunFileError(storage::RunFileError::Kind::NotARunFile,
-                                path + ": this viewer was built without the run-file reader");
-#endif
-  }
+  storage::RunModel model = storage::loadRun(path, storage::LoadOptions{}, progress);
   double loadSeconds = since(t0);
   if (progress) progress(0.9f);
   auto run = indexRun(std::move(model));
@@ -103,16 +60,13 @@ std::vector<uint8_t> transferPayload(const LoadedRun& run, int64_t transferIndex
   const auto& m = run.model;
   if (transferIndex < 0 || transferIndex >= static_cast<int64_t>(m.transfers.size())) return {};
   if (!m.transfers[transferIndex].payload.empty()) return m.transfers[transferIndex].payload;
-#if STAGESCOPE_UI_HAVE_READER
-  if (m.path.rfind("synthetic:", 0) != 0 &&
-      transferIndex < static_cast<int64_t>(m.transferIds.size())) {
+  if (!m.path.empty() && transferIndex < static_cast<int64_t>(m.transferIds.size())) {
     try {
       return storage::loadTransferPayload(m.path, m.transferIds[transferIndex]);
     } catch (const std::exception&) {
       return {};
     }
   }
-#endif
   return {};
 }
 

@@ -32,14 +32,10 @@ struct LoadedRun {
 // Derives the indexes of a loaded model.
 std::shared_ptr<LoadedRun> indexRun(storage::RunModel model);
 
-// Opens `path`: a run file through storage::loadRun (when built), or "synthetic:NAME" for a
-// generated run (NAME: default, alternate, diverged, bench).  Throws storage::RunFileError
-// (or std::exception) with a message naming the file.
+// Opens the run file `path` through storage::loadRun.  Throws storage::RunFileError (or
+// std::exception) with a message naming the file.
 std::shared_ptr<LoadedRun> openRun(const std::string& path,
                                    const std::function<void(float)>& progress = {});
-
-// Whether the storage reader is linked (otherwise only synthetic runs open).
-bool haveRunReader();
 
 // Payload bytes of one transfer (empty when unavailable).
 std::vector<uint8_t> transferPayload(const LoadedRun& run, int64_t transferIndex);

@@ -7,7 +7,7 @@
 namespace stagescope::ui {
 
 struct ViewerOptions {
-  std::string run, other;  // run file paths ("synthetic:NAME" for a generated run)
+  std::string run, other;  // run file paths
   int width = 1600, height = 1000;
   std::string screenshot;  // PNG path written after the script
   // Scripted commands, one per entry, run in order once per frame; a command waits until

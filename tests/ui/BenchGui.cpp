@@ -1,5 +1,5 @@
-// bench_gui: opens a synthetic run of ~1,000,000 events (through the real run file when the
-// storage writer is built) and reports load time and per-frame CPU time (NewFrame..Render)
+// bench_gui: writes a synthetic run of ~1,000,000 events to a real run file, opens it and
+// reports load time and per-frame CPU time (NewFrame..Render)
 // fully zoomed out, zoomed in and while playing.  Headless: ImGui without a renderer.
 #include <algorithm>
 #include <chrono>
@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "storage/RunFileWriter.h"
+#include "tests/support/SyntheticRun.h"
 #include "ui/App.h"
-#include "ui/RunFileWriter.h"
-#include "ui/Synthetic.h"
 
 using namespace stagescope::ui;
+using namespace stagescope::testing;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -45,14 +46,13 @@ int main(int argc, char** argv) {
   std::printf("synthetic run: %zu events (%zu ranks, %d iterations) generated in %.2f s\n", events,
               model.ranks.size(), model.info.iterations,
               std::chrono::duration<double>(Clock::now() - tg).count());
-  std::string path = "synthetic:bench";
-#if STAGESCOPE_UI_HAVE_WRITER
-  path = (std::filesystem::temp_directory_path() / "stagescope_bench_gui.db").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "stagescope_bench_gui.db").string();
+  std::filesystem::remove(path);  // bench_gui's own file from an earlier run
   auto tw = Clock::now();
-  writeRunFile(model, path);
+  stagescope::storage::writeRunFile(model, path);
   std::printf("wrote %s in %.2f s\n", path.c_str(),
               std::chrono::duration<double>(Clock::now() - tw).count());
-#endif
   model = {};
 
   IMGUI_CHECKVERSION();

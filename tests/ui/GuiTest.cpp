@@ -11,13 +11,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "ui/RunFileWriter.h"
-#include "ui/Synthetic.h"
+#include "storage/RunFileWriter.h"
+#include "tests/support/SyntheticRun.h"
 
 namespace stagescope::ui {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace stagescope::testing;
 
 struct Image {
   int w = 0, h = 0;
@@ -94,22 +95,20 @@ TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
   const fs::path dir = STAGESCOPE_SCREENSHOT_DIR;
   fs::remove_all(dir);
   fs::create_directories(dir / "config");
-  std::string run = "synthetic:faulty", other = "synthetic:diverged";
-#if STAGESCOPE_UI_HAVE_WRITER
+  std::string run, other;
   {
     SyntheticSpec spec = defaultSyntheticSpec();
     spec.corruptIteration = 0;
     spec.corruptMicrobatch = 3;
     spec.deviationRank = 5;
     run = (dir / "fixture.db").string();
-    writeRunFile(makeSyntheticRun(spec), run);
+    storage::writeRunFile(makeSyntheticRun(spec), run);
     SyntheticSpec div = alternateLayoutSpec();
     div.divergeIteration = 1;
     div.divergeMicrobatch = 2;
     other = (dir / "other.db").string();
-    writeRunFile(makeSyntheticRun(div), other);
+    storage::writeRunFile(makeSyntheticRun(div), other);
   }
-#endif
   const std::string shotStep = (dir / "step.png").string();
   const std::string shotTransfer = (dir / "transfer.png").string();
   const std::string shotCompare = (dir / "compare.png").string();

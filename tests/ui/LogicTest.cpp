@@ -10,19 +10,18 @@
 #include "ui/LoadedRun.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
-#include "ui/RunFileWriter.h"
-#include "ui/Synthetic.h"
 #include "ui/TimeIndex.h"
 #include "ui/TimeSplit.h"
 
-#if STAGESCOPE_UI_HAVE_READER
+#include "storage/RunFileWriter.h"
 #include "storage/RunReader.h"
-#endif
+#include "tests/support/SyntheticRun.h"
 
 namespace stagescope::ui {
 namespace {
 
 using events::ActionKind;
+using namespace stagescope::testing;
 
 TEST(ReplayOrder, RespectsCausalityUnderClockSkew) {
   SyntheticSpec spec = defaultSyntheticSpec();
@@ -245,13 +244,14 @@ TEST(FindFilter, MismatchAndNaN) {
   EXPECT_EQ(total, static_cast<size_t>(spec.iterations * spec.microbatches));
 }
 
-#if STAGESCOPE_UI_HAVE_WRITER && STAGESCOPE_UI_HAVE_READER
 TEST(RunFile, SyntheticRunRoundTripsThroughStorage) {
   auto dir = std::filesystem::temp_directory_path() / "stagescope_ui_logic";
   std::filesystem::create_directories(dir);
   std::string path = (dir / "roundtrip.db").string();
+  std::filesystem::remove(path);  // this test's own file from an earlier run
   storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
-  writeRunFile(model, path);
+  storage::writeRunFile(model, path);
+  EXPECT_THROW(storage::writeRunFile(model, path), std::runtime_error);  // never overwrites
   auto run = openRun(path);
   ASSERT_EQ(run->model.actions.size(), model.actions.size());
   for (size_t r = 0; r < model.actions.size(); ++r)
@@ -262,11 +262,8 @@ TEST(RunFile, SyntheticRunRoundTripsThroughStorage) {
   Alignment al = alignRuns(model, run->model);
   EXPECT_EQ(al.differ, 0u);
 }
-#endif
 
 TEST(OpenRun, BadFilesGiveTypedErrors) {
-  EXPECT_THROW(openRun("synthetic:nope"), storage::RunFileError);
-#if STAGESCOPE_UI_HAVE_READER
   EXPECT_THROW(openRun("/nonexistent/run.db"), storage::RunFileError);
   auto p = std::filesystem::temp_directory_path() / "stagescope_not_a_run.db";
   {
@@ -275,7 +272,6 @@ TEST(OpenRun, BadFilesGiveTypedErrors) {
     std::fclose(f);
   }
   EXPECT_THROW(openRun(p.string()), storage::RunFileError);
-#endif
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "ui/Synthetic.h"
+#include "tests/support/SyntheticRun.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
-namespace stagescope::ui {
+namespace stagescope::testing {
 namespace {
 
 using events::ActionKind;
@@ -332,7 +332,7 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
   const int world = L.world;
   const int m = spec.microbatches;
   storage::RunModel model;
-  model.path = "synthetic:" + std::to_string(spec.seed);
+  model.path.clear();  // generated, not read from a file
   model.schemaVersion = 1;
   auto& info = model.info;
   info.runId = "synthetic-" + std::to_string(spec.seed);
@@ -638,4 +638,4 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
   return model;
 }
 
-}  // namespace stagescope::ui
+}  // namespace stagescope::testing

@@ -1,7 +1,8 @@
 // A synthetic run generator: simulates the multimodule 1F1B schedule (encoders feeding a
 // language model, each on its own TP x PP x DP grid at a rank offset) with a simple cost
 // model and returns the RunModel a recorded run of that layout would load into.  Used by
-// the viewer's tests, the GUI fixture and bench_gui; ImGui-free and torch-free.
+// the viewer's tests, the GUI fixtures (written with storage::writeRunFile) and bench_gui;
+// ImGui-free and torch-free.
 //
 // Checksums, norms and losses depend only on logical identity (edge, direction, iteration,
 // microbatch, data-parallel replica; parameter name), so two layouts of the same spec with
@@ -14,7 +15,7 @@
 
 #include "storage/RunModel.h"
 
-namespace stagescope::ui {
+namespace stagescope::testing {
 
 struct SynthModule {
   std::string name;
@@ -59,4 +60,4 @@ size_t countEvents(const storage::RunModel& model);
 // Pairs sends with receives (RunModel::pairs) from sorted transfers; exposed for tests.
 void buildPairs(storage::RunModel& model);
 
-}  // namespace stagescope::ui
+}  // namespace stagescope::testing

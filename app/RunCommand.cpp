@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -114,6 +115,41 @@ Outcome outcomeOf(const engine::LaunchResult& r) {
   return {events::RunStatus::Failed, r.describe()};
 }
 
+// How each rank's process ended, as data: a rank killed by a signal or stopped by the launcher
+// records nothing itself.  Kinds: rank_killed (a signal the launcher did not send),
+// rank_stopped (the launcher stopped it), rank_exited (a non-zero exit other than a timeout,
+// whose rank recorded its own "timeout" row).
+void recordRankExits(const std::string& out, const engine::LaunchResult& launched) {
+  std::vector<events::DiagnosisRecord> exits;
+  for (const auto& r : launched.ranks) {
+    events::DiagnosisRecord d;
+    d.rank = r.rank;
+    if (r.stoppedByUs) {
+      d.kind = "rank_stopped";
+      d.message = launched.interrupted ? "stopped: the run was interrupted"
+                                       : "stopped by the launcher after rank " +
+                                             std::to_string(launched.firstFailure) + " failed";
+    } else if (r.signal) {
+      d.kind = "rank_killed";
+      d.message = "killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")";
+    } else if (r.exitCode != 0 && r.exitCode != engine::kWorkerTimeout) {
+      d.kind = "rank_exited";
+      d.message = "exited with code " + std::to_string(r.exitCode);
+    } else {
+      continue;
+    }
+    if (!r.lastLine.empty()) d.message += ": " + r.lastLine;
+    exits.push_back(std::move(d));
+  }
+  if (exits.empty()) return;
+  const std::string shard = out + ".exits.shard";
+  auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
+  for (auto& d : exits) writer->diagnosis(std::move(d));
+  writer->close();
+  storage::MergeResult m = storage::mergeShards(out, {shard});
+  for (const auto& note : m.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+}
+
 // One launch of the configured job into `out`.  Returns the outcome; throws on setup errors.
 Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
                    const std::string& out, bool quiet) {
@@ -141,6 +177,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
 
   storage::MergeResult merged = storage::mergeShards(out, storage::findShards(out));
   for (const auto& note : merged.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+  recordRankExits(out, launched);
   if (outcome.status == events::RunStatus::Hung) {
     // The wait-for graph goes to the terminal and, as "hang" diagnoses, into the run file.
     HangAnalysis hang = analyzeHang(out);

@@ -236,7 +236,8 @@ int main(int argc, char** argv) {
   guiCmd->add_option("run", viewer.run);
   guiCmd->add_option("other", viewer.other);
   guiCmd->add_option("--screenshot", viewer.screenshot, "write a PNG after the script");
-  guiCmd->add_option("--script", viewer.script, "scripted commands");
+  guiCmd->add_option("--script", viewer.script, "a scripted command (repeatable; see below)");
+  guiCmd->footer(stagescope::ui::scriptCommandHelp());
 #endif
 
   CLI11_PARSE(cli, argc, argv);

@@ -16,6 +16,7 @@ RunSlot::~RunSlot() {
 void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> alignWith) {
   if (thread_.joinable()) thread_.join();
   path = p;
+  alignedWith = alignWith;
   error.clear();
   finished_ = false;
   progress_ = 0;
@@ -57,6 +58,7 @@ void RunSlot::close() {
   if (thread_.joinable()) thread_.join();
   run.reset();
   alignment.reset();
+  alignedWith.reset();
   error.clear();
   path.clear();
 }
@@ -79,7 +81,10 @@ void App::open(const std::string& path) {
 
 void App::openCompare(const std::string& path) {
   if (path.empty()) return;
-  other_.load(path, main_.run);
+  if (main_.loading())
+    pendingCompare_ = path;  // aligned against the main run once that is open
+  else
+    other_.load(path, main_.run);
   view_.tab = BottomTab::Compare;
   view_.tabRequested = true;
 }
@@ -100,7 +105,8 @@ void App::frame(float dt) {
         ViewerState v = view_;
         v.selection = {};
         v.hovered = {};
-        v.step = 0;
+        // Open at the end of the replay: everything recorded is drawn at full brightness.
+        v.step = static_cast<int64_t>(main_.run->replay.size());
         v.playing = false;
         v.fitPending = true;
         v.findDirty = true;
@@ -108,17 +114,25 @@ void App::frame(float dt) {
         return v;
       }();
       payloadFor_ = -2;
-      if (other_.run) other_.load(other_.path, main_.run);  // realign
+      zoomFit();
+      showFirstProblem();
     }
+    // The compare run follows the main run: a pending one starts now, an open one realigns.
+    std::string compare = pendingCompare_.empty() ? other_.path : pendingCompare_;
+    pendingCompare_.clear();
+    if (!compare.empty() && main_.run) other_.load(compare, main_.run);
   }
   if (other_.poll()) {
-    if (!other_.error.empty())
+    if (!other_.error.empty()) {
       bannerError_ = other_.error;
-    else
+    } else if (other_.alignedWith != main_.run) {
+      other_.load(other_.path, main_.run);  // the main run changed while this one loaded
+    } else {
       addRecent(other_.path);
+    }
   }
   advancePlayback(dt);
-  probes_.items.clear();
+  probes_ = FrameProbes{};
 
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->Pos);
@@ -134,14 +148,15 @@ void App::frame(float dt) {
 
   ImVec2 origin = ImGui::GetCursorScreenPos();
   ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float replayH = 38, statusH = 22, splitter = 5;
+  const float bannerH = main_.run ? 30 : 0, replayH = 38, statusH = 22, splitter = 5;
   view_.bottomHeight = std::clamp(view_.bottomHeight, 120.0f, std::max(120.0f, avail.y - 260));
   view_.inspectorWidth = std::clamp(view_.inspectorWidth, 250.0f, std::max(250.0f, avail.x - 400));
-  const float middleH = avail.y - replayH - statusH - view_.bottomHeight - splitter;
+  const float middleH = avail.y - bannerH - replayH - statusH - view_.bottomHeight - splitter;
   const float timelineW = avail.x - view_.inspectorWidth - splitter;
 
-  drawReplayBar(origin, ImVec2(avail.x, replayH));
-  ImVec2 mid(origin.x, origin.y + replayH);
+  if (bannerH > 0) drawStatusBanner(origin, ImVec2(avail.x, bannerH));
+  drawReplayBar(ImVec2(origin.x, origin.y + bannerH), ImVec2(avail.x, replayH));
+  ImVec2 mid(origin.x, origin.y + bannerH + replayH);
   drawTimeline(mid, ImVec2(timelineW, middleH));
   // Vertical splitter between timeline and inspector.
   ImGui::SetCursorScreenPos(ImVec2(mid.x + timelineW, mid.y));
@@ -191,6 +206,11 @@ void App::drawMenuBar() {
   }
   if (ImGui::BeginMenu("View")) {
     if (ImGui::MenuItem("Zoom to fit", "F")) zoomFit();
+    if (ImGui::MenuItem("Find...", "Ctrl+F")) {
+      view_.tab = BottomTab::Find;
+      view_.tabRequested = true;
+      focusFind_ = true;
+    }
     ImGui::MenuItem("Transfer arrows", "X", &view_.showArrows);
     ImGui::MenuItem("Planned schedule overlay", "P", &view_.showPlan);
     ImGui::MenuItem("Highlight idle gaps", "I", &view_.showIdle);
@@ -203,7 +223,7 @@ void App::drawMenuBar() {
         "Timeline: wheel zoom, drag pan, right-drag zoom to range, click select\n"
         "W/S zoom  A/D pan  F fit  P plan overlay  X arrows  L follow replay\n"
         "Left/Right step  Shift: microbatch  Ctrl: iteration  Space play/pause\n"
-        "Home/End first/last step  Ctrl+O open");
+        "Home/End first/last step  Ctrl+O open  Ctrl+F find");
     ImGui::EndMenu();
   }
   if (main_.run) {
@@ -306,6 +326,11 @@ void App::handleKeys() {
   const auto& replay = main_.run->replay;
   if (io.KeyCtrl && ImGui::IsKeyPressed('O')) openPopup_ = true;
   if (io.KeyCtrl && ImGui::IsKeyPressed('Q')) quit_ = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed('F')) {
+    view_.tab = BottomTab::Find;
+    view_.tabRequested = true;
+    focusFind_ = true;
+  }
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) {
     if (io.KeyCtrl)
       stepTo(replay.nextIteration(view_.step));
@@ -376,25 +401,30 @@ void App::select(const Selection& s, bool navigate) {
   view_.selection = s;
   const LoadedRun* r = main_.run.get();
   if (!r || !navigate) return;
-  if (s.kind == Selection::Kind::Action) {
+  if (s.kind == Selection::Kind::Action)
     focusAction(s.rank, s.index);
-  } else if (s.kind == Selection::Kind::Transfer) {
-    int32_t pair = s.index >= 0 && s.index < static_cast<int64_t>(r->transferPair.size())
-                       ? r->transferPair[s.index]
-                       : -1;
-    if (pair >= 0) {
-      const PairActions& pa = r->pairActions[pair];
-      if (pa.sendAction >= 0 && pa.recvAction >= 0) {
-        const auto& sa = r->model.actions[pa.sendRank][pa.sendAction];
-        const auto& ra = r->model.actions[pa.recvRank][pa.recvAction];
-        double t0 = static_cast<double>(std::min(sa.startNs, ra.startNs));
-        double t1 = static_cast<double>(std::max(sa.endNs, ra.endNs));
-        double pad = std::max(2e6, (t1 - t0) * 3);
-        zoomTo(t0 - pad, t1 + pad);
-        stepTo(r->replay.positionOf(pa.recvRank, pa.recvAction, false) + 1);
-      }
-    }
-  }
+  else if (s.kind == Selection::Kind::Transfer)
+    focusTransfer(s.index, true);
+}
+
+void App::focusTransfer(int64_t index, bool step) {
+  const LoadedRun* r = main_.run.get();
+  if (!r || index < 0 || index >= static_cast<int64_t>(r->transferPair.size())) return;
+  const int32_t pair = r->transferPair[index];
+  if (pair < 0) return;
+  const PairActions& pa = r->pairActions[pair];
+  const auto& acts = r->model.actions;
+  if (pa.sendAction < 0 && pa.recvAction < 0) return;
+  const events::ActionRecord& first =
+      pa.sendAction >= 0 ? acts[pa.sendRank][pa.sendAction] : acts[pa.recvRank][pa.recvAction];
+  const events::ActionRecord& second =
+      pa.recvAction >= 0 ? acts[pa.recvRank][pa.recvAction] : first;
+  double t0 = static_cast<double>(std::min(first.startNs, second.startNs));
+  double t1 = static_cast<double>(std::max(first.endNs, second.endNs));
+  double pad = std::max(2e6, (t1 - t0) * 3);
+  zoomTo(t0 - pad, t1 + pad);
+  if (step && pa.recvAction >= 0)
+    stepTo(r->replay.positionOf(pa.recvRank, pa.recvAction, false) + 1);
 }
 
 void App::stepTo(int64_t step) {
@@ -422,6 +452,67 @@ void App::advancePlayback(float dt) {
   }
 }
 
+bool App::showNonFinite() {
+  const LoadedRun* r = main_.run.get();
+  if (!r) return false;
+  const NonFinite& n = r->problems.firstNonFinite;
+  switch (n.kind) {
+    case NonFinite::Kind::None:
+      return false;
+    case NonFinite::Kind::Transfer:
+      select({Selection::Kind::Transfer, n.rank, n.index}, false);
+      focusTransfer(n.index, false);  // the replay stays where it is (the end when opening)
+      break;
+    case NonFinite::Kind::Gradient:
+      select({Selection::Kind::Gradient, n.rank, n.index}, false);
+      if (n.action >= 0) focusAction(n.rank, n.action);
+      break;
+    case NonFinite::Kind::Loss:
+      select({Selection::Kind::Loss, n.rank, n.index}, false);
+      if (n.action >= 0) focusAction(n.rank, n.action);
+      break;
+  }
+  return true;
+}
+
+bool App::showStuck() {
+  const LoadedRun* r = main_.run.get();
+  if (!r || r->problems.firstStuckRank < 0) return false;
+  const int rank = r->problems.firstStuckRank;
+  const auto& acts = r->model.actions[rank];
+  // The stuck action is drawn after the rank's last completed one: show both.
+  if (!acts.empty()) {
+    select({Selection::Kind::Action, rank, static_cast<int64_t>(acts.size()) - 1}, false);
+    const double t0 = static_cast<double>(acts.back().startNs);
+    const double t1 = static_cast<double>(r->model.maxTimeNs);
+    const double pad = std::max(2e6, 0.15 * (t1 - t0));
+    zoomTo(t0 - pad, t1 + pad);
+  }
+  view_.tab = BottomTab::GridMap;
+  view_.tabRequested = true;
+  return true;
+}
+
+bool App::showDivergence() {
+  const Alignment* al = other_.alignment.get();
+  if (!al || al->firstDivergence < 0) return false;
+  view_.compareSelected = al->firstDivergence;
+  const AlignedItem& it = al->items[al->firstDivergence];
+  if (it.kind == AlignKind::Transfer)
+    select({Selection::Kind::Transfer, -1, it.a}, true);
+  else if (it.kind == AlignKind::Gradient)
+    select({Selection::Kind::Gradient, -1, it.a}, false);
+  else
+    select({Selection::Kind::Loss, -1, it.a}, false);
+  view_.tab = BottomTab::Compare;
+  view_.tabRequested = true;
+  return true;
+}
+
+void App::showFirstProblem() {
+  if (!showNonFinite()) showStuck();
+}
+
 bool App::runCommand(const std::string& command, std::string* error) {
   std::istringstream in(command);
   std::string verb;
@@ -440,9 +531,12 @@ bool App::runCommand(const std::string& command, std::string* error) {
   if (verb == "open-compare") {
     std::string p;
     in >> p;
-    if (!p.empty()) openCompare(p);
-    view_.tab = BottomTab::Compare;
-    view_.tabRequested = true;
+    if (!need(!p.empty(), "expected a path")) return false;
+    if (!need(main_.run || main_.loading(),
+              "no run is open to compare with" +
+                  (main_.error.empty() ? std::string() : " (" + main_.error + ")")))
+      return false;
+    openCompare(p);
     return true;
   }
   if (verb == "screenshot") {
@@ -473,6 +567,8 @@ bool App::runCommand(const std::string& command, std::string* error) {
     int64_t n = 0;
     return need(static_cast<bool>(in >> n), "expected a step number") && (stepTo(n), true);
   }
+  if (verb == "first") return stepTo(0), true;
+  if (verb == "last") return stepTo(static_cast<int64_t>(r->replay.size())), true;
   if (verb == "next-mb") return stepTo(r->replay.nextMicrobatch(view_.step)), true;
   if (verb == "next-iter") return stepTo(r->replay.nextIteration(view_.step)), true;
   if (verb == "play") return view_.playing = true, true;
@@ -523,6 +619,18 @@ bool App::runCommand(const std::string& command, std::string* error) {
     }
     return need(false, "no transfer with mismatching checksums");
   }
+  if (verb == "jump-nonfinite") return need(showNonFinite(), "the run has no NaN/Inf record");
+  if (verb == "jump-stuck") return need(showStuck(), "no rank is stuck or unfinished");
+  if (verb == "find" || verb == "find-nonfinite") {
+    if (verb == "find-nonfinite") {
+      view_.find = FindQuery{};
+      view_.find.nanInf = true;
+      view_.findDirty = true;
+    }
+    view_.tab = BottomTab::Find;
+    view_.tabRequested = true;
+    return true;
+  }
   if (verb == "find-mismatch") {
     view_.find = FindQuery{};
     view_.find.mismatch = true;
@@ -531,19 +639,7 @@ bool App::runCommand(const std::string& command, std::string* error) {
     view_.tabRequested = true;
     return true;
   }
-  if (verb == "jump-divergence") {
-    const Alignment* al = other_.alignment.get();
-    if (!need(al && al->firstDivergence >= 0, "no compare run or no divergence")) return false;
-    view_.compareSelected = al->firstDivergence;
-    const AlignedItem& it = al->items[al->firstDivergence];
-    if (it.kind == AlignKind::Transfer)
-      select({Selection::Kind::Transfer, -1, it.a}, true);
-    else if (it.kind == AlignKind::Gradient)
-      select({Selection::Kind::Gradient, -1, it.a}, false);
-    else
-      select({Selection::Kind::Loss, -1, it.a}, false);
-    return true;
-  }
+  if (verb == "jump-divergence") return need(showDivergence(), "no compare run or no divergence");
   return need(false, "unknown command");
 }
 

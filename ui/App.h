@@ -25,13 +25,16 @@ class RunSlot {
   void load(const std::string& path, std::shared_ptr<const LoadedRun> alignWith = {});
   // Moves a finished load into run/error; true when something changed this call.
   bool poll();
-  bool loading() const { return thread_.joinable() && !finished_; }
+  // True from load() until poll() has taken the result over (not merely until the loading
+  // thread finished): a script command must never run between the two.
+  bool loading() const { return thread_.joinable(); }
   float progress() const { return progress_; }
   void close();
 
   std::string path;
   std::shared_ptr<const LoadedRun> run;
-  std::shared_ptr<const Alignment> alignment;  // compare slot: aligned against the main run
+  std::shared_ptr<const Alignment> alignment;    // compare slot: aligned against the main run
+  std::shared_ptr<const LoadedRun> alignedWith;  // the main run `alignment` was computed for
   std::string error;
 
  private:
@@ -46,7 +49,8 @@ class RunSlot {
 
 // Rectangles of what the last frame drew, for the GUI test's pixel checks.
 struct FrameProbes {
-  ImVec4 timeline, inspector, gridMap, bottom;  // x0, y0, x1, y1
+  ImVec4 timeline, inspector, gridMap, bottom, banner;  // x0, y0, x1, y1
+  ImU32 bannerColour = 0;                               // the status badge's fill
   struct Item {
     int rank;
     int64_t action;
@@ -54,6 +58,18 @@ struct FrameProbes {
     ImU32 colour;
   };
   std::vector<Item> items;  // a few single (unfolded) forward/backward blocks
+  struct Marked {
+    int rank;
+    ImVec4 rect;
+    ImU32 colour;
+  };
+  std::vector<Marked> stuck;  // the stuck (never completed) action drawn after a rank's last
+  std::vector<Marked> cells;  // grid-map cells of ranks that did not complete
+  struct Wait {
+    int rank, waitsOn;
+    ImVec2 from, to;
+  };
+  std::vector<Wait> waits;  // wait-for arrows drawn on the timeline
 };
 
 class App {
@@ -67,7 +83,8 @@ class App {
   void frame(float deltaSeconds);
   // Script: returns false with *error set when the command is unknown or fails.
   bool runCommand(const std::string& command, std::string* error);
-  bool busy() const { return main_.loading() || other_.loading(); }
+  // Loading, or a compare run waits for the main run: script commands wait.
+  bool busy() const { return main_.loading() || other_.loading() || !pendingCompare_.empty(); }
   bool quitRequested() const { return quit_; }
   // A screenshot the host should write after rendering this frame ("" if none).
   std::string takeScreenshotRequest();
@@ -75,6 +92,9 @@ class App {
   void saveSettings() const;
   ViewerState& state() { return view_; }
   const LoadedRun* run() const { return main_.run.get(); }
+  const LoadedRun* compareRun() const { return other_.run.get(); }
+  const Alignment* compareAlignment() const { return other_.alignment.get(); }
+  const std::string& compareError() const { return other_.error; }
   const std::string& loadError() const { return main_.error; }
 
  private:
@@ -92,13 +112,21 @@ class App {
   void drawStatusBar(const ImVec2& pos, const ImVec2& size);
   void drawOpenPopup();
   void drawErrorBanner(const ImVec2& pos, const ImVec2& size);
+  void drawStatusBanner(const ImVec2& pos, const ImVec2& size);
 
   // Timeline helpers.
   void zoomFit();
   void zoomTo(double t0, double t1);
   void focusAction(int rank, int64_t action);
+  // Zooms to a transfer's send and receive; `step` also moves the replay to its receive.
+  void focusTransfer(int64_t index, bool step);
   void select(const Selection& s, bool navigate);
   void stepTo(int64_t step);
+  // Select and show a problem; false when the run has none of that kind.
+  bool showNonFinite();   // the causally first NaN/Inf record
+  bool showStuck();       // the root of the wait-for graph / first unfinished rank
+  bool showDivergence();  // the first divergence from the compare run
+  void showFirstProblem();
   void advancePlayback(float dt);
   void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
   void drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
@@ -115,6 +143,7 @@ class App {
   void handleKeys();
 
   RunSlot main_, other_;
+  std::string pendingCompare_;  // opened while the main run was loading: loaded after it
   ViewerState view_;
   FrameProbes probes_;
   std::vector<DrawItem> drawScratch_;
@@ -122,6 +151,7 @@ class App {
   std::string openPathBuffer_;
   bool openPopup_ = false, openCompareMode_ = false;
   bool quit_ = false;
+  bool focusFind_ = false;  // Ctrl+F: the Find panel's first field takes the keyboard
   std::string bannerError_;
   float effectiveRowHeight_ = 24;
   // Range selection on the timeline (right drag).
@@ -143,6 +173,7 @@ void apply(ImGuiIO& io);
 ImU32 moduleColour(int moduleIndex, bool backward, float alpha = 1.0f);
 ImU32 actionColour(int moduleIndex, int kind, float alpha = 1.0f);
 ImU32 textOn(ImU32 background);
+ImU32 fateColour(RankFate fate);  // grid cells, timeline badges and stuck actions
 extern ImFont* mono;
 constexpr ImU32 kBackground = IM_COL32(24, 25, 28, 255);
 constexpr ImU32 kRowA = IM_COL32(32, 34, 38, 255);

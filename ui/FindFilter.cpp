@@ -1,25 +1,85 @@
 #include "ui/FindFilter.h"
 
+#include "ui/RunProblems.h"
+
 namespace stagescope::ui {
 
+namespace {
+
+const std::string& moduleOf(const storage::RunModel& model, int rank) {
+  static const std::string none;
+  return rank >= 0 && rank < static_cast<int>(model.ranks.size()) ? model.ranks[rank].module : none;
+}
+
+bool nonFinite(bool hasStats, const events::TensorStats& s) {
+  return hasStats && (s.nanCount || s.infCount);
+}
+
+bool matchesTransfer(const storage::RunModel& model, const FindQuery& q, size_t i,
+                     const std::vector<char>& mismatched) {
+  const auto& t = model.transfers[i];
+  if (q.rank >= 0 && t.srcRank != q.rank && t.dstRank != q.rank) return false;
+  if (!q.module.empty() && moduleOf(model, t.srcRank) != q.module &&
+      moduleOf(model, t.dstRank) != q.module)
+    return false;
+  if (q.iteration >= 0 && t.iteration != q.iteration) return false;
+  if (q.microbatch >= 0 && t.microbatch != q.microbatch) return false;
+  if (q.kind >= 0 && static_cast<int>(t.direction) != q.kind) return false;
+  if (q.nanInf && !nonFinite(t.hasStats, t.stats)) return false;
+  if (q.mismatch && !mismatched[i]) return false;
+  return true;
+}
+
+bool matchesGradient(const storage::RunModel& model, const FindQuery& q, size_t i) {
+  const auto& g = model.gradients[i];
+  if (q.mismatch) return false;
+  if (q.rank >= 0 && g.rank != q.rank) return false;
+  if (!q.module.empty() && g.module != q.module) return false;
+  if (q.iteration >= 0 && g.iteration != q.iteration) return false;
+  if (q.microbatch >= 0 && g.microbatch != q.microbatch) return false;
+  if (q.kind >= 0 && static_cast<int>(g.phase) != q.kind) return false;
+  if (q.nanInf && !nonFinite(g.hasStats, g.stats)) return false;
+  return true;
+}
+
+}  // namespace
+
 std::vector<FindHit> findItems(const storage::RunModel& model, const FindQuery& q, size_t limit,
-                               size_t* total) {
+                               size_t* total, const ReplayOrder* causal) {
   std::vector<FindHit> out;
   size_t count = 0;
   auto add = [&](int32_t rank, int64_t index) {
     ++count;
     if (out.size() < limit) out.push_back({q.what, rank, index});
   };
-  auto moduleOf = [&](int rank) -> const std::string& {
-    static const std::string none;
-    return rank >= 0 && rank < static_cast<int>(model.ranks.size()) ? model.ranks[rank].module
-                                                                    : none;
-  };
+  std::vector<char> mismatched;
+  if (q.what == FindWhat::Transfers && q.mismatch) {
+    mismatched.assign(model.transfers.size(), 0);
+    for (const auto& p : model.pairs) {
+      if (p.checksumMatches && p.shapeMatches) continue;
+      if (p.send >= 0) mismatched[p.send] = 1;
+      if (p.recv >= 0) mismatched[p.recv] = 1;
+    }
+  }
+  if (q.nanInf && causal && q.what != FindWhat::Actions) {
+    // Non-finite records in causal order: the first hit is where the NaN/Inf appeared.
+    for (const NonFinite& n : nonFiniteInCausalOrder(model, *causal)) {
+      const size_t i = static_cast<size_t>(n.index);
+      if (q.what == FindWhat::Transfers && n.kind == NonFinite::Kind::Transfer &&
+          matchesTransfer(model, q, i, mismatched))
+        add(model.transfers[i].rank, n.index);
+      if (q.what == FindWhat::Gradients && n.kind == NonFinite::Kind::Gradient &&
+          matchesGradient(model, q, i))
+        add(model.gradients[i].rank, n.index);
+    }
+    if (total) *total = count;
+    return out;
+  }
   switch (q.what) {
     case FindWhat::Actions:
       for (size_t r = 0; r < model.actions.size(); ++r) {
         if (q.rank >= 0 && q.rank != static_cast<int>(r)) continue;
-        if (!q.module.empty() && moduleOf(static_cast<int>(r)) != q.module) continue;
+        if (!q.module.empty() && moduleOf(model, static_cast<int>(r)) != q.module) continue;
         if (q.nanInf || q.mismatch) continue;
         const auto& acts = model.actions[r];
         for (size_t i = 0; i < acts.size(); ++i) {
@@ -31,42 +91,14 @@ std::vector<FindHit> findItems(const storage::RunModel& model, const FindQuery& 
         }
       }
       break;
-    case FindWhat::Transfers: {
-      std::vector<char> mismatched;
-      if (q.mismatch) {
-        mismatched.assign(model.transfers.size(), 0);
-        for (const auto& p : model.pairs) {
-          if (p.checksumMatches && p.shapeMatches) continue;
-          if (p.send >= 0) mismatched[p.send] = 1;
-          if (p.recv >= 0) mismatched[p.recv] = 1;
-        }
-      }
-      for (size_t i = 0; i < model.transfers.size(); ++i) {
-        const auto& t = model.transfers[i];
-        if (q.rank >= 0 && t.srcRank != q.rank && t.dstRank != q.rank) continue;
-        if (!q.module.empty() && moduleOf(t.srcRank) != q.module && moduleOf(t.dstRank) != q.module)
-          continue;
-        if (q.iteration >= 0 && t.iteration != q.iteration) continue;
-        if (q.microbatch >= 0 && t.microbatch != q.microbatch) continue;
-        if (q.kind >= 0 && static_cast<int>(t.direction) != q.kind) continue;
-        if (q.nanInf && !(t.hasStats && (t.stats.nanCount || t.stats.infCount))) continue;
-        if (q.mismatch && !mismatched[i]) continue;
-        add(t.rank, static_cast<int64_t>(i));
-      }
+    case FindWhat::Transfers:
+      for (size_t i = 0; i < model.transfers.size(); ++i)
+        if (matchesTransfer(model, q, i, mismatched))
+          add(model.transfers[i].rank, static_cast<int64_t>(i));
       break;
-    }
     case FindWhat::Gradients:
-      if (q.mismatch) break;
-      for (size_t i = 0; i < model.gradients.size(); ++i) {
-        const auto& g = model.gradients[i];
-        if (q.rank >= 0 && g.rank != q.rank) continue;
-        if (!q.module.empty() && g.module != q.module) continue;
-        if (q.iteration >= 0 && g.iteration != q.iteration) continue;
-        if (q.microbatch >= 0 && g.microbatch != q.microbatch) continue;
-        if (q.kind >= 0 && static_cast<int>(g.phase) != q.kind) continue;
-        if (q.nanInf && !(g.hasStats && (g.stats.nanCount || g.stats.infCount))) continue;
-        add(g.rank, static_cast<int64_t>(i));
-      }
+      for (size_t i = 0; i < model.gradients.size(); ++i)
+        if (matchesGradient(model, q, i)) add(model.gradients[i].rank, static_cast<int64_t>(i));
       break;
   }
   if (total) *total = count;

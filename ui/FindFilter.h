@@ -1,5 +1,6 @@
 // The Find panel's query over a run: actions, transfers or gradients filtered by rank,
-// module, iteration, microbatch, kind, NaN/Inf and checksum mismatch.  ImGui-free.
+// module, iteration, microbatch, kind, NaN/Inf (in causal order) and checksum mismatch.
+// ImGui-free.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,12 @@ struct FindHit {
   int64_t index = -1;  // Actions: index in actions[rank]; else index in transfers/gradients
 };
 
-// At most `limit` hits, in model order; `total` receives the full count.
+class ReplayOrder;
+
+// At most `limit` hits, in model order; `total` receives the full count.  With `causal`, a
+// NaN/Inf query lists transfers and gradients in causal order instead (the first hit is where
+// a non-finite value first appeared: nonFiniteInCausalOrder).
 std::vector<FindHit> findItems(const storage::RunModel& model, const FindQuery& q, size_t limit,
-                               size_t* total = nullptr);
+                               size_t* total = nullptr, const ReplayOrder* causal = nullptr);
 
 }  // namespace stagescope::ui

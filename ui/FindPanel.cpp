@@ -68,6 +68,10 @@ void App::drawFind() {
   }
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
+  if (focusFind_) {  // Ctrl+F
+    ImGui::SetKeyboardFocusHere();
+    focusFind_ = false;
+  }
   changed |= ImGui::InputInt("rank", &q.rank);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);
@@ -106,11 +110,14 @@ void App::drawFind() {
   q.microbatch = std::max(-1, q.microbatch);
   if (changed) view_.findDirty = true;
   if (view_.findDirty) {
-    view_.findHits = findItems(model, q, 20000, &view_.findTotal);
+    view_.findHits = findItems(model, q, 20000, &view_.findTotal, &run->replay);
     view_.findDirty = false;
   }
-  ImGui::TextDisabled("%zu matches%s  (-1 = any)", view_.findTotal,
-                      view_.findTotal > view_.findHits.size() ? ", first 20000 listed" : "");
+  ImGui::TextDisabled("%zu matches%s  (-1 = any)%s", view_.findTotal,
+                      view_.findTotal > view_.findHits.size() ? ", first 20000 listed" : "",
+                      q.nanInf && q.what != FindWhat::Actions
+                          ? "  in causal order: the first row is where NaN/Inf appeared"
+                          : "");
   if (ImGui::BeginTable(
           "##found", 5,
           ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {

@@ -1,6 +1,7 @@
 // The grid map: each module's TP x PP x DP layout at its rank offset, bridges between modules,
 // and every rank's state at the current replay step.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 
@@ -13,6 +14,7 @@ struct CellState {
   std::string line1, line2;
   ImU32 fill = IM_COL32(48, 51, 58, 255);
   bool waiting = false;
+  bool fate = false;  // the cell shows how an unfinished rank ended
 };
 
 }  // namespace
@@ -73,6 +75,16 @@ void App::drawGridMap() {
         std::snprintf(buf, sizeof buf, "%s mb%d", events::toString(a.kind), a.microbatch);
         c.fill = theme::actionColour(mi, static_cast<int>(a.kind));
       }
+    } else if (st.done >= static_cast<int32_t>(acts.size()) &&
+               run->problems.ranks[rank].fate != RankFate::Completed) {
+      // After its last recorded action: how the rank ended (never "finished" unless it did).
+      const RankProblem& p = run->problems.ranks[rank];
+      std::string word = toString(p.fate);
+      for (char& ch : word) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (p.waitsOnRank >= 0) word += " on r" + std::to_string(p.waitsOnRank);
+      std::snprintf(buf, sizeof buf, "%s", word.c_str());
+      c.fill = theme::fateColour(p.fate);
+      c.fate = true;
     } else if (st.done >= static_cast<int32_t>(acts.size()) && !acts.empty()) {
       std::snprintf(buf, sizeof buf, "finished");
       c.fill = IM_COL32(40, 60, 46, 255);
@@ -157,9 +169,15 @@ void App::drawGridMap() {
                 std::min<int64_t>(st.done, static_cast<int64_t>(model.actions[rank].size()) - 1);
             if (a >= 0) select({Selection::Kind::Action, rank, a}, true);
           }
+          if (cs.fate) {
+            dl->AddRect(ImVec2(c0.x - 2, c0.y - 2), ImVec2(c1.x + 2, c1.y + 2), cs.fill, 4, 0,
+                        2.5f);
+            probes_.cells.push_back({rank, ImVec4(c0.x, c0.y, c1.x, c1.y), cs.fill});
+          }
           if (ImGui::IsItemHovered() && rank >= 0)
-            ImGui::SetTooltip("rank %d  %s\n%s\nstored activations: %d", rank, m.name.c_str(),
-                              cs.line1.c_str(), stored);
+            ImGui::SetTooltip("rank %d  %s\n%s%s%s\nstored activations: %d", rank, m.name.c_str(),
+                              cs.line1.c_str(), cs.fate ? "\n" : "",
+                              cs.fate ? run->problems.ranks[rank].why.c_str() : "", stored);
           ImGui::PopID();
         }
       }
@@ -211,6 +229,9 @@ void App::drawGridMap() {
   legend(IM_COL32(150, 105, 30, 255), "waiting on a peer");
   legend(IM_COL32(80, 92, 110, 255), "communicating");
   legend(IM_COL32(48, 51, 58, 255), "idle");
+  legend(theme::fateColour(RankFate::Killed), "killed / failed");
+  legend(theme::fateColour(RankFate::Hung), "hung (timed out waiting)");
+  legend(theme::fateColour(RankFate::Stopped), "stopped / unfinished");
   legend(IM_COL32(255, 210, 90, 230), "stored activations (F done - B done)");
   ImGui::SetCursorScreenPos(origin);
   ImGui::Dummy(ImVec2(1, 1));

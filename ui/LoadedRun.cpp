@@ -40,6 +40,15 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
   }
   run->replay = ReplayOrder::build(m, run->pairActions);
   run->split = computeTimeSplit(m);
+  run->problems = findProblems(m, run->replay);
+  run->iterationStartNs.assign(std::max(0, m.info.iterations), INT64_MAX);
+  for (const auto& acts : m.actions)
+    for (const auto& a : acts) {
+      if (a.iteration < 0) continue;
+      if (a.iteration >= static_cast<int>(run->iterationStartNs.size()))
+        run->iterationStartNs.resize(a.iteration + 1, INT64_MAX);
+      run->iterationStartNs[a.iteration] = std::min(run->iterationStartNs[a.iteration], a.startNs);
+    }
   run->indexSeconds = since(t0);
   return run;
 }

@@ -12,6 +12,7 @@
 #include "storage/RunModel.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
+#include "ui/RunProblems.h"
 #include "ui/TimeSplit.h"
 
 namespace stagescope::ui {
@@ -25,7 +26,9 @@ struct LoadedRun {
   std::vector<int64_t> pairSendStart;     // parallel to pairsBySendStart
   ReplayOrder replay;
   TimeSplit split;
-  std::vector<int32_t> transferPair;  // transfer index -> pair index (-1)
+  std::vector<int32_t> transferPair;      // transfer index -> pair index (-1)
+  RunProblems problems;                   // rank fates, stuck actions, wait-for edges, first NaN
+  std::vector<int64_t> iterationStartNs;  // [iteration]: earliest action start (INT64_MAX: none)
   double loadSeconds = 0, indexSeconds = 0;
 };
 

@@ -44,6 +44,14 @@ Axes frameAxes(ImDrawList* dl, ImVec2 pos, ImVec2 size, const char* title, doubl
   return a;
 }
 
+// A non-finite value: a red marker on the plot's top edge with its name, never a point.
+void nonFiniteMarker(ImDrawList* dl, const Axes& a, double x, const char* what) {
+  ImVec2 p = a.map(x, a.y1);
+  dl->AddTriangleFilled(ImVec2(p.x - 6, p.y + 1), ImVec2(p.x + 6, p.y + 1), ImVec2(p.x, p.y + 11),
+                        theme::kBad);
+  dl->AddText(ImVec2(p.x - 10, p.y + 12), theme::kBad, what);
+}
+
 }  // namespace
 
 void App::drawPlots() {
@@ -82,9 +90,11 @@ void App::drawPlots() {
     const int m = std::max(1, model.info.microbatches);
     ImVec2 prev(-1, -1);
     for (const auto& l : model.losses) {
-      if (!std::isfinite(l.loss)) {
-        ImVec2 p = a.map(l.iteration, hi + pad * 0.5);
-        dl->AddText(ImVec2(p.x - 10, p.y), theme::kBad, "NaN");
+      if (!std::isfinite(l.loss)) {  // a marker at the top edge, never a value
+        double x =
+            l.microbatch < 0 ? l.iteration : l.iteration - 0.3 + 0.6 * (l.microbatch + 0.5) / m;
+        nonFiniteMarker(dl, a, x, std::isnan(l.loss) ? "NaN" : "Inf");
+        if (l.microbatch < 0 && l.dp == 0) prev = ImVec2(-1, -1);
         continue;
       }
       if (l.microbatch < 0) {
@@ -123,12 +133,17 @@ void App::drawPlots() {
       s.push_back(g.partitionOffset);
       sq[g.iteration] += g.norm * g.norm;
     }
-    for (size_t i = 0; i < sq.size(); ++i) hi = std::max(hi, norms[i] = std::sqrt(sq[i]));
+    for (size_t i = 0; i < sq.size(); ++i)
+      if (std::isfinite(norms[i] = std::sqrt(sq[i]))) hi = std::max(hi, norms[i]);
     Axes a = frameAxes(dl, p, ImVec2(w, h), "Gradient norm (reduced, full parameter)", -0.5,
                        static_cast<double>(norms.size()) - 0.5, 0, hi * 1.15 + 1e-12);
     for (size_t i = 0; i < norms.size(); ++i) {
+      if (!std::isfinite(norms[i])) {
+        nonFiniteMarker(dl, a, static_cast<double>(i), std::isnan(norms[i]) ? "NaN" : "Inf");
+        continue;
+      }
       ImVec2 q = a.map(static_cast<double>(i), norms[i]);
-      if (i)
+      if (i && std::isfinite(norms[i - 1]))
         dl->AddLine(a.map(static_cast<double>(i - 1), norms[i - 1]), q,
                     IM_COL32(220, 140, 255, 255), 2);
       dl->AddCircleFilled(q, 3.5f, IM_COL32(220, 140, 255, 255));

@@ -112,6 +112,24 @@ ImU32 actionColour(int moduleIndex, int kind, float alpha) {
   }
 }
 
+ImU32 fateColour(RankFate fate) {
+  switch (fate) {
+    case RankFate::Completed:
+      return IM_COL32(40, 60, 46, 255);
+    case RankFate::Hung:
+      return IM_COL32(215, 130, 30, 255);
+    case RankFate::Failed:
+    case RankFate::Killed:
+      return IM_COL32(200, 50, 50, 255);
+    case RankFate::PeerLost:
+      return IM_COL32(170, 90, 120, 255);
+    case RankFate::Stopped:
+    case RankFate::Unfinished:
+      return IM_COL32(120, 110, 140, 255);
+  }
+  return kGrid;
+}
+
 ImU32 textOn(ImU32 bg) {
   float r = ((bg >> IM_COL32_R_SHIFT) & 0xff) / 255.0f;
   float g = ((bg >> IM_COL32_G_SHIFT) & 0xff) / 255.0f;

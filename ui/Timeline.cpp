@@ -10,7 +10,7 @@ namespace stagescope::ui {
 namespace {
 
 constexpr float kLabelWidth = 200;
-constexpr float kRulerHeight = 24;
+constexpr float kRulerHeight = 38;  // time labels above, iteration labels below
 constexpr float kHeaderHeight = 18;
 constexpr double kMinItemPx = 3;
 
@@ -94,6 +94,25 @@ void App::drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, doub
     dl->AddLine(ImVec2(x, p1.y - 11), ImVec2(x, p1.y), theme::kTextDim);
     std::string label = formatDuration(t);
     dl->AddText(ImVec2(x + 3, p0.y + 3), theme::kTextDim, label.c_str());
+  }
+  // Iteration markers (the lines are drawn across the rows by drawTimeline).
+  const auto& starts = main_.run->iterationStartNs;
+  float lastLabel = -1e9f;
+  for (size_t it = 0; it < starts.size(); ++it) {
+    if (starts[it] == INT64_MAX) continue;
+    const float x =
+        static_cast<float>(p0.x + (static_cast<double>(starts[it]) - view_.viewStart) / nsPerPx);
+    if (x < p0.x || x > p1.x) continue;
+    dl->AddTriangleFilled(ImVec2(x - 5, p0.y), ImVec2(x + 5, p0.y), ImVec2(x, p0.y + 7),
+                          IM_COL32(230, 230, 240, 200));
+    if (x - lastLabel < 44) continue;  // labels would overlap: the marker alone
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "it %zu", it);
+    const ImVec2 ts = ImGui::CalcTextSize(buf);
+    dl->AddRectFilled(ImVec2(x + 1, p1.y - ts.y - 3), ImVec2(x + ts.x + 7, p1.y - 1),
+                      IM_COL32(60, 64, 74, 255), 2);
+    dl->AddText(ImVec2(x + 4, p1.y - ts.y - 2), IM_COL32(235, 235, 245, 255), buf);
+    lastLabel = x;
   }
 }
 
@@ -222,7 +241,16 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     }
   }
 
+  // Iteration markers: where each iteration's first action begins.
+  for (size_t it = 0; it < run->iterationStartNs.size(); ++it) {
+    if (run->iterationStartNs[it] == INT64_MAX) continue;
+    const float x = xOf(static_cast<double>(run->iterationStartNs[it]));
+    if (x < area0.x || x > area1.x) continue;
+    dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 70), 1.5f);
+  }
+
   // Items.
+  std::vector<ImVec4> stuckRect(model.actions.size(), ImVec4(0, 0, -1, -1));
   dl->PushClipRect(area0, area1, true);
   for (size_t i = 0; i < run->rows.size(); ++i) {
     const float y = rowY[i];
@@ -317,6 +345,45 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
         hoverFoldEnd = d.endNs;
       }
     }
+    // A rank that did not complete: its stuck action (the first planned action it never
+    // completed) after its last recorded one, in the colour of its fate.
+    const RankProblem& fate = run->problems.ranks[rank];
+    if (fate.fate != RankFate::Completed && st.done >= static_cast<int32_t>(acts.size())) {
+      const int64_t from = acts.empty() ? model.minTimeNs : acts.back().endNs;
+      const float sx0 = xOf(static_cast<double>(from));
+      const float sx1 =
+          std::max(xOf(static_cast<double>(std::max(model.maxTimeNs, from))), sx0 + 60);
+      const ImU32 fc = theme::fateColour(fate.fate);
+      const ImVec2 s0(sx0 + 1, y + 2), s1(sx1, y + rowH - 2);
+      dl->AddRectFilled(s0, s1, (fc & 0x00ffffffu) | (70u << 24), 1.5f);
+      dl->PushClipRect(s0, s1, true);
+      for (float hx = s0.x - rowH; hx < s1.x; hx += 9)  // hatching: not a completed action
+        dl->AddLine(ImVec2(hx, s1.y), ImVec2(hx + rowH, s0.y), (fc & 0x00ffffffu) | (120u << 24),
+                    1);
+      dl->PopClipRect();
+      dl->AddRect(s0, s1, fc, 1.5f, 0, 2.5f);
+      std::string label = toString(fate.fate);
+      if (plan && fate.stuckPlan >= 0 && fate.stuckPlan < static_cast<int32_t>(plan->size())) {
+        const auto& pa = (*plan)[fate.stuckPlan];
+        char buf[96];
+        std::snprintf(buf, sizeof buf, ": stuck in %s it%d mb%d", shortName(pa.kind), pa.iteration,
+                      pa.microbatch);
+        label += buf;
+      }
+      if (fate.waitsOnRank >= 0) label += ", waits on r" + std::to_string(fate.waitsOnRank);
+      dl->PushClipRect(s0, s1, true);
+      dl->AddText(ImVec2(s0.x + 5, y + (rowH - ImGui::GetTextLineHeight()) / 2),
+                  IM_COL32(255, 235, 225, 255), label.c_str());
+      dl->PopClipRect();
+      stuckRect[rank] = ImVec4(s0.x, s0.y, s1.x, s1.y);
+      probes_.stuck.push_back({rank, stuckRect[rank], fc});
+      if (rowHovered && mouse.x >= s0.x && mouse.x <= s1.x) {
+        ImGui::BeginTooltip();
+        ImGui::Text("rank %d %s", rank, label.c_str());
+        if (!fate.why.empty()) ImGui::TextDisabled("%s", fate.why.c_str());
+        ImGui::EndTooltip();
+      }
+    }
     // Replay cursor of this rank.
     if (step > 0 && !acts.empty()) {
       int64_t t = st.running ? acts[st.done].startNs
@@ -327,6 +394,35 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     }
   }
   if (view_.showArrows) drawArrows(dl, area0, area1, nsPerPx, rowY);
+  // The wait-for graph: an arrow from each stuck action to the rank it waits on (to that
+  // rank's stuck action, or to the end of its last action).
+  for (const WaitEdge& w : run->problems.waits) {
+    const ImVec4 a = stuckRect[w.rank];
+    if (a.z < a.x) continue;
+    const int row = run->rowOfRank[w.waitsOn];
+    if (row < 0) continue;
+    // Leave from the left part of the stuck action, arrive further right on the target, so
+    // the two arrows of a cycle stay apart.
+    const bool down = rowY[row] > a.y;
+    ImVec2 from(a.x + std::min(24.0f, (a.z - a.x) / 4), down ? a.w : a.y);
+    ImVec2 to;
+    const ImVec4 b = stuckRect[w.waitsOn];
+    if (b.z >= b.x) {
+      to = ImVec2(b.x + std::min(70.0f, (b.z - b.x) / 2), down ? b.y : b.w);
+    } else {
+      const auto& target = model.actions[w.waitsOn];
+      const double t = target.empty() ? static_cast<double>(model.minTimeNs)
+                                      : static_cast<double>(target.back().endNs);
+      to = ImVec2(xOf(t), rowY[row] + (down ? 2 : rowH - 2));
+    }
+    const float dy = (to.y - from.y) * 0.5f;
+    const ImVec2 c1(from.x, from.y + dy), c2(to.x, to.y - dy);
+    dl->AddBezierCubic(from, c1, c2, to, IM_COL32(20, 20, 20, 200), 5.0f);
+    dl->AddBezierCubic(from, c1, c2, to, theme::kBad, 3.0f);
+    arrowHead(dl, c2, to, theme::kBad, 11);
+    dl->AddCircleFilled(from, 4, theme::kBad);
+    probes_.waits.push_back({w.rank, w.waitsOn, from, to});
+  }
 
   // Arrow hover (set by drawArrows through view_.hovered when no action is hovered).
   if (hover.kind == Selection::Kind::None && view_.hovered.kind == Selection::Kind::Transfer)
@@ -364,6 +460,15 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     dl->AddText(ImVec2(pos.x + 10, y + (rowH - 15) / 2), tc, run->rows[i].label.c_str());
     if (st.running)
       dl->AddCircleFilled(ImVec2(pos.x + kLabelWidth - 10, y + rowH / 2), 4, theme::kAccent);
+    const RankFate fate = run->problems.ranks[rank].fate;
+    if (fate != RankFate::Completed) {
+      const char* word = toString(fate);
+      const ImVec2 ws = ImGui::CalcTextSize(word);
+      const ImVec2 b1(pos.x + kLabelWidth - 4, y + rowH / 2 + ws.y / 2 + 1);
+      const ImVec2 b0(b1.x - ws.x - 8, y + rowH / 2 - ws.y / 2 - 1);
+      dl->AddRectFilled(b0, b1, theme::fateColour(fate), 3);
+      dl->AddText(ImVec2(b0.x + 4, b0.y + 1), theme::textOn(theme::fateColour(fate)), word);
+    }
   }
   dl->AddLine(ImVec2(area0.x - 1, area0.y), ImVec2(area0.x - 1, area1.y), theme::kGrid);
   dl->PopClipRect();

@@ -6,6 +6,7 @@
 #include <stb/stb_image_write.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "backends/imgui_impl_glfw.h"
 #include "backends/imgui_impl_opengl3.h"
 #include "ui/App.h"
+#include "ui/ScriptRunner.h"
 
 namespace stagescope::ui {
 namespace {
@@ -48,6 +50,29 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
   rect("inspector", probes.inspector);
   rect("bottom", probes.bottom);
   rect("gridmap", probes.gridMap);
+  rect("banner", probes.banner);
+  auto rgb = [&](ImU32 c) {
+    out << ((c >> IM_COL32_R_SHIFT) & 0xff) << " " << ((c >> IM_COL32_G_SHIFT) & 0xff) << " "
+        << ((c >> IM_COL32_B_SHIFT) & 0xff);
+  };
+  out << "badge ";
+  rgb(probes.bannerColour);
+  out << "\n";
+  for (const auto& m : probes.stuck) {
+    out << "stuck " << m.rank << " " << m.rect.x << " " << m.rect.y << " " << m.rect.z << " "
+        << m.rect.w << " ";
+    rgb(m.colour);
+    out << "\n";
+  }
+  for (const auto& m : probes.cells) {
+    out << "cell " << m.rank << " " << m.rect.x << " " << m.rect.y << " " << m.rect.z << " "
+        << m.rect.w << " ";
+    rgb(m.colour);
+    out << "\n";
+  }
+  for (const auto& w : probes.waits)
+    out << "wait " << w.rank << " " << w.waitsOn << " " << w.from.x << " " << w.from.y << " "
+        << w.to.x << " " << w.to.y << "\n";
   for (const auto& it : probes.items) {
     out << "item " << it.rank << " " << it.action << " " << it.rect.x << " " << it.rect.y << " "
         << it.rect.z << " " << it.rect.w << " " << ((it.colour >> IM_COL32_R_SHIFT) & 0xff) << " "
@@ -93,38 +118,31 @@ int runViewer(const ViewerOptions& options) {
     App app;
     glfwSetWindowUserPointer(window, &app);
     glfwSetDropCallback(window, onDrop);
+    // The compare run is the script's first command: it starts once the main run is open.
     std::vector<std::string> script;
     if (!options.run.empty()) app.open(options.run);
     if (!options.other.empty()) script.push_back("open-compare " + options.other);
     script.insert(script.end(), options.script.begin(), options.script.end());
     if (!options.screenshot.empty()) script.push_back("screenshot " + options.screenshot);
     if (scripted) script.push_back("quit");
-    size_t next = 0;
-    int waitFrames = 0;
+    ScriptRunner runner(std::move(script));
     std::string pendingShot;
     int shotCountdown = 0;
     std::vector<double> frameMs;
     auto last = std::chrono::steady_clock::now();
     while (!glfwWindowShouldClose(window) && !app.quitRequested()) {
       glfwPollEvents();
-      if (shotCountdown == 0 && waitFrames > 0)
-        --waitFrames;
-      else if (shotCountdown == 0 && next < script.size() && !app.busy()) {
-        const std::string& cmd = script[next++];
-        if (cmd.rfind("frames", 0) == 0) {
-          waitFrames = std::max(0, std::atoi(cmd.c_str() + 6));
-        } else {
-          std::string err;
-          if (!app.runCommand(cmd, &err)) {
-            std::fprintf(stderr, "%s\n", err.c_str());
-            rc = 2;
-            break;
-          }
-          std::string shot = app.takeScreenshotRequest();
-          if (!shot.empty()) {
-            pendingShot = shot;
-            shotCountdown = 3;  // let the layout settle
-          }
+      if (shotCountdown == 0) {
+        std::string err;
+        if (runner.tick(app, &err) == ScriptRunner::Tick::Failed) {
+          std::fprintf(stderr, "%s\n", err.c_str());
+          rc = 2;
+          break;
+        }
+        std::string shot = app.takeScreenshotRequest();
+        if (!shot.empty()) {
+          pendingShot = shot;
+          shotCountdown = 3;  // let the layout settle
         }
       }
       auto now = std::chrono::steady_clock::now();
@@ -133,6 +151,9 @@ int runViewer(const ViewerOptions& options) {
       auto t0 = std::chrono::steady_clock::now();
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
+      // A scripted session has no pointer: its screenshots never depend on where the X
+      // server's pointer happens to be (no hover highlights or tooltips).
+      if (scripted) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
       ImGui::NewFrame();
       app.frame(dt);
       ImGui::Render();

@@ -11,11 +11,13 @@ struct ViewerOptions {
   int width = 1600, height = 1000;
   std::string screenshot;  // PNG path written after the script
   // Scripted commands, one per entry, run in order once per frame; a command waits until
-  // loading has finished.  See App::runCommand for the list ("frames 5", "step 10",
-  // "select-transfer 0", "open-compare", "zoom-fit", "screenshot path.png", "quit", ...).
+  // loading has finished.  scriptCommandHelp() lists them.
   std::vector<std::string> script;
   bool benchmark = false;  // print per-frame CPU time (median, p99) on exit
 };
+
+// The script commands with their arguments, one per line (for --help and the docs).
+const char* scriptCommandHelp();
 
 // Opens a window and runs until it is closed (or the script ends with a screenshot/quit).
 // Returns 0 on success, 1 when the window could not be created, 2 when a script command

@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
     else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: stagescope-gui [RUN [OTHER]] [--screenshot PNG] [--script CMD]... "
-          "[--size WxH] [--benchmark]\nRUN, OTHER: run files (.db)\n");
+          "[--size WxH] [--benchmark]\nRUN, OTHER: run files (.db); OTHER is compared with "
+          "RUN\n\n%s",
+          stagescope::ui::scriptCommandHelp());
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "stagescope-gui: unknown option %s\n", a.c_str());

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
@@ -325,6 +326,48 @@ void buildPairs(storage::RunModel& model) {
     model.pairs.push_back(pair);
     i = j;
   }
+}
+
+void endRunEarly(storage::RunModel& model, const std::vector<int64_t>& cutNs) {
+  const int world = static_cast<int>(model.actions.size());
+  std::vector<std::set<std::pair<int, int>>> kept(world);  // (iteration, seq)
+  std::vector<int> firstUnfinishedIteration(world, INT32_MAX);
+  for (int r = 0; r < world; ++r) {
+    const int64_t cut =
+        model.minTimeNs + (r < static_cast<int>(cutNs.size()) ? cutNs[r] : INT64_MAX / 2);
+    auto& acts = model.actions[r];
+    std::vector<events::ActionRecord> keep;
+    for (const auto& a : acts) {
+      if (a.endNs <= cut) {
+        keep.push_back(a);
+        kept[r].emplace(a.iteration, a.seq);
+      } else {
+        firstUnfinishedIteration[r] = std::min(firstUnfinishedIteration[r], a.iteration);
+      }
+    }
+    acts = std::move(keep);
+  }
+  auto rankOk = [&](int r) { return r >= 0 && r < world; };
+  std::vector<events::TransferRecord> transfers;
+  for (auto& t : model.transfers)
+    if (rankOk(t.rank) && kept[t.rank].count({t.iteration, t.actionSeq}))
+      transfers.push_back(std::move(t));
+  model.transfers = std::move(transfers);
+  std::vector<events::GradientRecord> gradients;
+  for (auto& g : model.gradients)
+    if (!rankOk(g.rank) || g.iteration < firstUnfinishedIteration[g.rank])
+      gradients.push_back(std::move(g));
+  model.gradients = std::move(gradients);
+  std::vector<events::LossRecord> losses;
+  for (auto& l : model.losses)
+    if (!rankOk(l.rank) || l.iteration < firstUnfinishedIteration[l.rank])
+      losses.push_back(std::move(l));
+  model.losses = std::move(losses);
+  buildPairs(model);
+  int64_t maxT = model.minTimeNs;
+  for (const auto& acts : model.actions)
+    for (const auto& a : acts) maxT = std::max(maxT, a.endNs);
+  model.maxTimeNs = maxT;
 }
 
 storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {

@@ -57,6 +57,11 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec);
 // Actions + transfers + gradients + losses (what RunModel::eventCount counts).
 size_t countEvents(const storage::RunModel& model);
 
+// Ends a generated run early, as a crash or a hang would: rank r keeps the actions that ended
+// by cutNs[r] (relative to the run's first action) with their transfers, and its gradients
+// and losses of the iterations it finished; the plan stays whole.  Pairs are rebuilt.
+void endRunEarly(storage::RunModel& model, const std::vector<int64_t>& cutNs);
+
 // Pairs sends with receives (RunModel::pairs) from sorted transfers; exposed for tests.
 void buildPairs(storage::RunModel& model);
 

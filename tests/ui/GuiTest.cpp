@@ -41,7 +41,18 @@ struct Probes {
     float x0, y0, x1, y1;
     int r, g, b;
   };
-  std::vector<Item> items;
+  std::vector<Item> items, stuck, cells;
+  struct Wait {
+    int rank, waitsOn;
+    float x0, y0, x1, y1;
+  };
+  std::vector<Wait> waits;
+  int badge[3] = {-1, -1, -1};
+  const Item* find(const std::vector<Item>& v, int rank) const {
+    for (const auto& it : v)
+      if (it.rank == rank) return &it;
+    return nullptr;
+  }
   bool load(const std::string& path) {
     std::ifstream in(path);
     std::string line;
@@ -54,6 +65,16 @@ struct Probes {
         long long action = 0;
         s >> it.rank >> action >> it.x0 >> it.y0 >> it.x1 >> it.y1 >> it.r >> it.g >> it.b;
         items.push_back(it);
+      } else if (kind == "stuck" || kind == "cell") {
+        Item it{};
+        s >> it.rank >> it.x0 >> it.y0 >> it.x1 >> it.y1 >> it.r >> it.g >> it.b;
+        (kind == "stuck" ? stuck : cells).push_back(it);
+      } else if (kind == "wait") {
+        Wait w{};
+        s >> w.rank >> w.waitsOn >> w.x0 >> w.y0 >> w.x1 >> w.y1;
+        waits.push_back(w);
+      } else if (kind == "badge") {
+        s >> badge[0] >> badge[1] >> badge[2];
       } else {
         std::array<float, 4> r{};
         s >> r[0] >> r[1] >> r[2] >> r[3];
@@ -89,10 +110,169 @@ size_t countReddish(const Image& img, std::array<float, 4> r) {
   return n;
 }
 
+// Pixels of a rectangle (inset by `inset`) within `tol` of colour (r, g, b), as a share.
+double shareOfColour(const Image& img, float x0, float y0, float x1, float y1, int r, int g, int b,
+                     int tol = 8, int inset = 0) {
+  size_t n = 0, total = 0;
+  for (int y = static_cast<int>(y0) + inset; y < static_cast<int>(y1) - inset && y < img.h; ++y)
+    for (int x = static_cast<int>(x0) + inset; x < static_cast<int>(x1) - inset && x < img.w; ++x) {
+      const unsigned char* p = img.at(x, y);
+      ++total;
+      if (std::abs(p[0] - r) <= tol && std::abs(p[1] - g) <= tol && std::abs(p[2] - b) <= tol) ++n;
+    }
+  return total ? static_cast<double>(n) / static_cast<double>(total) : 0.0;
+}
+
+// Whether the top edge of a rectangle is outlined in (r, g, b): the best of the rows around it.
+double outlineShare(const Image& img, float x0, float y0, float x1, int r, int g, int b) {
+  double best = 0;
+  for (int dy = -2; dy <= 2; ++dy)
+    best = std::max(best, shareOfColour(img, x0 + 4, y0 + dy, x1 - 4, y0 + dy + 1, r, g, b, 12));
+  return best;
+}
+
+// The rank of `module` at grid position (tp, pp, dp), or -1.
+int rankAt(const storage::RunModel& m, const std::string& module, int tp, int pp, int dp) {
+  for (const auto& r : m.ranks)
+    if (r.module == module && r.tp == tp && r.pp == pp && r.dp == dp) return r.rank;
+  return -1;
+}
+
+events::DiagnosisRecord record(int rank, const std::string& kind, int waitsOn,
+                               const std::string& message) {
+  events::DiagnosisRecord d;
+  d.rank = rank;
+  d.kind = kind;
+  d.waitsOnRank = waitsOn;
+  d.message = message;
+  return d;
+}
+
+// Opens `run` in the real viewer under Xvfb, runs `script` and writes `shot`; returns the log
+// (empty string and a failed assertion when the viewer exits non-zero).
+std::string shoot(const fs::path& dir, const std::string& run,
+                  const std::vector<std::string>& script, const std::string& shot) {
+  std::ostringstream cmd;
+  cmd << "XDG_CONFIG_HOME='" << (dir / "config").string()
+      << "' xvfb-run -a -s '-screen 0 1600x1000x24' '" << STAGESCOPE_GUI_EXE << "' '" << run
+      << "' --size 1600x1000";
+  for (const auto& c : script) cmd << " --script '" << c << "'";
+  cmd << " --screenshot '" << shot << "' > '" << shot << ".log' 2>&1";
+  const int rc = std::system(cmd.str().c_str());
+  std::ifstream log(shot + ".log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << text;
+  return text;
+}
+
+// A run in which one llm rank was SIGKILLed mid-run: its neighbours timed out waiting on it,
+// the launcher stopped the rest.  The viewer must say FAILED, mark the rank killed (never
+// "finished") in the grid map and on the timeline, and draw the wait-for arrows to it.
+TEST(Gui, KilledRankIsMarkedAndTheWaitsPointAtIt) {
+  if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run not installed";
+  const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "killed";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "config");
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int killed = rankAt(m, "llm", 0, 1, 0), up = rankAt(m, "llm", 0, 0, 0),
+            down = rankAt(m, "llm", 0, 2, 0);
+  ASSERT_GE(killed, 0);
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  std::vector<int64_t> cut(m.ranks.size(), span * 55 / 100);
+  cut[killed] = span * 40 / 100;
+  endRunEarly(m, cut);
+  m.info.status = events::RunStatus::Failed;
+  m.info.statusReason = "rank " + std::to_string(killed) + " was killed by signal 9 (Killed)";
+  m.diagnoses.push_back(record(killed, "rank_killed", -1, "killed by signal 9 (Killed)"));
+  m.diagnoses.push_back(record(up, "timeout", killed, "rank waits for the gradient"));
+  m.diagnoses.push_back(record(down, "timeout", killed, "rank waits for the activation"));
+  for (const auto& r : m.ranks)
+    if (r.rank != killed && r.rank != up && r.rank != down)
+      m.diagnoses.push_back(record(r.rank, "rank_stopped", -1, "stopped by the launcher"));
+  const std::string run = (dir / "killed.db").string();
+  storage::writeRunFile(m, run);
+  const std::string shot = (dir / "killed.png").string();
+  shoot(dir, run, {"frames 3"}, shot);
+
+  Image img;
+  Probes p;
+  ASSERT_TRUE(img.load(shot));
+  ASSERT_TRUE(p.load(shot + ".probes"));
+  // The banner's badge is drawn, in the failure colour (red).
+  ASSERT_GE(p.badge[0], 0);
+  EXPECT_GT(p.badge[0], 180);
+  EXPECT_LT(p.badge[1], 100);
+  const auto banner = p.regions["banner"];
+  EXPECT_GT(shareOfColour(img, banner[0] + 8, banner[1] + 5, banner[0] + 40, banner[3] - 5,
+                          p.badge[0], p.badge[1], p.badge[2]),
+            0.4);
+  // The killed rank's grid cell is filled with the killed colour.
+  const auto* cell = p.find(p.cells, killed);
+  ASSERT_NE(cell, nullptr) << "the killed rank's grid cell does not show its fate";
+  EXPECT_GT(
+      shareOfColour(img, cell->x0, cell->y0, cell->x1, cell->y1, cell->r, cell->g, cell->b, 8, 2),
+      0.5);
+  EXPECT_GT(cell->r, 180);
+  // Its stuck action on the timeline: outlined in the same colour.
+  const auto* stuck = p.find(p.stuck, killed);
+  ASSERT_NE(stuck, nullptr);
+  EXPECT_GT(outlineShare(img, stuck->x0, stuck->y0, stuck->x1, stuck->r, stuck->g, stuck->b), 0.8);
+  // The two waiting ranks' arrows end at the killed rank, and are drawn (red near the head).
+  int toKilled = 0;
+  for (const auto& w : p.waits) {
+    if (w.waitsOn != killed) continue;
+    ++toKilled;
+    EXPECT_GT(countReddish(img, {w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12}), 10u);
+  }
+  EXPECT_EQ(toKilled, 2);
+}
+
+// A hang: two llm ranks wait on each other (a cycle).  The banner says HUNG (orange), both
+// stuck actions are drawn and the wait-for arrows between them are visible.
+TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
+  if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run not installed";
+  const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "hang";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "config");
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int a = rankAt(m, "llm", 0, 0, 0), b = rankAt(m, "llm", 0, 1, 0);
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), span / 2));
+  m.info.status = events::RunStatus::Hung;
+  m.info.statusReason = "ranks timed out; cycle rank " + std::to_string(a) + " -> rank " +
+                        std::to_string(b) + " -> rank " + std::to_string(a);
+  m.diagnoses.push_back(record(a, "timeout", b, "waits for the gradient"));
+  m.diagnoses.push_back(record(b, "timeout", a, "waits for the activation"));
+  const std::string run = (dir / "hang.db").string();
+  storage::writeRunFile(m, run);
+  const std::string shot = (dir / "hang.png").string();
+  shoot(dir, run, {"frames 3"}, shot);
+
+  Image img;
+  Probes p;
+  ASSERT_TRUE(img.load(shot));
+  ASSERT_TRUE(p.load(shot + ".probes"));
+  EXPECT_GT(p.badge[0], 180);  // orange: hung
+  EXPECT_GT(p.badge[1], 100);
+  EXPECT_LT(p.badge[2], 80);
+  for (int r : {a, b}) {
+    const auto* stuck = p.find(p.stuck, r);
+    ASSERT_NE(stuck, nullptr) << "rank " << r;
+    EXPECT_GT(outlineShare(img, stuck->x0, stuck->y0, stuck->x1, stuck->r, stuck->g, stuck->b), 0.8)
+        << "rank " << r;
+  }
+  ASSERT_EQ(p.waits.size(), 2u);
+  for (const auto& w : p.waits)
+    EXPECT_GT(countReddish(img, {w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12}), 10u)
+        << w.rank << " -> " << w.waitsOn;
+}
+
 TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
   if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "xvfb-run not installed";
-  const fs::path dir = STAGESCOPE_SCREENSHOT_DIR;
+  const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "session";
   fs::remove_all(dir);
   fs::create_directories(dir / "config");
   std::string run, other;

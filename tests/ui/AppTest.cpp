@@ -1,0 +1,117 @@
+// The real App driven headlessly (ImGui with a font atlas but no window or renderer), frame by
+// frame as runViewer drives it: the script runner, then App::frame.  Proves that loading the
+// main run and a compare run given at launch is deterministic: the compare run is always
+// aligned with the main run, and no script command ever finds "no run is open".
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "imgui.h"
+#include "storage/RunFileWriter.h"
+#include "tests/support/SyntheticRun.h"
+#include "ui/App.h"
+#include "ui/ScriptRunner.h"
+
+namespace stagescope::ui {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace stagescope::testing;
+
+class HeadlessImGui {
+ public:
+  HeadlessImGui() {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1400, 900);
+    theme::apply(io);
+    unsigned char* px = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+  }
+  ~HeadlessImGui() { ImGui::DestroyContext(); }
+  void frame(App& app) {
+    ImGui::GetIO().DeltaTime = 1.0f / 60;
+    ImGui::NewFrame();
+    app.frame(1.0f / 60);
+    ImGui::Render();
+  }
+};
+
+struct Fixture {
+  fs::path dir;
+  std::string a, b;
+  Fixture() {
+    dir = fs::temp_directory_path() / ("stagescope_app_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir);  // this test's own directory (named by our pid)
+    fs::create_directories(dir / "config");
+    setenv("XDG_CONFIG_HOME", (dir / "config").c_str(), 1);
+    a = (dir / "a.db").string();
+    b = (dir / "b.db").string();
+    storage::writeRunFile(makeSyntheticRun(defaultSyntheticSpec()), a);
+    SyntheticSpec other = alternateLayoutSpec();
+    other.divergeIteration = 1;
+    other.divergeMicrobatch = 2;
+    storage::writeRunFile(makeSyntheticRun(other), b);
+  }
+  ~Fixture() { fs::remove_all(dir); }
+};
+
+// Runs `script` to its end; returns the first error ("" when every command ran).
+std::string runScript(HeadlessImGui& gui, App& app, std::vector<std::string> script) {
+  ScriptRunner runner(std::move(script));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::string err;
+    ScriptRunner::Tick t = runner.tick(app, &err);
+    if (t == ScriptRunner::Tick::Failed) return err;
+    if (t == ScriptRunner::Tick::Finished) return "";
+    gui.frame(app);
+  }
+  return "script did not finish within 2 minutes (a load never completed)";
+}
+
+TEST(AppLaunch, CompareRunGivenAtLaunchIsAlwaysLoadedAndAligned) {
+  Fixture fx;
+  HeadlessImGui gui;
+  // runViewer's launch: open A, then the script starts with "open-compare B".  Before the
+  // fix, a script command could run after the loading thread finished but before the frame
+  // took the run over: the compare run was loaded without alignment, or "step" failed.
+  for (int launch = 0; launch < 25; ++launch) {
+    App app;
+    app.open(fx.a);
+    std::string err = runScript(gui, app, {"open-compare " + fx.b, "step 5", "jump-divergence"});
+    ASSERT_EQ(err, "") << "launch " << launch;
+    ASSERT_NE(app.run(), nullptr) << "launch " << launch;
+    ASSERT_NE(app.compareRun(), nullptr) << "launch " << launch;
+    ASSERT_NE(app.compareAlignment(), nullptr) << "launch " << launch;
+    EXPECT_GE(app.compareAlignment()->firstDivergence, 0) << "launch " << launch;
+  }
+}
+
+TEST(AppLaunch, CompareOpenedWhileTheMainRunLoadsWaitsForIt) {
+  Fixture fx;
+  HeadlessImGui gui;
+  for (int launch = 0; launch < 10; ++launch) {
+    App app;
+    app.open(fx.a);
+    app.openCompare(fx.b);  // the main run is still loading
+    EXPECT_TRUE(app.busy());
+    ASSERT_EQ(runScript(gui, app, {"step 3"}), "") << "launch " << launch;
+    ASSERT_NE(app.compareAlignment(), nullptr) << "launch " << launch;
+  }
+}
+
+TEST(AppLaunch, CompareWithoutAnOpenRunIsAnError) {
+  Fixture fx;
+  HeadlessImGui gui;
+  App app;
+  std::string err = runScript(gui, app, {"open-compare " + fx.b});
+  EXPECT_NE(err.find("no run is open"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace stagescope::ui

@@ -1,0 +1,67 @@
+// What went wrong in one run, as the viewer leads the user to it: each rank's fate (completed,
+// hung, failed, killed, stopped), the action each unfinished rank was stuck in (the first
+// planned action it never completed), who waits on whom (from the ranks' structured timeout
+// and exit records, never from their sentences), and the causally first non-finite record.
+// Computed once per loaded run.  ImGui-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "storage/RunModel.h"
+#include "ui/ReplayOrder.h"
+
+namespace stagescope::ui {
+
+enum class RankFate : uint8_t {
+  Completed,   // every planned action completed
+  Unfinished,  // the run is still running, or ended without saying why this rank stopped
+  Hung,        // timed out waiting for a peer
+  Failed,      // an error, or a non-zero exit
+  Killed,      // ended by a signal it did not get from the launcher
+  Stopped,     // stopped by the launcher after another rank failed, or interrupted
+  PeerLost,    // its transport to a peer broke (a consequence of another rank's end)
+};
+const char* toString(RankFate fate);
+
+struct RankProblem {
+  RankFate fate = RankFate::Completed;
+  int32_t stuckPlan = -1;    // index in plan[rank] of the first planned action never completed
+  int32_t waitsOnRank = -1;  // from the rank's timeout record
+  std::string why;           // the rank's own record (error text, exit), one line
+};
+
+// An edge of the wait-for graph: `rank`, stuck in plan[rank][stuckPlan], waits on `waitsOn`.
+struct WaitEdge {
+  int32_t rank = -1, stuckPlan = -1;
+  int32_t waitsOn = -1;
+};
+
+// A record that carries NaN or Inf.
+struct NonFinite {
+  enum class Kind : uint8_t { None, Transfer, Gradient, Loss } kind = Kind::None;
+  int64_t index = -1;  // into transfers / gradients / losses
+  int32_t rank = -1;
+  int32_t action = -1;          // the action on `rank` that produced it (-1 when unknown)
+  int64_t causalPosition = -1;  // ReplayOrder position of that action's end
+};
+
+struct RunProblems {
+  std::vector<RankProblem> ranks;  // [rank]
+  std::vector<WaitEdge> waits;
+  NonFinite firstNonFinite;
+  size_t nonFiniteRecords = 0;
+  // The first stuck rank to show: the root of the wait-for graph when there is one (a rank
+  // that waits on nobody, or the lowest rank of a cycle), else the lowest unfinished rank.
+  int32_t firstStuckRank = -1;
+  bool any() const { return firstStuckRank >= 0 || firstNonFinite.kind != NonFinite::Kind::None; }
+};
+
+RunProblems findProblems(const storage::RunModel& model, const ReplayOrder& replay);
+
+// Non-finite records in causal order (the order of findProblems' firstNonFinite).
+std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& model,
+                                              const ReplayOrder& replay);
+
+}  // namespace stagescope::ui

@@ -1,0 +1,47 @@
+#include "ui/ScriptRunner.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "ui/App.h"
+#include "ui/Viewer.h"
+
+namespace stagescope::ui {
+
+const char* scriptCommandHelp() {
+  return "script commands (--script CMD, repeatable; each waits until loading has finished):\n"
+         "  frames N                 draw N frames before the next command\n"
+         "  open PATH                open a run file\n"
+         "  open-compare PATH        open a second run and align it with the open run\n"
+         "  step N | next-mb | next-iter | first | last   move the replay\n"
+         "  play | pause             replay playback\n"
+         "  zoom-fit | zoom A B      timeline range (A, B in ms from the run's start)\n"
+         "  plan | follow            planned-schedule overlay, follow the replay\n"
+         "  select-action RANK I     select action I of RANK (and zoom to it)\n"
+         "  select-transfer I | select-gradient I   select a record by index\n"
+         "  select-mismatch          select the first transfer whose checksums differ\n"
+         "  jump-nonfinite           select the causally first NaN/Inf record\n"
+         "  jump-divergence          select the first divergence from the compare run\n"
+         "  jump-stuck               select the first stuck action of a hung/failed run\n"
+         "  find | find-mismatch | find-nonfinite   open Find (with that filter)\n"
+         "  tab grid|plots|compare|find|info        show a bottom tab\n"
+         "  screenshot PATH          write a PNG of the window (and PATH.probes)\n"
+         "  quit                     close the viewer\n";
+}
+
+ScriptRunner::Tick ScriptRunner::tick(App& app, std::string* error) {
+  if (waitFrames_ > 0) {
+    --waitFrames_;
+    return Tick::Waiting;
+  }
+  if (next_ >= commands_.size()) return Tick::Finished;
+  if (app.busy()) return Tick::Waiting;
+  const std::string& cmd = commands_[next_++];
+  if (cmd.rfind("frames", 0) == 0) {
+    waitFrames_ = std::max(0, std::atoi(cmd.c_str() + 6));
+    return Tick::Ran;
+  }
+  return app.runCommand(cmd, error) ? Tick::Ran : Tick::Failed;
+}
+
+}  // namespace stagescope::ui

@@ -1,0 +1,136 @@
+// The status banner under the menu bar: how the run ended (completed / failed / hung / killed,
+// with the recorded reason), whether values went non-finite, and one-click buttons to the
+// problems in causal order: the first NaN/Inf, the stuck rank, the first divergence.
+#include <cstdio>
+#include <string>
+
+#include "ui/App.h"
+
+namespace stagescope::ui {
+namespace {
+
+std::string describe(const storage::RunModel& m, const NonFinite& n) {
+  char buf[256];
+  switch (n.kind) {
+    case NonFinite::Kind::Transfer: {
+      const auto& t = m.transfers[n.index];
+      std::snprintf(buf, sizeof buf, "%s %s it%d mb%d (rank %d %s)", t.edge.c_str(),
+                    events::toString(t.direction), t.iteration, t.microbatch, t.rank,
+                    events::toString(t.side));
+      return buf;
+    }
+    case NonFinite::Kind::Gradient: {
+      const auto& g = m.gradients[n.index];
+      std::snprintf(buf, sizeof buf, "%s %s it%d mb%d (rank %d)", g.param.c_str(),
+                    events::toString(g.phase), g.iteration, g.microbatch, g.rank);
+      return buf;
+    }
+    case NonFinite::Kind::Loss: {
+      const auto& l = m.losses[n.index];
+      std::snprintf(buf, sizeof buf, "loss it%d mb%d (rank %d)", l.iteration, l.microbatch, l.rank);
+      return buf;
+    }
+    case NonFinite::Kind::None:
+      break;
+  }
+  return "";
+}
+
+const char* statusWord(events::RunStatus s) {
+  switch (s) {
+    case events::RunStatus::Completed:
+      return "COMPLETED";
+    case events::RunStatus::Failed:
+      return "FAILED";
+    case events::RunStatus::Hung:
+      return "HUNG";
+    case events::RunStatus::Killed:
+      return "KILLED";
+    case events::RunStatus::Running:
+      break;
+  }
+  return "NOT FINISHED";
+}
+
+}  // namespace
+
+void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
+  const LoadedRun* run = main_.run.get();
+  if (!run) return;
+  const auto& m = run->model;
+  const RunProblems& pr = run->problems;
+  const bool completed = m.info.status == events::RunStatus::Completed && !m.partial;
+  const bool nonFinite = pr.nonFiniteRecords > 0;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 end(pos.x + size.x, pos.y + size.y);
+  probes_.banner = ImVec4(pos.x, pos.y, end.x, end.y);
+  dl->AddRectFilled(
+      pos, end, completed && !nonFinite ? IM_COL32(30, 44, 34, 255) : IM_COL32(66, 28, 30, 255));
+  // The status badge.
+  const ImU32 badge = m.info.status == events::RunStatus::Completed ? theme::kGood
+                      : m.info.status == events::RunStatus::Hung ? theme::fateColour(RankFate::Hung)
+                                                                 : theme::kBad;
+  probes_.bannerColour = badge;
+  const char* word = statusWord(m.info.status);
+  const ImVec2 ws = ImGui::CalcTextSize(word);
+  const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
+  dl->AddRectFilled(b0, b1, badge, 3);
+  dl->AddText(ImVec2(b0.x + 6, pos.y + (size.y - ws.y) / 2), theme::textOn(badge), word);
+  float x = b1.x + 10;
+
+  // Buttons on the right: the problems, one click each, in causal order.
+  std::vector<std::pair<std::string, int>> buttons;  // label, which
+  if (nonFinite) buttons.emplace_back("First NaN/Inf", 0);
+  if (pr.firstStuckRank >= 0)
+    buttons.emplace_back("Stuck: rank " + std::to_string(pr.firstStuckRank) + " (" +
+                             toString(pr.ranks[pr.firstStuckRank].fate) + ")",
+                         1);
+  const Alignment* al = other_.alignment.get();
+  if (al && al->firstDivergence >= 0) buttons.emplace_back("First divergence", 2);
+  float buttonsW = 0;
+  for (const auto& [label, which] : buttons)
+    buttonsW += ImGui::CalcTextSize(label.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x + 6;
+
+  // The sentence: the recorded reason, the partial note, the first non-finite record.
+  std::string text;
+  if (m.info.status == events::RunStatus::Completed) {
+    text = "all " + std::to_string(m.ranks.size()) + " ranks completed " +
+           std::to_string(m.info.iterations) + " iterations";
+  } else if (!m.info.statusReason.empty()) {
+    text = m.info.statusReason;
+  } else if (m.info.status == events::RunStatus::Running) {
+    text = "the run file says the run is still running (or its launcher died)";
+  }
+  if (m.partial) text += "  |  PARTIAL: a rank shard is missing or the merge did not finish";
+  if (nonFinite)
+    text += "  |  " + std::to_string(pr.nonFiniteRecords) +
+            " records hold NaN/Inf; first: " + describe(m, pr.firstNonFinite);
+  const float textW = end.x - x - buttonsW - 12;
+  dl->PushClipRect(ImVec2(x, pos.y), ImVec2(x + std::max(0.0f, textW), end.y), true);
+  dl->AddText(ImVec2(x, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2),
+              completed && !nonFinite ? theme::kText : IM_COL32(255, 215, 215, 255), text.c_str());
+  dl->PopClipRect();
+  ImGui::SetCursorScreenPos(ImVec2(x, pos.y));
+  ImGui::InvisibleButton("##bannertext", ImVec2(std::max(1.0f, textW), size.y));
+  if (ImGui::IsItemHovered() && !text.empty()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 50);
+    ImGui::TextUnformatted(text.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+  float bx = end.x - buttonsW - 4;
+  for (const auto& [label, which] : buttons) {
+    ImGui::SetCursorScreenPos(ImVec2(bx, pos.y + 3));
+    ImGui::PushID(which);
+    if (ImGui::Button(label.c_str())) {
+      if (which == 0) showNonFinite();
+      if (which == 1) showStuck();
+      if (which == 2) showDivergence();
+    }
+    ImGui::PopID();
+    bx += ImGui::GetItemRectSize().x + 6;
+  }
+}
+
+}  // namespace stagescope::ui

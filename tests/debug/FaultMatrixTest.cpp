@@ -233,6 +233,11 @@ TEST(FaultKill, RunWithoutCheckExitsWithRunStatus) {
                     "kill-nocheck", 120);
   EXPECT_EQ(out.exitCode, 10) << out.output;
   EXPECT_NE(out.output.find("rank 1 was killed by signal 9"), std::string::npos) << out.output;
+  // How each process ended is data in the run file: the viewer marks rank 1 killed from it.
+  storage::RunModel run = storage::loadRun(out.runPath);
+  bool killed = false;
+  for (const auto& d : run.diagnoses) killed |= d.rank == 1 && d.kind == "rank_killed";
+  EXPECT_TRUE(killed);
 }
 
 // Malformed --fault values: exit 2 with one clear line naming the flag and the problem.

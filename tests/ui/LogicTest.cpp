@@ -10,6 +10,7 @@
 #include "ui/LoadedRun.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
+#include "ui/RunProblems.h"
 #include "ui/TimeIndex.h"
 #include "ui/TimeSplit.h"
 
@@ -261,6 +262,114 @@ TEST(RunFile, SyntheticRunRoundTripsThroughStorage) {
   EXPECT_EQ(run->replay.brokenConstraints(), 0u);
   Alignment al = alignRuns(model, run->model);
   EXPECT_EQ(al.differ, 0u);
+}
+
+int rankAt(const storage::RunModel& m, const std::string& module, int tp, int pp, int dp) {
+  for (const auto& r : m.ranks)
+    if (r.module == module && r.tp == tp && r.pp == pp && r.dp == dp) return r.rank;
+  return -1;
+}
+
+events::DiagnosisRecord record(int rank, const std::string& kind, int waitsOn) {
+  events::DiagnosisRecord d;
+  d.rank = rank;
+  d.kind = kind;
+  d.waitsOnRank = waitsOn;
+  d.message = kind;
+  return d;
+}
+
+RunProblems problemsOf(const storage::RunModel& m) {
+  auto run = indexRun(m);
+  return run->problems;
+}
+
+TEST(RunProblems, CompletedRunHasNone) {
+  RunProblems p = problemsOf(makeSyntheticRun(defaultSyntheticSpec()));
+  for (const auto& r : p.ranks) EXPECT_EQ(r.fate, RankFate::Completed);
+  EXPECT_FALSE(p.any());
+  EXPECT_TRUE(p.waits.empty());
+}
+
+TEST(RunProblems, KilledRankIsKilledAndTheRootOfTheWaits) {
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int killed = rankAt(m, "llm", 0, 1, 0), up = rankAt(m, "llm", 0, 0, 0);
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  std::vector<int64_t> cut(m.ranks.size(), span * 55 / 100);
+  cut[killed] = span * 40 / 100;
+  endRunEarly(m, cut);
+  m.info.status = events::RunStatus::Failed;
+  m.diagnoses = {record(killed, "rank_killed", -1), record(up, "timeout", killed)};
+  RunProblems p = problemsOf(m);
+  EXPECT_EQ(p.ranks[killed].fate, RankFate::Killed);
+  EXPECT_GE(p.ranks[killed].stuckPlan, 0);
+  // The stuck action is the first planned one it never completed.
+  EXPECT_EQ(p.ranks[killed].stuckPlan, static_cast<int32_t>(m.actions[killed].size()));
+  EXPECT_EQ(p.ranks[up].fate, RankFate::Hung);
+  EXPECT_EQ(p.ranks[up].waitsOnRank, killed);
+  ASSERT_EQ(p.waits.size(), 1u);
+  EXPECT_EQ(p.waits[0].rank, up);
+  EXPECT_EQ(p.waits[0].waitsOn, killed);
+  EXPECT_EQ(p.firstStuckRank, killed);
+  // A rank that stopped without any record is unfinished: never "completed".
+  const int silent = rankAt(m, "vision", 0, 0, 0);
+  EXPECT_EQ(p.ranks[silent].fate, RankFate::Unfinished);
+  EXPECT_FALSE(p.ranks[silent].why.empty());
+}
+
+TEST(RunProblems, ARunThatWasInterruptedStopsItsUnfinishedRanks) {
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
+  m.info.status = events::RunStatus::Killed;
+  RunProblems p = problemsOf(m);
+  for (const auto& r : p.ranks) EXPECT_EQ(r.fate, RankFate::Stopped);
+}
+
+TEST(RunProblems, TheRootOfAWaitCycleIsItsLowestRank) {
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int a = rankAt(m, "llm", 0, 1, 0), b = rankAt(m, "llm", 0, 2, 0),
+            c = rankAt(m, "llm", 0, 0, 0);
+  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
+  m.info.status = events::RunStatus::Hung;
+  // c waits on a, a and b wait on each other.
+  m.diagnoses = {record(b, "timeout", a), record(a, "timeout", b), record(c, "timeout", a)};
+  RunProblems p = problemsOf(m);
+  EXPECT_EQ(p.waits.size(), 3u);
+  EXPECT_EQ(p.firstStuckRank, std::min(a, b));
+  EXPECT_EQ(p.ranks[a].fate, RankFate::Hung);
+}
+
+TEST(RunProblems, FirstNonFiniteIsCausallyFirstNotFirstByEdgeName) {
+  SyntheticSpec spec = defaultSyntheticSpec();
+  spec.nanIteration = 1;
+  spec.nanMicrobatch = 2;
+  storage::RunModel m = makeSyntheticRun(spec);
+  auto run = indexRun(m);
+  const NonFinite& n = run->problems.firstNonFinite;
+  ASSERT_EQ(n.kind, NonFinite::Kind::Transfer);
+  const auto& t = run->model.transfers[n.index];
+  // Every activation of (it1, mb2) carries the NaN: the first is where it entered the
+  // pipeline, the vision encoder's first stage sending it on, not "llm:..." (first by name).
+  EXPECT_EQ(t.edge, "vision:pp0->pp1");
+  EXPECT_EQ(t.side, events::Side::Send);
+  EXPECT_EQ(t.iteration, 1);
+  EXPECT_EQ(t.microbatch, 2);
+  // Find NaN/Inf lists in the same causal order; model order would start with "llm:".
+  FindQuery q;
+  q.what = FindWhat::Transfers;
+  q.nanInf = true;
+  auto causal = findItems(run->model, q, 10, nullptr, &run->replay);
+  ASSERT_FALSE(causal.empty());
+  EXPECT_EQ(causal.front().index, n.index);
+  auto byModel = findItems(run->model, q, 10);
+  ASSERT_FALSE(byModel.empty());
+  EXPECT_EQ(run->model.transfers[byModel.front().index].edge.rfind("llm:", 0), 0u);
+  // The loss of that microbatch is non-finite too, but later in causal order.
+  auto all = nonFiniteInCausalOrder(run->model, run->replay);
+  bool lossSeen = false;
+  for (const auto& x : all) lossSeen |= x.kind == NonFinite::Kind::Loss;
+  EXPECT_TRUE(lossSeen);
+  EXPECT_EQ(all.front().index, n.index);
 }
 
 TEST(OpenRun, BadFilesGiveTypedErrors) {

@@ -9,12 +9,17 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
 #include <type_traits>
+
+#include "core/plan/FaultCheck.h"
+#include "core/plan/Plan.h"
+#include "core/plan/Topology.h"
 
 namespace stagescope::plan {
 namespace {
@@ -37,8 +42,44 @@ std::string show(const toml::node& node) {
   });
   std::string text = os.str();
   std::replace(text.begin(), text.end(), '\n', ' ');
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  if (text.size() > 60) {
+    size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+    text = text.substr(0, cut) + "...";
+  }
   return text;
+}
+
+// Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when it is not one.
+size_t utf8Length(const std::string& s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+// The message as one printable line: control characters and bytes that are not UTF-8 become
+// \xNN escapes, so a hostile key or value can neither break the line nor drive the terminal.
+std::string oneLine(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8Length(s, i);
+    if (n == 0 || c < 0x20 || c == 0x7F) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02X", c);
+      out += esc;
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
@@ -57,7 +98,8 @@ class Failer {
   explicit Failer(std::string source) : source_(std::move(source)) {}
   [[noreturn]] void operator()(const std::string& field, const std::string& value,
                                const std::string& expected) const {
-    throw ConfigError(field, source_ + ": " + field + " = " + value + ": " + expected);
+    throw ConfigError(oneLine(field),
+                      oneLine(source_ + ": " + field + " = " + value + ": " + expected));
   }
   const std::string& source() const { return source_; }
 
@@ -196,9 +238,52 @@ void requireOneOf(const Failer& fail, const std::string& field, const std::strin
   }
 }
 
-void requireAtLeast(const Failer& fail, const std::string& field, int value, int minimum) {
-  if (value < minimum) {
-    fail(field, std::to_string(value), "expected an integer >= " + std::to_string(minimum));
+// value in [lo, hi]; `why` says where hi comes from (e.g. "the most ranks of one run").
+void requireInRange(const Failer& fail, const std::string& field, int64_t value, int64_t lo,
+                    int64_t hi, const std::string& why = "") {
+  if (value < lo || value > hi) {
+    fail(field, std::to_string(value),
+         "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+             (why.empty() ? "" : " (" + why + ")"));
+  }
+}
+
+// One named factor of a product that must stay under a limit.
+struct Factor {
+  const char* name;
+  int64_t value;  // >= 1 (validated before)
+};
+
+// The product of `factors`, or limit + 1 when it exceeds `limit` (never overflows).
+int64_t cappedProduct(const std::vector<Factor>& factors, int64_t limit) {
+  int64_t product = 1;
+  for (const Factor& f : factors) {
+    if (f.value > 0 && product > limit / f.value) return limit + 1;
+    product *= f.value;
+  }
+  return product;
+}
+
+// Fails when the product of `factors` exceeds `limit`, naming every factor:
+//   "<field> = 65536: tp*cp*pp*dp = 65536*1*1*65536 exceeds 4096 (the most ranks of one run)"
+void requireProductAtMost(const Failer& fail, const std::string& field, const std::string& value,
+                          const std::vector<Factor>& factors, int64_t limit,
+                          const std::string& what) {
+  if (cappedProduct(factors, limit) <= limit) return;
+  std::string names, values;
+  for (size_t i = 0; i < factors.size(); ++i) {
+    names += (i ? "*" : "") + std::string(factors[i].name);
+    values += (i ? "*" : "") + std::to_string(factors[i].value);
+  }
+  fail(field, value,
+       names + " = " + values + " exceeds " + std::to_string(limit) + " (" + what + ")");
+}
+
+// A number of seconds in [lo, hi], shown as the config wrote it.
+void requireSecondsInRange(const Failer& fail, const std::string& field, const std::string& shown,
+                           double value, double lo, double hi) {
+  if (!(value >= lo && value <= hi)) {
+    fail(field, shown, "expected a number of seconds in [0.001, 86400] (1 ms to 1 day)");
   }
 }
 
@@ -300,9 +385,9 @@ void validateTopLevel(const Failer& fail, const Section& s, const RunConfig& c) 
   if (const toml::node* n = s.get("seed"); n && n->as_integer()->get() < 0) {
     fail("seed", show(*n), "expected an integer >= 0");
   }
-  requireAtLeast(fail, "iterations", c.iterations, 1);
-  requireAtLeast(fail, "microbatches", c.microbatches, 1);
-  requireAtLeast(fail, "micro_batch_size", c.microBatchSize, 1);
+  requireInRange(fail, "iterations", c.iterations, 1, limits::kMaxIterations);
+  requireInRange(fail, "microbatches", c.microbatches, 1, limits::kMaxMicrobatches);
+  requireInRange(fail, "micro_batch_size", c.microBatchSize, 1, limits::kMaxMicroBatchSize);
   requireOneOf(fail, "dtype", c.dtype, {"float32", "bfloat16"});
   requireOneOf(fail, "device", c.device, {"cpu", "cuda"});
   requireOneOf(fail, "backend", c.backend, {"gloo", "nccl"});
@@ -310,8 +395,9 @@ void validateTopLevel(const Failer& fail, const Section& s, const RunConfig& c) 
     fail("backend", quote(c.backend),
          "nccl requires device = \"cuda\" (device is " + quote(c.device) + ")");
   }
-  if (c.timeoutSeconds <= 0) {
-    fail("timeout_seconds", show(*s.get("timeout_seconds")), "expected a number > 0");
+  if (const toml::node* n = s.get("timeout_seconds")) {
+    requireSecondsInRange(fail, "timeout_seconds", show(*n), c.timeoutSeconds,
+                          limits::kMinTimeoutSeconds, limits::kMaxTimeoutSeconds);
   }
   if (c.lossScale <= 0) fail("loss_scale", show(*s.get("loss_scale")), "expected a number > 0");
 }
@@ -375,7 +461,7 @@ void validateStageLayers(const Failer& fail, const Section& s, const ModuleConfi
   if (static_cast<int>(m.stageLayers.size()) != m.pp) {
     fail(field, value, "expected " + std::to_string(m.pp) + " entries (one per pp stage)");
   }
-  int sum = 0;
+  int64_t sum = 0;
   for (int n : m.stageLayers) {
     if (n < 1) fail(field, value, "every stage needs at least 1 layer");
     sum += n;
@@ -387,24 +473,62 @@ void validateStageLayers(const Failer& fail, const Section& s, const ModuleConfi
   }
 }
 
-void validateModule(const Failer& fail, const Section& s, const ModuleConfig& m) {
-  requireOneOf(fail, s.field("kind"), m.kind, {"encoder", "llm"});
-  requireAtLeast(fail, s.field("tp"), m.tp, 1);
-  requireAtLeast(fail, s.field("pp"), m.pp, 1);
-  requireAtLeast(fail, s.field("dp"), m.dp, 1);
+// The grid of one module: every dimension, the offset and their product within the world
+// limit, checked in 64-bit before ModuleConfig::size() (an int product) is ever used.
+void validateGrid(const Failer& fail, const Section& s, const ModuleConfig& m) {
+  const std::string ranks = "the most ranks of one run";
+  requireInRange(fail, s.field("tp"), m.tp, 1, limits::kMaxWorldSize, ranks);
+  requireInRange(fail, s.field("pp"), m.pp, 1, limits::kMaxWorldSize, ranks);
+  requireInRange(fail, s.field("dp"), m.dp, 1, limits::kMaxWorldSize, ranks);
   if (m.cp != 1) {
     fail(s.field("cp"), std::to_string(m.cp),
          "context parallelism is not supported; expected cp = 1");
   }
-  requireAtLeast(fail, s.field("offset"), m.offset, 0);
-  requireAtLeast(fail, s.field("layers"), m.layers, 1);
-  requireAtLeast(fail, s.field("hidden"), m.hidden, 1);
-  requireAtLeast(fail, s.field("heads"), m.heads, 1);
-  requireAtLeast(fail, s.field("ffn"), m.ffn, 1);
-  requireAtLeast(fail, s.field("patches"), m.patches, 1);
-  requireAtLeast(fail, s.field("patch_dim"), m.patchDim, 1);
-  requireAtLeast(fail, s.field("vocab"), m.vocab, 2);
-  requireAtLeast(fail, s.field("text_len"), m.textLen, 1);
+  requireInRange(fail, s.field("offset"), m.offset, 0, limits::kMaxWorldSize - 1, ranks);
+  const std::vector<Factor> grid = {{"tp", m.tp}, {"cp", m.cp}, {"pp", m.pp}, {"dp", m.dp}};
+  requireProductAtMost(fail, s.field("dp"), std::to_string(m.dp), grid, limits::kMaxWorldSize,
+                       ranks);
+  const int64_t end = int64_t{m.offset} + cappedProduct(grid, limits::kMaxWorldSize);
+  if (end > limits::kMaxWorldSize) {
+    fail(s.field("offset"), std::to_string(m.offset),
+         "offset + tp*cp*pp*dp = " + std::to_string(end) + " exceeds " +
+             std::to_string(limits::kMaxWorldSize) + " (" + ranks + ")");
+  }
+}
+
+// Sizes of one module's tensors: each within its limit, and the weight matrices' element
+// counts (layers*hidden^2, layers*hidden*ffn, vocab*hidden) within limits::kMaxElements.
+void validateSizes(const Failer& fail, const Section& s, const ModuleConfig& m) {
+  requireInRange(fail, s.field("layers"), m.layers, 1, limits::kMaxLayers);
+  requireInRange(fail, s.field("hidden"), m.hidden, 1, limits::kMaxWidth);
+  requireInRange(fail, s.field("heads"), m.heads, 1, limits::kMaxWidth);
+  requireInRange(fail, s.field("ffn"), m.ffn, 1, limits::kMaxWidth);
+  requireInRange(fail, s.field("patches"), m.patches, 1, limits::kMaxWidth);
+  requireInRange(fail, s.field("patch_dim"), m.patchDim, 1, limits::kMaxWidth);
+  requireInRange(fail, s.field("vocab"), m.vocab, 2, limits::kMaxVocab);
+  requireInRange(fail, s.field("text_len"), m.textLen, 1, limits::kMaxWidth);
+  const std::string elements = "the most elements of one module's weights";
+  requireProductAtMost(fail, s.field("hidden"), std::to_string(m.hidden),
+                       {{"layers", m.layers}, {"hidden", m.hidden}, {"hidden", m.hidden}},
+                       limits::kMaxElements, elements);
+  requireProductAtMost(fail, s.field("ffn"), std::to_string(m.ffn),
+                       {{"layers", m.layers}, {"hidden", m.hidden}, {"ffn", m.ffn}},
+                       limits::kMaxElements, elements);
+  if (m.kind == "llm") {
+    requireProductAtMost(fail, s.field("vocab"), std::to_string(m.vocab),
+                         {{"vocab", m.vocab}, {"hidden", m.hidden}}, limits::kMaxElements,
+                         elements);
+  } else {
+    requireProductAtMost(fail, s.field("patch_dim"), std::to_string(m.patchDim),
+                         {{"patch_dim", m.patchDim}, {"hidden", m.hidden}}, limits::kMaxElements,
+                         elements);
+  }
+}
+
+void validateModule(const Failer& fail, const Section& s, const ModuleConfig& m) {
+  requireOneOf(fail, s.field("kind"), m.kind, {"encoder", "llm"});
+  validateGrid(fail, s, m);
+  validateSizes(fail, s, m);
   auto tpStr = std::to_string(m.tp);
   if (m.heads % m.tp != 0) {
     fail(s.field("heads"), std::to_string(m.heads), "expected a multiple of tp (" + tpStr + ")");
@@ -421,6 +545,44 @@ void validateModule(const Failer& fail, const Section& s, const ModuleConfig& m)
          "expected at least one layer per pp stage (pp = " + std::to_string(m.pp) + ")");
   }
   validateStageLayers(fail, s, m);
+}
+
+// The batch and the tensors it makes: the global batch (an int), the llm's sequence, and the
+// largest activation of one microbatch (sequence x batch x width, and the attention scores).
+void validateBatch(const Failer& fail, const RunConfig& c, const ModuleConfig& llm) {
+  const std::string mbs = std::to_string(c.microBatchSize);
+  requireProductAtMost(fail, "micro_batch_size", mbs,
+                       {{"microbatches", c.microbatches},
+                        {"micro_batch_size", c.microBatchSize},
+                        {"llm dp", llm.dp}},
+                       limits::kMaxGlobalBatch, "the largest global batch per iteration");
+  int64_t sequence = llm.textLen;
+  for (const auto& m : c.modules) {
+    if (m.kind == "encoder") sequence += m.patches;
+  }
+  if (sequence > limits::kMaxSequence) {
+    fail("modules." + llm.name + ".text_len", std::to_string(llm.textLen),
+         "text_len + encoder patches = " + std::to_string(sequence) + " exceeds " +
+             std::to_string(limits::kMaxSequence) + " (the longest llm sequence)");
+  }
+  const std::string activation = "the most elements of one activation tensor";
+  for (const auto& m : c.modules) {
+    const int64_t rows = m.kind == "llm" ? sequence : m.patches;
+    const int64_t batch =
+        m.kind == "llm" ? c.microBatchSize : int64_t{c.microBatchSize} * llm.dp / m.dp;
+    const int64_t width = std::max(m.hidden, m.ffn);
+    requireProductAtMost(fail, "micro_batch_size", mbs,
+                         {{"sequence", rows},
+                          {"micro_batch_size", std::max<int64_t>(1, batch)},
+                          {"max(hidden, ffn)", width}},
+                         limits::kMaxElements, activation + " of " + m.name);
+    requireProductAtMost(fail, "micro_batch_size", mbs,
+                         {{"sequence", rows},
+                          {"sequence", rows},
+                          {"micro_batch_size", std::max<int64_t>(1, batch)},
+                          {"heads", m.heads}},
+                         limits::kMaxElements, "the most attention scores of " + m.name);
+  }
 }
 
 std::string rangeText(const ModuleConfig& m) {
@@ -447,6 +609,7 @@ void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root
     }
   }
   if (!llm) fail("modules", "(no llm)", "expected exactly one module with kind = \"llm\"");
+  validateBatch(fail, *c, *llm);
   for (const auto& m : c->modules) {
     if (m.kind != "encoder") continue;
     const std::string f = "modules." + m.name + ".dp";
@@ -454,7 +617,7 @@ void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root
       fail(f, std::to_string(m.dp),
            "the llm dp (" + std::to_string(llm->dp) + ") and this dp must divide one another");
     }
-    int numerator = c->microBatchSize * llm->dp;
+    const int64_t numerator = int64_t{c->microBatchSize} * llm->dp;
     if (numerator % m.dp != 0 || numerator / m.dp < 1) {
       fail(f, std::to_string(m.dp),
            "encoder micro-batch size micro_batch_size*llm.dp/dp = " +
@@ -462,8 +625,11 @@ void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root
                std::to_string(m.dp) + " must be an integer >= 1");
     }
   }
-  int world = 0;
+  int world = 0;  // validateGrid bounded every offset + size by limits::kMaxWorldSize
   for (const auto& m : c->modules) world = std::max(world, m.offset + m.size());
+  requireProductAtMost(fail, "microbatches", std::to_string(c->microbatches),
+                       {{"world_size", world}, {"microbatches", c->microbatches}},
+                       limits::kMaxPlannedMicrobatches, "the most microbatches planned per run");
   std::vector<const ModuleConfig*> owner(static_cast<size_t>(world), nullptr);
   for (const auto& m : c->modules) {
     for (int r = m.offset; r < m.offset + m.size(); ++r) {
@@ -586,12 +752,21 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
     fail(s.field("rank"), std::to_string(f.rank),
          "expected -1 (none) or a rank in 0.." + std::to_string(c.worldSize - 1));
   }
-  if (f.delaySeconds < 0) {
-    fail(s.field("delay_seconds"), show(*s.get("delay_seconds")), "expected a number >= 0");
+  if (f.delaySeconds < 0 || f.delaySeconds > limits::kMaxTimeoutSeconds) {
+    fail(s.field("delay_seconds"), show(*s.get("delay_seconds")),
+         "expected a number of seconds in [0, 86400] (at most 1 day)");
   }
   if (f.kind == "delay" && f.delaySeconds <= 0) {
     fail(s.field("delay_seconds"), s.get("delay_seconds") ? show(*s.get("delay_seconds")) : "0",
          "a delay fault needs delay_seconds > 0");
+  }
+  if (f.rank >= 0 && !f.module.empty()) {
+    const ModuleConfig* owner = c.moduleOfRank(f.rank);
+    if (owner && owner->name != f.module) {
+      fail(s.field("rank"), std::to_string(f.rank),
+           "rank " + std::to_string(f.rank) + " belongs to module \"" + owner->name + "\", not \"" +
+               f.module + "\"; give one of rank or module");
+    }
   }
   bool byRank = f.kind == "kill" && f.rank >= 0;
   if (!byRank) {
@@ -708,19 +883,31 @@ RunConfig parseConfig(const std::string& text, const std::string& sourceName,
   for (size_t i = 0; i < faultTables.size(); ++i) {
     c.faults.push_back(readFault(fail, *faultTables[i], i, c));
   }
+  if (!c.faults.empty()) checkFaultsCanFire(c, makePlan(c, Topology(c)));
   return c;
 }
 
-RunConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+std::string readConfigFile(const std::string& path) {
+  const std::string name = oneLine(path);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    throw ConfigError("", path + ": cannot open the config file (missing or not a regular file)");
+    throw ConfigError("", name + ": cannot open the config file (missing or not a regular file)");
+  }
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > static_cast<uintmax_t>(limits::kMaxConfigBytes)) {
+    throw ConfigError("", name + ": the config file is " + std::to_string(bytes) +
+                              " bytes; expected at most " +
+                              std::to_string(limits::kMaxConfigBytes) + " (16 MiB)");
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("", path + ": cannot open the config file (missing or unreadable)");
+  if (!in) throw ConfigError("", name + ": cannot open the config file (missing or unreadable)");
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  return parseConfig(buffer.str(), path, overrides);
+  return buffer.str();
+}
+
+RunConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  return parseConfig(readConfigFile(path), path, overrides);
 }
 
 }  // namespace stagescope::plan

@@ -41,7 +41,11 @@ Grid::Grid(std::vector<int> shape, std::vector<std::string> names, int offset, i
         throw std::invalid_argument("grid dimension name " + names_[i] + " appears twice");
       }
     }
-    size *= shape_[i];
+    // Checked: a product past the available ranks is an error whatever it is exactly.
+    if (__builtin_mul_overflow(size, static_cast<long long>(shape_[i]), &size)) {
+      throw std::invalid_argument("grid shape " + listText(shape_) +
+                                  " holds more ranks than 64-bit arithmetic counts");
+    }
   }
   if (size > static_cast<long long>(worldSize) - offset_) {
     throw std::invalid_argument(

@@ -173,7 +173,9 @@ TEST(Config, ErrorCarriesField) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "modules.llm.dp");
-    EXPECT_EQ(std::string(e.what()), "t.toml: modules.llm.dp = 0: expected an integer >= 1");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "t.toml: modules.llm.dp = 0: expected an integer in 1..4096 (the most ranks of one run)");
   }
 }
 

@@ -80,6 +80,12 @@ TEST(Grid, ConstructionErrorsNameTheValues) {  // §10.4
   EXPECT_NE(message([] { moduleGrid(2, 1, 2, 2, 4, 8); }).find("holds 8 ranks"), std::string::npos);
   EXPECT_NE(message([] { moduleGrid(0, 1, 1, 1, 0, 8); }).find("tp = 0"), std::string::npos);
   EXPECT_NE(message([] { Grid({1, 1}, {"a", "a"}, 0, 8); }).find("twice"), std::string::npos);
+  // Products past 64 bits are reported, not wrapped into a small (or negative) size.
+  const int big = 2147483647;
+  EXPECT_NE(message([&] { moduleGrid(big, big, big, big, 0, 8); }).find("more ranks than"),
+            std::string::npos);
+  EXPECT_NE(message([] { moduleGrid(65536, 1, 1, 65536, 0, 4096); }).find("holds 4294967296"),
+            std::string::npos);
   Grid g = moduleGrid(2, 1, 2, 2, 0, 8);
   EXPECT_NE(message([&] { g.groupEnumeration({"ep"}); }).find("unknown grid dimension ep"),
             std::string::npos);

@@ -1,0 +1,112 @@
+// Rejects faults that match nothing in the plan (see FaultCheck.h).
+#include "core/plan/FaultCheck.h"
+
+#include <string>
+#include <vector>
+
+namespace stagescope::plan {
+namespace {
+
+std::string describe(const FaultConfig& f) {
+  std::string s = f.kind + ":iteration=" + std::to_string(f.iteration) +
+                  ",microbatch=" + std::to_string(f.microbatch);
+  if (f.rank >= 0) {
+    s += ",rank=" + std::to_string(f.rank);
+  } else {
+    s += ",module=" + f.module + ",stage=" + std::to_string(f.stage);
+  }
+  return s + ",direction=" + f.direction;
+}
+
+// The ranks a fault applies to, and how to name them in a message.
+std::vector<int> targets(const FaultConfig& f, const RunConfig& c, const Plan& plan,
+                         std::string* who) {
+  std::vector<int> ranks;
+  if (f.rank >= 0) {
+    ranks.push_back(f.rank);
+    *who = "rank " + std::to_string(f.rank);
+    return ranks;
+  }
+  const ModuleConfig& m = c.module(f.module);
+  const int stage = f.stage < 0 ? m.pp - 1 : f.stage;
+  for (const RankPlan& rp : plan.ranks) {
+    if (rp.module == m.name && rp.pp == stage) ranks.push_back(rp.rank);
+  }
+  *who =
+      "module " + m.name + " stage " + std::to_string(stage) + (f.stage < 0 ? " (the last)" : "");
+  return ranks;
+}
+
+bool sends(const RankPlan& rp, events::Direction direction, int microbatch) {
+  for (const Action& a : rp.actions) {
+    for (const Message& msg : a.messages) {
+      if (msg.side == events::Side::Send && msg.direction == direction &&
+          msg.microbatch == microbatch) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool computes(const RankPlan& rp, bool backward, int microbatch) {
+  const auto kind = backward ? events::ActionKind::Backward : events::ActionKind::Forward;
+  for (const Action& a : rp.actions) {
+    if (a.kind == kind && a.microbatch == microbatch) return true;
+  }
+  return false;
+}
+
+// The (module, stage) pairs that do send in `direction`, for the hint of the message.
+std::string sendersHint(const Plan& plan, events::Direction direction, int microbatch) {
+  std::string out;
+  std::string last;
+  for (const RankPlan& rp : plan.ranks) {
+    if (!sends(rp, direction, microbatch)) continue;
+    const std::string item = rp.module + " stage " + std::to_string(rp.pp);
+    if (item == last || out.find(item) != std::string::npos) continue;
+    out += (out.empty() ? "" : ", ") + item;
+    last = item;
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+void checkFaultsCanFire(const RunConfig& config, const Plan& plan) {
+  for (size_t i = 0; i < config.faults.size(); ++i) {
+    const FaultConfig& f = config.faults[i];
+    const std::string field = "faults[" + std::to_string(i) + "]";
+    auto never = [&](const std::string& why) {
+      throw ConfigError(field, config.sourceName + ": " + field + " = " + describe(f) +
+                                   ": can never fire: " + why);
+    };
+    const bool gradient = f.direction == "gradient";
+    if (gradient && config.forwardOnly) {
+      never("forward_only = true computes and sends no gradient; expected direction = activation");
+    }
+    std::string who;
+    const std::vector<int> ranks = targets(f, config, plan, &who);
+    bool fires = false;
+    for (int r : ranks) {
+      if (r < 0 || r >= static_cast<int>(plan.ranks.size())) continue;
+      const RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
+      fires =
+          fires ||
+          (f.kind == "kill"
+               ? computes(rp, gradient, f.microbatch)
+               : sends(rp, gradient ? events::Direction::Gradient : events::Direction::Activation,
+                       f.microbatch));
+    }
+    if (fires) continue;
+    if (f.kind == "kill") {
+      never(who + " computes no " + (gradient ? "backward" : "forward") + " of microbatch " +
+            std::to_string(f.microbatch));
+    }
+    const auto dir = gradient ? events::Direction::Gradient : events::Direction::Activation;
+    never(who + " sends no " + f.direction +
+          " (those that do: " + sendersHint(plan, dir, f.microbatch) + ")");
+  }
+}
+
+}  // namespace stagescope::plan

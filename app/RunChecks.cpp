@@ -7,6 +7,7 @@
 #include <set>
 
 #include "app/report/CheckReport.h"
+#include "core/plan/Config.h"
 #include "storage/RunReader.h"
 
 namespace stagescope::app {
@@ -15,16 +16,35 @@ int exitCodeFor(events::RunStatus status) {
   return status == events::RunStatus::Completed ? 0 : analysis::exit_code::kRunStatus;
 }
 
+analysis::RecordFilter recordFilterOf(const storage::RunModel& run) {
+  analysis::RecordFilter f;
+  if (run.info.configText.empty()) return f;
+  try {
+    const plan::RunConfig cfg = plan::parseConfig(run.info.configText, run.path);
+    f.iterations = cfg.record.iterations;
+    f.ranks = cfg.record.ranks;
+    f.modules = cfg.record.modules;
+  } catch (const std::exception&) {
+    // A config that no longer parses (another version): judge the run unfiltered.
+  }
+  return f;
+}
+
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files) {
   try {
-    storage::RunModel run = loadWithProgress(path, {});
+    // Payloads (level full) let the checks judge values, not norms.
+    storage::LoadOptions load;
+    load.payloads = true;
+    storage::RunModel run = loadWithProgress(path, load);
     storage::RunModel other;
     analysis::CheckOptions opts;
+    opts.tolerance = files.tolerance;
+    opts.filter = recordFilterOf(run);
     if (!against.empty()) {
-      other = loadWithProgress(against, {});
+      other = loadWithProgress(against, load);
       opts.against = &other;
       opts.againstBitwise = files.bitwise;
-      opts.againstRelTol = files.tolerance;
+      opts.againstFilter = recordFilterOf(other);
     }
     analysis::CheckReport rep = analysis::checkRun(run, opts);
     std::fputs(report::renderCheckText(rep).c_str(), stdout);

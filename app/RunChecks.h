@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/Coverage.h"
 #include "core/events/Events.h"
 #include "storage/RunModel.h"
 #include "storage/RunReader.h"
@@ -15,8 +16,12 @@ inline constexpr int kExitConfig = 2;  // bad config or command line (also plan 
 struct CheckFiles {
   std::string junit, json;
   bool bitwise = true;
-  double tolerance = 1e-6;
+  double tolerance = -1;  // --tol: replaces the tolerance rule (reference gradients, --against)
 };
+
+// The [record] filter of a run, read from its config text (empty when it has none or the text
+// does not parse).
+analysis::RecordFilter recordFilterOf(const storage::RunModel& run);
 
 // Checks a run file (optionally against another); prints the text report; returns the
 // check's exit code (README "Exit codes").

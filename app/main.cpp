@@ -41,21 +41,22 @@ namespace {
 int compareCommand(const std::string& a, const std::string& b, const std::string& html,
                    const std::string& md, const std::string& json, double tol) {
   try {
-    storage::RunModel ra = loadWithProgress(a, {}), rb = loadWithProgress(b, {});
+    // Payloads (level full) let the comparison judge values, not checksums or norms.
+    storage::LoadOptions load;
+    load.payloads = true;
+    storage::RunModel ra = loadWithProgress(a, load), rb = loadWithProgress(b, load);
     analysis::CompareOptions opts;
     opts.labelA = a;
     opts.labelB = b;
-    opts.relTol = tol;
-    opts.payload = [&](int which, int64_t index) {
-      const auto& run = which == 0 ? ra : rb;
-      return storage::loadTransferPayload(run.path, run.transferIds.at(index));
-    };
+    opts.tolerance = tol;
+    opts.filterA = recordFilterOf(ra);
+    opts.filterB = recordFilterOf(rb);
     analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
     std::fputs(report::renderMarkdown(c).c_str(), stdout);
     if (!html.empty()) report::writeHtml(c, html);
     if (!md.empty()) report::writeMarkdown(c, md);
     if (!json.empty()) report::writeJson(c, json);
-    return c.verdict == analysis::Verdict::Diverged ? analysis::exit_code::kAgainst : 0;
+    return analysis::exitCodeOf(c.verdict);
   } catch (const storage::RunFileError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return analysis::exit_code::kError;
@@ -201,19 +202,23 @@ int main(int argc, char** argv) {
   checkCmd->add_option("run", checkRun)->required();
   checkCmd->add_option("--against", against, "another run that must be equal");
   checkCmd->add_flag("--tolerant", tolerant, "with --against: equal within --tol, not bitwise");
-  checkCmd->add_option("--tol", files.tolerance, "relative tolerance for --tolerant");
+  checkCmd->add_option("--tol", files.tolerance,
+                       "relative L2 tolerance for the reference gradients and --tolerant "
+                       "(default: the per-iteration, dtype-aware rule, docs/analysis.md)");
   checkCmd->add_option("--junit", files.junit, "write a JUnit XML report");
   checkCmd->add_option("--json", files.json, "write the findings as JSON");
 
   std::string cmpA, cmpB, html, md, json;
-  double cmpTol = 1e-6;
+  double cmpTol = -1;
   auto* cmpCmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
   cmpCmd->add_option("a", cmpA)->required();
   cmpCmd->add_option("b", cmpB)->required();
   cmpCmd->add_option("--html", html, "write a self-contained HTML report");
   cmpCmd->add_option("--md", md, "write a Markdown report");
   cmpCmd->add_option("--json", json, "write a JSON report");
-  cmpCmd->add_option("--tol", cmpTol, "relative tolerance for 'equal within tolerance'");
+  cmpCmd->add_option("--tol", cmpTol,
+                     "one relative L2 tolerance for every value (default: the per-iteration rule, "
+                     "docs/analysis.md)");
 
   std::string exportRun, trace;
   auto* exportCmd = cli.add_subcommand("export", "export a run as a Chrome/Perfetto trace");

@@ -285,6 +285,16 @@ std::string renderHtml(const Comparison& c) {
                                                             : "diverged";
   o << "<div class=\"card verdict\" id=\"verdict\"><span class=\"badge " << cls << "\">"
     << h(toString(c.verdict)) << "</span><span>" << h(c.verdictReason) << "</span></div>\n";
+  o << "<div class=\"card\" id=\"evidence\"><b>Evidence:</b> " << h(c.evidence)
+    << "<br><b>Tolerance:</b> " << h(c.toleranceRule) << "</div>\n";
+  if (!c.missing.empty()) {
+    o << "<div class=\"card\" id=\"missing\"><b>Missing (why not equal):</b><ul>";
+    for (const auto& m : c.missing) o << "<li>" << h(m) << "</li>";
+    o << "</ul></div>\n";
+  }
+  o << "<h2>First divergence (causal order)</h2>\n<div class=\"card\" id=\"first-divergence\" "
+    << "data-kind=\"" << (c.first ? toString(c.first->kind) : "") << "\" data-key=\""
+    << h(c.first ? c.first->key : "") << "\">" << (c.first ? h(c.firstText) : "none") << "</div>\n";
 
   // Summary.
   o << "<h2>Summary</h2><table><tr><th></th><th class=\"a\">" << h(c.a.label)
@@ -327,7 +337,7 @@ std::string renderHtml(const Comparison& c) {
     << " parameter gradients compared</div></div></div>\n";
 
   // First divergent transfer.
-  o << "<h2>First divergent message (schedule order)</h2>";
+  o << "<h2>First divergent message (causal order)</h2>";
   if (!c.firstDivergent) {
     o << "<div class=\"card ok\">No message differs"
       << (c.transfersComparable ? "." : " (checksums were not recorded: level below stats).")

@@ -86,6 +86,29 @@ std::string renderJson(const Comparison& c) {
   nlohmann::json j;
   j["verdict"] = toString(c.verdict);
   j["verdict_reason"] = c.verdictReason;
+  j["exit_code"] = exitCodeOf(c.verdict);
+  j["evidence"] = c.evidence;
+  j["tolerance_rule"] = c.toleranceRule;
+  j["missing"] = c.missing;
+  j["coverage"] = {{"a", c.coverageA.summary()}, {"b", c.coverageB.summary()}};
+  if (c.first) {
+    const auto& d = *c.first;
+    j["first_divergence"] = {
+        {"kind", toString(d.kind)},
+        {"key", d.key},
+        {"iteration", d.iteration},
+        {"microbatch", d.microbatch},
+        {"edge", d.edge},
+        {"direction", d.kind == ItemKind::Transfer ? toString(d.direction) : ""},
+        {"param", d.param},
+        {"state", toString(d.state)},
+        {"evidence", toString(d.evidence)},
+        {"distance", num(d.distance)},
+        {"tolerance", num(d.tolerance)},
+        {"text", c.firstText}};
+  } else {
+    j["first_divergence"] = nullptr;
+  }
   j["a"] = summaryJson(c.a);
   j["b"] = summaryJson(c.b);
   j["config_equal"] = c.configEqual;
@@ -175,10 +198,16 @@ std::string renderMarkdown(const Comparison& c) {
   std::ostringstream o;
   const char* badge = c.verdict == Verdict::Identical         ? "IDENTICAL"
                       : c.verdict == Verdict::WithinTolerance ? "EQUAL WITHIN TOLERANCE"
+                      : c.verdict == Verdict::Incomplete      ? "INCOMPLETE"
                                                               : "DIVERGED";
   o << "## stagescope compare: `" << mdEscape(c.a.runId) << "` vs `" << mdEscape(c.b.runId)
     << "`\n\n";
   o << "**Verdict: " << badge << "** — " << mdEscape(c.verdictReason) << "\n\n";
+  o << "- Evidence: " << mdEscape(c.evidence) << "\n";
+  o << "- Tolerance: " << mdEscape(c.toleranceRule) << "\n";
+  o << "- First divergence (causal order): " << (c.first ? mdEscape(c.firstText) : "none") << "\n";
+  for (const auto& m : c.missing) o << "- Missing: " << mdEscape(m) << "\n";
+  o << "\n";
   o << "| | " << mdEscape(c.a.label) << " | " << mdEscape(c.b.label) << " |\n|---|---|---|\n";
   auto row = [&](const std::string& k, const std::string& x, const std::string& y) {
     o << "| " << k << " | " << mdEscape(x) << " | " << mdEscape(y) << " |\n";
@@ -210,7 +239,7 @@ std::string renderMarkdown(const Comparison& c) {
 
   if (c.firstDivergent) {
     const auto& d = *c.firstDivergent;
-    o << "### First divergent message (schedule order)\n\n";
+    o << "### First divergent message (causal order)\n\n";
     o << "`" << mdEscape(d.edge) << "` " << toString(d.direction) << ", iteration " << d.iteration
       << ", microbatch " << d.microbatch << " (dp " << d.srcDp << "), reason: " << d.reason;
     if (!std::isnan(d.relDiff)) o << ", relative difference " << fmt(d.relDiff, "%.3g");

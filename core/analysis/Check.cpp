@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <sstream>
@@ -12,6 +13,7 @@
 
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Compare.h"
+#include "core/analysis/Tolerance.h"
 
 namespace stagescope::analysis {
 
@@ -143,10 +145,25 @@ void checkStatus(Ctx& c, CheckResult& r) {
 }
 
 // ---- unmatched_transfer, shape_mismatch, checksum_mismatch ----------------------------------
+// Whether the record filter kept rank `rank`'s records of `iteration`.
+bool recorded(const Ctx& c, int rank, int iteration) {
+  if (!c.opts.filter.any()) return true;
+  const auto* info = findRank(c.run, rank);
+  return c.opts.filter.wants(iteration, info ? info->module : "", rank);
+}
+
 void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult& checksum) {
   const auto& t = c.run.transfers;
-  int64_t both = 0;
+  int64_t both = 0, filtered = 0;
   for (const auto& p : *c.pairs) {
+    if (p.send < 0 && p.recv >= 0 && !recorded(c, t[p.recv].srcRank, t[p.recv].iteration)) {
+      ++filtered;  // the sender's records were filtered out by design
+      continue;
+    }
+    if (p.recv < 0 && p.send >= 0 && !recorded(c, t[p.send].dstRank, t[p.send].iteration)) {
+      ++filtered;
+      continue;
+    }
     if (p.send < 0 && p.recv >= 0) {
       Finding f = transferFinding(t[p.recv]);
       f.action = "recv";
@@ -186,6 +203,22 @@ void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult&
   }
   unmatched.summary = std::to_string(c.pairs->size()) + " messages, " + std::to_string(both) +
                       " with both sides recorded";
+  if (filtered) {
+    unmatched.summary += "; " + std::to_string(filtered) + " with one side outside the record " +
+                         "filter (" + c.opts.filter.describe() + ", skipped)";
+  }
+  if (c.pairs->empty()) {
+    for (CheckResult* r : {&unmatched, &shape, &checksum}) {
+      r->status = CheckStatus::Skipped;
+      r->summary = "skipped: no messages recorded";
+    }
+    return;
+  }
+  if (both == 0) {
+    shape.status = checksum.status = CheckStatus::Skipped;
+    shape.summary = checksum.summary = "skipped: no message has both sides recorded";
+    return;
+  }
   shape.summary = std::to_string(both) + " matched messages compared";
   checksum.summary = shape.summary;
   if (c.run.info.level < events::RecordLevel::Stats) {
@@ -227,7 +260,7 @@ std::span<const ActionRecord> plannedFor(const RunModel& run, int rank, int iter
 void checkPlanOrder(Ctx& c, CheckResult& r) {
   const auto& run = c.run;
   bool completed = run.info.status == RunStatus::Completed;
-  int compared = 0;
+  int compared = 0, skippedLists = 0;
   if (run.plan.empty()) {
     r.status = CheckStatus::Skipped;
     r.summary = "skipped: the run file holds no plan";
@@ -249,6 +282,10 @@ void checkPlanOrder(Ctx& c, CheckResult& r) {
     bool reported = false;
     for (int it : iterations) {
       if (reported) break;
+      if (!recorded(c, static_cast<int>(rank), it)) {
+        ++skippedLists;
+        continue;
+      }
       auto plan = plannedFor(run, static_cast<int>(rank), it);
       auto done = iterationRange(acts, it);
       if (plan.empty() && done.empty()) continue;
@@ -287,6 +324,14 @@ void checkPlanOrder(Ctx& c, CheckResult& r) {
     }
   }
   r.summary = std::to_string(compared) + " (rank, iteration) action lists compared with the plan";
+  if (skippedLists) {
+    r.summary += "; " + std::to_string(skippedLists) + " outside the record filter (" +
+                 c.opts.filter.describe() + ") skipped";
+  }
+  if (compared == 0 && r.status != CheckStatus::Failed) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: no recorded action list to compare with the plan";
+  }
 }
 
 // ---- message_count --------------------------------------------------------------------------
@@ -309,8 +354,13 @@ void checkCounts(Ctx& c, CheckResult& r) {
   for (const auto& a : run.actions) {
     if (!a.empty()) iterations = std::max(iterations, a.back().iteration + 1);
   }
+  int64_t skippedActions = 0;
   for (size_t rank = 0; rank < run.plan.size(); ++rank) {
     for (int it = 0; it < iterations; ++it) {
+      if (!recorded(c, static_cast<int>(rank), it)) {
+        skippedActions += static_cast<int64_t>(plannedFor(run, static_cast<int>(rank), it).size());
+        continue;
+      }
       for (const auto& pa : plannedFor(run, static_cast<int>(rank), it)) {
         const auto* p = &pa;
         std::set<int> peers(p->peers.begin(), p->peers.end());
@@ -374,33 +424,27 @@ void checkCounts(Ctx& c, CheckResult& r) {
   }
   r.summary =
       std::to_string(recorded) + " messages recorded, " + std::to_string(planned) + " planned";
+  if (skippedActions) {
+    r.summary += "; " + std::to_string(skippedActions) + " planned actions outside the record " +
+                 "filter (" + c.opts.filter.describe() + ") skipped";
+  }
+  if (planned == 0 && recorded == 0 && r.status != CheckStatus::Failed) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: the plan implies no messages within what was recorded";
+  }
 }
 
 // ---- nonfinite ------------------------------------------------------------------------------
 void checkNonFinite(Ctx& c, CheckResult& r) {
   const auto& run = c.run;
   struct Cand {
-    int64_t clock;
-    int64_t time;
-    int rank;
+    CausalKey key;
     Finding f;
   };
   std::vector<Cand> cands;
-  CausalClock clock;
-  bool haveClock = false;
+  std::optional<CausalOrder> order;
   auto ensureClock = [&] {
-    if (!haveClock) {
-      clock = causalClock(run, *c.pairs);
-      haveClock = true;
-    }
-  };
-  auto clockAt = [&](int rank, int64_t idx, bool atEnd) -> int64_t {
-    if (rank < 0 || static_cast<size_t>(rank) >= clock.start.size() || idx < 0) return INT64_MAX;
-    return atEnd ? clock.end[rank][idx] : clock.start[rank][idx];
-  };
-  auto actionTime = [&](int rank, int64_t idx) -> int64_t {
-    if (idx < 0) return INT64_MAX;
-    return run.actions[rank][idx].startNs;
+    if (!order) order.emplace(run);
   };
   auto findKind = [&](int rank, int iteration, ActionKind kind, int mb) -> int64_t {
     if (rank < 0 || static_cast<size_t>(rank) >= run.actions.size()) return -1;
@@ -424,8 +468,7 @@ void checkNonFinite(Ctx& c, CheckResult& r) {
       << describeTransfer(t) << " at the " << toString(t.side) << " on rank " << t.rank
       << " (action #" << t.actionSeq << " " << f.action << ")";
     f.message = m.str();
-    cands.push_back({clockAt(t.rank, ai, t.side == Side::Recv),
-                     ai >= 0 ? actionTime(t.rank, ai) : t.startNs, t.rank, f});
+    cands.push_back({order->ofTransfer(&t - run.transfers.data()), f});
   }
   for (const auto& g : run.gradients) {
     ++scanned;
@@ -454,14 +497,12 @@ void checkNonFinite(Ctx& c, CheckResult& r) {
     if (g.microbatch >= 0) m << " microbatch " << g.microbatch;
     m << ": " << g.stats.nanCount << " NaN / " << g.stats.infCount << " Inf, norm " << g.norm;
     f.message = m.str();
-    cands.push_back(
-        {clockAt(g.rank, ai, true), ai >= 0 ? actionTime(g.rank, ai) : INT64_MAX, g.rank, f});
+    cands.push_back({order->ofGradient(g), f});
   }
   for (const auto& l : run.losses) {
     ++scanned;
     if (std::isfinite(l.loss)) continue;
     ensureClock();
-    int64_t ai = findKind(l.rank, l.iteration, ActionKind::Forward, l.microbatch);
     Finding f;
     f.rank = l.rank;
     f.iteration = l.iteration;
@@ -471,14 +512,21 @@ void checkNonFinite(Ctx& c, CheckResult& r) {
     f.message = "non-finite loss " + std::to_string(l.loss) + " on rank " + std::to_string(l.rank) +
                 " iteration " + std::to_string(l.iteration) + " microbatch " +
                 std::to_string(l.microbatch);
-    cands.push_back(
-        {clockAt(l.rank, ai, true), ai >= 0 ? actionTime(l.rank, ai) : INT64_MAX, l.rank, f});
+    cands.push_back({order->ofLoss(l), f});
   }
   r.summary = std::to_string(scanned) + " tensors scanned";
+  if (scanned == 0) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: nothing recorded to scan (no transfers, gradients or losses)";
+    return;
+  }
+  if (run.info.level < events::RecordLevel::Stats) {
+    r.summary += " (losses only: level " + std::string(toString(run.info.level)) +
+                 " records no tensor statistics)";
+  }
   if (cands.empty()) return;
-  std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-    return std::tie(a.clock, a.time, a.rank) < std::tie(b.clock, b.time, b.rank);
-  });
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Cand& a, const Cand& b) { return a.key < b.key; });
   cands.front().f.message = "first NaN/Inf in causal order: " + cands.front().f.message;
   if (cands.size() > 1) {
     cands.front().f.message +=
@@ -492,20 +540,35 @@ void checkReference(Ctx& c, CheckResult& r) {
   auto refs = gatherGradients(c.run, events::GradPhase::Reference, true);
   if (refs.empty()) {
     r.status = CheckStatus::Skipped;
-    r.summary = "skipped: no reference gradients recorded";
+    r.summary = "skipped: no reference gradients recorded (run with --reference)";
     return;
   }
   auto got = gatherGradients(c.run, events::GradPhase::Reduced, true);
   std::map<std::pair<int, std::string>, const GatheredGradient*> byKey;
-  for (const auto& g : got) byKey[{g.iteration, g.param}] = &g;
-  const double rt = c.opts.gradRelTol, at = c.opts.gradAbsTol;
-  int compared = 0;
+  std::map<int, double> modelNorm;
+  for (const auto& g : got) {
+    byKey[{g.iteration, g.param}] = &g;
+    if (std::isfinite(g.norm)) modelNorm[g.iteration] += g.norm * g.norm;
+  }
+  const std::string dtype = got.empty() ? refs.front().dtype : got.front().dtype;
+  const ToleranceRule rule = toleranceFor(dtype, c.opts.tolerance);
+  int compared = 0, byValues = 0, byNorms = 0, skipped = 0;
   for (const auto& ref : refs) {
     Finding f;
     f.iteration = ref.iteration;
     f.tensor = ref.param;
     auto it = byKey.find({ref.iteration, ref.param});
     if (it == byKey.end()) {
+      const bool filtered =
+          c.opts.filter.any() && !c.opts.filter.wants(ref.iteration, ref.module, -1) &&
+          std::none_of(c.run.ranks.begin(), c.run.ranks.end(), [&](const auto& ri) {
+            return ri.module == ref.module &&
+                   c.opts.filter.wants(ref.iteration, ref.module, ri.rank);
+          });
+      if (filtered) {
+        ++skipped;
+        continue;
+      }
       f.message = "no reduced gradient of " + ref.param + " in iteration " +
                   std::to_string(ref.iteration) + " (the reference has one)";
       add(r, c.opts, f);
@@ -514,7 +577,7 @@ void checkReference(Ctx& c, CheckResult& r) {
     const auto& g = *it->second;
     ++compared;
     std::ostringstream m;
-    m.precision(9);
+    m.precision(6);
     if (!g.complete) {
       m << "gradient of " << ref.param << " iteration " << ref.iteration
         << ": TP shards do not cover the full tensor (" << g.layout << ")";
@@ -522,43 +585,44 @@ void checkReference(Ctx& c, CheckResult& r) {
       add(r, c.opts, f);
       continue;
     }
-    if (g.hasValues && ref.hasValues && g.values.size() == ref.values.size()) {
-      size_t worst = 0;
-      double worstExcess = -1, worstAbs = 0;
-      for (size_t i = 0; i < g.values.size(); ++i) {
-        double d = std::fabs(g.values[i] - ref.values[i]);
-        double excess = d - (at + rt * std::fabs(ref.values[i]));
-        if (std::isnan(d)) excess = INFINITY;
-        if (excess > worstExcess) {
-          worstExcess = excess;
-          worst = i;
-          worstAbs = d;
-        }
-      }
-      if (worstExcess > 0) {
+    const double floor = rule.floorRel * std::sqrt(modelNorm[ref.iteration]);
+    const double tol = rule.bound(ValueKind::Gradient, ref.iteration);
+    if (g.hasValues && ref.hasValues) {
+      ++byValues;
+      const ValueDistance d = valueDistance(g.values, ref.values, floor);
+      if (!(d.rel <= tol)) {
         m << "gradient of " << ref.param << " iteration " << ref.iteration
-          << " differs from the reference at element " << worst << ": " << g.values[worst]
-          << " vs reference " << ref.values[worst] << " (abs diff " << worstAbs << "); norms "
-          << g.norm << " vs " << ref.norm;
+          << " differs from the reference by values: relative L2 " << d.rel << " > " << tol;
+        if (d.worst >= 0 && static_cast<size_t>(d.worst) < g.values.size()) {
+          m << "; largest difference at element " << d.worst << ": " << g.values[d.worst]
+            << " vs reference " << ref.values[d.worst];
+        }
         f.message = m.str();
         add(r, c.opts, f);
       }
       continue;
     }
-    double d = std::fabs(g.norm - ref.norm);
-    if (!(d <= at + rt * std::fabs(ref.norm))) {
+    ++byNorms;
+    const double den = std::max({std::fabs(g.norm), std::fabs(ref.norm), floor});
+    const double rel = g.norm == ref.norm ? 0 : den > 0 ? std::fabs(g.norm - ref.norm) / den : 0;
+    if (!(rel <= tol)) {
       m << "gradient norm of " << ref.param << " iteration " << ref.iteration << " is " << g.norm
         << " (gathered from " << g.shards << " shard" << (g.shards == 1 ? "" : "s")
-        << "), reference " << ref.norm << " (relative difference "
-        << relativeDifference(g.norm, ref.norm) << ")";
+        << "), reference " << ref.norm << " (relative " << rel << " > " << tol
+        << "; evidence: norms, the fallback without payloads)";
       f.message = m.str();
       add(r, c.opts, f);
     }
   }
   std::ostringstream s;
-  s << compared << " parameter gradients compared with the reference (rel tol " << rt
-    << ", abs tol " << at << ")";
+  s << compared << " parameter gradients compared with the reference (" << byValues
+    << " by values, " << byNorms << " by norms (fallback: no payloads)); rule: " << rule.describe();
+  if (skipped) s << "; " << skipped << " not recorded by the record filter (skipped)";
   r.summary = s.str();
+  if (compared == 0 && r.status != CheckStatus::Failed) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: no reduced gradient recorded to compare with the reference";
+  }
 }
 
 // ---- against --------------------------------------------------------------------------------
@@ -569,59 +633,37 @@ void checkAgainst(Ctx& c, CheckResult& r) {
     return;
   }
   CompareOptions co;
-  co.relTol = c.opts.againstRelTol;
-  co.labelA = "this";
-  co.labelB = "against";
+  co.tolerance = c.opts.tolerance;
+  co.labelA = "this run";
+  co.labelB = "the --against run";
+  co.filterA = c.opts.filter;
+  co.filterB = c.opts.againstFilter;
   Comparison cmp = compareRuns(c.run, *c.opts.against, co);
   r.summary = std::string(c.opts.againstBitwise ? "bitwise" : "tolerance") +
-              " comparison with run " + c.opts.against->info.runId + ": " + toString(cmp.verdict);
-  bool fail =
-      c.opts.againstBitwise ? cmp.verdict != Verdict::Identical : cmp.verdict == Verdict::Diverged;
+              " comparison with run " + c.opts.against->info.runId + ": " + toString(cmp.verdict) +
+              "; " + cmp.evidence;
+  const bool fail = c.opts.againstBitwise
+                        ? cmp.verdict != Verdict::Identical
+                        : (cmp.verdict == Verdict::Diverged || cmp.verdict == Verdict::Incomplete);
   if (!fail) return;
   Finding f;
-  std::ostringstream m;
-  m.precision(9);
-  if (cmp.firstDivergent && c.opts.againstBitwise) {
-    const auto& d = *cmp.firstDivergent;
-    f.edge = d.edge;
-    f.direction = toString(d.direction);
+  if (cmp.first) {
+    const auto& d = *cmp.first;
     f.iteration = d.iteration;
     f.microbatch = d.microbatch;
-    f.rank = d.a.srcRank;
-    f.peerRank = d.a.dstRank;
-    m << "first divergent transfer (schedule order): " << d.edge << " " << toString(d.direction)
-      << " iteration " << d.iteration << " microbatch " << d.microbatch << " (" << d.reason << ")";
-    if (d.a.present && d.b.present && !d.a.checksums.empty() && !d.b.checksums.empty()) {
-      m << ": checksum " << formatChecksum(d.a.checksums[0]) << " vs "
-        << formatChecksum(d.b.checksums[0]);
-    }
-  } else {
-    const LossRow* firstLoss = nullptr;
-    for (const auto& l : cmp.losses) {
-      bool bad = !(l.hasA && l.hasB) ||
-                 (c.opts.againstBitwise ? l.a != l.b : !(l.relDiff <= c.opts.againstRelTol));
-      if (bad) {
-        firstLoss = &l;
-        break;
+    if (d.kind == ItemKind::Transfer) {
+      f.edge = d.edge;
+      f.direction = toString(d.direction);
+      if (d.a >= 0) {
+        f.rank = c.run.transfers[d.a].srcRank;
+        f.peerRank = c.run.transfers[d.a].dstRank;
       }
-    }
-    if (firstLoss) {
-      f.iteration = firstLoss->iteration;
-      f.microbatch = firstLoss->microbatch;
-      f.tensor = "loss";
-      m << "first differing loss: iteration " << firstLoss->iteration << " microbatch "
-        << firstLoss->microbatch << ": " << firstLoss->a << " vs " << firstLoss->b;
-    } else if (!cmp.gradTop.empty()) {
-      const auto& g = cmp.gradTop.front();
-      f.iteration = g.iteration;
-      f.tensor = g.param;
-      m << "gradient of " << g.param << " iteration " << g.iteration << " differs: norm " << g.normA
-        << " vs " << g.normB << " (relative " << g.relDiff << ")";
+      f.tensor = "transfer " + d.edge + " " + toString(d.direction);
     } else {
-      m << cmp.verdictReason;
+      f.tensor = d.kind == ItemKind::Loss ? "loss" : d.param;
     }
   }
-  f.message = m.str() + " [" + cmp.verdictReason + "]";
+  f.message = std::string(toString(cmp.verdict)) + ": " + cmp.verdictReason;
   add(r, c.opts, f);
 }
 

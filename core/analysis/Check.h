@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/Coverage.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
@@ -46,6 +47,7 @@ inline constexpr int kChecksumMismatch = 15;
 inline constexpr int kNonFinite = 16;
 inline constexpr int kReferenceGradient = 17;
 inline constexpr int kAgainst = 18;
+inline constexpr int kIncomplete = 19;  // compare: a run is incomplete (Compare.h)
 }  // namespace exit_code
 
 // One failure.  Fields that do not apply are -1 / "".
@@ -77,15 +79,18 @@ struct CheckResult {
 };
 
 struct CheckOptions {
-  // Reference gradient check: |gathered - reference| <= absTol + relTol * |reference|,
-  // elementwise when payloads are present, else on norms.
-  double gradRelTol = 1e-5;
-  double gradAbsTol = 1e-8;
+  // Reference gradient check and --against --tolerant: the tolerance rule of Tolerance.h for the
+  // run's dtype (relative L2 per parameter with the model-norm floor); tolerance >= 0 (--tol)
+  // replaces it.  Values when payloads are loaded (level full), else norms (labelled fallback).
+  double tolerance = -1;
+  // What the run's [record] filter excluded: checks judge only what was recorded and say what
+  // they skipped.
+  RecordFilter filter;
   // Run-to-run check (--against): nullptr = skip.
   const model::RunModel* against = nullptr;
-  bool againstBitwise = true;   // true: checksums must be equal; false: tolerance below
-  double againstRelTol = 1e-6;  // on losses and gradient norms when !againstBitwise
-  size_t maxFindings = 20;      // per class, kept in the report
+  RecordFilter againstFilter;
+  bool againstBitwise = true;  // true: IDENTICAL required; false: EQUAL WITHIN TOLERANCE enough
+  size_t maxFindings = 20;     // per class, kept in the report
   // Classes to run; empty = all.  Names as in the table above.
   std::vector<std::string> only;
 };

@@ -26,6 +26,8 @@ const char* toString(Verdict v) {
       return "equal within tolerance";
     case Verdict::Diverged:
       return "diverged";
+    case Verdict::Incomplete:
+      return "incomplete";
   }
   return "?";
 }
@@ -109,175 +111,82 @@ RunSummary summarize(const RunModel& run, const std::string& label) {
   return s;
 }
 
-bool sameLayout(const RunModel& a, const RunModel& b) {
-  if (a.info.modules.size() != b.info.modules.size()) return false;
-  if (a.info.microbatches != b.info.microbatches) return false;
-  for (size_t i = 0; i < a.info.modules.size(); ++i) {
-    const auto& x = a.info.modules[i];
-    const auto& y = b.info.modules[i];
-    if (x.name != y.name || x.tp != y.tp || x.pp != y.pp || x.dp != y.dp || x.cp != y.cp) {
-      return false;
-    }
+// The compute dtype of a run: the dtype of its recorded gradients (float32 when none).
+std::string dtypeOf(const RunModel& run) {
+  for (const auto& g : run.gradients) {
+    if (!g.dtype.empty()) return g.dtype;
   }
-  return true;
+  for (const auto& t : run.transfers) {
+    if (!t.dtype.empty()) return t.dtype;
+  }
+  return "float32";
 }
 
-// ---- losses ---------------------------------------------------------------------------------
-struct LossKey {
-  int iteration, microbatch, dp;
-  bool operator<(const LossKey& o) const {
-    return std::tie(iteration, microbatch, dp) < std::tie(o.iteration, o.microbatch, o.dp);
-  }
-};
-
-int dpCount(const RunModel& run) {
-  int d = 0;
-  for (const auto& l : run.losses) d = std::max(d, l.dp + 1);
-  return d;
-}
-
-std::map<LossKey, double> lossMap(const RunModel& run, bool mergeDp) {
-  std::map<LossKey, double> unique;  // (iteration, mb, dp) -> loss (first record: TP copies)
-  for (const auto& l : run.losses) {
-    if (l.microbatch < 0) continue;
-    unique.emplace(LossKey{l.iteration, l.microbatch, l.dp}, l.loss);
-  }
-  if (!mergeDp) return unique;
-  std::map<LossKey, std::pair<double, int>> sums;
-  for (const auto& [k, v] : unique) {
-    auto& s = sums[{k.iteration, k.microbatch, -1}];
-    s.first += v;
-    s.second += 1;
-  }
-  std::map<LossKey, double> out;
-  for (const auto& [k, v] : sums) out[k] = v.first / v.second;
-  return out;
-}
-
-void compareLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts,
-                   Comparison& c) {
-  bool mergeDp = dpCount(a) != dpCount(b);
-  auto la = lossMap(a, mergeDp), lb = lossMap(b, mergeDp);
-  std::set<LossKey> keys;
-  for (const auto& kv : la) keys.insert(kv.first);
-  for (const auto& kv : lb) keys.insert(kv.first);
+// ---- from the alignment ---------------------------------------------------------------------
+void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts, Comparison& c) {
+  std::map<int, std::pair<double, int>> sa, sb;  // iteration -> (sum, n)
   int iterations = 0;
-  for (const auto& k : keys) iterations = std::max(iterations, k.iteration + 1);
-  std::vector<double> sa(iterations, 0), sb(iterations, 0);
-  std::vector<int> na(iterations, 0), nb(iterations, 0);
-  for (const auto& k : keys) {
+  for (const auto& it : c.alignment.items) {
+    if (it.kind != ItemKind::Loss) continue;
     LossRow r;
-    r.iteration = k.iteration;
-    r.microbatch = k.microbatch;
-    r.dp = k.dp;
-    auto ia = la.find(k);
-    auto ib = lb.find(k);
-    if (ia != la.end()) {
-      r.hasA = true;
-      r.a = ia->second;
-      if (k.iteration >= 0) sa[k.iteration] += r.a, na[k.iteration]++;
-    }
-    if (ib != lb.end()) {
-      r.hasB = true;
-      r.b = ib->second;
-      if (k.iteration >= 0) sb[k.iteration] += r.b, nb[k.iteration]++;
-    }
+    r.iteration = it.iteration;
+    r.microbatch = it.microbatch;
+    r.dp = -1;
+    r.hasA = it.a >= 0;
+    r.hasB = it.b >= 0;
+    if (r.hasA) r.a = it.valueA;
+    if (r.hasB) r.b = it.valueB;
+    iterations = std::max(iterations, it.iteration + 1);
+    if (r.hasA) sa[it.iteration].first += r.a, sa[it.iteration].second++;
+    if (r.hasB) sb[it.iteration].first += r.b, sb[it.iteration].second++;
     if (r.hasA && r.hasB) {
       ++c.lossesCompared;
       r.diff = r.b - r.a;
-      r.relDiff = relativeDifference(r.a, r.b);
-      bool equal = r.a == r.b || (std::isnan(r.a) && std::isnan(r.b));
-      if (!equal) ++c.lossesDiffering;
-      if (!std::isnan(r.relDiff)) c.maxLossRelDiff = std::max(c.maxLossRelDiff, r.relDiff);
+      r.relDiff = it.distance;
+      if (it.state != ItemState::Identical) ++c.lossesDiffering;
+      if (!std::isnan(it.distance)) c.maxLossRelDiff = std::max(c.maxLossRelDiff, it.distance);
     } else {
       ++c.lossesOnlyOne;
     }
-    if (c.losses.size() < opts.maxLossRows) c.losses.push_back(r);
+    c.losses.push_back(r);
   }
+  std::sort(c.losses.begin(), c.losses.end(), [](const LossRow& x, const LossRow& y) {
+    return std::tie(x.iteration, x.microbatch) < std::tie(y.iteration, y.microbatch);
+  });
+  if (c.losses.size() > opts.maxLossRows) c.losses.resize(opts.maxLossRows);
   for (int i = 0; i < iterations; ++i) {
-    c.iterLossA.push_back(na[i] ? sa[i] / na[i] : NAN);
-    c.iterLossB.push_back(nb[i] ? sb[i] / nb[i] : NAN);
+    auto mean = [&](std::map<int, std::pair<double, int>>& m) {
+      auto f = m.find(i);
+      return f == m.end() || f->second.second == 0 ? NAN : f->second.first / f->second.second;
+    };
+    c.iterLossA.push_back(mean(sa));
+    c.iterLossB.push_back(mean(sb));
   }
+  (void)a;
+  (void)b;
 }
 
-// ---- gradients ------------------------------------------------------------------------------
-void compareGradients(const RunModel& a, const RunModel& b, const CompareOptions& opts,
-                      Comparison& c) {
-  auto ga = gatherGradients(a, events::GradPhase::Reduced, true);
-  auto gb = gatherGradients(b, events::GradPhase::Reduced, true);
-  auto key = [](const GatheredGradient& g) { return std::tie(g.iteration, g.param); };
+void fillGradients(const CompareOptions& opts, Comparison& c) {
   std::vector<GradRow> rows;
-  int iterations = 0;
-  for (const auto& g : ga) iterations = std::max(iterations, g.iteration + 1);
-  for (const auto& g : gb) iterations = std::max(iterations, g.iteration + 1);
-  std::vector<double> ta(iterations, 0), tb(iterations, 0);
-  // Per-iteration floor for relative differences: a gradient several orders below the whole
-  // model's gradient norm holds only float32 rounding noise in both runs.
-  std::vector<double> floorOf(iterations, opts.gradNormFloor);
-  {
-    std::vector<double> total(iterations, 0);
-    for (const auto& g : ga) {
-      if (g.iteration >= 0) total[g.iteration] += g.norm * g.norm;
-    }
-    for (int k = 0; k < iterations; ++k) {
-      floorOf[k] = std::max(opts.gradNormFloor, opts.gradNormFloorRel * std::sqrt(total[k]));
-    }
-  }
-  size_t i = 0, j = 0;
-  int lastCommon = -1;
-  while (i < ga.size() || j < gb.size()) {
+  int iterations = 0, lastCommon = -1;
+  for (const auto& it : c.alignment.items) {
+    if (it.kind != ItemKind::Gradient) continue;
     GradRow r;
-    const GatheredGradient* x = nullptr;
-    const GatheredGradient* y = nullptr;
-    if (j >= gb.size() || (i < ga.size() && key(ga[i]) < key(gb[j]))) {
-      x = &ga[i++];
-    } else if (i >= ga.size() || key(gb[j]) < key(ga[i])) {
-      y = &gb[j++];
-    } else {
-      x = &ga[i++];
-      y = &gb[j++];
-    }
-    const auto& any = x ? *x : *y;
-    r.param = any.param;
-    r.iteration = any.iteration;
-    if (x) {
-      r.hasA = true;
-      r.normA = x->norm;
-      if (x->iteration >= 0) ta[x->iteration] += x->norm * x->norm;
-    }
-    if (y) {
-      r.hasB = true;
-      r.normB = y->norm;
-      if (y->iteration >= 0) tb[y->iteration] += y->norm * y->norm;
-    }
-    if (x && y) {
+    r.param = it.param;
+    r.iteration = it.iteration;
+    r.hasA = it.a >= 0;
+    r.hasB = it.b >= 0;
+    if (r.hasA) r.normA = it.valueA;
+    if (r.hasB) r.normB = it.valueB;
+    r.how = toString(it.evidence);
+    r.state = toString(it.state);
+    r.tolerance = it.tolerance;
+    iterations = std::max(iterations, it.iteration + 1);
+    if (r.hasA && r.hasB) {
       ++c.gradsCompared;
-      lastCommon = std::max(lastCommon, r.iteration);
-      if (x->hasValues && y->hasValues && x->values.size() == y->values.size()) {
-        r.how = "values";
-        double d2 = 0, n2 = 0, m2 = 0;
-        for (size_t k = 0; k < x->values.size(); ++k) {
-          double d = x->values[k] - y->values[k];
-          d2 += d * d;
-          n2 += x->values[k] * x->values[k];
-          m2 += y->values[k] * y->values[k];
-        }
-        r.bitwiseEqual = x->values == y->values;
-        double den = std::max(std::sqrt(std::max(n2, m2)), floorOf[r.iteration]);
-        r.relDiff = r.bitwiseEqual ? 0 : (den > 0 ? std::sqrt(d2) / den : INFINITY);
-      } else if (x->layout == y->layout && x->shardChecksums == y->shardChecksums &&
-                 std::none_of(x->shardChecksums.begin(), x->shardChecksums.end(),
-                              [](uint64_t v) { return v == 0; })) {
-        r.how = "checksums";
-        r.bitwiseEqual = true;
-        r.relDiff = 0;
-      } else {
-        r.how = "norms";
-        r.relDiff = std::fabs(x->norm - y->norm) /
-                    std::max({std::fabs(x->norm), std::fabs(y->norm), floorOf[r.iteration]});
-        r.bitwiseEqual =
-            x->norm == y->norm && x->layout == y->layout && x->shardChecksums == y->shardChecksums;
-      }
+      lastCommon = std::max(lastCommon, it.iteration);
+      r.bitwiseEqual = it.state == ItemState::Identical;
+      r.relDiff = it.distance;
       if (!r.bitwiseEqual) ++c.gradsDiffering;
       if (!std::isnan(r.relDiff)) c.maxGradRelDiff = std::max(c.maxGradRelDiff, r.relDiff);
     } else {
@@ -285,10 +194,18 @@ void compareGradients(const RunModel& a, const RunModel& b, const CompareOptions
     }
     rows.push_back(std::move(r));
   }
+  std::vector<double> ta(iterations, 0), tb(iterations, 0);
+  for (const auto& r : rows) {
+    if (r.hasA && r.iteration >= 0) ta[r.iteration] += r.normA * r.normA;
+    if (r.hasB && r.iteration >= 0) tb[r.iteration] += r.normB * r.normB;
+  }
   for (int k = 0; k < iterations; ++k) {
     c.totalNormA.push_back(std::sqrt(ta[k]));
     c.totalNormB.push_back(std::sqrt(tb[k]));
   }
+  std::sort(rows.begin(), rows.end(), [](const GradRow& x, const GradRow& y) {
+    return std::tie(x.iteration, x.param) < std::tie(y.iteration, y.param);
+  });
   for (const auto& r : rows) {
     if (r.iteration == lastCommon && r.hasA && r.hasB) c.gradLast.push_back(r);
   }
@@ -302,94 +219,22 @@ void compareGradients(const RunModel& a, const RunModel& b, const CompareOptions
   };
   std::stable_sort(diff.begin(), diff.end(),
                    [&](const GradRow* p, const GradRow* q) { return score(p) > score(q); });
-  // Keep one row per parameter (its worst iteration).
-  std::set<std::string> seen;
+  std::set<std::string> seen;  // one row per parameter (its worst iteration)
   for (const auto* r : diff) {
     if (c.gradTop.size() >= opts.topGradients) break;
     if (seen.insert(r->param).second) c.gradTop.push_back(*r);
   }
 }
 
-// ---- transfers ------------------------------------------------------------------------------
-using TKey = std::array<int32_t, 6>;  // iteration, microbatch, direction, stageOrder, edge, srcDp
-
-struct TGroup {
-  TKey key;
-  int64_t first = -1;  // representative record
-  std::vector<uint64_t> checksums;
-  bool shapeConsistent = true;
-};
-
-// P2P edges of modules whose pipeline depth differs between the runs name different layer
-// boundaries ("llm:pp0->pp1" is after layer 2 of 4 with pp2, after layer 1 with pp4): such
-// messages are not aligned (counted as only in A / only in B).
-std::set<std::string> unalignedModules(const RunModel& a, const RunModel& b) {
-  std::set<std::string> out;
-  for (const auto& x : a.info.modules) {
-    for (const auto& y : b.info.modules) {
-      if (x.name == y.name && x.pp != y.pp) out.insert(x.name);
-    }
-  }
-  return out;
-}
-
-bool aligned(const TransferRecord& t, const std::set<std::string>& unaligned) {
-  if (unaligned.empty() || t.edgeKind != events::EdgeKind::P2P) return true;
-  return !unaligned.count(t.edge.substr(0, t.edge.find(':')));
-}
-
-std::vector<TGroup> transferGroups(const RunModel& run,
-                                   const std::unordered_map<std::string, int32_t>& edgeIds,
-                                   const std::set<std::string>& unaligned, size_t* skipped) {
-  std::vector<model::TransferPair> scratch;
-  const auto& pairs = pairsOf(run, scratch);
-  std::vector<std::pair<TKey, int64_t>> recs;
-  recs.reserve(pairs.size());
-  for (const auto& p : pairs) {
-    int64_t idx = p.send >= 0 ? p.send : p.recv;
-    if (idx < 0) continue;
-    const auto& t = run.transfers[idx];
-    if (!aligned(t, unaligned)) {
-      ++*skipped;
-      continue;
-    }
-    const auto* src = findRank(run, t.srcRank);
-    int stage = src ? src->globalStage : -1;
-    int dp = src ? src->dp : -1;
-    int32_t order = t.direction == Direction::Activation ? stage : -stage;
-    recs.push_back({TKey{t.iteration, t.microbatch, static_cast<int32_t>(t.direction), order,
-                         edgeIds.at(t.edge), dp},
-                    idx});
-  }
-  std::sort(recs.begin(), recs.end());
-  std::vector<TGroup> out;
-  for (size_t i = 0; i < recs.size();) {
-    size_t j = i;
-    TGroup g;
-    g.key = recs[i].first;
-    g.first = recs[i].second;
-    const auto& f = run.transfers[g.first];
-    for (; j < recs.size() && recs[j].first == g.key; ++j) {
-      const auto& t = run.transfers[recs[j].second];
-      g.checksums.push_back(t.checksum);
-      if (t.shape != f.shape || t.dtype != f.dtype) g.shapeConsistent = false;
-    }
-    std::sort(g.checksums.begin(), g.checksums.end());
-    g.checksums.erase(std::unique(g.checksums.begin(), g.checksums.end()), g.checksums.end());
-    out.push_back(std::move(g));
-    i = j;
-  }
-  return out;
-}
-
-TransferSideInfo sideInfo(const RunModel& run, const TGroup& g) {
+TransferSideInfo sideInfo(const RunModel& run, int64_t index) {
   TransferSideInfo s;
-  const auto& t = run.transfers[g.first];
+  if (index < 0) return s;
+  const auto& t = run.transfers[index];
   s.present = true;
-  s.index = g.first;
+  s.index = index;
   s.srcRank = t.srcRank;
   s.dstRank = t.dstRank;
-  s.checksums = g.checksums;
+  s.checksums = {t.checksum};
   s.shape = t.shape;
   s.dtype = t.dtype;
   s.hasStats = t.hasStats;
@@ -397,130 +242,123 @@ TransferSideInfo sideInfo(const RunModel& run, const TGroup& g) {
   return s;
 }
 
-void compareTransfers(const RunModel& a, const RunModel& b, const CompareOptions& opts,
-                      Comparison& c) {
-  std::set<std::string> edges;
-  for (const auto& t : a.transfers) edges.insert(t.edge);
-  for (const auto& t : b.transfers) edges.insert(t.edge);
-  std::unordered_map<std::string, int32_t> ids;
-  std::vector<std::string> names(edges.begin(), edges.end());
-  for (size_t i = 0; i < names.size(); ++i) ids[names[i]] = static_cast<int32_t>(i);
-  auto unaligned = unalignedModules(a, b);
-  auto ga = transferGroups(a, ids, unaligned, &c.transfersOnlyA);
-  auto gb = transferGroups(b, ids, unaligned, &c.transfersOnlyB);
-  bool layoutEqual = sameLayout(a, b);
+void fillTransfers(const RunModel& a, const RunModel& b, Comparison& c) {
   c.transfersComparable =
       a.info.level >= events::RecordLevel::Stats && b.info.level >= events::RecordLevel::Stats;
-  size_t i = 0, j = 0;
-  auto noteFirst = [&](const TKey& k, const TGroup* x, const TGroup* y, const char* reason) {
-    if (c.firstDivergent) return;
-    TransferDiff d;
-    d.edge = names[k[4]];
-    d.direction = static_cast<Direction>(k[2]);
-    d.iteration = k[0];
-    d.microbatch = k[1];
-    d.srcDp = k[5];
-    if (x) d.a = sideInfo(a, *x);
-    if (y) d.b = sideInfo(b, *y);
-    d.reason = reason;
-    c.firstDivergent = std::move(d);
-  };
-  while (i < ga.size() || j < gb.size()) {
-    if (j >= gb.size() || (i < ga.size() && ga[i].key < gb[j].key)) {
-      ++c.transfersOnlyA;
-      if (layoutEqual) noteFirst(ga[i].key, &ga[i], nullptr, "only in A");
-      ++i;
-      continue;
+  for (const auto& it : c.alignment.items) {
+    if (it.kind != ItemKind::Transfer) continue;
+    switch (it.state) {
+      case ItemState::OnlyA:
+        ++c.transfersOnlyA;
+        break;
+      case ItemState::OnlyB:
+        ++c.transfersOnlyB;
+        break;
+      case ItemState::NotAligned:
+      case ItemState::Unjudged:
+        break;
+      default:
+        ++c.transfersCompared;
+        if (it.state == ItemState::Differ) ++c.transfersDiffering;
     }
-    if (i >= ga.size() || gb[j].key < ga[i].key) {
-      ++c.transfersOnlyB;
-      if (layoutEqual) noteFirst(gb[j].key, nullptr, &gb[j], "only in B");
-      ++j;
-      continue;
-    }
-    const auto& x = ga[i++];
-    const auto& y = gb[j++];
-    ++c.transfersCompared;
-    const auto& tx = a.transfers[x.first];
-    const auto& ty = b.transfers[y.first];
-    const char* reason = nullptr;
-    if (tx.shape != ty.shape || tx.dtype != ty.dtype) {
-      reason = "shape";
-    } else if (c.transfersComparable && x.checksums != y.checksums) {
-      reason = "checksum";
-    }
-    if (reason) {
-      ++c.transfersDiffering;
-      noteFirst(x.key, &x, &y, reason);
-    }
-  }
-  if (c.firstDivergent && c.firstDivergent->a.present && c.firstDivergent->b.present) {
-    auto& d = *c.firstDivergent;
-    auto fetch = [&](int which, const RunModel& run, int64_t idx) {
-      const auto& t = run.transfers[idx];
-      if (!t.payload.empty()) return t.payload;
-      if (opts.payload) return opts.payload(which, idx);
-      return std::vector<uint8_t>{};
-    };
-    auto pa = fetch(0, a, d.a.index), pb = fetch(1, b, d.b.index);
-    std::vector<double> va, vb;
-    if (!pa.empty() && !pb.empty() && decodeValues(pa, d.a.dtype, &va) &&
-        decodeValues(pb, d.b.dtype, &vb) && va.size() == vb.size()) {
-      double d2 = 0, n2 = 0, mx = 0;
-      for (size_t k = 0; k < va.size(); ++k) {
-        double e = vb[k] - va[k];
-        d2 += e * e;
-        n2 += va[k] * va[k];
-        mx = std::max(mx, std::fabs(e));
+    if (it.state == ItemState::Differ && !c.firstDivergent) {
+      TransferDiff d;
+      d.edge = it.edge;
+      d.direction = it.direction;
+      d.iteration = it.iteration;
+      d.microbatch = it.microbatch;
+      d.srcDp = it.a >= 0 ? a.transfers[it.a].srcRank : -1;
+      if (const auto* r = it.a >= 0 ? findRank(a, a.transfers[it.a].srcRank) : nullptr) {
+        d.srcDp = r->dp;
       }
-      d.relDiff = n2 > 0 ? std::sqrt(d2 / n2) : (d2 > 0 ? INFINITY : 0);
-      d.maxAbsDiff = mx;
+      d.a = sideInfo(a, it.a);
+      d.b = sideInfo(b, it.b);
+      d.reason = std::string(toString(it.evidence));
+      d.relDiff = it.distance;
+      c.firstDivergent = std::move(d);
     }
   }
 }
 
+std::string fmtNum(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& opts,
                    Comparison& c) {
-  bool layoutEqual = sameLayout(a, b);
+  const Alignment& al = c.alignment;
+  // Evidence summary.
+  {
+    std::ostringstream e;
+    const char* kinds[] = {"messages", "losses", "gradients"};
+    for (int k = 0; k < 3; ++k) {
+      if (k) e << "; ";
+      e << kinds[k] << ": " << al.compared[k] << " compared";
+    }
+    e << " (by values " << al.byEvidence[0] << ", by checksums " << al.byEvidence[1]
+      << ", by norms (fallback) " << al.byEvidence[2] << ")";
+    if (al.notAligned) e << "; " << al.notAligned << " messages not aligned (the layouts differ)";
+    if (al.unjudged) e << "; " << al.unjudged << " items carry nothing to compare";
+    c.evidence = e.str();
+  }
+  auto coverageLines = [&](const RunCoverage& cov, const std::string& label) {
+    if (cov.complete()) return;
+    for (const auto& m : cov.missing) c.missing.push_back(label + ": " + m);
+    if (cov.missing.empty()) c.missing.push_back(label + ": " + cov.summary());
+  };
+  coverageLines(c.coverageA, opts.labelA);
+  coverageLines(c.coverageB, opts.labelB);
+  if (al.onlyA || al.onlyB) {
+    std::ostringstream m;
+    m << al.onlyA << " aligned items only in " << opts.labelA << ", " << al.onlyB << " only in "
+      << opts.labelB;
+    for (const auto& it : al.items) {
+      if (it.state == ItemState::OnlyA || it.state == ItemState::OnlyB) {
+        m << " (first: " << it.key << ", " << toString(it.state) << ")";
+        break;
+      }
+    }
+    if (opts.filterA.any()) m << "; " << opts.labelA << " " << opts.filterA.describe();
+    if (opts.filterB.any()) m << "; " << opts.labelB << " " << opts.filterB.describe();
+    c.missing.push_back(m.str());
+  }
+  const size_t compared = al.compared[0] + al.compared[1] + al.compared[2];
+  if (compared == 0) c.missing.push_back("nothing could be compared (no aligned records)");
+  if (al.first()) {
+    c.first = *al.first();
+    c.firstText = describeItem(*c.first);
+  }
   std::ostringstream why;
-  bool lossWithin = c.maxLossRelDiff <= opts.relTol;
-  bool gradWithin = c.maxGradRelDiff <= opts.gradRelTol;
-  bool missing = layoutEqual && (c.lossesOnlyOne > 0 || c.gradsOnlyOne > 0 ||
-                                 c.transfersOnlyA > 0 || c.transfersOnlyB > 0);
-  bool transfersEqual = c.transfersDiffering == 0 && !(layoutEqual && c.firstDivergent);
-  bool valuesJudged = c.lossesCompared + c.gradsCompared > 0;
-  if (missing) {
+  if (!al.sameGlobalBatch) {
     c.verdict = Verdict::Diverged;
-    why << "the runs have the same layout but records are missing on one side (" << c.lossesOnlyOne
-        << " losses, " << c.gradsOnlyOne << " gradients, " << c.transfersOnlyA + c.transfersOnlyB
-        << " messages)";
-  } else if (transfersEqual && c.lossesDiffering == 0 && c.gradsDiffering == 0) {
+    why << "the runs do not train on the same global batch (" << al.globalBatchNote
+        << "): their numbers are not comparable";
+  } else if (!c.missing.empty()) {
+    c.verdict = Verdict::Incomplete;
+    why << "cannot call the runs equal: ";
+    for (size_t i = 0; i < c.missing.size() && i < 4; ++i) why << (i ? "; " : "") << c.missing[i];
+    if (c.missing.size() > 4) why << "; ... " << c.missing.size() - 4 << " more";
+    if (c.first) why << ". Among what both recorded, the first divergence: " << c.firstText;
+  } else if (al.differ > 0) {
+    c.verdict = Verdict::Diverged;
+    why << al.differ << " of " << compared << " aligned items differ beyond the tolerance; first "
+        << "(causal order): " << c.firstText;
+  } else if (al.withinTolerance > 0) {
+    c.verdict = Verdict::WithinTolerance;
+    why << al.identical << " items bitwise identical, " << al.withinTolerance
+        << " within tolerance (max relative L2: messages " << fmtNum(al.maxDistance[0])
+        << ", losses " << fmtNum(al.maxDistance[1]) << ", gradients " << fmtNum(al.maxDistance[2])
+        << ")";
+  } else {
     c.verdict = Verdict::Identical;
     why << "all " << c.transfersCompared << " messages, " << c.lossesCompared << " losses and "
         << c.gradsCompared << " parameter gradients are bitwise equal";
-  } else if (valuesJudged && lossWithin && gradWithin) {
-    c.verdict = Verdict::WithinTolerance;
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "losses (max rel diff %.3g, tol %.3g) and gradients (max rel diff %.3g, "
-                  "tol %.3g) agree",
-                  c.maxLossRelDiff, opts.relTol, c.maxGradRelDiff, opts.gradRelTol);
-    why << buf;
-    if (c.transfersDiffering) why << "; " << c.transfersDiffering << " messages differ bitwise";
-  } else {
-    c.verdict = Verdict::Diverged;
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "max loss rel diff %.3g (tol %.3g), max gradient rel diff %.3g (tol %.3g)",
-                  c.maxLossRelDiff, opts.relTol, c.maxGradRelDiff, opts.gradRelTol);
-    why << buf;
-    if (c.firstDivergent) {
-      const auto& d = *c.firstDivergent;
-      why << "; first divergent message: " << d.edge << " " << toString(d.direction)
-          << " iteration " << d.iteration << " microbatch " << d.microbatch;
-    }
   }
   c.verdictReason = why.str();
+  (void)a;
+  (void)b;
 }
 
 }  // namespace
@@ -532,11 +370,62 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   c.configDiff = diffLines(a.info.configText, b.info.configText);
   c.configEqual = std::all_of(c.configDiff.begin(), c.configDiff.end(),
                               [](const ConfigDiffLine& l) { return l.op == ' '; });
-  compareLosses(a, b, opts, c);
-  compareGradients(a, b, opts, c);
-  compareTransfers(a, b, opts, c);
+  AlignOptions ao;
+  ao.tolerance = toleranceFor(dtypeOf(a), opts.tolerance);
+  if (isLowPrecision(dtypeOf(b))) ao.tolerance.lowPrecision = true;
+  c.toleranceRule = ao.tolerance.describe();
+  c.alignment = alignRuns(a, b, ao);
+  c.coverageA = coverageOf(a, opts.filterA);
+  c.coverageB = coverageOf(b, opts.filterB);
+  fillLosses(a, b, opts, c);
+  fillGradients(opts, c);
+  fillTransfers(a, b, c);
   decideVerdict(a, b, opts, c);
   return c;
+}
+
+int exitCodeOf(Verdict v) {
+  switch (v) {
+    case Verdict::Identical:
+    case Verdict::WithinTolerance:
+      return 0;
+    case Verdict::Diverged:
+      return 18;
+    case Verdict::Incomplete:
+      return 19;
+  }
+  return 1;
+}
+
+std::string describeItem(const AlignedItem& it) {
+  std::ostringstream o;
+  o.precision(3);
+  switch (it.kind) {
+    case ItemKind::Transfer:
+      o << "message " << it.key;
+      break;
+    case ItemKind::Loss:
+      o << it.key;
+      break;
+    case ItemKind::Gradient:
+      o << "gradient of " << it.param << " iteration " << it.iteration;
+      break;
+  }
+  o << ": " << toString(it.state);
+  if (it.evidence != Evidence::None) o << " by " << toString(it.evidence);
+  if (it.state == ItemState::Differ || it.state == ItemState::WithinTolerance) {
+    if (std::isinf(it.distance)) {
+      o << (it.evidence == Evidence::Checksums ? " (checksums differ)"
+                                               : " (non-finite or shape mismatch)");
+    } else {
+      o << ", relative L2 " << it.distance << (it.state == ItemState::Differ ? " > " : " <= ")
+        << it.tolerance;
+    }
+  }
+  if (it.kind != ItemKind::Gradient && it.evidence != Evidence::Checksums) {
+    o << " (A " << it.valueA << ", B " << it.valueB << ")";
+  }
+  return o.str();
 }
 
 }  // namespace stagescope::analysis

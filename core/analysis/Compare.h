@@ -1,17 +1,14 @@
-// `stagescope compare`: two runs aligned by LOGICAL identity, never by rank number, so runs
-// with different TP/PP/DP layouts of the same model and seed can be compared.
+// `stagescope compare`: two runs aligned by logical identity (Align.h), never by rank number, so
+// runs with different TP/PP/DP layouts of the same model, seed and global batch can be compared.
 //
-// Alignment keys:
-//   losses     (iteration, microbatch, dp replica); the replica's sample range is
-//              [(dp*m + mb) / (m*D), (dp*m + mb + 1) / (m*D)) of the global batch (dp-major);
-//              when D differs between the runs, the per-(iteration, microbatch) mean over
-//              replicas is compared instead.  Duplicate records (TP ranks) are counted once.
-//   gradients  (iteration, full parameter name) of GradPhase::Reduced records, shards gathered
-//              by (partitionDim, partitionOffset); norm = sqrt(sum of shard norm^2), replicas
-//              counted once.
-//   transfers  (edge, direction, iteration, microbatch, source dp replica), sender-side
-//              checksums (the set of distinct checksums over TP copies), visited in schedule
-//              order (see Analysis.h).
+// Verdict (in this order; every verdict names the evidence it used):
+//   INCOMPLETE  either run is not `completed`, covers less than its plan (Coverage.h), or holds
+//               aligned records the other lacks (a record filter, a killed rank), or nothing
+//               could be compared: never IDENTICAL/EQUAL; the reason lists what is missing
+//   DIVERGED    an aligned item differs beyond the tolerance rule (Tolerance.h), or the runs do
+//               not train on the same global batch; the causally first divergence is named
+//   EQUAL WITHIN TOLERANCE  every compared item is identical or within the rule
+//   IDENTICAL   every compared item is bitwise identical (values or checksums)
 #pragma once
 
 #include <cmath>
@@ -21,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/Align.h"
 #include "core/analysis/Analysis.h"
+#include "core/analysis/Coverage.h"
 #include "core/events/Events.h"
 #include "core/model/RunModel.h"
 
@@ -29,21 +28,13 @@ namespace stagescope::analysis {
 
 struct CompareOptions {
   std::string labelA = "A", labelB = "B";
-  double relTol = 1e-6;      // "equal within tolerance" on losses
-  double gradRelTol = 1e-5;  // ... and on gradients (the engine's float32 criterion)
-  // Gradient differences are relative to max(norm, floor), floor = max(gradNormFloor,
-  // gradNormFloorRel x the whole model's gradient norm of that iteration): a gradient that is
-  // zero analytically (e.g. an attention key bias) holds only rounding noise in both runs.
-  double gradNormFloor = 1e-12;
-  double gradNormFloorRel = 1e-3;
-  size_t topGradients = 20;   // params that differ most, kept in the report
-  size_t maxLossRows = 2000;  // loss rows kept (the verdict uses all)
-  // Optional payload fetcher for the first divergent transfer when payloads were not loaded
-  // (wire to storage::loadTransferPayload(path, run.transferIds[index])).  which: 0 = A, 1 = B.
-  std::function<std::vector<uint8_t>(int which, int64_t transferIndex)> payload;
+  double tolerance = -1;          // --tol: one relative L2 bound for everything; < 0: the rule
+  RecordFilter filterA, filterB;  // the runs' record filters (app/ reads them from the config)
+  size_t topGradients = 20;       // params that differ most, kept in the report
+  size_t maxLossRows = 2000;      // loss rows kept (the verdict uses all)
 };
 
-enum class Verdict { Identical, WithinTolerance, Diverged };
+enum class Verdict { Identical, WithinTolerance, Diverged, Incomplete };
 const char* toString(Verdict v);
 
 struct ConfigDiffLine {
@@ -63,7 +54,9 @@ struct GradRow {
   bool hasA = false, hasB = false;
   double normA = NAN, normB = NAN, relDiff = NAN;
   bool bitwiseEqual = false;  // values or same-layout shard checksums equal
-  std::string how;            // "values", "checksums", "norms"
+  std::string how;            // the evidence: "values", "checksums", "norms (fallback)"
+  double tolerance = NAN;     // the bound applied
+  std::string state;          // identical / within tolerance / differ / only in A / ...
 };
 
 struct TransferSideInfo {
@@ -101,6 +94,15 @@ struct Comparison {
   std::vector<ConfigDiffLine> configDiff;  // full line diff (LCS)
   Verdict verdict = Verdict::Identical;
   std::string verdictReason;  // one sentence
+  std::string evidence;       // which evidence judged how many items ("values: 216, ...")
+  std::string toleranceRule;  // ToleranceRule::describe()
+  RunCoverage coverageA, coverageB;
+  std::vector<std::string> missing;  // INCOMPLETE: what is missing, one line each
+  Alignment alignment;               // every aligned item, in causal order
+  // The causally first divergence (any kind: message, loss, gradient), as every consumer names
+  // it; also what the viewer shows.
+  std::optional<AlignedItem> first;
+  std::string firstText;  // one sentence naming it (same text in text, Markdown, JSON, HTML)
 
   // Losses.
   std::vector<LossRow> losses;  // sorted by (iteration, microbatch, dp); capped
@@ -118,11 +120,20 @@ struct Comparison {
   // Transfers.
   bool transfersComparable = true;  // both runs carry checksums (level >= stats)
   size_t transfersCompared = 0, transfersDiffering = 0, transfersOnlyA = 0, transfersOnlyB = 0;
-  std::optional<TransferDiff> firstDivergent;  // in schedule order
+  std::optional<TransferDiff> firstDivergent;  // the first divergent message, causal order
 };
 
 Comparison compareRuns(const model::RunModel& a, const model::RunModel& b,
                        const CompareOptions& opts = {});
+
+// The exit code of `compare` for a verdict: 0 identical / within tolerance, 18 diverged,
+// 19 incomplete (docs/exit-codes.md).
+int exitCodeOf(Verdict v);
+
+// One sentence naming an aligned item and its judgement ("message vision->llm activation it1
+// gmb2: differ by values, relative L2 0.41 > 0.001 (A .., B ..)").  CLI, reports and the viewer
+// name the first divergence with it.
+std::string describeItem(const AlignedItem& item);
 
 // Line diff of two texts (longest common subsequence; falls back to a prefix/suffix diff
 // for very long inputs).

@@ -406,7 +406,7 @@ TEST(Compare, DifferentSeedFirstDivergenceIsFirstForwardActivation) {
   EXPECT_EQ(d.direction, events::Direction::Activation);
   EXPECT_EQ(d.iteration, 0);
   EXPECT_EQ(d.microbatch, 0);
-  EXPECT_EQ(d.reason, "checksum");
+  EXPECT_EQ(d.reason, "checksums");
   EXPECT_EQ(d.a.srcRank, 0);
   EXPECT_EQ(d.a.dstRank, 1);
   EXPECT_NE(d.a.checksums, d.b.checksums);
@@ -465,7 +465,8 @@ TEST(Compare, DifferentPipelineDepthAlignsLossesAndGradients) {
   // "llm:pp0->pp1" means a different layer boundary in each run: not aligned, not a divergence.
   EXPECT_FALSE(c.firstDivergent.has_value());
   EXPECT_EQ(c.transfersCompared, 0u);
-  EXPECT_GT(c.transfersOnlyA + c.transfersOnlyB, 0u);
+  EXPECT_EQ(c.transfersOnlyA + c.transfersOnlyB, 0u);  // not missing: not alignable
+  EXPECT_GT(c.alignment.notAligned, 0u);
   EXPECT_EQ(c.verdict, Verdict::Identical) << c.verdictReason;
 }
 
@@ -522,23 +523,104 @@ TEST(Compare, WritersProduceChartsAndParse) {
   EXPECT_EQ(j["a"]["ranks"].size(), 6u);
 }
 
-TEST(Compare, PayloadRelativeDifferenceViaFetcher) {
+TEST(Compare, TransferPayloadsAreJudgedByValues) {
+  // Payloads on both sides: the message is judged by its values (relative L2), not checksums.
   auto a = makeRun({.pp = 2});
-  auto b = makeRun({.pp = 2, .seed = 3});
-  CompareOptions o;
-  int calls = 0;
-  o.payload = [&](int which, int64_t) {
-    ++calls;
-    std::vector<float> v(8, which == 0 ? 1.0f : 1.5f);
-    std::vector<uint8_t> bytes(v.size() * 4);
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-    return bytes;
+  auto b = makeRun({.pp = 2});
+  auto put = [](model::RunModel& run, float v) {
+    for (auto& t : run.transfers) {
+      std::vector<float> x(8, v);
+      t.payload.resize(x.size() * 4);
+      std::memcpy(t.payload.data(), x.data(), t.payload.size());
+      t.dtype = "float32";
+    }
   };
-  auto c = compareRuns(a, b, o);
+  put(a, 1.0f);
+  put(b, 1.5f);
+  auto c = compareRuns(a, b);
   ASSERT_TRUE(c.firstDivergent.has_value());
-  EXPECT_EQ(calls, 2);
-  EXPECT_NEAR(c.firstDivergent->relDiff, 0.5, 1e-12);
-  EXPECT_NEAR(c.firstDivergent->maxAbsDiff, 0.5, 1e-12);
+  EXPECT_EQ(c.firstDivergent->reason, "values");
+  EXPECT_NEAR(c.firstDivergent->relDiff, 0.5 / 1.5, 1e-12);
+  ASSERT_TRUE(c.first.has_value());
+  EXPECT_EQ(c.first->evidence, Evidence::Values);
+}
+
+TEST(Compare, IncompleteRunIsNeverEqual) {
+  // B was killed in iteration 1: everything both recorded is equal, yet the verdict is
+  // INCOMPLETE (exit 19), naming what is missing.
+  auto a = makeRun({.pp = 2, .iterations = 2});
+  auto b = a;
+  b.info.status = events::RunStatus::Killed;
+  b.info.statusReason = "rank 1 was killed";
+  for (auto& list : b.actions) {
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const events::ActionRecord& x) { return x.iteration == 1; }),
+               list.end());
+  }
+  b.transfers.erase(
+      std::remove_if(b.transfers.begin(), b.transfers.end(),
+                     [](const events::TransferRecord& t) { return t.iteration == 1; }),
+      b.transfers.end());
+  b.gradients.erase(
+      std::remove_if(b.gradients.begin(), b.gradients.end(),
+                     [](const events::GradientRecord& g) { return g.iteration == 1; }),
+      b.gradients.end());
+  b.losses.erase(std::remove_if(b.losses.begin(), b.losses.end(),
+                                [](const events::LossRecord& l) { return l.iteration == 1; }),
+                 b.losses.end());
+  repair(b);
+  auto c = compareRuns(a, b);
+  EXPECT_EQ(c.verdict, Verdict::Incomplete) << c.verdictReason;
+  EXPECT_EQ(exitCodeOf(c.verdict), 19);
+  EXPECT_FALSE(c.first.has_value());
+  EXPECT_NE(c.verdictReason.find("killed"), std::string::npos) << c.verdictReason;
+  EXPECT_GT(c.alignment.onlyA, 0u);
+  EXPECT_NE(renderMarkdown(c).find("INCOMPLETE"), std::string::npos);
+  // The same holds the other way round and through check --against.
+  EXPECT_EQ(compareRuns(b, a).verdict, Verdict::Incomplete);
+  CheckOptions o;
+  o.against = &b;
+  o.againstBitwise = false;
+  EXPECT_EQ(checkRun(a, o).find("against")->status, CheckStatus::Failed);
+}
+
+TEST(Compare, SwappedTpShardsDivergeByValuesThoughNormsAgree) {
+  auto a = makeRun({.tp = 2, .pp = 2, .payloads = true});
+  auto b = a;
+  // Swap the payloads of the two TP shards of one reduced gradient split along a dimension.
+  std::string param;
+  for (auto& g : b.gradients) {
+    if (g.phase == events::GradPhase::Reduced && g.partitionDim >= 0 && g.partitionOffset == 0) {
+      param = g.param;
+      break;
+    }
+  }
+  ASSERT_FALSE(param.empty());
+  std::vector<events::GradientRecord*> shards;
+  for (auto& g : b.gradients) {
+    if (g.phase == events::GradPhase::Reduced && g.param == param && g.iteration == 0) {
+      shards.push_back(&g);
+    }
+  }
+  ASSERT_GE(shards.size(), 2u);
+  events::GradientRecord* s0 = nullptr;
+  events::GradientRecord* s1 = nullptr;
+  for (auto* g : shards) (g->partitionOffset == 0 ? s0 : s1) = g;
+  ASSERT_TRUE(s0 && s1);
+  for (auto* g : shards) {
+    auto& other = g->partitionOffset == 0 ? *s1 : *s0;
+    (void)other;
+  }
+  std::vector<uint8_t> p0 = s0->payload, p1 = s1->payload;
+  for (auto* g : shards) g->payload = g->partitionOffset == 0 ? p1 : p0;
+  auto c = compareRuns(a, b);
+  EXPECT_EQ(c.verdict, Verdict::Diverged) << c.verdictReason;
+  ASSERT_TRUE(c.first.has_value());
+  EXPECT_EQ(c.first->kind, ItemKind::Gradient);
+  EXPECT_EQ(c.first->param, param);
+  EXPECT_EQ(c.first->evidence, Evidence::Values);
+  EXPECT_GT(c.first->distance, 0.1);
+  EXPECT_EQ(c.first->valueA, c.first->valueB);  // the norms cannot see it
 }
 
 TEST(Compare, ConfigLineDiff) {

@@ -1,0 +1,462 @@
+#include "core/analysis/Align.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/analysis/Pairing.h"
+#include "core/analysis/Values.h"
+
+namespace stagescope::analysis {
+
+using events::Direction;
+using events::Side;
+using model::RunModel;
+
+const char* toString(ItemKind k) {
+  switch (k) {
+    case ItemKind::Transfer:
+      return "transfer";
+    case ItemKind::Loss:
+      return "loss";
+    case ItemKind::Gradient:
+      return "gradient";
+  }
+  return "?";
+}
+
+const char* toString(ItemState s) {
+  switch (s) {
+    case ItemState::Identical:
+      return "identical";
+    case ItemState::WithinTolerance:
+      return "within tolerance";
+    case ItemState::Differ:
+      return "differ";
+    case ItemState::OnlyA:
+      return "only in A";
+    case ItemState::OnlyB:
+      return "only in B";
+    case ItemState::NotAligned:
+      return "not aligned";
+    case ItemState::Unjudged:
+      return "not judged";
+  }
+  return "?";
+}
+
+const char* toString(Evidence e) {
+  switch (e) {
+    case Evidence::Values:
+      return "values";
+    case Evidence::Checksums:
+      return "checksums";
+    case Evidence::Norms:
+      return "norms (fallback)";
+    case Evidence::None:
+      return "none";
+  }
+  return "?";
+}
+
+namespace {
+
+struct ModuleShape {
+  int tp = 0, pp = 0, dp = 0, cp = 0;
+  bool operator==(const ModuleShape&) const = default;
+};
+
+std::map<std::string, ModuleShape> modulesOf(const RunModel& run) {
+  std::map<std::string, ModuleShape> m;
+  for (const auto& x : run.info.modules) m[x.name] = {x.tp, x.pp, x.dp, x.cp};
+  return m;
+}
+
+int dpSize(const std::map<std::string, ModuleShape>& m, const std::string& module) {
+  auto it = m.find(module);
+  return it == m.end() ? 1 : std::max(it->second.dp, 1);
+}
+
+// The source and destination modules of an edge name ("llm:pp0->pp1" or "vision->llm").
+std::pair<std::string, std::string> edgeModules(const events::TransferRecord& t) {
+  if (t.edgeKind == events::EdgeKind::P2P) {
+    std::string m = t.edge.substr(0, t.edge.find(':'));
+    return {m, m};
+  }
+  auto arrow = t.edge.find("->");
+  if (arrow == std::string::npos) return {t.edge, t.edge};
+  return {t.edge.substr(0, arrow), t.edge.substr(arrow + 2)};
+}
+
+// ---- transfers ----------------------------------------------------------------------------
+struct TGroup {
+  std::string edge;
+  Direction direction = Direction::Activation;
+  int iteration = -1, globalMb = -1, dstDp = -1;
+  int64_t send = -1, recv = -1;  // representative sides (lowest sender tp)
+  int sendTp = INT_MAX;
+  std::set<uint64_t> checksums;  // every side, every TP copy (0 = not recorded)
+  bool sidesDisagree = false;    // a receive recorded another checksum than its send
+  bool aligned = true;
+};
+
+using TKey = std::tuple<std::string, int, int, int, int>;  // edge, dir, it, gmb, dstDp
+
+std::map<TKey, TGroup> transferGroups(const RunModel& run, const std::set<std::string>& unaligned) {
+  const auto modules = modulesOf(run);
+  std::vector<model::TransferPair> scratch;
+  const auto& pairs = pairsOf(run, scratch);
+  std::map<TKey, TGroup> out;
+  for (const auto& p : pairs) {
+    const int64_t idx = p.send >= 0 ? p.send : p.recv;
+    if (idx < 0) continue;
+    const auto& t = run.transfers[idx];
+    const auto* src = findRank(run, t.srcRank);
+    const auto* dst = findRank(run, t.dstRank);
+    const int srcDp = src ? src->dp : 0, dstDp = dst ? dst->dp : 0;
+    const int srcTp = src ? src->tp : 0;
+    auto [srcModule, dstModule] = edgeModules(t);
+    const int gmb = t.microbatch * dpSize(modules, srcModule) + srcDp;
+    TKey key{t.edge, static_cast<int>(t.direction), t.iteration, gmb,
+             t.edgeKind == events::EdgeKind::P2P ? srcDp : dstDp};
+    TGroup& g = out[key];
+    g.edge = t.edge;
+    g.direction = t.direction;
+    g.iteration = t.iteration;
+    g.globalMb = gmb;
+    g.dstDp = dstDp;
+    g.aligned = !unaligned.count(srcModule) && !unaligned.count(dstModule) &&
+                !(t.edgeKind != events::EdgeKind::P2P && unaligned.count("bridge:" + t.edge));
+    if (srcTp < g.sendTp) {
+      g.sendTp = srcTp;
+      g.send = p.send;
+      g.recv = p.recv;
+    }
+    if (p.send >= 0) g.checksums.insert(run.transfers[p.send].checksum);
+    if (p.recv >= 0) g.checksums.insert(run.transfers[p.recv].checksum);
+    if (!p.checksumMatches) g.sidesDisagree = true;
+  }
+  return out;
+}
+
+// ---- losses -------------------------------------------------------------------------------
+std::map<std::pair<int, int>, int64_t> lossIndex(const RunModel& run) {
+  const auto modules = modulesOf(run);
+  std::map<std::pair<int, int>, int64_t> out;  // (iteration, global mb) -> first record
+  for (size_t i = 0; i < run.losses.size(); ++i) {
+    const auto& l = run.losses[i];
+    if (l.microbatch < 0 || l.rank < 0) continue;  // iteration means, reference rows
+    const auto* info = findRank(run, l.rank);
+    const int D = info ? dpSize(modules, info->module) : 1;
+    out.emplace(std::make_pair(l.iteration, l.microbatch * D + l.dp), static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+bool sameValue(double x, double y) {
+  return x == y || (std::isnan(x) && std::isnan(y));
+}
+
+void judgeByNorms(AlignedItem& it, double normA, double normB, double floor, double tol) {
+  it.evidence = Evidence::Norms;
+  it.tolerance = tol;
+  if (sameValue(normA, normB)) {
+    it.distance = 0;
+  } else if (!std::isfinite(normA) || !std::isfinite(normB)) {
+    it.distance = INFINITY;
+  } else {
+    const double den = std::max({std::fabs(normA), std::fabs(normB), floor});
+    it.distance = den > 0 ? std::fabs(normA - normB) / den : 0;
+  }
+  it.state = it.distance <= tol ? ItemState::WithinTolerance : ItemState::Differ;
+}
+
+void judgeByValues(AlignedItem& it, const std::vector<double>& a, const std::vector<double>& b,
+                   double floor, double tol) {
+  it.evidence = Evidence::Values;
+  it.tolerance = tol;
+  const ValueDistance d = valueDistance(a, b, floor);
+  it.distance = d.rel;
+  it.worstElement = d.worst;
+  it.state = d.bitwiseEqual ? ItemState::Identical
+             : d.rel <= tol ? ItemState::WithinTolerance
+                            : ItemState::Differ;
+}
+
+bool decodeTransfer(const RunModel& run, int64_t idx, std::vector<double>* out) {
+  if (idx < 0) return false;
+  const auto& t = run.transfers[idx];
+  return !t.payload.empty() && decodeValues(t.payload, t.dtype, out);
+}
+
+double transferNorm(const RunModel& run, int64_t idx) {
+  const auto& t = run.transfers[idx];
+  return t.hasStats ? t.stats.l2 : NAN;
+}
+
+}  // namespace
+
+Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& opts) {
+  Alignment out;
+  const ToleranceRule& rule = opts.tolerance;
+  const auto ma = modulesOf(a), mb = modulesOf(b);
+  out.sameLayout = ma == mb;
+  // Modules whose pipeline depth or replica count differs: their P2P edges name other layer
+  // boundaries / replicas, their bridges other replica pairs.
+  std::set<std::string> unaligned;
+  for (const auto& [name, x] : ma) {
+    auto it = mb.find(name);
+    if (it == mb.end()) continue;
+    if (x.pp != it->second.pp || x.dp != it->second.dp) unaligned.insert(name);
+    // The global batch is the LLM's: microbatches x its dp replicas (encoders feed it by fan-in
+    // or fan-out, whatever their own dp).
+    const bool llm = std::any_of(a.info.modules.begin(), a.info.modules.end(),
+                                 [&](const auto& m) { return m.name == name && m.kind == "llm"; });
+    const int64_t gA = static_cast<int64_t>(x.dp) * a.info.microbatches;
+    const int64_t gB = static_cast<int64_t>(it->second.dp) * b.info.microbatches;
+    if (llm && gA != gB) {
+      out.sameGlobalBatch = false;
+      out.globalBatchNote += (out.globalBatchNote.empty() ? "" : "; ") + name +
+                             ": dp x microbatches " + std::to_string(gA) + " vs " +
+                             std::to_string(gB);
+    }
+  }
+  if (ma.size() != mb.size() ||
+      !std::equal(ma.begin(), ma.end(), mb.begin(),
+                  [](const auto& x, const auto& y) { return x.first == y.first; })) {
+    out.sameGlobalBatch = false;
+    out.globalBatchNote +=
+        (out.globalBatchNote.empty() ? "" : "; ") + std::string("the runs have different modules");
+  }
+  const CausalOrder ca(a), cb(b);
+
+  // Whole-model gradient norm per iteration: the floor of relative differences.
+  auto ga = gatherGradients(a, events::GradPhase::Reduced, true);
+  auto gb = gatherGradients(b, events::GradPhase::Reduced, true);
+  std::map<int, double> modelNorm;
+  for (const auto* list : {&ga, &gb}) {
+    std::map<int, double> sq;
+    for (const auto& g : *list) {
+      if (std::isfinite(g.norm)) sq[g.iteration] += g.norm * g.norm;
+    }
+    for (const auto& [it, v] : sq) modelNorm[it] = std::max(modelNorm[it], std::sqrt(v));
+  }
+  auto floorOf = [&](int iteration) {
+    auto it = modelNorm.find(iteration);
+    return rule.floorRel * (it == modelNorm.end() ? 0.0 : it->second);
+  };
+
+  // ---- transfers
+  {
+    auto ta = transferGroups(a, unaligned), tb = transferGroups(b, unaligned);
+    std::set<TKey> keys;
+    for (const auto& kv : ta) keys.insert(kv.first);
+    for (const auto& kv : tb) keys.insert(kv.first);
+    std::vector<double> va, vb;
+    for (const auto& k : keys) {
+      auto ia = ta.find(k), ib = tb.find(k);
+      const TGroup& any = ia != ta.end() ? ia->second : ib->second;
+      AlignedItem it;
+      it.kind = ItemKind::Transfer;
+      it.edge = any.edge;
+      it.direction = any.direction;
+      it.iteration = any.iteration;
+      it.microbatch = any.globalMb;
+      it.key = any.edge + " " + events::toString(any.direction) + " it" +
+               std::to_string(any.iteration) + " gmb" + std::to_string(any.globalMb);
+      if (any.edge.find("->") != std::string::npos && any.edge.find(':') == std::string::npos) {
+        it.key += " to dp" + std::to_string(std::get<4>(k));
+      }
+      const TGroup* x = ia != ta.end() ? &ia->second : nullptr;
+      const TGroup* y = ib != tb.end() ? &ib->second : nullptr;
+      auto rep = [](const TGroup* g) { return g->send >= 0 ? g->send : g->recv; };
+      if (x) {
+        it.a = rep(x);
+        it.checksumA = a.transfers[it.a].checksum;
+        it.valueA = transferNorm(a, it.a);
+        it.causal = ca.ofTransfer(it.a);
+      }
+      if (y) {
+        it.b = rep(y);
+        it.checksumB = b.transfers[it.b].checksum;
+        it.valueB = transferNorm(b, it.b);
+        if (!x) it.causal = cb.ofTransfer(it.b);
+      }
+      const double tol = rule.bound(ValueKind::Transfer, it.iteration);
+      it.tolerance = tol;
+      if (!any.aligned || (x && !x->aligned) || (y && !y->aligned)) {
+        it.state = ItemState::NotAligned;
+      } else if (!x || !y) {
+        it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
+      } else if (x->sidesDisagree || y->sidesDisagree) {
+        // A receive recorded other bytes than its send: that run's message is corrupt.
+        it.state = ItemState::Differ;
+        it.evidence = Evidence::Checksums;
+        it.distance = INFINITY;
+      } else if (decodeTransfer(a, it.a, &va) && decodeTransfer(b, it.b, &vb)) {
+        judgeByValues(it, va, vb, 0.0, tol);
+      } else if (it.checksumA != 0 && it.checksumB != 0) {
+        it.evidence = Evidence::Checksums;
+        if (out.sameLayout ? x->checksums == y->checksums : it.checksumA == it.checksumB) {
+          it.state = ItemState::Identical;
+        } else if (out.sameLayout) {
+          it.state = ItemState::Differ;
+          it.distance = INFINITY;
+        } else {
+          judgeByNorms(it, it.valueA, it.valueB, 0.0, tol);
+        }
+      } else {
+        it.state = ItemState::Unjudged;
+      }
+      out.items.push_back(std::move(it));
+    }
+  }
+
+  // ---- losses
+  {
+    auto la = lossIndex(a), lb = lossIndex(b);
+    std::set<std::pair<int, int>> keys;
+    for (const auto& kv : la) keys.insert(kv.first);
+    for (const auto& kv : lb) keys.insert(kv.first);
+    for (const auto& k : keys) {
+      AlignedItem it;
+      it.kind = ItemKind::Loss;
+      it.iteration = k.first;
+      it.microbatch = k.second;
+      it.key = "loss it" + std::to_string(k.first) + " gmb" + std::to_string(k.second);
+      auto ia = la.find(k), ib = lb.find(k);
+      if (ia != la.end()) {
+        it.a = ia->second;
+        it.valueA = a.losses[it.a].loss;
+        it.causal = ca.ofLoss(a.losses[it.a]);
+      }
+      if (ib != lb.end()) {
+        it.b = ib->second;
+        it.valueB = b.losses[it.b].loss;
+        if (it.a < 0) it.causal = cb.ofLoss(b.losses[it.b]);
+      }
+      it.tolerance = rule.bound(ValueKind::Loss, it.iteration);
+      if (it.a < 0 || it.b < 0) {
+        it.state = it.a >= 0 ? ItemState::OnlyA : ItemState::OnlyB;
+      } else {
+        it.evidence = Evidence::Values;
+        if (sameValue(it.valueA, it.valueB)) {
+          it.state = ItemState::Identical;
+        } else {
+          const bool finite = std::isfinite(it.valueA) && std::isfinite(it.valueB);
+          const double den = std::max(std::fabs(it.valueA), std::fabs(it.valueB));
+          it.distance = !finite ? INFINITY : den > 0 ? std::fabs(it.valueA - it.valueB) / den : 0;
+          it.state = it.distance <= it.tolerance ? ItemState::WithinTolerance : ItemState::Differ;
+        }
+      }
+      out.items.push_back(std::move(it));
+    }
+  }
+
+  // ---- gradients
+  {
+    std::map<std::pair<int, std::string>, const GatheredGradient*> xa, xb;
+    for (const auto& g : ga) xa[{g.iteration, g.param}] = &g;
+    for (const auto& g : gb) xb[{g.iteration, g.param}] = &g;
+    std::set<std::pair<int, std::string>> keys;
+    for (const auto& kv : xa) keys.insert(kv.first);
+    for (const auto& kv : xb) keys.insert(kv.first);
+    for (const auto& k : keys) {
+      AlignedItem it;
+      it.kind = ItemKind::Gradient;
+      it.iteration = k.first;
+      it.param = k.second;
+      it.key = k.second + " it" + std::to_string(k.first);
+      auto ia = xa.find(k), ib = xb.find(k);
+      const GatheredGradient* x = ia != xa.end() ? ia->second : nullptr;
+      const GatheredGradient* y = ib != xb.end() ? ib->second : nullptr;
+      if (x) {
+        it.a = x->records.empty() ? -1 : x->records.front();
+        it.valueA = x->norm;
+        it.checksumA = x->shardChecksums.empty() ? 0 : x->shardChecksums.front();
+        if (it.a >= 0) it.causal = ca.ofGradient(a.gradients[it.a]);
+      }
+      if (y) {
+        it.b = y->records.empty() ? -1 : y->records.front();
+        it.valueB = y->norm;
+        it.checksumB = y->shardChecksums.empty() ? 0 : y->shardChecksums.front();
+        if (!x && it.b >= 0) it.causal = cb.ofGradient(b.gradients[it.b]);
+      }
+      const double tol = rule.bound(ValueKind::Gradient, it.iteration);
+      it.tolerance = tol;
+      if (!x || !y) {
+        it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
+      } else if (!x->complete || !y->complete) {
+        it.state = ItemState::Differ;  // shards do not cover the tensor: never equal
+        it.distance = INFINITY;
+      } else if (x->hasValues && y->hasValues) {
+        judgeByValues(it, x->values, y->values, floorOf(it.iteration), tol);
+      } else {
+        const bool allChecksums = !x->shardChecksums.empty() &&
+                                  std::none_of(x->shardChecksums.begin(), x->shardChecksums.end(),
+                                               [](uint64_t v) { return v == 0; }) &&
+                                  std::none_of(y->shardChecksums.begin(), y->shardChecksums.end(),
+                                               [](uint64_t v) { return v == 0; });
+        if (allChecksums && x->layout == y->layout) {
+          it.evidence = Evidence::Checksums;
+          const bool eq = x->shardChecksums == y->shardChecksums;
+          it.state = eq ? ItemState::Identical : ItemState::Differ;
+          it.distance = eq ? 0 : INFINITY;
+        } else if (x->shards > 0 && y->shards > 0) {
+          judgeByNorms(it, x->norm, y->norm, floorOf(it.iteration), tol);
+        } else {
+          it.state = ItemState::Unjudged;
+        }
+      }
+      out.items.push_back(std::move(it));
+    }
+  }
+
+  // ---- causal order, counts, first divergence
+  std::stable_sort(out.items.begin(), out.items.end(),
+                   [](const AlignedItem& x, const AlignedItem& y) {
+                     return std::tie(x.causal, x.kind, x.key) < std::tie(y.causal, y.kind, y.key);
+                   });
+  for (size_t i = 0; i < out.items.size(); ++i) {
+    const auto& it = out.items[i];
+    const auto kind = static_cast<size_t>(it.kind);
+    switch (it.state) {
+      case ItemState::Identical:
+        ++out.identical;
+        break;
+      case ItemState::WithinTolerance:
+        ++out.withinTolerance;
+        break;
+      case ItemState::Differ:
+        ++out.differ;
+        if (out.firstDivergence < 0) out.firstDivergence = static_cast<int64_t>(i);
+        break;
+      case ItemState::OnlyA:
+        ++out.onlyA;
+        break;
+      case ItemState::OnlyB:
+        ++out.onlyB;
+        break;
+      case ItemState::NotAligned:
+        ++out.notAligned;
+        break;
+      case ItemState::Unjudged:
+        ++out.unjudged;
+        break;
+    }
+    const bool compared = it.state == ItemState::Identical ||
+                          it.state == ItemState::WithinTolerance || it.state == ItemState::Differ;
+    if (compared) {
+      ++out.compared[kind];
+      ++out.byEvidence[static_cast<size_t>(it.evidence)];
+      if (!std::isnan(it.distance))
+        out.maxDistance[kind] = std::max(out.maxDistance[kind], it.distance);
+    }
+  }
+  return out;
+}
+
+}  // namespace stagescope::analysis

@@ -1,0 +1,98 @@
+// Alignment of two runs by logical identity, never by rank number (DESIGN "Layout
+// independence"), with a judgement per item and the causally first divergence.  `compare`
+// (text/Markdown/JSON/HTML), `check --against` and the viewer's compare panel all call
+// alignRuns(); nothing else decides whether two runs agree.
+//
+// Items (logical identity):
+//   transfer  edge + direction + iteration + global microbatch (the sender's replica dp and its
+//             microbatch mb: global = mb * D + dp, D = the sender module's dp size); TP copies of
+//             one message are one item.  Messages of a module whose pp or dp differs between the
+//             runs name different layer boundaries / replicas: NotAligned (not compared, not
+//             missing).
+//   loss      iteration + global microbatch (same numbering; TP copies counted once)
+//   gradient  iteration + full parameter name of the reduced gradient (TP shards gathered)
+//
+// Judgement per item, with the evidence that decided it:
+//   Values     both sides carry payloads (level full): bitwise equal -> Identical, else relative
+//              L2 distance within the tolerance rule (Tolerance.h) -> WithinTolerance, else Differ
+//   Checksums  level stats: equal -> Identical; different with the same layout on both sides ->
+//              Differ (a layout computes bitwise reproducibly); different layouts -> fallback:
+//   Norms      (labelled fallback) L2 norms within the tolerance -> WithinTolerance, else Differ
+//   None       nothing to compare (level meta/off): Unjudged
+//
+// Order: items are sorted in causal order (Causal.h) of run A (run B for items only in B), so the
+// first Differ is the causally first divergence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/analysis/Causal.h"
+#include "core/analysis/Tolerance.h"
+#include "core/model/RunModel.h"
+
+namespace stagescope::analysis {
+
+enum class ItemKind : uint8_t { Transfer, Loss, Gradient };
+enum class ItemState : uint8_t {
+  Identical,
+  WithinTolerance,
+  Differ,
+  OnlyA,
+  OnlyB,
+  NotAligned,
+  Unjudged
+};
+enum class Evidence : uint8_t { Values, Checksums, Norms, None };
+const char* toString(ItemKind k);
+const char* toString(ItemState s);  // "identical", "within tolerance", "differ", "only in A", ...
+const char* toString(Evidence e);   // "values", "checksums", "norms (fallback)", "none"
+
+struct AlignedItem {
+  ItemKind kind = ItemKind::Transfer;
+  std::string key;  // logical identity, e.g. "vision->llm activation it1 gmb2"
+  int iteration = -1;
+  int microbatch = -1;  // global microbatch (transfers, losses); -1 for gradients
+  std::string edge;     // transfers
+  events::Direction direction = events::Direction::Activation;
+  std::string param;  // gradients
+  ItemState state = ItemState::Identical;
+  Evidence evidence = Evidence::None;
+  // Representative record per run: index into transfers (the send side, lowest tp), losses, or
+  // gradients (first shard); -1 when absent.
+  int64_t a = -1, b = -1;
+  double valueA = 0, valueB = 0;          // loss value or L2 norm (NaN kept as NaN)
+  uint64_t checksumA = 0, checksumB = 0;  // first sender checksum / first shard checksum
+  double distance = 0;                    // relative L2 distance (Values/Norms), 0 when Identical
+  double tolerance = 0;                   // the bound applied (Tolerance.h)
+  int64_t worstElement = -1;              // Values: the element with the largest difference
+  CausalKey causal;                       // in run A (run B for OnlyB)
+  bool diverged() const { return state == ItemState::Differ; }
+};
+
+struct AlignOptions {
+  ToleranceRule tolerance;  // dtype and --tol applied by the caller (toleranceFor)
+};
+
+struct Alignment {
+  std::vector<AlignedItem> items;  // causal order
+  int64_t firstDivergence = -1;    // index of the first Differ item, -1 when none
+  size_t identical = 0, withinTolerance = 0, differ = 0, onlyA = 0, onlyB = 0, notAligned = 0,
+         unjudged = 0;
+  // Per kind: [Transfer, Loss, Gradient] counts of compared items and the evidence used.
+  size_t compared[3] = {0, 0, 0};
+  size_t byEvidence[4] = {0, 0, 0, 0};  // indexed by Evidence
+  double maxDistance[3] = {0, 0, 0};    // largest distance per kind among compared items
+  bool sameLayout = true;               // every module has the same tp/pp/dp/cp in both runs
+  bool sameGlobalBatch = true;          // microbatches x dp of every module agree
+  std::string globalBatchNote;          // why not, when !sameGlobalBatch
+  const AlignedItem* first() const {
+    return firstDivergence >= 0 ? &items[static_cast<size_t>(firstDivergence)] : nullptr;
+  }
+};
+
+Alignment alignRuns(const model::RunModel& a, const model::RunModel& b,
+                    const AlignOptions& opts = {});
+
+}  // namespace stagescope::analysis

@@ -1,0 +1,149 @@
+#include "core/analysis/Causal.h"
+
+#include <algorithm>
+#include <span>
+#include "core/analysis/Pairing.h"
+
+namespace stagescope::analysis {
+
+using model::RunModel;
+using model::TransferPair;
+
+CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pairs) {
+  size_t nRanks = run.actions.size();
+  CausalClock c;
+  c.start.resize(nRanks);
+  c.end.resize(nRanks);
+  // deps[r][i]: (rank, index) of the send actions a receive in action i waits for.
+  std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> deps(nRanks);
+  for (size_t r = 0; r < nRanks; ++r) {
+    c.start[r].assign(run.actions[r].size(), -1);
+    c.end[r].assign(run.actions[r].size(), -1);
+    deps[r].resize(run.actions[r].size());
+  }
+  for (const auto& p : pairs) {
+    if (p.send < 0 || p.recv < 0) continue;
+    const auto& s = run.transfers[p.send];
+    const auto& v = run.transfers[p.recv];
+    int64_t si = findAction(run, s.rank, s.iteration, s.actionSeq);
+    int64_t vi = findAction(run, v.rank, v.iteration, v.actionSeq);
+    if (si < 0 || vi < 0) continue;
+    deps[v.rank][vi].emplace_back(s.rank, si);
+  }
+  std::vector<size_t> next(nRanks, 0);
+  size_t remaining = 0;
+  for (size_t r = 0; r < nRanks; ++r) remaining += run.actions[r].size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (size_t r = 0; r < nRanks; ++r) {
+      while (next[r] < run.actions[r].size()) {
+        size_t i = next[r];
+        if (c.start[r][i] < 0) c.start[r][i] = i == 0 ? 0 : c.end[r][i - 1] + 1;
+        int64_t t = c.start[r][i];
+        bool ready = true;
+        for (auto [pr, pi] : deps[r][i]) {
+          int64_t ps = c.start[pr][pi];
+          if (ps < 0) {
+            ready = false;
+            break;
+          }
+          t = std::max(t, ps + 1);
+        }
+        if (!ready) break;
+        c.end[r][i] = t + 1;
+        ++next[r];
+        --remaining;
+        progress = true;
+      }
+    }
+    if (!progress) {
+      // A cycle (should not happen in a recorded run): release the least advanced rank.
+      size_t best = nRanks;
+      for (size_t r = 0; r < nRanks; ++r) {
+        if (next[r] >= run.actions[r].size()) continue;
+        if (best == nRanks || c.start[r][next[r]] < c.start[best][next[best]]) best = r;
+      }
+      if (best == nRanks) break;
+      size_t i = next[best];
+      c.end[best][i] = c.start[best][i] + 1;
+      ++next[best];
+      --remaining;
+    }
+  }
+  return c;
+}
+
+CausalOrder::CausalOrder(const RunModel& run) : run_(run) {
+  std::vector<TransferPair> scratch;
+  pairs_ = pairsOf(run, scratch);
+  clock_ = causalClock(run, pairs_);
+  stageOf_.assign(run.actions.size(), INT_MAX);
+  for (size_t r = 0; r < run.actions.size(); ++r) {
+    if (const auto* info = findRank(run, static_cast<int>(r))) stageOf_[r] = info->globalStage;
+  }
+}
+
+CausalKey CausalOrder::key(int rank, int iteration, int64_t index, bool atEnd, int sub) const {
+  CausalKey k;
+  k.iteration = iteration;
+  if (rank < 0 || static_cast<size_t>(rank) >= clock_.start.size()) return k;
+  k.rank = rank;
+  k.globalStage = stageOf_[rank];
+  if (index < 0)
+    return k;  // known iteration and rank, unknown action: after that iteration's
+               // known events of the same clock
+  k.clock = atEnd ? clock_.end[rank][index] : clock_.start[rank][index];
+  k.position = index * 2 + sub;
+  return k;
+}
+
+CausalKey CausalOrder::ofAction(int rank, int iteration, int seq, bool atEnd) const {
+  return key(rank, iteration, findAction(run_, rank, iteration, seq), atEnd, atEnd ? 1 : 0);
+}
+
+CausalKey CausalOrder::ofTransfer(int64_t index) const {
+  if (index < 0 || static_cast<size_t>(index) >= run_.transfers.size()) return {};
+  const auto& t = run_.transfers[index];
+  const bool recv = t.side == events::Side::Recv;
+  return key(t.rank, t.iteration, findAction(run_, t.rank, t.iteration, t.actionSeq), recv,
+             recv ? 1 : 0);
+}
+
+int64_t CausalOrder::findKind(int rank, int iteration, events::ActionKind kind, int microbatch,
+                              bool last) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= run_.actions.size()) return -1;
+  const auto& v = run_.actions[rank];
+  auto lo =
+      std::lower_bound(v.begin(), v.end(), iteration,
+                       [](const events::ActionRecord& a, int it) { return a.iteration < it; });
+  int64_t found = -1;
+  for (auto it = lo; it != v.end() && it->iteration == iteration; ++it) {
+    if (it->kind == kind && (microbatch < 0 || it->microbatch == microbatch)) {
+      found = it - v.begin();
+      if (!last) break;
+    }
+  }
+  return found;
+}
+
+CausalKey CausalOrder::ofLoss(const events::LossRecord& l) const {
+  int64_t ai = findKind(l.rank, l.iteration, events::ActionKind::Forward, l.microbatch, false);
+  return key(l.rank, l.iteration, ai, true, 1);
+}
+
+CausalKey CausalOrder::ofGradient(const events::GradientRecord& g) const {
+  using events::ActionKind;
+  using events::GradPhase;
+  int64_t ai = -1;
+  if (g.phase == GradPhase::Accumulated) {
+    ai = findKind(g.rank, g.iteration, ActionKind::Backward, g.microbatch, false);
+  } else if (g.phase == GradPhase::ParamAfterStep) {
+    ai = findKind(g.rank, g.iteration, ActionKind::OptimizerStep, -1, false);
+  } else {
+    ai = findKind(g.rank, g.iteration, ActionKind::DpReduce, -1, false);
+    if (ai < 0) ai = findKind(g.rank, g.iteration, ActionKind::Backward, -1, true);
+  }
+  return key(g.rank, g.iteration, ai, true, 1);
+}
+
+}  // namespace stagescope::analysis

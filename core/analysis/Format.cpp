@@ -1,0 +1,31 @@
+#include "core/analysis/Format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace stagescope::analysis {
+
+std::string formatChecksum(uint64_t checksum) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(checksum));
+  return buf;
+}
+
+std::string formatShape(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+double relativeDifference(double a, double b) {
+  if (a == b) return 0;
+  if (std::isnan(a) || std::isnan(b)) return INFINITY;
+  double m = std::max(std::fabs(a), std::fabs(b));
+  return m == 0 ? 0 : std::fabs(a - b) / m;
+}
+
+}  // namespace stagescope::analysis

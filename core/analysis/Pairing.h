@@ -1,0 +1,29 @@
+// Send/receive pairing and lookups over the read model (tolerant of holes in partial runs).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+#include "core/model/RunModel.h"
+
+namespace stagescope::analysis {
+
+// Rank lookup that tolerates holes (partial runs).  nullptr when unknown.
+const events::RankInfo* findRank(const model::RunModel& run, int rank);
+
+// Pairs sends with receives by (edge, direction, iteration, microbatch, srcRank, dstRank);
+// several messages with the same key pair up in order.  Same semantics as RunModel::pairs.
+std::vector<model::TransferPair> pairTransfers(const std::vector<events::TransferRecord>& t);
+
+// RunModel::pairs when the reader filled it, otherwise pairs computed here (into scratch).
+const std::vector<model::TransferPair>& pairsOf(const model::RunModel& run,
+                                                std::vector<model::TransferPair>& scratch);
+
+// Position of a (rank, iteration, seq) action in run.actions[rank] (or run.plan[rank] with
+// planned = true); -1 when absent.
+int64_t findAction(const model::RunModel& run, int rank, int iteration, int seq,
+                   bool planned = false);
+
+// Source global stage of a transfer (pipeline position), -1 when the rank is unknown.
+int sourceStage(const model::RunModel& run, const events::TransferRecord& t);
+
+}  // namespace stagescope::analysis

@@ -1,0 +1,102 @@
+#include "core/analysis/Tolerance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace stagescope::analysis {
+
+namespace {
+// bfloat16/float16: one bound for every iteration and kind (Tolerance.h).
+constexpr double kLowPrecisionBound = 0.15;
+}  // namespace
+
+double ToleranceRule::bound(ValueKind kind, int iteration) const {
+  if (override >= 0) return override;
+  if (lowPrecision) return kLowPrecisionBound;
+  const bool first = iteration <= 0;
+  return kind == ValueKind::Loss ? (first ? lossFirst : lossLater)
+                                 : (first ? gradientFirst : gradientLater);
+}
+
+std::string ToleranceRule::describe() const {
+  char buf[320];
+  if (override >= 0) {
+    std::snprintf(buf, sizeof buf, "relative L2 <= %.3g for every value (--tol)", override);
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "relative L2 (floor %.3g x model gradient norm): gradients/messages %.3g in "
+                  "iteration 0, %.3g after; losses %.3g in iteration 0, %.3g after%s",
+                  floorRel, bound(ValueKind::Gradient, 0), bound(ValueKind::Gradient, 1),
+                  bound(ValueKind::Loss, 0), bound(ValueKind::Loss, 1), "");
+    if (lowPrecision) {
+      std::snprintf(buf, sizeof buf,
+                    "relative L2 (floor %.3g x model gradient norm) <= %.3g for every value "
+                    "(bfloat16/float16)",
+                    floorRel, kLowPrecisionBound);
+    }
+  }
+  return buf;
+}
+
+bool isLowPrecision(const std::string& dtype) {
+  return dtype == "bfloat16" || dtype == "float16" || dtype == "half";
+}
+
+ToleranceRule toleranceFor(const std::string& dtype, double override) {
+  ToleranceRule r;
+  r.lowPrecision = isLowPrecision(dtype);
+  r.override = override;
+  return r;
+}
+
+ValueDistance valueDistance(const std::vector<double>& a, const std::vector<double>& b,
+                            double floor) {
+  ValueDistance d;
+  if (a.size() != b.size()) {
+    d.sizesMatch = false;
+    d.rel = INFINITY;
+    return d;
+  }
+  d.bitwiseEqual = true;
+  double d2 = 0, na = 0, nb = 0, worstAbs = -1;
+  bool nonFiniteMismatch = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = b[i];
+    const bool fx = std::isfinite(x), fy = std::isfinite(y);
+    d.nonFiniteA += !fx;
+    d.nonFiniteB += !fy;
+    if (!(x == y || (std::isnan(x) && std::isnan(y)))) d.bitwiseEqual = false;
+    if (!fx || !fy) {
+      const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+      if (!same && !nonFiniteMismatch) {
+        nonFiniteMismatch = true;
+        d.worst = static_cast<int64_t>(i);
+      }
+      continue;
+    }
+    const double e = x - y;
+    d2 += e * e;
+    na += x * x;
+    nb += y * y;
+    if (std::fabs(e) > worstAbs && !nonFiniteMismatch) {
+      worstAbs = std::fabs(e);
+      d.worst = static_cast<int64_t>(i);
+    }
+    d.maxAbs = std::max(d.maxAbs, std::fabs(e));
+  }
+  if (d.bitwiseEqual) {
+    d.rel = 0;
+    d.worst = -1;
+    return d;
+  }
+  if (nonFiniteMismatch) {
+    d.rel = INFINITY;
+    return d;
+  }
+  const double den = std::max({std::sqrt(na), std::sqrt(nb), floor});
+  d.rel = den > 0 ? std::sqrt(d2) / den : (d2 > 0 ? INFINITY : 0);
+  return d;
+}
+
+}  // namespace stagescope::analysis

@@ -1,0 +1,67 @@
+// The tolerance rule: how far two float results may differ and still be called equal.
+//
+// Two runs of the same model, seed and global batch on different TP/PP/DP layouts compute the
+// same mathematics with sums in another order, so their float results differ by round-off.
+// Differences are measured as a relative L2 distance over a whole tensor,
+//
+//   rel = ||a - b|| / max(||a||, ||b||, floorRel * (whole-model norm of that iteration)),
+//
+// never elementwise: Adam divides each element's gradient by its own running RMS, so float32
+// round-off in an element whose gradient is ~0 becomes a full-size (lr) step after iteration 0,
+// and elementwise relative differences of later iterations are unbounded for correct runs.  The
+// floor keeps gradients that are zero analytically (attention key biases: ~1e-9 in every layout)
+// from dividing round-off by round-off.
+//
+// Bounds per iteration (float32; measured on 5 correct layout pairs of assets/configs/default.toml
+// over 6 iterations, docs/analysis.md):
+//   iteration 0    gradients and messages 2e-5 (measured max 4.1e-6), losses 1e-6 (1.1e-7)
+//   iteration >= 1 gradients and messages 1e-3 (measured max 8.3e-5), losses 1e-5 (7.6e-7)
+// A file whose two TP shards of one gradient were swapped differs by ~1.41; one gradient scaled
+// by 1.5 by 0.33: both far outside every bound.
+//
+// bfloat16/float16 runs: 0.15 for every iteration and kind (bf16 has 8 mantissa bits; a bf16 run
+// against its reference measured up to 0.085 over 3 iterations x 108 parameters).
+// `--tol X` replaces the rule by X for every iteration and kind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stagescope::analysis {
+
+enum class ValueKind { Gradient, Transfer, Loss };
+
+struct ToleranceRule {
+  double gradientFirst = 2e-5, gradientLater = 1e-3;
+  double lossFirst = 1e-6, lossLater = 1e-5;
+  double floorRel = 1e-3;     // of the whole model's gradient norm of the iteration
+  double override = -1;       // >= 0: one tolerance for every iteration and kind (--tol)
+  bool lowPrecision = false;  // either run computes in bfloat16/float16
+
+  // The relative L2 bound for a value of `kind` in `iteration`.
+  double bound(ValueKind kind, int iteration) const;
+  // One sentence stating the rule (for reports).
+  std::string describe() const;
+};
+
+// The rule for values computed in `dtype` (check's reference_gradient, compare): float32 /
+// float64 use the bounds above; bfloat16/float16 the low-precision bound.  `override` >= 0
+// (--tol) replaces it.
+ToleranceRule toleranceFor(const std::string& dtype, double override = -1);
+bool isLowPrecision(const std::string& dtype);
+
+// Relative L2 distance with the floor (see the header comment).  NaN/Inf anywhere on one side
+// only gives +inf; equal non-finite patterns compare their finite elements.
+struct ValueDistance {
+  bool bitwiseEqual = false;
+  bool sizesMatch = true;
+  double rel = 0;      // ||a-b|| / max(||a||, ||b||, floor)
+  double maxAbs = 0;   // max |a-b| over finite pairs
+  int64_t worst = -1;  // index of the largest |a-b| (first non-finite mismatch wins)
+  int64_t nonFiniteA = 0, nonFiniteB = 0;
+};
+ValueDistance valueDistance(const std::vector<double>& a, const std::vector<double>& b,
+                            double floor);
+
+}  // namespace stagescope::analysis

@@ -1,0 +1,170 @@
+#include "core/analysis/Values.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+
+namespace stagescope::analysis {
+
+using model::RunModel;
+
+bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,
+                  std::vector<double>* out) {
+  out->clear();
+  auto half = [](uint16_t h) {
+    uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    double v;
+    if (exp == 0) {
+      v = std::ldexp(static_cast<double>(mant), -24);
+    } else if (exp == 31) {
+      v = mant ? std::nan("") : INFINITY;
+    } else {
+      v = std::ldexp(static_cast<double>(mant | 0x400u), static_cast<int>(exp) - 25);
+    }
+    return sign ? -v : v;
+  };
+  if (dtype == "float32" || dtype == "float") {
+    if (bytes.size() % 4) return false;
+    out->resize(bytes.size() / 4);
+    for (size_t i = 0; i < out->size(); ++i) {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * i, 4);
+      (*out)[i] = f;
+    }
+  } else if (dtype == "float64" || dtype == "double") {
+    if (bytes.size() % 8) return false;
+    out->resize(bytes.size() / 8);
+    std::memcpy(out->data(), bytes.data(), bytes.size());
+  } else if (dtype == "bfloat16" || dtype == "float16" || dtype == "half") {
+    if (bytes.size() % 2) return false;
+    out->resize(bytes.size() / 2);
+    for (size_t i = 0; i < out->size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      if (dtype == "bfloat16") {
+        uint32_t w = static_cast<uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &w, 4);
+        (*out)[i] = f;
+      } else {
+        (*out)[i] = half(h);
+      }
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradPhase phase,
+                                              bool values) {
+  // Group record indices by (iteration, param).
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < run.gradients.size(); ++i) {
+    if (run.gradients[i].phase == phase) idx.push_back(i);
+  }
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    const auto& x = run.gradients[a];
+    const auto& y = run.gradients[b];
+    return std::tie(x.iteration, x.param, x.partitionDim, x.partitionOffset, x.dp, x.tp) <
+           std::tie(y.iteration, y.param, y.partitionDim, y.partitionOffset, y.dp, y.tp);
+  });
+  std::vector<GatheredGradient> out;
+  size_t i = 0;
+  while (i < idx.size()) {
+    const auto& first = run.gradients[idx[i]];
+    size_t j = i;
+    while (j < idx.size() && run.gradients[idx[j]].iteration == first.iteration &&
+           run.gradients[idx[j]].param == first.param) {
+      ++j;
+    }
+    GatheredGradient g;
+    g.param = first.param;
+    g.module = first.module;
+    g.iteration = first.iteration;
+    g.fullShape = first.fullShape.empty() ? first.shape : first.fullShape;
+    g.dtype = first.dtype;
+    // Distinct shards: first record of each (partitionDim, partitionOffset).
+    std::vector<const events::GradientRecord*> shards;
+    for (size_t k = i; k < j; ++k) {
+      const auto& r = run.gradients[idx[k]];
+      if (!shards.empty() && shards.back()->partitionDim == r.partitionDim &&
+          shards.back()->partitionOffset == r.partitionOffset) {
+        continue;
+      }
+      shards.push_back(&r);
+      g.records.push_back(static_cast<int64_t>(idx[k]));
+    }
+    g.shards = static_cast<int>(shards.size());
+    double sumSq = 0;
+    int64_t covered = 0;
+    int dim = shards.front()->partitionDim;
+    if (dim < 0) {
+      g.layout = "replicated";
+    } else {
+      g.layout = "dim";
+      g.layout.append(std::to_string(dim)).append(":");
+    }
+    for (const auto* s : shards) {
+      sumSq += s->norm * s->norm;
+      g.shardChecksums.push_back(s->checksum);
+      if (s->hasStats && (s->stats.nanCount > 0 || s->stats.infCount > 0)) g.nonFinite = true;
+      if (!std::isfinite(s->norm)) g.nonFinite = true;
+      if (dim >= 0 && static_cast<size_t>(dim) < s->shape.size()) {
+        covered += s->shape[dim];
+        char range[64];
+        std::snprintf(range, sizeof range, "[%lld,%lld)",
+                      static_cast<long long>(s->partitionOffset),
+                      static_cast<long long>(s->partitionOffset + s->shape[dim]));
+        g.layout.append(range);
+      }
+    }
+    g.norm = std::sqrt(sumSq);
+    if (dim >= 0 && static_cast<size_t>(dim) < g.fullShape.size()) {
+      g.complete = covered == g.fullShape[dim];
+    } else if (dim >= 0) {
+      g.complete = false;
+    }
+    if (values && g.complete) {
+      int64_t total = 1;
+      for (auto d : g.fullShape) total *= d;
+      g.values.assign(static_cast<size_t>(std::max<int64_t>(total, 0)), 0.0);
+      g.hasValues = true;
+      std::vector<double> shardValues;
+      for (const auto* s : shards) {
+        if (s->payload.empty() || !decodeValues(s->payload, s->dtype, &shardValues)) {
+          g.hasValues = false;
+          break;
+        }
+        if (dim < 0) {
+          if (shardValues.size() != g.values.size()) {
+            g.hasValues = false;
+            break;
+          }
+          g.values = shardValues;
+          continue;
+        }
+        int64_t outer = 1, inner = 1;
+        for (int d = 0; d < dim; ++d) outer *= g.fullShape[d];
+        for (size_t d = dim + 1; d < g.fullShape.size(); ++d) inner *= g.fullShape[d];
+        int64_t extent = s->shape[dim];
+        if (static_cast<int64_t>(shardValues.size()) != outer * extent * inner) {
+          g.hasValues = false;
+          break;
+        }
+        for (int64_t o = 0; o < outer; ++o) {
+          std::copy_n(shardValues.begin() + o * extent * inner, extent * inner,
+                      g.values.begin() + (o * g.fullShape[dim] + s->partitionOffset) * inner);
+        }
+      }
+      if (!g.hasValues) g.values.clear();
+    }
+    out.push_back(std::move(g));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace stagescope::analysis

@@ -1,0 +1,42 @@
+// Tensor values of a run: payload decoding and gathering of TP gradient shards into full
+// parameters (the evidence of value comparisons at level full).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "core/events/Events.h"
+#include "core/model/RunModel.h"
+
+namespace stagescope::analysis {
+
+// One full parameter gathered from its shards (TP partitions; DP and TP replicas counted
+// once, keyed by (partitionDim, partitionOffset)).
+struct GatheredGradient {
+  std::string param;
+  std::string module;
+  int iteration = -1;
+  double norm = 0;       // sqrt(sum over distinct shards of shard norm^2)
+  int shards = 0;        // distinct shards found
+  bool complete = true;  // shard extents along partitionDim cover the full dimension
+  std::vector<int64_t> fullShape;
+  std::string layout;  // "replicated" or "dim0:[0,4)[4,8)" - equal layouts compare bitwise
+  std::vector<uint64_t> shardChecksums;  // in offset order (0 when not recorded)
+  bool hasValues = false;                // all shards carried float payloads (level full)
+  std::vector<double> values;            // the full tensor, row-major, when hasValues
+  bool nonFinite = false;                // a shard reported NaN/Inf in its stats
+  std::string dtype;                     // of the first shard
+  std::vector<int64_t> records;          // run.gradients index of each distinct shard
+};
+
+// Gathers all records of `phase` (Reduced, Reference, ParamAfterStep, ...), sorted by
+// (iteration, param).  values = decode payloads (float32/float64/bfloat16/float16) and
+// assemble the full tensors.
+std::vector<GatheredGradient> gatherGradients(const model::RunModel& run, events::GradPhase phase,
+                                              bool values);
+
+// Decodes a raw payload into doubles; false for unsupported dtypes or a size mismatch.
+bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,
+                  std::vector<double>* out);
+
+}  // namespace stagescope::analysis

@@ -29,8 +29,8 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
 int exitCodeFor(events::RunStatus status);
 // loadRun with a progress bar on a terminal, plain lines otherwise (app/main.cpp).
 storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts);
-// The wait-for graph of a hung run, built from the ranks' timeout diagnoses (and the
-// fault_injected ones, which say where a message was lost).
+// The wait-for graph of a hung run (analysis::waitForGraph: the ranks' structured timeout
+// records and the plan, never their sentences), as terminal text and "hang" diagnoses.
 struct HangAnalysis {
   std::string text;     // "wait-for graph:" then one sentence per rank, then the verdict
   std::string verdict;  // one sentence naming the cycle or the missing partner

@@ -13,6 +13,7 @@
 
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Compare.h"
+#include "core/analysis/NonFinite.h"
 #include "core/analysis/Tolerance.h"
 
 namespace stagescope::analysis {
@@ -437,102 +438,72 @@ void checkCounts(Ctx& c, CheckResult& r) {
 // ---- nonfinite ------------------------------------------------------------------------------
 void checkNonFinite(Ctx& c, CheckResult& r) {
   const auto& run = c.run;
-  struct Cand {
-    CausalKey key;
-    Finding f;
-  };
-  std::vector<Cand> cands;
-  std::optional<CausalOrder> order;
-  auto ensureClock = [&] {
-    if (!order) order.emplace(run);
-  };
-  auto findKind = [&](int rank, int iteration, ActionKind kind, int mb) -> int64_t {
-    if (rank < 0 || static_cast<size_t>(rank) >= run.actions.size()) return -1;
-    const auto& v = run.actions[rank];
-    auto range = iterationRange(v, iteration);
-    for (const auto& a : range) {
-      if (a.kind == kind && (mb < 0 || a.microbatch == mb)) return &a - v.data();
-    }
-    return -1;
-  };
-  int64_t scanned = 0;
-  for (const auto& t : run.transfers) {
-    ++scanned;
-    if (!t.hasStats || (t.stats.nanCount == 0 && t.stats.infCount == 0)) continue;
-    ensureClock();
-    int64_t ai = findAction(run, t.rank, t.iteration, t.actionSeq);
-    Finding f = transferFinding(t);
-    f.action = ai >= 0 ? toString(run.actions[t.rank][ai].kind) : toString(t.side);
-    std::ostringstream m;
-    m << t.stats.nanCount << " NaN / " << t.stats.infCount << " Inf in transfer "
-      << describeTransfer(t) << " at the " << toString(t.side) << " on rank " << t.rank
-      << " (action #" << t.actionSeq << " " << f.action << ")";
-    f.message = m.str();
-    cands.push_back({order->ofTransfer(&t - run.transfers.data()), f});
-  }
-  for (const auto& g : run.gradients) {
-    ++scanned;
-    if (g.phase == events::GradPhase::Reference || g.phase == events::GradPhase::ParamInitial) {
-      continue;
-    }
-    bool bad =
-        (g.hasStats && (g.stats.nanCount > 0 || g.stats.infCount > 0)) || !std::isfinite(g.norm);
-    if (!bad) continue;
-    ensureClock();
-    ActionKind kind = g.phase == events::GradPhase::Accumulated ? ActionKind::Backward
-                      : g.phase == events::GradPhase::Reduced   ? ActionKind::DpReduce
-                                                                : ActionKind::OptimizerStep;
-    int64_t ai = findKind(g.rank, g.iteration, kind,
-                          g.phase == events::GradPhase::Accumulated ? g.microbatch : -1);
-    Finding f;
-    f.rank = g.rank;
-    f.iteration = g.iteration;
-    f.microbatch = g.microbatch;
-    f.action = toString(kind);
-    f.actionSeq = ai >= 0 ? run.actions[g.rank][ai].seq : -1;
-    f.tensor = g.param;
-    std::ostringstream m;
-    m << "non-finite " << toString(g.phase) << " gradient of " << g.param << " on rank " << g.rank
-      << " (tp" << g.tp << " pp" << g.pp << " dp" << g.dp << ") iteration " << g.iteration;
-    if (g.microbatch >= 0) m << " microbatch " << g.microbatch;
-    m << ": " << g.stats.nanCount << " NaN / " << g.stats.infCount << " Inf, norm " << g.norm;
-    f.message = m.str();
-    cands.push_back({order->ofGradient(g), f});
-  }
-  for (const auto& l : run.losses) {
-    ++scanned;
-    if (std::isfinite(l.loss)) continue;
-    ensureClock();
-    Finding f;
-    f.rank = l.rank;
-    f.iteration = l.iteration;
-    f.microbatch = l.microbatch;
-    f.action = "F";
-    f.tensor = "loss";
-    f.message = "non-finite loss " + std::to_string(l.loss) + " on rank " + std::to_string(l.rank) +
-                " iteration " + std::to_string(l.iteration) + " microbatch " +
-                std::to_string(l.microbatch);
-    cands.push_back({order->ofLoss(l), f});
-  }
-  r.summary = std::to_string(scanned) + " tensors scanned";
+  const int64_t scanned =
+      static_cast<int64_t>(run.transfers.size() + run.gradients.size() + run.losses.size());
   if (scanned == 0) {
     r.status = CheckStatus::Skipped;
     r.summary = "skipped: nothing recorded to scan (no transfers, gradients or losses)";
     return;
   }
+  r.summary = std::to_string(scanned) + " tensors scanned";
   if (run.info.level < events::RecordLevel::Stats) {
     r.summary += " (losses only: level " + std::string(toString(run.info.level)) +
                  " records no tensor statistics)";
   }
-  if (cands.empty()) return;
-  std::stable_sort(cands.begin(), cands.end(),
-                   [](const Cand& a, const Cand& b) { return a.key < b.key; });
-  cands.front().f.message = "first NaN/Inf in causal order: " + cands.front().f.message;
-  if (cands.size() > 1) {
-    cands.front().f.message +=
-        " (" + std::to_string(cands.size() - 1) + " later non-finite tensors follow)";
+  const auto records = nonFiniteInCausalOrder(run);
+  for (size_t k = 0; k < records.size(); ++k) {
+    const auto& nf = records[k];
+    Finding f;
+    std::ostringstream m;
+    switch (nf.kind) {
+      case NonFiniteRecord::Kind::Transfer: {
+        const auto& t = run.transfers[nf.index];
+        f = transferFinding(t);
+        int64_t ai = findAction(run, t.rank, t.iteration, t.actionSeq);
+        f.action = ai >= 0 ? toString(run.actions[t.rank][ai].kind) : toString(t.side);
+        m << t.stats.nanCount << " NaN / " << t.stats.infCount << " Inf in transfer "
+          << describeTransfer(t) << " at the " << toString(t.side) << " on rank " << t.rank
+          << " (action #" << t.actionSeq << " " << f.action << ")";
+        break;
+      }
+      case NonFiniteRecord::Kind::Gradient: {
+        const auto& g = run.gradients[nf.index];
+        f.rank = g.rank;
+        f.iteration = g.iteration;
+        f.microbatch = g.microbatch;
+        f.tensor = g.param;
+        f.action = g.phase == events::GradPhase::Accumulated ? "B"
+                   : g.phase == events::GradPhase::Reduced   ? "DP_REDUCE"
+                                                             : "OPT";
+        m << "non-finite " << toString(g.phase) << " gradient of " << g.param << " on rank "
+          << g.rank << " (tp" << g.tp << " pp" << g.pp << " dp" << g.dp << ") iteration "
+          << g.iteration;
+        if (g.microbatch >= 0) m << " microbatch " << g.microbatch;
+        m << ": " << g.stats.nanCount << " NaN / " << g.stats.infCount << " Inf, norm " << g.norm;
+        break;
+      }
+      case NonFiniteRecord::Kind::Loss: {
+        const auto& l = run.losses[nf.index];
+        f.rank = l.rank;
+        f.iteration = l.iteration;
+        f.microbatch = l.microbatch;
+        f.action = "F";
+        f.tensor = "loss";
+        m << "non-finite loss " << l.loss << " on rank " << l.rank << " iteration " << l.iteration
+          << " microbatch " << l.microbatch;
+        break;
+      }
+    }
+    f.message = m.str();
+    if (k == 0) {
+      f.message = "first NaN/Inf in causal order: " + f.message;
+      if (records.size() > 1) {
+        f.message +=
+            " (" + std::to_string(records.size() - 1) + " later non-finite tensors follow)";
+      }
+    }
+    add(r, c.opts, std::move(f));
   }
-  for (auto& cand : cands) add(r, c.opts, std::move(cand.f));
 }
 
 // ---- reference_gradient ---------------------------------------------------------------------

@@ -1,0 +1,288 @@
+#include "core/analysis/HangGraph.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/analysis/Pairing.h"
+
+namespace stagescope::analysis {
+
+using events::ActionKind;
+
+namespace {
+
+std::string lastDoneOf(const model::RunModel& run, int rank) {
+  if (rank < 0 || rank >= static_cast<int>(run.actions.size()) || run.actions[rank].empty()) {
+    return "nothing completed";
+  }
+  const auto& a = run.actions[rank].back();
+  return "last completed: iteration " + std::to_string(a.iteration) + " " +
+         events::toString(a.kind) + " mb " + std::to_string(a.microbatch);
+}
+
+// The planned actions of `rank` in `iteration` (or the plan stored once).
+std::vector<const events::ActionRecord*> planOf(const model::RunModel& run, int rank,
+                                                int iteration) {
+  std::vector<const events::ActionRecord*> out;
+  if (rank < 0 || rank >= static_cast<int>(run.plan.size())) return out;
+  const auto& plan = run.plan[rank];
+  const bool once = !plan.empty() && plan.front().iteration == plan.back().iteration;
+  for (const auto& p : plan) {
+    if (once || p.iteration == iteration) out.push_back(&p);
+  }
+  return out;
+}
+
+// The microbatch of the Forward/Backward nearest to position `seq` in plan order: a receive
+// feeds the next compute of its kind, a send carries the previous one's output.
+int computeMicrobatch(const std::vector<const events::ActionRecord*>& plan, int seq,
+                      ActionKind compute, bool next) {
+  if (next) {
+    for (size_t k = static_cast<size_t>(std::max(seq, 0)); k < plan.size(); ++k) {
+      if (plan[k]->kind == compute) return plan[k]->microbatch;
+    }
+  } else {
+    for (int k = std::min<int>(seq, static_cast<int>(plan.size())) - 1; k >= 0; --k) {
+      if (plan[static_cast<size_t>(k)]->kind == compute)
+        return plan[static_cast<size_t>(k)]->microbatch;
+    }
+  }
+  return -1;
+}
+
+// What a rank blocked in planned action `seq` waits for (a combined action blocks on its
+// receive), as direction + microbatch, derived from plan order.
+struct Awaited {
+  bool send = false;
+  events::Direction direction = events::Direction::Activation;
+  int microbatch = -1;
+  bool known = false;
+};
+
+Awaited awaitedAt(const model::RunModel& run, int rank, int iteration, int seq) {
+  Awaited w;
+  const auto plan = planOf(run, rank, iteration);
+  if (seq < 0 || seq >= static_cast<int>(plan.size())) return w;
+  w.known = true;
+  switch (plan[static_cast<size_t>(seq)]->kind) {
+    case ActionKind::RecvForward:
+    case ActionKind::SendBackwardRecvForward:
+      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Forward, true);
+      break;
+    case ActionKind::RecvBackward:
+    case ActionKind::SendForwardRecvBackward:
+      w.direction = events::Direction::Gradient;
+      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Backward, true);
+      break;
+    case ActionKind::SendForward:
+      w.send = true;
+      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Forward, false);
+      break;
+    case ActionKind::SendBackward:
+      w.send = true;
+      w.direction = events::Direction::Gradient;
+      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Backward, false);
+      break;
+    default:
+      w.known = false;
+  }
+  return w;
+}
+
+// What the send part of planned action `seq` carries (for a fault injected there).
+Awaited sentAt(const model::RunModel& run, int rank, int iteration, int seq) {
+  Awaited w;
+  const auto plan = planOf(run, rank, iteration);
+  if (seq < 0 || seq >= static_cast<int>(plan.size())) return w;
+  w.send = true;
+  w.known = true;
+  switch (plan[static_cast<size_t>(seq)]->kind) {
+    case ActionKind::SendForward:
+    case ActionKind::SendForwardRecvBackward:
+      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Forward, false);
+      break;
+    case ActionKind::SendBackward:
+    case ActionKind::SendBackwardRecvForward:
+      w.direction = events::Direction::Gradient;
+      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Backward, false);
+      break;
+    default:
+      w.known = false;
+  }
+  return w;
+}
+
+std::string describeAwaited(const Awaited& w, int peer) {
+  if (!w.known) return "rank " + std::to_string(peer);
+  return std::string(w.send ? "to send " : "") + "the " + events::toString(w.direction) +
+         " of microbatch " + std::to_string(w.microbatch) + (w.send ? " to rank " : " from rank ") +
+         std::to_string(peer);
+}
+
+// Where a rank is stuck when its record does not say: the first planned action after the last
+// one it completed (plan order).
+void stuckAction(const model::RunModel& run, int rank, int* iteration, int* seq) {
+  if (rank < 0 || rank >= static_cast<int>(run.plan.size()) || run.plan[rank].empty()) return;
+  const auto& plan = run.plan[rank];
+  const bool once = plan.front().iteration == plan.back().iteration;
+  int it = 0, next = 0;
+  if (rank < static_cast<int>(run.actions.size()) && !run.actions[rank].empty()) {
+    const auto& last = run.actions[rank].back();
+    it = last.iteration;
+    next = last.seq + 1;
+  }
+  int perIteration = 0;
+  for (const auto& p : plan) perIteration += once || p.iteration == it;
+  if (next >= perIteration) {
+    ++it;
+    next = 0;
+  }
+  *iteration = it;
+  *seq = next;
+}
+
+// The edge two ranks exchange messages on (from any recorded transfer between them).
+std::string edgeBetween(const model::RunModel& run, int x, int y) {
+  for (const auto& t : run.transfers) {
+    if ((t.srcRank == x && t.dstRank == y) || (t.srcRank == y && t.dstRank == x)) return t.edge;
+  }
+  return "";
+}
+
+const events::ActionRecord* plannedAt(const model::RunModel& run, int rank, int iteration,
+                                      int seq) {
+  int64_t i = findAction(run, rank, iteration, seq, true);
+  if (i < 0 && rank >= 0 && rank < static_cast<int>(run.plan.size()) && !run.plan[rank].empty() &&
+      run.plan[rank].front().iteration == run.plan[rank].back().iteration) {
+    i = findAction(run, rank, run.plan[rank].front().iteration, seq, true);  // plan stored once
+  }
+  return i >= 0 ? &run.plan[rank][i] : nullptr;
+}
+
+}  // namespace
+
+std::string WaitEdge::sentence() const {
+  return "rank " + std::to_string(rank) + " waits for " + waitsFor + " (" +
+         (edge.empty() ? "" : "edge " + edge + ", ") + "iteration " + std::to_string(iteration) +
+         ", action " + std::to_string(actionSeq) + (action.empty() ? "" : " " + action) + ")";
+}
+
+std::string WaitGraph::verdict() const {
+  std::string v;
+  for (const auto& h : verdicts) v += (v.empty() ? "" : "; ") + h.sentence;
+  return v;
+}
+
+std::string WaitGraph::text() const {
+  if (edges.empty()) return "wait-for graph: no rank recorded what it waited for";
+  std::string t = "wait-for graph:";
+  for (const auto& e : edges) {
+    t += "\n  " + e.sentence() + "; " + e.lastDone + ".";
+  }
+  for (const auto& h : verdicts) t += "\n  " + h.sentence + ".";
+  return t;
+}
+
+WaitGraph waitForGraph(const model::RunModel& run) {
+  WaitGraph g;
+  std::map<int, WaitEdge> waits;
+  std::vector<const events::DiagnosisRecord*> faults;
+  for (const auto& d : run.diagnoses) {
+    if (d.kind == "timeout" && !waits.count(d.rank)) {
+      WaitEdge e;
+      e.rank = d.rank;
+      e.waitsOn = d.waitsOnRank;
+      e.iteration = d.iteration;
+      e.actionSeq = d.actionSeq;
+      if (e.iteration < 0 || e.actionSeq < 0) stuckAction(run, d.rank, &e.iteration, &e.actionSeq);
+      const auto* p = plannedAt(run, d.rank, e.iteration, e.actionSeq);
+      const Awaited w = awaitedAt(run, d.rank, e.iteration, e.actionSeq);
+      if (p) e.action = events::toString(p->kind);
+      e.microbatch = w.microbatch;
+      e.direction = w.direction;
+      e.sending = w.send;
+      e.waitsFor = describeAwaited(w, d.waitsOnRank);
+      e.edge = edgeBetween(run, d.rank, d.waitsOnRank);
+      e.lastDone = lastDoneOf(run, d.rank);
+      waits[d.rank] = e;
+    }
+    if (d.kind == "fault_injected") faults.push_back(&d);
+    if (d.kind == "error" && g.erroredRank < 0) {
+      g.erroredRank = d.rank;
+      g.error = d.message;
+    }
+  }
+  for (const auto& [rank, e] : waits) g.edges.push_back(e);
+  if (waits.empty()) return g;
+  // Follow waits-on edges from every waiting rank: a repeated rank closes a cycle; a rank that
+  // waits on nobody is the missing partner.
+  std::set<std::vector<int>> cycles;
+  std::set<int> missing;
+  for (const auto& start : waits) {
+    std::vector<int> path;
+    int at = start.first;
+    while (waits.count(at) && std::find(path.begin(), path.end(), at) == path.end()) {
+      path.push_back(at);
+      at = waits[at].waitsOn;
+    }
+    if (waits.count(at)) {
+      std::vector<int> cycle(std::find(path.begin(), path.end(), at), path.end());
+      std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+      cycles.insert(cycle);
+    } else {
+      missing.insert(at);
+    }
+  }
+  for (const auto& cycle : cycles) {
+    std::string chain;
+    for (int r : cycle) chain += "rank " + std::to_string(r) + " -> ";
+    chain += "rank " + std::to_string(cycle.front());
+    g.verdicts.push_back(
+        {cycle.front(), "cycle " + chain + ": each rank waits for the next, none can proceed"});
+  }
+  for (int r : missing) {
+    std::string why = "it waits on nobody (" + lastDoneOf(run, r) + ")";
+    for (const auto& d : run.diagnoses) {
+      if (d.rank == r && d.kind == "error") {
+        why = "it failed with an error (" + d.message + ")";
+        break;
+      }
+    }
+    g.verdicts.push_back({r, "rank " + std::to_string(r) + " is the missing partner: " + why +
+                                 " and never posted the matching operation"});
+  }
+  // A fault injected by the awaited rank in the same iteration, at an action that exchanges the
+  // awaited microbatch with the waiting rank, explains the wait.
+  for (const auto& [rank, e] : waits) {
+    if (e.microbatch < 0) continue;
+    for (const auto* f : faults) {
+      if (f->rank != e.waitsOn || f->iteration != e.iteration) continue;
+      if (f->waitsOnRank >= 0 && f->waitsOnRank != rank) continue;  // sent to someone else
+      const Awaited sent = sentAt(run, f->rank, f->iteration, f->actionSeq);
+      if (!sent.known || e.sending || sent.direction != e.direction ||
+          sent.microbatch != e.microbatch) {
+        continue;
+      }
+      // The fault's kind is only in its sentence ("fault injection (drop) on rank ...").
+      const bool dropped = f->message.find("(drop") != std::string::npos ||
+                           f->message.find(",drop") != std::string::npos;
+      std::string what = e.waitsFor;
+      const auto from = what.find(" from rank ");
+      if (from != std::string::npos) what.erase(from);
+      if (dropped) {
+        g.verdicts.push_back({e.waitsOn, "rank " + std::to_string(e.waitsOn) + " dropped " + what +
+                                             " to rank " + std::to_string(rank) +
+                                             " (fault injection): the message rank " +
+                                             std::to_string(rank) + " waits for was never sent"});
+      } else {
+        g.verdicts.push_back({e.waitsOn, "rank " + std::to_string(e.waitsOn) +
+                                             " injected a fault into " + what + " to rank " +
+                                             std::to_string(rank) + " (" + f->message + ")"});
+      }
+    }
+  }
+  return g;
+}
+
+}  // namespace stagescope::analysis

@@ -1,0 +1,48 @@
+// The wait-for graph of a run that stopped: who waits on whom, in which planned action, and the
+// verdict (a cycle, or the missing partner that never posted its side).  Built from structured
+// fields only — a rank's timeout diagnosis (rank, iteration, action_seq, waits_on_rank) and the
+// planned action at that position (kind, microbatch, peers) — never from the diagnosis text.
+// `run` (the terminal line and the "hang" diagnoses it records), `check` and the viewer use it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/model/RunModel.h"
+
+namespace stagescope::analysis {
+
+struct WaitEdge {
+  int rank = -1, waitsOn = -1;
+  int iteration = -1, actionSeq = -1;
+  std::string action;   // planned action kind ("RB", "SF", ...) or "" when not in the plan
+  int microbatch = -1;  // of the awaited message (from plan order, not the action's own)
+  events::Direction direction = events::Direction::Activation;
+  bool sending = false;  // blocked sending rather than receiving
+  std::string waitsFor;  // "the activation of microbatch 3 from rank 2", "to send ... to rank 4"
+  std::string lastDone;  // "last completed: iteration 1 F mb 2" / "nothing completed"
+  std::string edge;      // the edge the two ranks exchange on ("" when none was recorded)
+  // "rank 2 waits for the activation of microbatch 1 from rank 1 (edge E, iteration 0,
+  // action 3 RF)"
+  std::string sentence() const;
+};
+
+struct HangVerdict {
+  int aboutRank = -1;
+  std::string sentence;  // "cycle rank 1 -> rank 2 -> rank 1: ..." / "rank 3 is the missing
+                         // partner: ..." / "rank 2 dropped ... (fault injection)"
+};
+
+struct WaitGraph {
+  std::vector<WaitEdge> edges;        // one per waiting rank, by rank
+  std::vector<HangVerdict> verdicts;  // cycles first, then missing partners, then faults
+  int erroredRank = -1;               // a rank that recorded an error: the cause
+  std::string error;
+  bool empty() const { return edges.empty(); }
+  std::string verdict() const;  // the verdict sentences joined with "; "
+  std::string text() const;     // "wait-for graph:" + one line per rank + the verdicts
+};
+
+WaitGraph waitForGraph(const model::RunModel& run);
+
+}  // namespace stagescope::analysis

@@ -12,9 +12,11 @@
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "app/Commands.h"
 #include "core/engine/Communicator.h"
+#include "core/engine/ElasticErrorFile.h"
 #include "core/engine/Executor.h"
 #include "core/engine/Launcher.h"
 #include "core/engine/ProcessGroups.h"
@@ -56,8 +58,12 @@ events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p,
   return info;
 }
 
-engine::RunIdentity identityOf(const plan::RunConfig& cfg, const std::string& out) {
+engine::RunIdentity identityOf(const plan::RunConfig& cfg, const std::string& out,
+                               const engine::GlooAddress& gloo) {
   engine::RunIdentity id;
+  id.host = hostName();
+  id.glooAddress = gloo.describe();
+  id.glooLoopback = gloo.loopback;
   id.runId = engine::runIdFor(out);
   id.config = plan::canonicalFields(cfg);
   id.configHash = plan::configHash(cfg);
@@ -83,11 +89,26 @@ events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdenti
   return info;
 }
 
-// Records a diagnosis of this rank in its shard and closes the shard (the rank stops).
-void recordAndClose(storage::ShardWriter* recorder, events::DiagnosisRecord d) {
-  if (!recorder) return;
-  recorder->diagnosis(std::move(d));
-  recorder->close();
+// Stops this rank: one line on stderr (a CommTimeout's text is already a full sentence), the
+// diagnosis in its shard, the shard closed, torchrun's error file written when it asks for
+// one; returns the exit code.
+int stop(storage::ShardWriter* recorder, int rank, const std::string& errorFile,
+         const std::string& kind, const std::string& message, int waitsOn, int code) {
+  if (kind == "timeout" && waitsOn >= 0)
+    std::fprintf(stderr, "%s\n", message.c_str());
+  else
+    std::fprintf(stderr, "error: rank %d: %s\n", rank, message.c_str());
+  if (recorder) {
+    events::DiagnosisRecord d;
+    d.rank = rank;
+    d.kind = kind;
+    d.waitsOnRank = waitsOn;
+    d.message = message;
+    recorder->diagnosis(std::move(d));
+    recorder->close();
+  }
+  engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + message);
+  return code;
 }
 
 at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
@@ -104,11 +125,13 @@ at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
 int workerCommand(const WorkerOptions& opts) {
   std::unique_ptr<storage::ShardWriter> recorder;
   int rank = -1;
+  std::string errorFile;  // TORCHELASTIC_ERROR_FILE
   try {
     // Ranks share this machine's cores: one intra-op thread each, or they oversubscribe.
     at::set_num_threads(1);
     const engine::RankEnv env = engine::readRankEnv();
     rank = env.rank;
+    errorFile = env.errorFile;
     const plan::RunConfig cfg = plan::loadConfig(opts.config);
     if (env.worldSize != cfg.worldSize) {
       throw std::runtime_error("WORLD_SIZE = " + std::to_string(env.worldSize) + " but " +
@@ -122,23 +145,31 @@ int workerCommand(const WorkerOptions& opts) {
     recorder = storage::ShardWriter::open(storage::shardPathFor(opts.out, rank), level, rank);
     const at::Device device = deviceFor(cfg, env);
     recorder->rank(rankInfo(plan.ranks[rank], plan, device.str()));
-    const engine::RunIdentity identity = identityOf(cfg, opts.out);
+    const engine::GlooAddress gloo = engine::chooseGlooAddress(env.masterAddr, env.masterPort);
+    const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
     recorder->run(shardRunInfo(cfg, identity));
-    for (int it = 0; it < cfg.iterations; ++it) {
-      if (!cfg.record.wants(it, plan.ranks[rank].module, rank)) continue;
-      for (auto& a : plan::toRecords(plan.ranks[rank], it)) recorder->planned(std::move(a));
-    }
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
-    auto store = engine::connectStore(env.masterAddr, env.masterPort,
-                                      !env.launcherHostsStore && rank == 0, env.worldSize, timeout);
+    c10::intrusive_ptr<c10d::Store> store = engine::connectStore(
+        env.masterAddr, env.masterPort, env.hostsStore(), env.worldSize, timeout);
+    if (env.agentHostsStore) {
+      // torchrun's agent store outlives restarts: each attempt gets its own key space.
+      store = c10::make_intrusive<c10d::PrefixStore>(
+          "stagescope/attempt_" + std::to_string(env.restartCount), store);
+    }
     engine::verifyRunIdentity(*store, rank, env.worldSize, identity, timeout);
     engine::ProcessGroups groups(
         store, rank, env.worldSize,
         cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
+    groups.setGlooAddress(gloo);
     engine::Communicator::createAllGroups(cfg, topology, groups);
     engine::Executor executor(cfg, topology, plan, rank, groups, *recorder, device);
     const auto& me = plan.ranks[rank];
     for (int it = 0; it < cfg.iterations; ++it) {
+      // The plan rows of an iteration are written as it starts: the first step does not wait
+      // for the plan of every iteration, and the rows grow with the iterations executed.
+      if (cfg.record.wants(it, me.module, rank))
+        for (auto& a : plan::toRecords(me, it)) recorder->planned(std::move(a));
+
       engine::IterationResult r = executor.runIteration(it);
       recorder->flush();  // every iteration is durable before the next starts
       if (r.hasLoss && me.tp == 0 && me.dp == 0) {
@@ -149,34 +180,20 @@ int workerCommand(const WorkerOptions& opts) {
     recorder->close();
     return engine::kWorkerOk;
   } catch (const engine::RendezvousError& e) {
-    std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
-    events::DiagnosisRecord d;
-    d.rank = rank;
-    const bool mismatch = e.kind() == engine::RendezvousError::Kind::Mismatch;
-    d.kind = mismatch ? "config_mismatch" : "timeout";
-    d.message = e.what();
-    recordAndClose(recorder.get(), std::move(d));
-    return mismatch ? engine::kWorkerMismatch : engine::kWorkerTimeout;
+    using Kind = engine::RendezvousError::Kind;
+    return stop(recorder.get(), rank, errorFile,
+                e.kind() == Kind::Mismatch  ? "config_mismatch"
+                : e.kind() == Kind::Network ? "network"
+                                            : "timeout",
+                e.what(), -1,
+                e.kind() == Kind::Mismatch  ? engine::kWorkerMismatch
+                : e.kind() == Kind::Network ? engine::kWorkerError
+                                            : engine::kWorkerTimeout);
   } catch (const engine::StoreTimeout& e) {
-    std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
-    events::DiagnosisRecord d;
-    d.rank = rank;
-    d.kind = "timeout";
-    d.message = e.what();
-    recordAndClose(recorder.get(), std::move(d));
-    return engine::kWorkerTimeout;
+    return stop(recorder.get(), rank, errorFile, "timeout", e.what(), -1, engine::kWorkerTimeout);
   } catch (const engine::CommTimeout& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    if (recorder) {
-      events::DiagnosisRecord d;
-      d.rank = rank;
-      d.kind = "timeout";
-      d.waitsOnRank = e.peer();
-      d.message = e.what();
-      recorder->diagnosis(d);
-      recorder->close();
-    }
-    return engine::kWorkerTimeout;
+    return stop(recorder.get(), rank, errorFile, "timeout", e.what(), e.peer(),
+                engine::kWorkerTimeout);
   } catch (const std::exception& e) {
     // One line: torch errors carry a backtrace and "Exception raised from" after the message.
     const auto* torchError = dynamic_cast<const c10::Error*>(&e);
@@ -187,16 +204,8 @@ int workerCommand(const WorkerOptions& opts) {
     const bool peerLost = message.find("Connection closed by peer") != std::string::npos ||
                           message.find("Connection reset by peer") != std::string::npos ||
                           message.find("gloo/transport") != std::string::npos;
-    std::fprintf(stderr, "error: rank %d: %s\n", rank, message.c_str());
-    if (recorder) {
-      events::DiagnosisRecord d;
-      d.rank = rank;
-      d.kind = peerLost ? "peer_lost" : "error";
-      d.message = message;
-      recorder->diagnosis(d);
-      recorder->close();
-    }
-    return peerLost ? engine::kWorkerTimeout : engine::kWorkerError;
+    return stop(recorder.get(), rank, errorFile, peerLost ? "peer_lost" : "error", message, -1,
+                peerLost ? engine::kWorkerTimeout : engine::kWorkerError);
   }
 }
 

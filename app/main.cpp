@@ -129,13 +129,23 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
           break;
         }
       }
+      // Ranks write an iteration's plan rows as it starts: a rank completed when it started
+      // every iteration its record filter keeps and executed every planned action.
+      const plan::RunConfig cfg = plan::loadConfig(config);
       for (int r = 0; status == events::RunStatus::Completed && r < m.info.worldSize; ++r) {
         const size_t planned = r < static_cast<int>(m.plan.size()) ? m.plan[r].size() : 0;
         const size_t done = r < static_cast<int>(m.actions.size()) ? m.actions[r].size() : 0;
-        if (planned == 0 || done < planned) {
+        const auto* module = cfg.moduleOfRank(r);
+        int wanted = 0, started = 0;
+        for (int it = 0; module && it < cfg.iterations; ++it)
+          wanted += cfg.record.wants(it, module->name, r) ? 1 : 0;
+        for (size_t k = 0; k < planned; ++k)
+          started += k == 0 || m.plan[r][k].iteration != m.plan[r][k - 1].iteration ? 1 : 0;
+        if (planned == 0 || done < planned || started < wanted) {
           status = events::RunStatus::Failed;
           reason = "rank " + std::to_string(r) + " recorded " + std::to_string(done) + " of " +
-                   std::to_string(planned) + " planned actions (shard missing or rank stopped)";
+                   std::to_string(planned) + " planned actions in " + std::to_string(started) +
+                   " of " + std::to_string(wanted) + " iterations (shard missing or rank stopped)";
         }
       }
       if (!result.ok() && status == events::RunStatus::Completed) {

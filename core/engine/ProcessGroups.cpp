@@ -39,7 +39,12 @@ ProcessGroups::ProcessGroups(c10::intrusive_ptr<c10d::Store> store, int rank, in
       rank_(rank),
       worldSize_(worldSize),
       backend_(backend),
-      timeout_(timeout) {}
+      timeout_(timeout) {
+  const char* host = std::getenv("STAGESCOPE_GLOO_HOST");
+  gloo_.source = GlooAddress::Source::Override;
+  gloo_.value = gloo_.address = host != nullptr && *host != '\0' ? host : "127.0.0.1";
+  gloo_.loopback = isLoopbackAddress(gloo_.value);
+}
 
 std::shared_ptr<Group> ProcessGroups::get(std::vector<int> ranks, const std::string& purpose) {
   std::sort(ranks.begin(), ranks.end());
@@ -72,8 +77,9 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<i
 #endif
   }
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
-  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
-      std::getenv("STAGESCOPE_GLOO_HOST") ? std::getenv("STAGESCOPE_GLOO_HOST") : "127.0.0.1"));
+  opts->devices.push_back(gloo_.source == GlooAddress::Source::Interface
+                              ? c10d::ProcessGroupGloo::createDeviceForInterface(gloo_.value)
+                              : c10d::ProcessGroupGloo::createDeviceForHostname(gloo_.value));
   opts->threads = 1;  // P2P and collectives of one group are issued from one thread
   std::vector<uint64_t> global(ranks.begin(), ranks.end());
   opts->global_ranks_in_group = global;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/engine/GlooAddress.h"
+
 namespace stagescope::engine {
 
 enum class BackendKind { Gloo, Nccl };
@@ -38,6 +40,9 @@ class ProcessGroups {
   int worldSize() const { return worldSize_; }
   BackendKind backendKind() const { return backend_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // The address Gloo backends advertise to peers (before the first get()).  Default:
+  // STAGESCOPE_GLOO_HOST, else 127.0.0.1 (one host); workers pass chooseGlooAddress().
+  void setGlooAddress(GlooAddress address) { gloo_ = std::move(address); }
 
   // The group over exactly `ranks` (sorted internally); created on first use, shared after
   // (identical lists share one backend: the reference's broadcast-PG cache).  Returns null
@@ -51,6 +56,7 @@ class ProcessGroups {
   int worldSize_;
   BackendKind backend_;
   std::chrono::milliseconds timeout_;
+  GlooAddress gloo_;
   std::map<std::vector<int>, std::shared_ptr<Group>> groups_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace stagescope::engine {
 namespace {
@@ -40,6 +41,10 @@ RankEnv readRankEnv() {
   const char* which = nullptr;
   if (const char* addr = firstSet({"MASTER_ADDR"}, &which)) env.masterAddr = addr;
   if (const char* l = std::getenv("STAGESCOPE_LAUNCHER_STORE")) env.launcherHostsStore = *l == '1';
+  if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE"))
+    env.agentHostsStore = std::string(a) == "True" || std::string(a) == "true" || *a == '1';
+  env.restartCount = intFrom({"TORCHELASTIC_RESTART_COUNT"}, 0);
+  if (const char* f = firstSet({"TORCHELASTIC_ERROR_FILE"}, &which)) env.errorFile = f;
   if (env.worldSize < 1 || env.rank >= env.worldSize) {
     throw std::runtime_error("environment: RANK = " + std::to_string(env.rank) +
                              " with WORLD_SIZE = " + std::to_string(env.worldSize) +

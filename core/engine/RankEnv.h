@@ -16,6 +16,12 @@ struct RankEnv {
   // True when the store server is hosted by the local launcher (stagescope run); otherwise
   // rank 0 hosts it, as under torchrun/Slurm.
   bool launcherHostsStore = false;
+  // torchrun's elastic agent hosts the store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): no rank hosts it; keys live under an attempt prefix.
+  bool agentHostsStore = false;
+  int restartCount = 0;   // TORCHELASTIC_RESTART_COUNT: which attempt of an elastic job
+  std::string errorFile;  // TORCHELASTIC_ERROR_FILE: where a failing rank reports why
+  bool hostsStore() const { return rank == 0 && !launcherHostsStore && !agentHostsStore; }
 };
 
 // Reads the environment.  Throws std::runtime_error naming the variable and its value when

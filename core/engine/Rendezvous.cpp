@@ -12,6 +12,7 @@ const std::string kIdentityPrefix = "stagescope/identity/";
 const std::string kVerdictKey = kIdentityPrefix + "verdict";
 const std::string kSeenKey = kIdentityPrefix + "verdict_seen";
 const std::string kOk = "ok";
+const std::string kNetworkPrefix = "network: ";
 
 // Polls counter `key` (last read as `value`) until it reaches `target` or `timeout` passes.
 void waitUntilCount(c10d::Store& store, const std::string& key, int64_t value, int64_t target,
@@ -55,7 +56,9 @@ std::string judge(c10d::Store& store, int worldSize, std::chrono::milliseconds t
   for (const auto& bytes : store.multiGet(keys))
     all.push_back(decodeIdentity(std::string(bytes.begin(), bytes.end())));
   const std::string mismatch = identityMismatch(all);
-  return mismatch.empty() ? kOk : mismatch;
+  if (!mismatch.empty()) return mismatch;
+  const std::string address = addressProblem(all);
+  return address.empty() ? kOk : kNetworkPrefix + address;
 }
 
 }  // namespace
@@ -77,9 +80,11 @@ void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIde
   // that nobody sees a lost connection instead of the reason.
   const int64_t seen = store.add(kSeenKey, 1);
   if (rank == 0) waitUntilCount(store, kSeenKey, seen, worldSize, timeout);
-  const bool late = verdict.rfind("rendezvous:", 0) == 0;
-  throw RendezvousError(late ? RendezvousError::Kind::Timeout : RendezvousError::Kind::Mismatch,
-                        verdict);
+  if (verdict.rfind("rendezvous:", 0) == 0)
+    throw RendezvousError(RendezvousError::Kind::Timeout, verdict);
+  if (verdict.rfind(kNetworkPrefix, 0) == 0)
+    throw RendezvousError(RendezvousError::Kind::Network, verdict);
+  throw RendezvousError(RendezvousError::Kind::Mismatch, verdict);
 }
 
 }  // namespace stagescope::engine

@@ -13,11 +13,12 @@
 
 namespace stagescope::engine {
 
-// A rendezvous that cannot go on: ranks disagree on the run (kind Mismatch), or a rank did not
-// arrive in time (kind Timeout).  what() is the one-line diagnosis.
+// A rendezvous that cannot go on: ranks disagree on the run (kind Mismatch), a rank did not
+// arrive in time (kind Timeout), or a rank advertises an address its peers cannot reach (kind
+// Network, e.g. loopback while peers are on other hosts).  what() is the one-line diagnosis.
 class RendezvousError : public std::runtime_error {
  public:
-  enum class Kind { Mismatch, Timeout };
+  enum class Kind { Mismatch, Timeout, Network };
   RendezvousError(Kind kind, const std::string& message)
       : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
@@ -29,7 +30,8 @@ class RendezvousError : public std::runtime_error {
 // Every rank publishes its identity under "stagescope/identity/<rank>".  Rank 0 waits for all
 // of them (at most `timeout`), compares them (identityMismatch) and publishes one verdict
 // under "stagescope/identity/verdict"; every rank waits for the verdict (at most `timeout`
-// more) and throws RendezvousError when it is not "ok".  So a mismatch stops every rank with
+// more) and throws RendezvousError when it is not "ok".  After the identities agree, rank 0
+// also checks the advertised Gloo addresses (addressProblem).  So a mismatch stops every rank with
 // the same line, and no rank proceeds to build groups with a peer that runs another config.
 void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIdentity& mine,
                        std::chrono::milliseconds timeout);

@@ -72,6 +72,8 @@ std::string encodeIdentity(const RunIdentity& id) {
   std::string s = "run_id\t" + id.runId + "\nconfig_hash\t" + id.configHash + "\nformat_version\t" +
                   std::to_string(id.formatVersion) + "\nversion_stagescope\t" +
                   id.stagescopeVersion + "\nversion_torch\t" + id.torchVersion + "\n";
+  s += "host\t" + id.host + "\ngloo_address\t" + id.glooAddress + "\ngloo_loopback\t" +
+       (id.glooLoopback ? "1" : "0") + "\n";
   for (const auto& [k, v] : id.config) s += "config." + k + "\t" + v + "\n";
   return s;
 }
@@ -94,6 +96,12 @@ RunIdentity decodeIdentity(const std::string& text) {
       id.stagescopeVersion = v;
     else if (k == "version_torch")
       id.torchVersion = v;
+    else if (k == "host")
+      id.host = v;
+    else if (k == "gloo_address")
+      id.glooAddress = v;
+    else if (k == "gloo_loopback")
+      id.glooLoopback = v == "1";
     else if (k.rfind("config.", 0) == 0)
       id.config.emplace_back(k.substr(7), v);
   }
@@ -152,6 +160,29 @@ std::string identityMismatch(const std::vector<RunIdentity>& byRank) {
   std::string line;
   for (size_t i = 0; i < sentences.size(); ++i) line += (i ? "; also " : "") + sentences[i];
   return line;
+}
+
+std::string addressProblem(const std::vector<RunIdentity>& byRank) {
+  for (size_t r = 0; r < byRank.size(); ++r) {
+    if (!byRank[r].glooLoopback) continue;
+    std::vector<int> remote;
+    std::string otherHost;
+    for (size_t q = 0; q < byRank.size(); ++q) {
+      if (byRank[q].host != byRank[r].host || !byRank[q].glooLoopback) {
+        remote.push_back(static_cast<int>(q));
+        if (otherHost.empty() && byRank[q].host != byRank[r].host) otherHost = byRank[q].host;
+      }
+    }
+    if (remote.empty()) continue;
+    return "rank " + std::to_string(r) + " on host " + byRank[r].host +
+           " advertises the loopback address " + byRank[r].glooAddress +
+           " to its Gloo peers, but rank(s) " + rankRanges(remote) + " run elsewhere" +
+           (otherHost.empty() ? "" : " (" + otherHost + ")") +
+           ": set GLOO_SOCKET_IFNAME=<interface> or STAGESCOPE_GLOO_HOST=<this host's address> "
+           "on " +
+           byRank[r].host + ", or a MASTER_ADDR other hosts reach";
+  }
+  return "";
 }
 
 }  // namespace stagescope::engine

@@ -21,6 +21,10 @@ struct RunIdentity {
   std::string stagescopeVersion;
   std::string torchVersion;
   std::vector<plan::ConfigField> config;  // plan::canonicalFields
+  // Where the rank runs; not compared, but checked by addressProblem.
+  std::string host;         // host name
+  std::string glooAddress;  // GlooAddress::describe() of what it advertises to Gloo peers
+  bool glooLoopback = false;
 };
 
 // The run id of a rank writing next to run file `out`: STAGESCOPE_RUN_ID when set (our
@@ -41,5 +45,10 @@ RunIdentity decodeIdentity(const std::string& text);
 // Run id and versions are reported as "ranks belong to different runs" / "ranks run
 // different builds".  byRank[r] is rank r's identity.
 std::string identityMismatch(const std::vector<RunIdentity>& byRank);
+
+// "" unless a rank advertises a loopback address to Gloo while other ranks run on other hosts
+// (another host name) or advertise a non-loopback address: peers could never connect to it.
+// Otherwise one line naming the rank, its address and what to set.
+std::string addressProblem(const std::vector<RunIdentity>& byRank);
 
 }  // namespace stagescope::engine

@@ -5,7 +5,8 @@
 # exist only inside the namespaces) stand in for two machines.  Rank 0 (the encoder) runs on
 # host A and hosts the TCPStore; ranks 1-2 (the llm pipeline) run on host B.  Every rank is a
 # plain `stagescope worker` with the torchrun environment (RANK, WORLD_SIZE, MASTER_ADDR,
-# MASTER_PORT) and STAGESCOPE_GLOO_HOST = its namespace's own address.  Each host writes its
+# MASTER_PORT) and nothing else: each rank finds the address it advertises to Gloo by itself
+# (the local address of its route to MASTER_ADDR), no STAGESCOPE_GLOO_HOST.  Each host writes its
 # shards next to a run file path in its own directory; `stagescope merge --config` then
 # creates the run file and merges them, and the transfer checksums must equal those of the
 # same config run on one host (`stagescope run`, then `check --against`).
@@ -67,21 +68,23 @@ port=29500
 uts=""
 if command -v unshare >/dev/null 2>&1 && unshare --uts true 2>/dev/null; then uts="unshare --uts"; fi
 
-# worker NS HOSTDIR RANK ADDR
+# worker NS HOSTDIR RANK [VAR=VALUE...]
 worker() {
-  ip netns exec "$1" $uts env RANK="$3" LOCAL_RANK="$3" WORLD_SIZE=3 MASTER_ADDR=10.200.0.1 \
-    MASTER_PORT=$port STAGESCOPE_GLOO_HOST="$4" HOSTDIR="$2" EXE="$exe" OUT="$work/$2/run.db" \
-    CFG="$work/config.toml" UTS="$uts" \
-    sh -c '[ -n "$UTS" ] && hostname "stagescope-$HOSTDIR"; exec "$EXE" worker "$CFG" --out "$OUT"' \
-    >"$work/rank$3.log" 2>&1
+  ns=$1 hostdir=$2 r=$3
+  shift 3
+  ip netns exec "$ns" $uts env -u STAGESCOPE_GLOO_HOST -u GLOO_SOCKET_IFNAME RANK="$r" \
+    LOCAL_RANK="$r" WORLD_SIZE=3 MASTER_ADDR=10.200.0.1 MASTER_PORT=$port "$@" \
+    HOSTDIR="$hostdir" EXE="$exe" OUT="$work/$hostdir/run.db" CFG="$work/config.toml" UTS="$uts" \
+    sh -c '[ -n "$UTS" ] && hostname "stagescope-${HOSTDIR##*/}"; exec "$EXE" worker "$CFG" --out "$OUT"' \
+    >"$work/rank$r.log" 2>&1
 }
 
 start=$(date +%s)
-worker "$nsA" hostA 0 10.200.0.1 &
+worker "$nsA" hostA 0 &
 p0=$!
-worker "$nsB" hostB 1 10.200.0.2 &
+worker "$nsB" hostB 1 &
 p1=$!
-worker "$nsB" hostB 2 10.200.0.2 &
+worker "$nsB" hostB 2 &
 p2=$!
 rc=0
 for p in $p0 $p1 $p2; do wait "$p" || rc=1; done
@@ -108,4 +111,25 @@ if command -v sqlite3 >/dev/null 2>&1; then
   sqlite3 "$work/merged/run.db" "SELECT rank, host FROM ranks ORDER BY rank"
 fi
 echo "transfer checksums equal to the single-host run"
+
+# Host B's ranks forced onto loopback (GLOO_SOCKET_IFNAME=lo) while rank 0 is on host A: every
+# rank stops at rendezvous with the one line that says so, long before the 60 s timeout.
+mkdir -p "$work/loop/hostA" "$work/loop/hostB"
+port=29501
+start=$(date +%s)
+worker "$nsA" loop/hostA 0 &
+p0=$!
+worker "$nsB" loop/hostB 1 GLOO_SOCKET_IFNAME=lo &
+p1=$!
+worker "$nsB" loop/hostB 2 GLOO_SOCKET_IFNAME=lo &
+p2=$!
+for p in $p0 $p1 $p2; do wait "$p" && fail "a rank advertising loopback to a remote peer succeeded"; done
+took=$(( $(date +%s) - start ))
+for r in 0 1 2; do
+  grep -q "advertises the loopback address" "$work/rank$r.log" ||
+    fail "rank $r does not say that a rank advertises loopback"
+done
+echo "loopback advertised to a remote peer: every rank stopped after $took s with:"
+grep "advertises" "$work/rank0.log"
+[ "$took" -lt 50 ] || fail "the loopback diagnosis took $took s (timeout 60 s)"
 echo "PASS"

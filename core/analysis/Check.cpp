@@ -397,6 +397,7 @@ void checkCounts(Ctx& c, CheckResult& r) {
     }
   }
   for (const auto& t : run.transfers) {
+    if (!recorded(c, t.rank, t.iteration)) continue;  // outside the filter: not judged
     counts[{t.rank, t.iteration, static_cast<int>(t.direction), static_cast<int>(t.side)}].second++;
   }
   std::set<int> reportedRanks;

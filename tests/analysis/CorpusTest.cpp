@@ -1,0 +1,346 @@
+// The planted-defect corpus.  Real runs of tests/debug/configs/pipe3.toml (vision -> llm, three
+// ranks) on two layouts, plus runs with engine faults (kill, NaN at the bridge) and a record
+// filter; defects planted into copies of the run files through the SQLite API (swapped TP
+// shards, one gradient scaled, one message's received bytes corrupted).  For every file: the
+// exit code of `check` and `compare`, and the same first divergence / first non-finite from
+// the CLI text, the JSON, the HTML (parsed) and the library call the viewer makes
+// (analysis::compareRuns / nonFiniteInCausalOrder).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "core/analysis/Compare.h"
+#include "core/analysis/NonFinite.h"
+#include "storage/RunReader.h"
+#include "tests/debug/DebugUtil.h"
+#include "tests/engine/RunHarness.h"
+
+namespace fs = std::filesystem;
+using namespace stagescope;
+using namespace stagescope::testing;
+
+namespace {
+
+struct Corpus {
+  std::string tp2, pp2, killed, filtered, nan, swapped, scaled, corrupted;
+  std::string swappedParam, scaledParam;
+};
+
+void exec(sqlite3* db, const std::string& sql) {
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << (err ? err : "") << "\n"
+      << sql;
+}
+
+std::string copyOf(const std::string& from, const std::string& tag) {
+  std::string to = tempRunPath(tag);
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  return to;
+}
+
+std::string scalarText(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(st, 0);
+    out = t ? reinterpret_cast<const char*>(t) : "";
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+// Swap the places of the two TP shards of one reduced gradient (iteration 0): the norm is
+// unchanged, the values are wrong.
+void plantSwappedShards(const std::string& path, std::string* param) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  *param =
+      scalarText(db,
+                 "SELECT param FROM gradients WHERE phase='reduced' AND iteration=0 AND "
+                 "partition_dim >= 0 AND partition_offset > 0 AND param LIKE '%mlp.fc1.weight' "
+                 "ORDER BY param LIMIT 1");
+  ASSERT_FALSE(param->empty());
+  const std::string off = scalarText(
+      db,
+      "SELECT partition_offset FROM gradients WHERE phase='reduced' AND iteration=0 AND param='" +
+          *param + "' AND partition_offset > 0 LIMIT 1");
+  exec(db, "UPDATE gradients SET partition_offset = CASE partition_offset WHEN 0 THEN " + off +
+               " ELSE 0 END WHERE phase='reduced' AND iteration=0 AND param='" + *param + "'");
+  sqlite3_close(db);
+}
+
+// Multiply every copy of one reduced float32 gradient (iteration 0) by 1.5, norm included.
+void plantScaledGradient(const std::string& path, std::string* param) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  *param = scalarText(db,
+                      "SELECT param FROM gradients WHERE phase='reduced' AND iteration=0 AND "
+                      "param LIKE 'llm.%mlp.fc1.weight' ORDER BY param LIMIT 1");
+  ASSERT_FALSE(param->empty());
+  sqlite3_stmt* sel = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               ("SELECT id, payload FROM gradients WHERE phase='reduced' AND "
+                                "iteration=0 AND param='" +
+                                *param + "'")
+                                   .c_str(),
+                               -1, &sel, nullptr),
+            SQLITE_OK);
+  std::vector<std::pair<int64_t, std::vector<uint8_t>>> rows;
+  while (sqlite3_step(sel) == SQLITE_ROW) {
+    const auto* b = static_cast<const uint8_t*>(sqlite3_column_blob(sel, 1));
+    rows.push_back(
+        {sqlite3_column_int64(sel, 0), std::vector<uint8_t>(b, b + sqlite3_column_bytes(sel, 1))});
+  }
+  sqlite3_finalize(sel);
+  ASSERT_FALSE(rows.empty());
+  for (auto& [id, bytes] : rows) {
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+      float f;
+      std::memcpy(&f, bytes.data() + i, 4);
+      f *= 1.5f;
+      std::memcpy(bytes.data() + i, &f, 4);
+    }
+    sqlite3_stmt* up = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE gradients SET payload=?, norm=norm*1.5 WHERE id=?", -1,
+                                 &up, nullptr),
+              SQLITE_OK);
+    sqlite3_bind_blob(up, 1, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(up, 2, id);
+    ASSERT_EQ(sqlite3_step(up), SQLITE_DONE);
+    sqlite3_finalize(up);
+  }
+  sqlite3_close(db);
+}
+
+// The receiver of llm:pp0->pp1 activation, iteration 0, microbatch 1 recorded other bytes than
+// were sent (as a corrupting wire would make it record).
+void plantCorruptedMessage(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  exec(db,
+       "UPDATE transfers SET checksum = (checksum | 1) - (checksum & 1), payload = "
+       "CAST(zeroblob(length(payload)) "
+       "AS BLOB) WHERE edge='llm:pp0->pp1' AND direction='activation' AND iteration=0 AND "
+       "microbatch=1 AND side='recv'");
+  ASSERT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+}
+
+const Corpus& corpus() {
+  static Corpus c = [] {
+    Corpus k;
+    const std::string cfg = debugConfig("pipe3");
+    const std::vector<std::string> full = {"--record", "full", "--set", "timeout_seconds=20"};
+    auto run = [&](std::vector<std::string> extra, const std::string& tag, bool mustComplete) {
+      std::vector<std::string> args = full;
+      args.insert(args.end(), extra.begin(), extra.end());
+      RunOutput out = runStagescope(cfg, args, tag, 300);
+      if (mustComplete) {
+        EXPECT_EQ(out.exitCode, 0) << out.output;
+      }
+      return out.runPath;
+    };
+    k.tp2 = run({"--reference", "--set", "modules.llm.tp=2", "--set", "modules.llm.pp=1"},
+                "corpus-tp2", true);
+    k.pp2 = run({"--reference"}, "corpus-pp2", true);
+    k.killed = run({"--fault", "kill:iteration=1,microbatch=0,module=llm,stage=1"}, "corpus-killed",
+                   false);
+    k.filtered = run({"--set", "record.modules=[\"llm\"]"}, "corpus-filtered", true);
+    k.nan = run({"--fault", "nan:iteration=1,microbatch=2,module=vision,direction=activation"},
+                "corpus-nan", false);
+    k.swapped = copyOf(k.tp2, "corpus-swapped");
+    plantSwappedShards(k.swapped, &k.swappedParam);
+    k.scaled = copyOf(k.pp2, "corpus-scaled");
+    plantScaledGradient(k.scaled, &k.scaledParam);
+    k.corrupted = copyOf(k.pp2, "corpus-corrupted");
+    plantCorruptedMessage(k.corrupted);
+    return k;
+  }();
+  return c;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string unescapeHtml(std::string s) {
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"&gt;", ">"}, {"&lt;", "<"}, {"&quot;", "\""}, {"&#39;", "'"}, {"&amp;", "&"}}) {
+    for (size_t p = 0; (p = s.find(from, p)) != std::string::npos;) s.replace(p, from.size(), to);
+  }
+  return s;
+}
+
+// `compare A B` through the CLI (text, JSON, HTML) and the library; returns the first
+// divergence key every one of them names ("" when none), after checking they agree.
+struct CompareOutcome {
+  int exitCode = -1;
+  std::string verdict, firstKey, text;
+};
+
+CompareOutcome compareEverywhere(const std::string& a, const std::string& b,
+                                 const std::string& tag) {
+  CompareOutcome o;
+  const std::string json = tempRunPath(tag) + ".json", html = tempRunPath(tag) + ".html";
+  CliResult cli = runCli({"compare", a, b, "--json", json, "--html", html}, 300);
+  o.exitCode = cli.exitCode;
+  o.text = cli.output;
+  const auto j = nlohmann::json::parse(readFile(json));
+  o.verdict = j["verdict"];
+  EXPECT_EQ(j["exit_code"], cli.exitCode);
+  std::string jsonKey = j["first_divergence"].is_null() ? "" : j["first_divergence"]["key"];
+  // HTML: <div ... id="first-divergence" data-kind="..." data-key="KEY">
+  std::smatch m;
+  const std::string page = readFile(html);
+  static const std::regex re("id=\"first-divergence\" data-kind=\"[a-z]*\" data-key=\"([^\"]*)\"");
+  EXPECT_TRUE(std::regex_search(page, m, re)) << "no first-divergence element in the HTML";
+  const std::string htmlKey = m.size() > 1 ? unescapeHtml(m[1]) : "?";
+  // The library call the viewer makes.
+  storage::LoadOptions lo;
+  lo.payloads = true;
+  auto ra = storage::loadRun(a, lo), rb = storage::loadRun(b, lo);
+  analysis::CompareOptions co;
+  const auto c = analysis::compareRuns(ra, rb, co);
+  const std::string libKey = c.first ? c.first->key : "";
+  EXPECT_EQ(analysis::toString(c.verdict), o.verdict);
+  EXPECT_EQ(jsonKey, htmlKey);
+  EXPECT_EQ(jsonKey, libKey);
+  if (!jsonKey.empty()) {
+    EXPECT_NE(cli.output.find("First divergence (causal order): " + std::string(c.firstText)),
+              std::string::npos)
+        << cli.output;
+  }
+  o.firstKey = jsonKey;
+  return o;
+}
+
+struct CheckOutcome {
+  int exitCode = -1;
+  nlohmann::json json;
+  std::string text;
+};
+
+CheckOutcome checkEverywhere(const std::string& run, const std::string& tag) {
+  CheckOutcome o;
+  const std::string json = tempRunPath(tag) + ".check.json";
+  CliResult cli = runCli({"check", run, "--json", json}, 300);
+  o.exitCode = cli.exitCode;
+  o.text = cli.output;
+  o.json = nlohmann::json::parse(readFile(json));
+  EXPECT_EQ(o.json["exit_code"], cli.exitCode);
+  return o;
+}
+
+const nlohmann::json* checkNamed(const nlohmann::json& j, const std::string& name) {
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == name) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Corpus, TwoCorrectLayoutsAreEqualWithinTolerance) {
+  const auto& k = corpus();
+  auto c = compareEverywhere(k.tp2, k.pp2, "layouts");
+  EXPECT_EQ(c.exitCode, 0) << c.text;
+  EXPECT_EQ(c.verdict, "equal within tolerance");
+  EXPECT_EQ(c.firstKey, "");
+  EXPECT_EQ(checkEverywhere(k.tp2, "tp2").exitCode, 0);
+  EXPECT_EQ(checkEverywhere(k.pp2, "pp2").exitCode, 0);
+}
+
+TEST(Corpus, SwappedTpShardsFailReferenceAndCompare) {
+  const auto& k = corpus();
+  auto chk = checkEverywhere(k.swapped, "swapped");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;  // reference_gradient, by values
+  const auto* ref = checkNamed(chk.json, "reference_gradient");
+  ASSERT_NE(ref, nullptr);
+  EXPECT_EQ((*ref)["findings"][0]["tensor"], k.swappedParam);
+  EXPECT_NE(chk.text.find("by values"), std::string::npos) << chk.text;
+  auto same = compareEverywhere(k.tp2, k.swapped, "swapped-same");
+  EXPECT_EQ(same.exitCode, 18) << same.text;
+  EXPECT_EQ(same.firstKey, k.swappedParam + " it0");
+  auto cross = compareEverywhere(k.pp2, k.swapped, "swapped-cross");
+  EXPECT_EQ(cross.exitCode, 18) << cross.text;
+  EXPECT_EQ(cross.firstKey, k.swappedParam + " it0");
+}
+
+TEST(Corpus, ScaledGradientFailsReferenceAndCompare) {
+  const auto& k = corpus();
+  auto chk = checkEverywhere(k.scaled, "scaled");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;
+  auto c = compareEverywhere(k.pp2, k.scaled, "scaled");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
+  EXPECT_EQ(c.firstKey, k.scaledParam + " it0");
+}
+
+TEST(Corpus, CorruptedMessageIsAChecksumMismatchAndTheFirstDivergence) {
+  const auto& k = corpus();
+  auto chk = checkEverywhere(k.corrupted, "corrupted");
+  EXPECT_EQ(chk.exitCode, 15) << chk.text;
+  auto c = compareEverywhere(k.pp2, k.corrupted, "corrupted");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
+  EXPECT_EQ(c.firstKey, "llm:pp0->pp1 activation it0 gmb1");
+}
+
+TEST(Corpus, KilledRunIsIncompleteNeverEqual) {
+  const auto& k = corpus();
+  auto chk = checkEverywhere(k.killed, "killed");
+  EXPECT_EQ(chk.exitCode, 10) << chk.text;
+  auto c = compareEverywhere(k.pp2, k.killed, "killed");
+  EXPECT_EQ(c.exitCode, 19) << c.text;
+  EXPECT_EQ(c.verdict, "incomplete");
+  auto r = compareEverywhere(k.killed, k.pp2, "killed-rev");
+  EXPECT_EQ(r.exitCode, 19) << r.text;
+}
+
+TEST(Corpus, RecordFilterChecksWhatWasRecordedAndCompareIsIncomplete) {
+  const auto& k = corpus();
+  auto chk = checkEverywhere(k.filtered, "filtered");
+  EXPECT_EQ(chk.exitCode, 0) << chk.text;
+  EXPECT_NE(chk.text.find("record.modules = [llm]"), std::string::npos) << chk.text;
+  auto c = compareEverywhere(k.pp2, k.filtered, "filtered");
+  EXPECT_EQ(c.exitCode, 19) << c.text;
+  EXPECT_EQ(c.verdict, "incomplete");
+}
+
+TEST(Corpus, NaNAtTheBridgeIsFirstInCausalOrderEverywhere) {
+  const auto& k = corpus();
+  auto chk = checkEverywhere(k.nan, "nan");
+  const auto* nf = checkNamed(chk.json, "nonfinite");
+  ASSERT_NE(nf, nullptr) << chk.text;
+  ASSERT_EQ((*nf)["status"], "failed") << chk.text;
+  const auto& first = (*nf)["findings"][0];
+  EXPECT_EQ(first["edge"], "vision->llm");
+  EXPECT_EQ(first["iteration"], 1);
+  EXPECT_EQ(first["microbatch"], 2);
+  EXPECT_EQ(first["direction"], "activation");
+  EXPECT_EQ(first["rank"], 0);  // the sender's record comes first
+  // The library call the viewer makes names the same record.
+  auto run = storage::loadRun(k.nan);
+  auto list = analysis::nonFiniteInCausalOrder(run);
+  ASSERT_FALSE(list.empty());
+  ASSERT_EQ(list[0].kind, analysis::NonFiniteRecord::Kind::Transfer);
+  const auto& t = run.transfers[list[0].index];
+  EXPECT_EQ(t.edge, "vision->llm");
+  EXPECT_EQ(t.iteration, 1);
+  EXPECT_EQ(t.microbatch, 2);
+  EXPECT_EQ(t.side, events::Side::Send);
+  // compare against the clean run: the first divergence is the poisoned bridge message.
+  auto c = compareEverywhere(k.pp2, k.nan, "nan");
+  EXPECT_NE(c.exitCode, 0) << c.text;
+  EXPECT_EQ(c.firstKey, "vision->llm activation it1 gmb2 to dp0") << c.text;
+}

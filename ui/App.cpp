@@ -480,13 +480,18 @@ bool App::showStuck() {
   if (!r || r->problems.firstStuckRank < 0) return false;
   const int rank = r->problems.firstStuckRank;
   const auto& acts = r->model.actions[rank];
-  // The stuck action is drawn after the rank's last completed one: show both.
+  // Stuck actions are drawn after each rank's last completed one: show the root's last action
+  // and where every rank of the wait-for graph got stuck.
   if (!acts.empty()) {
     select({Selection::Kind::Action, rank, static_cast<int64_t>(acts.size()) - 1}, false);
-    const double t0 = static_cast<double>(acts.back().startNs);
+    double t0 = static_cast<double>(acts.back().startNs);
+    for (const WaitEdge& w : r->problems.waits)
+      for (int k : {w.rank, w.waitsOn})
+        if (!r->model.actions[k].empty())
+          t0 = std::min(t0, static_cast<double>(r->model.actions[k].back().endNs));
     const double t1 = static_cast<double>(r->model.maxTimeNs);
-    const double pad = std::max(2e6, 0.15 * (t1 - t0));
-    zoomTo(t0 - pad, t1 + pad);
+    const double pad = std::max(1e6, 0.08 * (t1 - t0));
+    zoomTo(t0 - pad, t1 + 2 * pad);
   }
   view_.tab = BottomTab::GridMap;
   view_.tabRequested = true;

@@ -364,18 +364,24 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       dl->AddRect(s0, s1, fc, 1.5f, 0, 2.5f);
       std::string label = toString(fate.fate);
       if (plan && fate.stuckPlan >= 0 && fate.stuckPlan < static_cast<int32_t>(plan->size())) {
+        // A hung rank recorded everything up to the wait it timed out in; a rank that was
+        // killed or stopped may have lost its last uncommitted records.
         const auto& pa = (*plan)[fate.stuckPlan];
         char buf[96];
-        std::snprintf(buf, sizeof buf, ": stuck in %s it%d mb%d", shortName(pa.kind), pa.iteration,
-                      pa.microbatch);
+        std::snprintf(
+            buf, sizeof buf,
+            fate.fate == RankFate::Hung ? " in %s it%d mb%d" : ": next planned %s it%d mb%d",
+            shortName(pa.kind), pa.iteration, pa.microbatch);
         label += buf;
       }
       if (fate.waitsOnRank >= 0) label += ", waits on r" + std::to_string(fate.waitsOnRank);
+      // The label and the arrows start at the visible part of the block.
+      const float visibleX0 = std::max(s0.x, area0.x);
       dl->PushClipRect(s0, s1, true);
-      dl->AddText(ImVec2(s0.x + 5, y + (rowH - ImGui::GetTextLineHeight()) / 2),
+      dl->AddText(ImVec2(visibleX0 + 5, y + (rowH - ImGui::GetTextLineHeight()) / 2),
                   IM_COL32(255, 235, 225, 255), label.c_str());
       dl->PopClipRect();
-      stuckRect[rank] = ImVec4(s0.x, s0.y, s1.x, s1.y);
+      stuckRect[rank] = ImVec4(visibleX0, s0.y, s1.x, s1.y);
       probes_.stuck.push_back({rank, stuckRect[rank], fc});
       if (rowHovered && mouse.x >= s0.x && mouse.x <= s1.x) {
         ImGui::BeginTooltip();

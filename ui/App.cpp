@@ -13,21 +13,20 @@ RunSlot::~RunSlot() {
   if (thread_.joinable()) thread_.join();
 }
 
-void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> alignWith) {
+void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> compareWith) {
   if (thread_.joinable()) thread_.join();
   path = p;
-  alignedWith = alignWith;
+  comparedWith = compareWith;
   error.clear();
   finished_ = false;
   progress_ = 0;
-  thread_ = std::thread([this, p, alignWith] {
+  thread_ = std::thread([this, p, compareWith] {
     std::shared_ptr<const LoadedRun> result;
-    std::shared_ptr<const Alignment> aligned;
+    std::shared_ptr<const analysis::Comparison> compared;
     std::string err;
     try {
       auto loaded = openRun(p, [this](float f) { progress_ = f; });
-      if (alignWith)
-        aligned = std::make_shared<Alignment>(alignRuns(alignWith->model, loaded->model));
+      if (compareWith) compared = compareForViewer(*compareWith, *loaded);
       result = std::move(loaded);
     } catch (const storage::RunFileError& e) {
       err = e.what();
@@ -36,7 +35,7 @@ void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> alignW
     }
     std::lock_guard<std::mutex> lock(mutex_);
     result_ = std::move(result);
-    resultAlignment_ = std::move(aligned);
+    resultComparison_ = std::move(compared);
     resultError_ = std::move(err);
     finished_ = true;
   });
@@ -49,7 +48,7 @@ bool RunSlot::poll() {
   error = resultError_;
   if (error.empty()) {
     run = std::move(result_);
-    alignment = std::move(resultAlignment_);
+    comparison = std::move(resultComparison_);
   }
   return true;
 }
@@ -57,8 +56,8 @@ bool RunSlot::poll() {
 void RunSlot::close() {
   if (thread_.joinable()) thread_.join();
   run.reset();
-  alignment.reset();
-  alignedWith.reset();
+  comparison.reset();
+  comparedWith.reset();
   error.clear();
   path.clear();
 }
@@ -125,7 +124,7 @@ void App::frame(float dt) {
   if (other_.poll()) {
     if (!other_.error.empty()) {
       bannerError_ = other_.error;
-    } else if (other_.alignedWith != main_.run) {
+    } else if (other_.comparedWith != main_.run) {
       other_.load(other_.path, main_.run);  // the main run changed while this one loaded
     } else {
       addRecent(other_.path);
@@ -499,16 +498,11 @@ bool App::showStuck() {
 }
 
 bool App::showDivergence() {
-  const Alignment* al = other_.alignment.get();
-  if (!al || al->firstDivergence < 0) return false;
-  view_.compareSelected = al->firstDivergence;
-  const AlignedItem& it = al->items[al->firstDivergence];
-  if (it.kind == AlignKind::Transfer)
-    select({Selection::Kind::Transfer, -1, it.a}, true);
-  else if (it.kind == AlignKind::Gradient)
-    select({Selection::Kind::Gradient, -1, it.a}, false);
-  else
-    select({Selection::Kind::Loss, -1, it.a}, false);
+  const analysis::Comparison* c = other_.comparison.get();
+  const int64_t transfer = c ? firstDivergentTransfer(*c) : -1;
+  if (transfer < 0 || !main_.run) return false;
+  select({Selection::Kind::Transfer, main_.run->model.transfers[transfer].rank, transfer}, false);
+  focusTransfer(transfer, false);
   view_.tab = BottomTab::Compare;
   view_.tabRequested = true;
   return true;

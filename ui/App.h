@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "imgui.h"
-#include "ui/CompareAlign.h"
 #include "ui/LoadedRun.h"
+#include "ui/RunComparison.h"
 #include "ui/TimeIndex.h"
 #include "ui/ViewerState.h"
 
@@ -22,7 +22,8 @@ namespace stagescope::ui {
 class RunSlot {
  public:
   ~RunSlot();
-  void load(const std::string& path, std::shared_ptr<const LoadedRun> alignWith = {});
+  // Loads `path`; with `compareWith`, also compares it against that run (the compare slot).
+  void load(const std::string& path, std::shared_ptr<const LoadedRun> compareWith = {});
   // Moves a finished load into run/error; true when something changed this call.
   bool poll();
   // True from load() until poll() has taken the result over (not merely until the loading
@@ -33,8 +34,8 @@ class RunSlot {
 
   std::string path;
   std::shared_ptr<const LoadedRun> run;
-  std::shared_ptr<const Alignment> alignment;    // compare slot: aligned against the main run
-  std::shared_ptr<const LoadedRun> alignedWith;  // the main run `alignment` was computed for
+  std::shared_ptr<const analysis::Comparison> comparison;  // compare slot: against the main run
+  std::shared_ptr<const LoadedRun> comparedWith;  // the main run `comparison` was computed for
   std::string error;
 
  private:
@@ -43,7 +44,7 @@ class RunSlot {
   std::atomic<bool> finished_{false};
   std::mutex mutex_;
   std::shared_ptr<const LoadedRun> result_;
-  std::shared_ptr<const Alignment> resultAlignment_;
+  std::shared_ptr<const analysis::Comparison> resultComparison_;
   std::string resultError_;
 };
 
@@ -93,7 +94,7 @@ class App {
   ViewerState& state() { return view_; }
   const LoadedRun* run() const { return main_.run.get(); }
   const LoadedRun* compareRun() const { return other_.run.get(); }
-  const Alignment* compareAlignment() const { return other_.alignment.get(); }
+  const analysis::Comparison* comparison() const { return other_.comparison.get(); }
   const std::string& compareError() const { return other_.error; }
   const std::string& loadError() const { return main_.error; }
 

@@ -1,22 +1,64 @@
-// Compare: a second run aligned to the first by logical identity (CompareAlign).
+// Compare: the open run (A) against a second run (B) of any layout of the same model and seed,
+// as analysis::compareRuns judges them (RunComparison.h): the verdict with its reason, what
+// was compared, the first divergent message (one click to it), and the loss and gradient rows.
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 
 #include "ui/App.h"
 
 namespace stagescope::ui {
+namespace {
+
+const ImVec4 kGreen(0.5f, 0.85f, 0.55f, 1), kRed(1, 0.4f, 0.4f, 1), kAmber(1, 0.75f, 0.35f, 1);
+
+ImVec4 verdictColour(analysis::Verdict v) {
+  switch (v) {
+    case analysis::Verdict::Identical:
+    case analysis::Verdict::WithinTolerance:
+      return kGreen;
+    case analysis::Verdict::Diverged:
+      return kRed;
+    default:
+      return kAmber;  // any verdict that is neither equal nor diverged (e.g. incomplete)
+  }
+}
+
+// A value cell: NaN and Inf by name, never as a number.
+void valueCell(bool present, double v) {
+  if (!present)
+    ImGui::TextDisabled("-");
+  else if (std::isnan(v))
+    ImGui::TextColored(kRed, "NaN");
+  else if (std::isinf(v))
+    ImGui::TextColored(kRed, v > 0 ? "+Inf" : "-Inf");
+  else
+    ImGui::Text("%.9g", v);
+}
+
+// The relative difference as the analysis measured it (the verdict above judges it).
+void relDiffCell(double d) {
+  if (std::isnan(d))
+    ImGui::TextDisabled("-");
+  else
+    ImGui::Text("%.3g", d);
+}
+
+}  // namespace
 
 void App::drawCompare() {
   if (!main_.run) {
     ImGui::TextDisabled("Open a run first.");
     return;
   }
-  if (other_.loading()) {
-    ImGui::Text("Loading %s", other_.path.c_str());
+  if (other_.loading() || !pendingCompare_.empty()) {
+    ImGui::Text("Loading and comparing %s",
+                pendingCompare_.empty() ? other_.path.c_str() : pendingCompare_.c_str());
     ImGui::ProgressBar(other_.progress(), ImVec2(300, 0));
     return;
   }
-  const Alignment* al = other_.alignment.get();
-  if (!other_.run || !al) {
+  const analysis::Comparison* c = other_.comparison.get();
+  if (!other_.run || !c) {
     ImGui::TextUnformatted(
         "Compare this run with a second run (any layout of the same model and seed).");
     char buf[1024];
@@ -33,92 +75,107 @@ void App::drawCompare() {
       ImGui::SameLine();
     }
     ImGui::NewLine();
-    if (!other_.error.empty())
-      ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s", other_.error.c_str());
+    if (!other_.error.empty()) ImGui::TextColored(kRed, "%s", other_.error.c_str());
     return;
   }
-  ImGui::Text("A: %s", main_.path.c_str());
+  ImGui::Text("A: %s (%s)", c->a.path.c_str(), c->a.status.c_str());
   ImGui::SameLine(0, 30);
-  ImGui::Text("B: %s", other_.path.c_str());
+  ImGui::Text("B: %s (%s)", c->b.path.c_str(), c->b.status.c_str());
   ImGui::SameLine(0, 30);
-  ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1), "%zu same", al->same);
+  ImGui::TextDisabled("%s  vs  %s", c->a.layout.c_str(), c->b.layout.c_str());
+  // The verdict, as `stagescope compare` and the reports state it.
+  std::string verdict = analysis::toString(c->verdict);
+  for (char& ch : verdict) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  ImGui::PushStyleColor(ImGuiCol_Button, verdictColour(c->verdict));
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.08f, 0.08f, 0.1f, 1));
+  ImGui::SmallButton(verdict.c_str());
+  ImGui::PopStyleColor(2);
   ImGui::SameLine();
-  ImGui::TextColored(al->differ ? ImVec4(1, 0.4f, 0.4f, 1) : ImVec4(0.6f, 0.6f, 0.6f, 1),
-                     "%zu differ", al->differ);
-  ImGui::SameLine();
-  ImGui::TextDisabled("%zu only in A, %zu only in B", al->onlyA, al->onlyB);
-  ImGui::BeginDisabled(al->firstDivergence < 0);
-  if (ImGui::Button("Jump to first divergence")) {
-    std::string err;
-    runCommand("jump-divergence", &err);
+  ImGui::TextWrapped("%s", c->verdictReason.c_str());
+  ImGui::TextDisabled(
+      "messages: %zu compared, %zu differ, %zu only in A, %zu only in B   losses: %zu compared, "
+      "%zu differ (max rel %.3g)   gradients: %zu compared, %zu differ (max rel %.3g)",
+      c->transfersCompared, c->transfersDiffering, c->transfersOnlyA, c->transfersOnlyB,
+      c->lossesCompared, c->lossesDiffering, c->maxLossRelDiff, c->gradsCompared, c->gradsDiffering,
+      c->maxGradRelDiff);
+  if (c->firstDivergent) {
+    const auto& d = *c->firstDivergent;
+    ImGui::BeginDisabled(firstDivergentTransfer(*c) < 0);
+    if (ImGui::Button(c->verdict == analysis::Verdict::Diverged ? "Jump to first divergence"
+                                                                : "Jump to it"))
+      showDivergence();
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::TextColored(kAmber, "%s: %s %s iteration %d microbatch %d (%s)",
+                       c->verdict == analysis::Verdict::Diverged
+                           ? "first divergent message"
+                           : "first message that differs bitwise (within the verdict above)",
+                       d.edge.c_str(), events::toString(d.direction), d.iteration, d.microbatch,
+                       d.reason.c_str());
   }
-  ImGui::EndDisabled();
-  ImGui::SameLine();
+  ImGui::SameLine(0, 20);
   ImGui::Checkbox("differences only", &view_.compareDifferencesOnly);
-  if (al->firstDivergence >= 0) {
-    ImGui::SameLine(0, 20);
-    ImGui::TextColored(ImVec4(1, 0.6f, 0.3f, 1), "first divergence: %s",
-                       al->items[al->firstDivergence].key.c_str());
-  }
-  std::vector<int64_t> shown;
-  for (size_t i = 0; i < al->items.size(); ++i)
-    if (!view_.compareDifferencesOnly || al->items[i].state != AlignState::Same)
-      shown.push_back(static_cast<int64_t>(i));
-  if (ImGui::BeginTable("##cmptable", 6,
-                        ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
-                            ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable)) {
+
+  // Losses and the gradients that differ most, side by side.
+  const float half = (ImGui::GetContentRegionAvail().x - 8) / 2;
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable;
+  if (ImGui::BeginTable("##losses", 6, flags, ImVec2(half, 0))) {
     ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("state", ImGuiTableColumnFlags_WidthFixed, 80);
-    ImGui::TableSetupColumn("kind", ImGuiTableColumnFlags_WidthFixed, 70);
-    ImGui::TableSetupColumn("logical identity", ImGuiTableColumnFlags_WidthStretch);
-    ImGui::TableSetupColumn("A", ImGuiTableColumnFlags_WidthFixed, 170);
-    ImGui::TableSetupColumn("B", ImGuiTableColumnFlags_WidthFixed, 170);
-    ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 40);
+    ImGui::TableSetupColumn("loss it", ImGuiTableColumnFlags_WidthFixed, 50);
+    ImGui::TableSetupColumn("mb", ImGuiTableColumnFlags_WidthFixed, 30);
+    ImGui::TableSetupColumn("dp", ImGuiTableColumnFlags_WidthFixed, 30);
+    ImGui::TableSetupColumn("A");
+    ImGui::TableSetupColumn("B");
+    ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 70);
     ImGui::TableHeadersRow();
-    ImGuiListClipper clip;
-    clip.Begin(static_cast<int>(shown.size()));
-    while (clip.Step()) {
-      for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
-        const AlignedItem& it = al->items[shown[r]];
-        ImGui::TableNextRow();
-        ImGui::TableSetColumnIndex(0);
-        ImVec4 c = it.state == AlignState::Same     ? ImVec4(0.5f, 0.85f, 0.55f, 1)
-                   : it.state == AlignState::Differ ? ImVec4(1, 0.4f, 0.4f, 1)
-                                                    : ImVec4(0.8f, 0.7f, 0.4f, 1);
-        char sel[48];
-        std::snprintf(sel, sizeof sel, "%s##c%lld", toString(it.state),
-                      static_cast<long long>(shown[r]));
-        ImGui::PushStyleColor(ImGuiCol_Text, c);
-        if (ImGui::Selectable(sel, view_.compareSelected == shown[r],
-                              ImGuiSelectableFlags_SpanAllColumns)) {
-          view_.compareSelected = shown[r];
-          if (it.a >= 0) {
-            if (it.kind == AlignKind::Transfer)
-              select({Selection::Kind::Transfer, -1, it.a}, true);
-            else if (it.kind == AlignKind::Gradient)
-              select({Selection::Kind::Gradient, -1, it.a}, false);
-            else
-              select({Selection::Kind::Loss, -1, it.a}, false);
-          }
-        }
-        ImGui::PopStyleColor();
-        ImGui::TableSetColumnIndex(1);
-        ImGui::TextUnformatted(toString(it.kind));
-        ImGui::TableSetColumnIndex(2);
-        ImGui::TextUnformatted(it.key.c_str());
-        if (theme::mono) ImGui::PushFont(theme::mono);
-        for (int side = 0; side < 2; ++side) {
-          ImGui::TableSetColumnIndex(3 + side);
-          int64_t idx = side ? it.b : it.a;
-          if (idx < 0)
-            ImGui::TextDisabled("-");
-          else if (it.kind == AlignKind::Transfer)
-            ImGui::Text("%s", hex64(side ? it.checksumB : it.checksumA).c_str());
-          else
-            ImGui::Text("%.9g", side ? it.valueB : it.valueA);
-        }
-        if (theme::mono) ImGui::PopFont();
-      }
+    for (const auto& l : c->losses) {
+      const bool bitwiseEqual = l.hasA && l.hasB && l.diff == 0;
+      if (view_.compareDifferencesOnly && bitwiseEqual) continue;
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::Text("%d", l.iteration);
+      ImGui::TableSetColumnIndex(1);
+      ImGui::Text("%d", l.microbatch);
+      ImGui::TableSetColumnIndex(2);
+      if (l.dp < 0)
+        ImGui::TextDisabled("mean");
+      else
+        ImGui::Text("%d", l.dp);
+      ImGui::TableSetColumnIndex(3);
+      valueCell(l.hasA, l.a);
+      ImGui::TableSetColumnIndex(4);
+      valueCell(l.hasB, l.b);
+      ImGui::TableSetColumnIndex(5);
+      relDiffCell(l.relDiff);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::SameLine(0, 8);
+  if (ImGui::BeginTable("##grads", 6, flags, ImVec2(half, 0))) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("gradient (largest differences)", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("it", ImGuiTableColumnFlags_WidthFixed, 24);
+    ImGui::TableSetupColumn("norm A", ImGuiTableColumnFlags_WidthFixed, 90);
+    ImGui::TableSetupColumn("norm B", ImGuiTableColumnFlags_WidthFixed, 90);
+    ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 64);
+    ImGui::TableSetupColumn("by", ImGuiTableColumnFlags_WidthFixed, 70);
+    ImGui::TableHeadersRow();
+    for (const auto& g : c->gradTop) {
+      if (view_.compareDifferencesOnly && g.bitwiseEqual) continue;
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::TextUnformatted(g.param.c_str());
+      ImGui::TableSetColumnIndex(1);
+      ImGui::Text("%d", g.iteration);
+      ImGui::TableSetColumnIndex(2);
+      valueCell(g.hasA, g.normA);
+      ImGui::TableSetColumnIndex(3);
+      valueCell(g.hasB, g.normB);
+      ImGui::TableSetColumnIndex(4);
+      relDiffCell(g.relDiff);
+      ImGui::TableSetColumnIndex(5);
+      ImGui::TextDisabled("%s", g.how.c_str());
     }
     ImGui::EndTable();
   }

@@ -85,8 +85,9 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     buttons.emplace_back("Stuck: rank " + std::to_string(pr.firstStuckRank) + " (" +
                              toString(pr.ranks[pr.firstStuckRank].fate) + ")",
                          1);
-  const Alignment* al = other_.alignment.get();
-  if (al && al->firstDivergence >= 0) buttons.emplace_back("First divergence", 2);
+  const analysis::Comparison* cmp = other_.comparison.get();
+  if (cmp && cmp->verdict == analysis::Verdict::Diverged && firstDivergentTransfer(*cmp) >= 0)
+    buttons.emplace_back("First divergence", 2);
   float buttonsW = 0;
   for (const auto& [label, which] : buttons)
     buttonsW += ImGui::CalcTextSize(label.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x + 6;

@@ -48,7 +48,6 @@ struct ViewerState {
   size_t findTotal = 0;
   int plotParam = 0;
   bool compareDifferencesOnly = true;
-  int64_t compareSelected = -1;
   std::vector<std::string> recent;
 };
 

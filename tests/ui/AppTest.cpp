@@ -87,8 +87,8 @@ TEST(AppLaunch, CompareRunGivenAtLaunchIsAlwaysLoadedAndAligned) {
     ASSERT_EQ(err, "") << "launch " << launch;
     ASSERT_NE(app.run(), nullptr) << "launch " << launch;
     ASSERT_NE(app.compareRun(), nullptr) << "launch " << launch;
-    ASSERT_NE(app.compareAlignment(), nullptr) << "launch " << launch;
-    EXPECT_GE(app.compareAlignment()->firstDivergence, 0) << "launch " << launch;
+    ASSERT_NE(app.comparison(), nullptr) << "launch " << launch;
+    EXPECT_TRUE(app.comparison()->firstDivergent.has_value()) << "launch " << launch;
   }
 }
 
@@ -101,7 +101,7 @@ TEST(AppLaunch, CompareOpenedWhileTheMainRunLoadsWaitsForIt) {
     app.openCompare(fx.b);  // the main run is still loading
     EXPECT_TRUE(app.busy());
     ASSERT_EQ(runScript(gui, app, {"step 3"}), "") << "launch " << launch;
-    ASSERT_NE(app.compareAlignment(), nullptr) << "launch " << launch;
+    ASSERT_NE(app.comparison(), nullptr) << "launch " << launch;
   }
 }
 

@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "ui/CompareAlign.h"
+#include "core/analysis/Compare.h"
 #include "ui/FindFilter.h"
 #include "ui/LoadedRun.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
+#include "ui/RunComparison.h"
 #include "ui/RunProblems.h"
 #include "ui/TimeIndex.h"
 #include "ui/TimeSplit.h"
@@ -185,35 +186,36 @@ TEST(TimeSplit, BubbleNearExpected) {
   EXPECT_NEAR(split.meanBubble, split.expectedBubble, 0.2);
 }
 
-TEST(CompareAlign, SameMathematicsAcrossLayouts) {
-  storage::RunModel a = makeSyntheticRun(defaultSyntheticSpec());
-  storage::RunModel b = makeSyntheticRun(alternateLayoutSpec());  // llm tp2 -> tp1: other ranks
-  ASSERT_NE(a.ranks.size(), b.ranks.size());
-  Alignment al = alignRuns(a, b);
-  EXPECT_GT(al.same, 100u);
-  EXPECT_EQ(al.differ, 0u);
-  EXPECT_EQ(al.onlyA, 0u);
-  EXPECT_EQ(al.onlyB, 0u);
-  EXPECT_EQ(al.firstDivergence, -1);
+// The viewer's compare is analysis::compareRuns: the same verdict and the same first
+// divergent message as `stagescope compare` (tests/debug runs the real pair).
+TEST(ViewerCompare, SameMathematicsAcrossLayoutsDoesNotDiverge) {
+  auto a = indexRun(makeSyntheticRun(defaultSyntheticSpec()));
+  auto b = indexRun(makeSyntheticRun(alternateLayoutSpec()));  // llm tp2 -> tp1: other ranks
+  ASSERT_NE(a->model.ranks.size(), b->model.ranks.size());
+  auto c = compareForViewer(*a, *b);
+  EXPECT_NE(c->verdict, analysis::Verdict::Diverged) << c->verdictReason;
+  EXPECT_FALSE(c->firstDivergent.has_value());
+  EXPECT_EQ(firstDivergentTransfer(*c), -1);
 }
 
-TEST(CompareAlign, FindsFirstDivergence) {
-  storage::RunModel a = makeSyntheticRun(defaultSyntheticSpec());
+TEST(ViewerCompare, NamesTheSameFirstDivergenceAsTheCli) {
+  auto a = indexRun(makeSyntheticRun(defaultSyntheticSpec()));
   SyntheticSpec spec = alternateLayoutSpec();
   spec.divergeIteration = 1;
   spec.divergeMicrobatch = 2;
-  storage::RunModel b = makeSyntheticRun(spec);
-  Alignment al = alignRuns(a, b);
-  ASSERT_GE(al.firstDivergence, 0);
-  const AlignedItem& first = al.items[al.firstDivergence];
-  EXPECT_EQ(first.iteration, 1);
-  EXPECT_EQ(first.microbatch, 2);
-  EXPECT_EQ(first.kind, AlignKind::Transfer);
-  EXPECT_EQ(a.transfers[first.a].direction, events::Direction::Activation);
-  EXPECT_NE(first.checksumA, first.checksumB);
-  // Nothing before it differs.
-  for (int64_t i = 0; i < al.firstDivergence; ++i) EXPECT_NE(al.items[i].state, AlignState::Differ);
-  EXPECT_GT(al.differ, 10u);
+  auto b = indexRun(makeSyntheticRun(spec));
+  auto viewer = compareForViewer(*a, *b);
+  analysis::Comparison cli = analysis::compareRuns(a->model, b->model);
+  EXPECT_EQ(viewer->verdict, analysis::Verdict::Diverged);
+  EXPECT_EQ(viewer->verdict, cli.verdict);
+  ASSERT_TRUE(viewer->firstDivergent && cli.firstDivergent);
+  EXPECT_EQ(viewer->firstDivergent->edge, cli.firstDivergent->edge);
+  EXPECT_EQ(viewer->firstDivergent->iteration, 1);
+  EXPECT_EQ(viewer->firstDivergent->microbatch, 2);
+  EXPECT_EQ(viewer->firstDivergent->microbatch, cli.firstDivergent->microbatch);
+  const int64_t t = firstDivergentTransfer(*viewer);
+  ASSERT_GE(t, 0);
+  EXPECT_EQ(a->model.transfers[t].edge, cli.firstDivergent->edge);
 }
 
 TEST(FindFilter, MismatchAndNaN) {
@@ -260,8 +262,7 @@ TEST(RunFile, SyntheticRunRoundTripsThroughStorage) {
   EXPECT_EQ(run->model.transfers.size(), model.transfers.size());
   EXPECT_EQ(run->model.pairs.size(), model.pairs.size());
   EXPECT_EQ(run->replay.brokenConstraints(), 0u);
-  Alignment al = alignRuns(model, run->model);
-  EXPECT_EQ(al.differ, 0u);
+  EXPECT_EQ(analysis::compareRuns(model, run->model).verdict, analysis::Verdict::Identical);
 }
 
 int rankAt(const storage::RunModel& m, const std::string& module, int tp, int pp, int dp) {

@@ -499,10 +499,22 @@ bool App::showStuck() {
 
 bool App::showDivergence() {
   const analysis::Comparison* c = other_.comparison.get();
-  const int64_t transfer = c ? firstDivergentTransfer(*c) : -1;
-  if (transfer < 0 || !main_.run) return false;
-  select({Selection::Kind::Transfer, main_.run->model.transfers[transfer].rank, transfer}, false);
-  focusTransfer(transfer, false);
+  const LoadedRun* r = main_.run.get();
+  if (!c || !c->first || !r) return false;
+  const analysis::AlignedItem& it = *c->first;
+  if (it.a < 0) return false;  // only in B: nothing of run A to show
+  switch (it.kind) {
+    case analysis::ItemKind::Transfer:
+      select({Selection::Kind::Transfer, r->model.transfers[it.a].rank, it.a}, false);
+      focusTransfer(it.a, false);
+      break;
+    case analysis::ItemKind::Gradient:
+      select({Selection::Kind::Gradient, r->model.gradients[it.a].rank, it.a}, false);
+      break;
+    case analysis::ItemKind::Loss:
+      select({Selection::Kind::Loss, r->model.losses[it.a].rank, it.a}, false);
+      break;
+  }
   view_.tab = BottomTab::Compare;
   view_.tabRequested = true;
   return true;

@@ -98,20 +98,17 @@ void App::drawCompare() {
       c->transfersCompared, c->transfersDiffering, c->transfersOnlyA, c->transfersOnlyB,
       c->lossesCompared, c->lossesDiffering, c->maxLossRelDiff, c->gradsCompared, c->gradsDiffering,
       c->maxGradRelDiff);
-  if (c->firstDivergent) {
-    const auto& d = *c->firstDivergent;
-    ImGui::BeginDisabled(firstDivergentTransfer(*c) < 0);
-    if (ImGui::Button(c->verdict == analysis::Verdict::Diverged ? "Jump to first divergence"
-                                                                : "Jump to it"))
-      showDivergence();
+  for (const auto& line : c->missing) ImGui::TextColored(kAmber, "missing: %s", line.c_str());
+  ImGui::TextDisabled("evidence: %s   tolerance: %s", c->evidence.c_str(),
+                      c->toleranceRule.c_str());
+  if (c->first) {
+    ImGui::BeginDisabled(c->first->a < 0);
+    if (ImGui::Button("Jump to first divergence")) showDivergence();
     ImGui::EndDisabled();
     ImGui::SameLine();
-    ImGui::TextColored(kAmber, "%s: %s %s iteration %d microbatch %d (%s)",
-                       c->verdict == analysis::Verdict::Diverged
-                           ? "first divergent message"
-                           : "first message that differs bitwise (within the verdict above)",
-                       d.edge.c_str(), events::toString(d.direction), d.iteration, d.microbatch,
-                       d.reason.c_str());
+    ImGui::TextColored(kAmber, "first divergence: %s", c->firstText.c_str());
+  } else {
+    ImGui::TextDisabled("no divergence among the compared items");
   }
   ImGui::SameLine(0, 20);
   ImGui::Checkbox("differences only", &view_.compareDifferencesOnly);

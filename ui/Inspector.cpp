@@ -75,8 +75,8 @@ void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
         row("world", "%d ranks, %zu modules", info.worldSize, info.modules.size());
         row("schedule", "%d iterations x %d microbatches", info.iterations, info.microbatches);
         row("level", "%s", events::toString(info.level));
-        row("bubble", "measured %.1f %%  expected %.1f %%", 100 * run->split.meanBubble,
-            100 * run->split.expectedBubble);
+        row("bubble", "measured %.1f %%  expected %.1f %%", 100 * run->time.measuredBubble,
+            100 * run->time.expectedBubble);
         row("replay", "%zu steps", run->replay.size());
         ImGui::EndTable();
       }

@@ -39,7 +39,7 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
     run->pairsBySendStart.push_back(i);
   }
   run->replay = ReplayOrder::build(m, run->pairActions);
-  run->split = computeTimeSplit(m);
+  run->time = analysis::timeBreakdown(m);
   run->problems = findProblems(m, run->replay);
   run->iterationStartNs.assign(std::max(0, m.info.iterations), INT64_MAX);
   for (const auto& acts : m.actions)

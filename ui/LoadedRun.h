@@ -1,7 +1,7 @@
 // A run as the viewer holds it: the read model plus everything derived from it once, on the
-// loading thread (row order, transfer->action links, causal replay order, time split,
-// transfer pairs ordered by send time).  Immutable after loading; view state lives apart
-// (ViewerState.h).  ImGui-free.
+// loading thread (row order, transfer->action links, causal replay order,
+// transfer pairs ordered by send time, time per rank).  Immutable after loading; view state lives
+// apart (ViewerState.h).  ImGui-free.
 #pragma once
 
 #include <functional>
@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/Bubble.h"
 #include "storage/RunModel.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
 #include "ui/RunProblems.h"
-#include "ui/TimeSplit.h"
 
 namespace stagescope::ui {
 
@@ -25,7 +25,7 @@ struct LoadedRun {
   std::vector<int32_t> pairsBySendStart;  // pair indices with both sides, by send action start
   std::vector<int64_t> pairSendStart;     // parallel to pairsBySendStart
   ReplayOrder replay;
-  TimeSplit split;
+  analysis::TimeBreakdown time;           // time per rank and the bubble (core/analysis)
   std::vector<int32_t> transferPair;      // transfer index -> pair index (-1)
   RunProblems problems;                   // rank fates, stuck actions, wait-for edges, first NaN
   std::vector<int64_t> iterationStartNs;  // [iteration]: earliest action start (INT64_MAX: none)

@@ -157,15 +157,15 @@ void App::drawPlots() {
       ImGui::EndCombo();
     }
   }
-  // 3. Time per rank.
+  // 3. Time per rank (analysis::timeBreakdown: the accounting `compare` reports).
   {
+    const analysis::TimeBreakdown& tb = run->time;
     ImVec2 p(origin.x + 2 * (w + 10), origin.y);
     dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), IM_COL32(32, 34, 38, 255), 3);
     char title[160];
     std::snprintf(title, sizeof title,
                   "Time per rank   bubble: measured %.1f %%  expected %.1f %% (p=%d, m=%d)",
-                  100 * run->split.meanBubble, 100 * run->split.expectedBubble, run->split.stages,
-                  run->split.microbatches);
+                  100 * tb.measuredBubble, 100 * tb.expectedBubble, tb.stages, tb.microbatches);
     dl->AddText(ImVec2(p.x + 8, p.y + 4), theme::kText, title);
     const float top = p.y + 26, bottom = p.y + h - 22;
     const size_t n = run->rows.size();
@@ -173,12 +173,17 @@ void App::drawPlots() {
     const float x0 = p.x + 64, x1 = p.x + w - 60;
     for (size_t i = 0; i < n; ++i) {
       const int rank = run->rows[i].rank;
-      const RankTime& t = run->split.ranks[rank];
+      const analysis::RankTime* found = nullptr;
+      for (const auto& rt : tb.ranks)
+        if (rt.rank == rank) found = &rt;
+      if (!found) continue;
+      const analysis::RankTime& t = *found;
       float y = top + static_cast<float>(i) * (barH + 2);
       if (y + barH > bottom) break;
-      double span = std::max<int64_t>(1, t.spanNs);
-      float xc = x0 + (x1 - x0) * static_cast<float>(t.computeNs / span);
-      float xm = xc + (x1 - x0) * static_cast<float>(t.commNs / span);
+      const double compute = t.forwardMs + t.backwardMs + t.otherMs;
+      const double span = std::max(1e-9, t.spanMs);
+      float xc = x0 + (x1 - x0) * static_cast<float>(std::min(1.0, compute / span));
+      float xm = std::min(x1, xc + (x1 - x0) * static_cast<float>(t.commMs / span));
       dl->AddRectFilled(ImVec2(x0, y), ImVec2(xc, y + barH),
                         theme::moduleColour(run->rows[i].moduleIndex, false));
       dl->AddRectFilled(ImVec2(xc, y), ImVec2(xm, y + barH), IM_COL32(120, 143, 168, 255));
@@ -187,16 +192,12 @@ void App::drawPlots() {
       std::snprintf(b, sizeof b, "r%d", rank);
       if (barH >= 10) dl->AddText(ImVec2(p.x + 8, y + barH / 2 - 7), theme::kTextDim, b);
       std::snprintf(b, sizeof b, "%.0f%%", 100 * t.bubble);
-      if (barH >= 10)
-        dl->AddText(ImVec2(x1 + 6, y + barH / 2 - 7),
-                    t.bubble > run->split.expectedBubble * 1.25 ? theme::kBad : theme::kTextDim, b);
+      if (barH >= 10) dl->AddText(ImVec2(x1 + 6, y + barH / 2 - 7), theme::kTextDim, b);
       if (ImGui::IsMouseHoveringRect(ImVec2(x0, y), ImVec2(x1, y + barH)))
         ImGui::SetTooltip(
             "rank %d\ncompute %s\ncommunication %s\nidle %s\nbubble %.1f %% (expected %.1f %%)",
-            rank, formatDuration(static_cast<double>(t.computeNs)).c_str(),
-            formatDuration(static_cast<double>(t.commNs)).c_str(),
-            formatDuration(static_cast<double>(t.idleNs)).c_str(), 100 * t.bubble,
-            100 * run->split.expectedBubble);
+            rank, formatDuration(compute * 1e6).c_str(), formatDuration(t.commMs * 1e6).c_str(),
+            formatDuration(t.idleMs * 1e6).c_str(), 100 * t.bubble, 100 * tb.expectedBubble);
     }
     float ly = p.y + h - 18, lx = x0;
     auto legend = [&](ImU32 c, const char* text) {

@@ -9,16 +9,24 @@ std::shared_ptr<const analysis::Comparison> compareForViewer(const LoadedRun& a,
   analysis::CompareOptions opts;
   opts.labelA = a.model.path;
   opts.labelB = b.model.path;
-  opts.payload = [&](int which, int64_t index) -> std::vector<uint8_t> {
-    return transferPayload(which == 0 ? a : b, index);
-  };
+  // At level full the comparison judges values, as `stagescope compare` does: the viewer holds
+  // its runs without payloads, so the comparison reads them with payloads.
+  const bool full = a.model.info.level == events::RecordLevel::Full ||
+                    b.model.info.level == events::RecordLevel::Full;
+  if (full && !a.model.path.empty() && !b.model.path.empty()) {
+    storage::LoadOptions load;
+    load.payloads = true;
+    const storage::RunModel pa = storage::loadRun(a.model.path, load);
+    const storage::RunModel pb = storage::loadRun(b.model.path, load);
+    return std::make_shared<const analysis::Comparison>(analysis::compareRuns(pa, pb, opts));
+  }
   return std::make_shared<const analysis::Comparison>(
       analysis::compareRuns(a.model, b.model, opts));
 }
 
 int64_t firstDivergentTransfer(const analysis::Comparison& c) {
-  if (!c.firstDivergent || !c.firstDivergent->a.present) return -1;
-  return c.firstDivergent->a.index;
+  if (!c.first || c.first->kind != analysis::ItemKind::Transfer) return -1;
+  return c.first->a;
 }
 
 }  // namespace stagescope::ui

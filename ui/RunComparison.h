@@ -1,7 +1,9 @@
 // The viewer's compare: analysis::compareRuns over the open run (A) and the compare run (B),
-// with the options `stagescope compare` uses (labels = the paths, the first divergent
-// message's payloads fetched from the files), so the panel, the CLI and the reports give the
-// same verdict and name the same first divergence.  No comparison rule lives in the viewer.
+// with the options `stagescope compare` uses (labels = the paths, payloads at level full), so
+// the panel, the CLI and the reports give the same verdict and name the same first
+// divergence (Comparison::first, in causal order).  No comparison rule lives in the viewer.
+// Not yet shared with the CLI: record filters (app/ reads them from the config text), so on
+// runs recorded with `record.ranks/modules/iterations` the viewer compares without them.
 // ImGui-free.
 #pragma once
 
@@ -16,7 +18,8 @@ namespace stagescope::ui {
 std::shared_ptr<const analysis::Comparison> compareForViewer(const LoadedRun& a,
                                                              const LoadedRun& b);
 
-// The transfer of run A that shows the first divergence (-1 when there is none in A).
+// The transfer of run A that is the first divergence (-1 when the first divergence is not a
+// message, or is absent from A).
 int64_t firstDivergentTransfer(const analysis::Comparison& c);
 
 }  // namespace stagescope::ui

@@ -1,6 +1,9 @@
 #include "ui/RunProblems.h"
 
+#include "core/analysis/Causal.h"
+
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -112,62 +115,54 @@ bool nonFinite(bool hasStats, const events::TensorStats& s) {
 
 std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& m,
                                               const ReplayOrder& replay) {
+  // The order is analysis::CausalOrder's (the one `check` names its first NaN/Inf by); the
+  // action found here only tells the viewer where to navigate.
+  const analysis::CausalOrder order(m);
   ActionLookup lookup(m);
   const int world = static_cast<int>(m.actions.size());
-  auto position = [&](int rank, int32_t action, bool end) -> int64_t {
-    if (rank < 0 || rank >= world || action < 0) return INT64_MAX;
-    return replay.positionOf(rank, action, end);
+  struct Keyed {
+    analysis::CausalKey key;
+    NonFinite n;
   };
-  std::vector<NonFinite> out;
+  std::vector<Keyed> out;
   for (size_t i = 0; i < m.transfers.size(); ++i) {
     const auto& t = m.transfers[i];
     if (!nonFinite(t.hasStats, t.stats)) continue;
     NonFinite n{NonFinite::Kind::Transfer, static_cast<int64_t>(i), t.rank, -1, -1};
     n.action = t.rank >= 0 && t.rank < world ? findAction(m, t.rank, t.iteration, t.actionSeq) : -1;
-    // The sender knows the values when its send begins; the receiver when its receive ends.
-    n.causalPosition = position(t.rank, n.action, t.side == events::Side::Recv);
-    out.push_back(n);
+    out.push_back({order.ofTransfer(static_cast<int64_t>(i)), n});
   }
   for (size_t i = 0; i < m.gradients.size(); ++i) {
     const auto& g = m.gradients[i];
     if (!nonFinite(g.hasStats, g.stats)) continue;
     NonFinite n{NonFinite::Kind::Gradient, static_cast<int64_t>(i), g.rank, -1, -1};
-    switch (g.phase) {
-      case events::GradPhase::Accumulated:
-        n.action = lookup.find(g.rank, g.iteration, ActionKind::Backward, g.microbatch);
-        break;
-      case events::GradPhase::Reduced:
-        n.action = lookup.find(g.rank, g.iteration, ActionKind::DpReduce, -1);
-        break;
-      case events::GradPhase::ParamAfterStep:
-        n.action = lookup.find(g.rank, g.iteration, ActionKind::OptimizerStep, -1);
-        break;
-      default:  // initial parameters and the reference are outside the run's causal order
-        break;
-    }
-    n.causalPosition =
-        g.phase == events::GradPhase::ParamInitial ? -1 : position(g.rank, n.action, true);
-    out.push_back(n);
+    if (g.phase == events::GradPhase::Accumulated)
+      n.action = lookup.find(g.rank, g.iteration, ActionKind::Backward, g.microbatch);
+    else if (g.phase == events::GradPhase::Reduced)
+      n.action = lookup.find(g.rank, g.iteration, ActionKind::DpReduce, -1);
+    else if (g.phase == events::GradPhase::ParamAfterStep)
+      n.action = lookup.find(g.rank, g.iteration, ActionKind::OptimizerStep, -1);
+    out.push_back({order.ofGradient(g), n});
   }
   for (size_t i = 0; i < m.losses.size(); ++i) {
     const auto& l = m.losses[i];
-    if (l.loss == l.loss && l.loss - l.loss == 0) continue;  // finite
+    if (std::isfinite(l.loss)) continue;
     NonFinite n{NonFinite::Kind::Loss, static_cast<int64_t>(i), l.rank, -1, -1};
     n.action = l.microbatch >= 0
                    ? lookup.find(l.rank, l.iteration, ActionKind::Forward, l.microbatch)
                    : lookup.lastForward(l.rank, l.iteration);
-    n.causalPosition = position(l.rank, n.action, true);
-    out.push_back(n);
+    out.push_back({order.ofLoss(l), n});
   }
-  auto stage = [&](int rank) {
-    return rank >= 0 && rank < static_cast<int>(m.ranks.size()) ? m.ranks[rank].globalStage
-                                                                : INT32_MAX;
-  };
-  std::stable_sort(out.begin(), out.end(), [&](const NonFinite& a, const NonFinite& b) {
-    return std::make_tuple(a.causalPosition, stage(a.rank), a.rank) <
-           std::make_tuple(b.causalPosition, stage(b.rank), b.rank);
-  });
-  return out;
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Keyed& a, const Keyed& b) { return a.key < b.key; });
+  std::vector<NonFinite> sorted;
+  sorted.reserve(out.size());
+  for (auto& k : out) {
+    if (k.n.rank >= 0 && k.n.rank < world && k.n.action >= 0)
+      k.n.causalPosition = replay.positionOf(k.n.rank, k.n.action, true);
+    sorted.push_back(k.n);
+  }
+  return sorted;
 }
 
 RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) {

@@ -60,7 +60,8 @@ struct RunProblems {
 
 RunProblems findProblems(const storage::RunModel& model, const ReplayOrder& replay);
 
-// Non-finite records in causal order (the order of findProblems' firstNonFinite).
+// Non-finite records in causal order: analysis::CausalOrder, the order `check` names its
+// first NaN/Inf by (findProblems' firstNonFinite is the first of these).
 std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& model,
                                               const ReplayOrder& replay);
 

@@ -86,8 +86,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
                              toString(pr.ranks[pr.firstStuckRank].fate) + ")",
                          1);
   const analysis::Comparison* cmp = other_.comparison.get();
-  if (cmp && cmp->verdict == analysis::Verdict::Diverged && firstDivergentTransfer(*cmp) >= 0)
-    buttons.emplace_back("First divergence", 2);
+  if (cmp && cmp->first && cmp->first->a >= 0) buttons.emplace_back("First divergence", 2);
   float buttonsW = 0;
   for (const auto& [label, which] : buttons)
     buttonsW += ImGui::CalcTextSize(label.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x + 6;

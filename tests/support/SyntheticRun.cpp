@@ -167,7 +167,8 @@ std::vector<Step> rankTemplate(Layout& L, int rank) {
           if (rank == leader) rf.peers.push_back(src);
         }
       }
-      if (rank != leader) rf.peers.push_back(leader);
+      // A TP peer of the bridge leader gets the activation by a TP broadcast, not a message:
+      // no peers (as the engine plans it).
     }
     if (!rf.waits.empty()) out.push_back(rf);
     out.push_back({ActionKind::Forward, mb, {}, {}, {}, fwdCost});
@@ -204,7 +205,6 @@ std::vector<Step> rankTemplate(Layout& L, int rank) {
                             L.bridgeRole(p.module), rank == leader, ddp});
         if (rank == leader) rb.peers.push_back(src);
       }
-      if (rank != leader) rb.peers.push_back(leader);
     }
     if (!rb.waits.empty()) out.push_back(rb);
     out.push_back({ActionKind::Backward, mb, {}, {}, {}, fwdCost * 2});

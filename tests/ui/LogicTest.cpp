@@ -1,5 +1,5 @@
 // The viewer's ImGui-free logic: causal replay order, stored activations, visible-range search
-// and folding, row order, time split, compare alignment across layouts, find.
+// and folding, row order, run problems, compare (core/analysis), find.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,6 @@
 #include "ui/RunComparison.h"
 #include "ui/RunProblems.h"
 #include "ui/TimeIndex.h"
-#include "ui/TimeSplit.h"
 
 #include "storage/RunFileWriter.h"
 #include "storage/RunReader.h"
@@ -170,22 +169,6 @@ TEST(RankRows, GroupedByModuleThenGrid) {
   EXPECT_EQ(model.ranks[rows[0].rank].module, "vision");
 }
 
-TEST(TimeSplit, BubbleNearExpected) {
-  SyntheticSpec spec = defaultSyntheticSpec();
-  spec.slowFraction = 0;
-  storage::RunModel model = makeSyntheticRun(spec);
-  TimeSplit split = computeTimeSplit(model);
-  EXPECT_EQ(split.stages, 5);
-  EXPECT_EQ(split.microbatches, 6);
-  EXPECT_DOUBLE_EQ(split.expectedBubble, 4.0 / 10.0);
-  for (const auto& r : split.ranks) {
-    EXPECT_EQ(r.computeNs + r.commNs + r.idleNs, std::max(r.spanNs, r.computeNs + r.commNs));
-    EXPECT_GT(r.bubble, 0.0);
-    EXPECT_LT(r.bubble, 1.0);
-  }
-  EXPECT_NEAR(split.meanBubble, split.expectedBubble, 0.2);
-}
-
 // The viewer's compare is analysis::compareRuns: the same verdict and the same first
 // divergent message as `stagescope compare` (tests/debug runs the real pair).
 TEST(ViewerCompare, SameMathematicsAcrossLayoutsDoesNotDiverge) {
@@ -194,7 +177,7 @@ TEST(ViewerCompare, SameMathematicsAcrossLayoutsDoesNotDiverge) {
   ASSERT_NE(a->model.ranks.size(), b->model.ranks.size());
   auto c = compareForViewer(*a, *b);
   EXPECT_NE(c->verdict, analysis::Verdict::Diverged) << c->verdictReason;
-  EXPECT_FALSE(c->firstDivergent.has_value());
+  EXPECT_FALSE(c->first.has_value()) << c->firstText;
   EXPECT_EQ(firstDivergentTransfer(*c), -1);
 }
 
@@ -208,14 +191,13 @@ TEST(ViewerCompare, NamesTheSameFirstDivergenceAsTheCli) {
   analysis::Comparison cli = analysis::compareRuns(a->model, b->model);
   EXPECT_EQ(viewer->verdict, analysis::Verdict::Diverged);
   EXPECT_EQ(viewer->verdict, cli.verdict);
-  ASSERT_TRUE(viewer->firstDivergent && cli.firstDivergent);
-  EXPECT_EQ(viewer->firstDivergent->edge, cli.firstDivergent->edge);
-  EXPECT_EQ(viewer->firstDivergent->iteration, 1);
-  EXPECT_EQ(viewer->firstDivergent->microbatch, 2);
-  EXPECT_EQ(viewer->firstDivergent->microbatch, cli.firstDivergent->microbatch);
+  ASSERT_TRUE(viewer->first && cli.first);
+  EXPECT_EQ(viewer->first->key, cli.first->key);
+  EXPECT_EQ(viewer->firstText, cli.firstText);
+  EXPECT_EQ(viewer->first->iteration, 1);
   const int64_t t = firstDivergentTransfer(*viewer);
   ASSERT_GE(t, 0);
-  EXPECT_EQ(a->model.transfers[t].edge, cli.firstDivergent->edge);
+  EXPECT_EQ(a->model.transfers[t].edge, cli.first->edge);
 }
 
 TEST(FindFilter, MismatchAndNaN) {
@@ -341,7 +323,10 @@ TEST(RunProblems, TheRootOfAWaitCycleIsItsLowestRank) {
 }
 
 TEST(RunProblems, FirstNonFiniteIsCausallyFirstNotFirstByEdgeName) {
-  SyntheticSpec spec = defaultSyntheticSpec();
+  // llm tp1: with tp2 the llm's TP peer receives the bridge activation by a TP broadcast, which
+  // is not a recorded message, so no recorded event links it to the bridge (a limit of the
+  // causal order over recorded messages).
+  SyntheticSpec spec = alternateLayoutSpec();
   spec.nanIteration = 1;
   spec.nanMicrobatch = 2;
   storage::RunModel m = makeSyntheticRun(spec);

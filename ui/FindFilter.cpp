@@ -1,5 +1,6 @@
 #include "ui/FindFilter.h"
 
+#include "core/analysis/NonFinite.h"
 #include "ui/RunProblems.h"
 
 namespace stagescope::ui {
@@ -9,10 +10,6 @@ namespace {
 const std::string& moduleOf(const storage::RunModel& model, int rank) {
   static const std::string none;
   return rank >= 0 && rank < static_cast<int>(model.ranks.size()) ? model.ranks[rank].module : none;
-}
-
-bool nonFinite(bool hasStats, const events::TensorStats& s) {
-  return hasStats && (s.nanCount || s.infCount);
 }
 
 bool matchesTransfer(const storage::RunModel& model, const FindQuery& q, size_t i,
@@ -25,7 +22,7 @@ bool matchesTransfer(const storage::RunModel& model, const FindQuery& q, size_t 
   if (q.iteration >= 0 && t.iteration != q.iteration) return false;
   if (q.microbatch >= 0 && t.microbatch != q.microbatch) return false;
   if (q.kind >= 0 && static_cast<int>(t.direction) != q.kind) return false;
-  if (q.nanInf && !nonFinite(t.hasStats, t.stats)) return false;
+  if (q.nanInf && !analysis::isNonFinite(t)) return false;
   if (q.mismatch && !mismatched[i]) return false;
   return true;
 }
@@ -38,7 +35,7 @@ bool matchesGradient(const storage::RunModel& model, const FindQuery& q, size_t 
   if (q.iteration >= 0 && g.iteration != q.iteration) return false;
   if (q.microbatch >= 0 && g.microbatch != q.microbatch) return false;
   if (q.kind >= 0 && static_cast<int>(g.phase) != q.kind) return false;
-  if (q.nanInf && !nonFinite(g.hasStats, g.stats)) return false;
+  if (q.nanInf && !analysis::isNonFinite(g)) return false;
   return true;
 }
 

@@ -1,6 +1,8 @@
 #include "ui/RunProblems.h"
 
-#include "core/analysis/Causal.h"
+#include "core/analysis/HangGraph.h"
+#include "core/analysis/NonFinite.h"
+#include "core/analysis/Pairing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -107,62 +109,53 @@ class ActionLookup {
   std::map<std::tuple<int, int, int, int>, int32_t> index_;
 };
 
-bool nonFinite(bool hasStats, const events::TensorStats& s) {
-  return hasStats && (s.nanCount > 0 || s.infCount > 0);
-}
-
 }  // namespace
 
 std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& m,
                                               const ReplayOrder& replay) {
-  // The order is analysis::CausalOrder's (the one `check` names its first NaN/Inf by); the
-  // action found here only tells the viewer where to navigate.
-  const analysis::CausalOrder order(m);
+  // The list and its order are core/analysis's (what `check` names first); the action found
+  // here only tells the viewer where to navigate.
   ActionLookup lookup(m);
   const int world = static_cast<int>(m.actions.size());
-  struct Keyed {
-    analysis::CausalKey key;
+  std::vector<NonFinite> out;
+  for (const analysis::NonFiniteRecord& r : analysis::nonFiniteInCausalOrder(m)) {
     NonFinite n;
-  };
-  std::vector<Keyed> out;
-  for (size_t i = 0; i < m.transfers.size(); ++i) {
-    const auto& t = m.transfers[i];
-    if (!nonFinite(t.hasStats, t.stats)) continue;
-    NonFinite n{NonFinite::Kind::Transfer, static_cast<int64_t>(i), t.rank, -1, -1};
-    n.action = t.rank >= 0 && t.rank < world ? findAction(m, t.rank, t.iteration, t.actionSeq) : -1;
-    out.push_back({order.ofTransfer(static_cast<int64_t>(i)), n});
+    n.index = r.index;
+    n.rank = r.rank;
+    switch (r.kind) {
+      case analysis::NonFiniteRecord::Kind::Transfer: {
+        const auto& t = m.transfers[r.index];
+        n.kind = NonFinite::Kind::Transfer;
+        n.rank = t.rank;
+        n.action =
+            t.rank >= 0 && t.rank < world ? findAction(m, t.rank, t.iteration, t.actionSeq) : -1;
+        break;
+      }
+      case analysis::NonFiniteRecord::Kind::Gradient: {
+        const auto& g = m.gradients[r.index];
+        n.kind = NonFinite::Kind::Gradient;
+        if (g.phase == events::GradPhase::Accumulated)
+          n.action = lookup.find(g.rank, g.iteration, ActionKind::Backward, g.microbatch);
+        else if (g.phase == events::GradPhase::Reduced)
+          n.action = lookup.find(g.rank, g.iteration, ActionKind::DpReduce, -1);
+        else if (g.phase == events::GradPhase::ParamAfterStep)
+          n.action = lookup.find(g.rank, g.iteration, ActionKind::OptimizerStep, -1);
+        break;
+      }
+      case analysis::NonFiniteRecord::Kind::Loss: {
+        const auto& l = m.losses[r.index];
+        n.kind = NonFinite::Kind::Loss;
+        n.action = l.microbatch >= 0
+                       ? lookup.find(l.rank, l.iteration, ActionKind::Forward, l.microbatch)
+                       : lookup.lastForward(l.rank, l.iteration);
+        break;
+      }
+    }
+    if (n.rank >= 0 && n.rank < world && n.action >= 0)
+      n.causalPosition = replay.positionOf(n.rank, n.action, true);
+    out.push_back(n);
   }
-  for (size_t i = 0; i < m.gradients.size(); ++i) {
-    const auto& g = m.gradients[i];
-    if (!nonFinite(g.hasStats, g.stats)) continue;
-    NonFinite n{NonFinite::Kind::Gradient, static_cast<int64_t>(i), g.rank, -1, -1};
-    if (g.phase == events::GradPhase::Accumulated)
-      n.action = lookup.find(g.rank, g.iteration, ActionKind::Backward, g.microbatch);
-    else if (g.phase == events::GradPhase::Reduced)
-      n.action = lookup.find(g.rank, g.iteration, ActionKind::DpReduce, -1);
-    else if (g.phase == events::GradPhase::ParamAfterStep)
-      n.action = lookup.find(g.rank, g.iteration, ActionKind::OptimizerStep, -1);
-    out.push_back({order.ofGradient(g), n});
-  }
-  for (size_t i = 0; i < m.losses.size(); ++i) {
-    const auto& l = m.losses[i];
-    if (std::isfinite(l.loss)) continue;
-    NonFinite n{NonFinite::Kind::Loss, static_cast<int64_t>(i), l.rank, -1, -1};
-    n.action = l.microbatch >= 0
-                   ? lookup.find(l.rank, l.iteration, ActionKind::Forward, l.microbatch)
-                   : lookup.lastForward(l.rank, l.iteration);
-    out.push_back({order.ofLoss(l), n});
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Keyed& a, const Keyed& b) { return a.key < b.key; });
-  std::vector<NonFinite> sorted;
-  sorted.reserve(out.size());
-  for (auto& k : out) {
-    if (k.n.rank >= 0 && k.n.rank < world && k.n.action >= 0)
-      k.n.causalPosition = replay.positionOf(k.n.rank, k.n.action, true);
-    sorted.push_back(k.n);
-  }
-  return sorted;
+  return out;
 }
 
 RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) {
@@ -188,7 +181,6 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
       continue;
     p.fate = f;
     p.why = d.message.substr(0, d.message.find('\n'));
-    if (d.kind == "timeout") p.waitsOnRank = d.waitsOnRank;
   }
   for (int r = 0; r < world; ++r) {
     RankProblem& p = out.ranks[r];
@@ -200,28 +192,20 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
       p.why =
           "stopped before its plan ended, without a record of why (a signal such as SIGKILL "
           "leaves none)";
-    for (const auto& d : m.diagnoses)
-      if (d.rank == r && d.kind == "timeout" && p.waitsOnRank < 0) p.waitsOnRank = d.waitsOnRank;
-    if (p.waitsOnRank >= 0 && p.waitsOnRank < world && p.fate != RankFate::Completed)
-      out.waits.push_back({r, p.stuckPlan, p.waitsOnRank});
   }
-  // The root of the wait-for graph: follow waits-on edges to a rank that waits on nobody, or
-  // around a cycle (its lowest rank).
-  std::map<int, int> waitsOn;
-  for (const auto& w : out.waits) waitsOn.emplace(w.rank, w.waitsOn);
-  int root = -1;
-  for (const auto& w : out.waits) {
-    std::vector<int> path;
-    int at = w.rank;
-    while (waitsOn.count(at) && std::find(path.begin(), path.end(), at) == path.end()) {
-      path.push_back(at);
-      at = waitsOn[at];
-    }
-    int candidate = at;
-    if (waitsOn.count(at))  // a cycle: its lowest rank
-      candidate = *std::min_element(std::find(path.begin(), path.end(), at), path.end());
-    if (root < 0 || candidate < root) root = candidate;
+  // The wait-for graph (core/analysis, from the ranks' structured timeout records): the edges
+  // drawn on the timeline and, from its verdicts, the rank to show first.
+  const analysis::WaitGraph graph = analysis::waitForGraph(m);
+  for (const analysis::WaitEdge& e : graph.edges) {
+    if (e.rank < 0 || e.rank >= world || e.waitsOn < 0 || e.waitsOn >= world) continue;
+    RankProblem& p = out.ranks[e.rank];
+    p.waitsOnRank = e.waitsOn;
+    const int64_t planned = analysis::findAction(m, e.rank, e.iteration, e.actionSeq, true);
+    if (planned >= 0) p.stuckPlan = static_cast<int32_t>(planned);
+    out.waits.push_back({e.rank, p.stuckPlan, e.waitsOn, e.sentence()});
   }
+  int root = graph.verdicts.empty() ? graph.erroredRank : graph.verdicts.front().aboutRank;
+  if (root >= world) root = -1;
   if (root < 0) {
     for (int r = 0; r < world && root < 0; ++r)
       if (strength(out.ranks[r].fate) == 4) root = r;

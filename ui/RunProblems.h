@@ -1,8 +1,8 @@
 // What went wrong in one run, as the viewer leads the user to it: each rank's fate (completed,
-// hung, failed, killed, stopped), the action each unfinished rank was stuck in (the first
-// planned action it never completed), who waits on whom (from the ranks' structured timeout
-// and exit records, never from their sentences), and the causally first non-finite record.
-// Computed once per loaded run.  ImGui-free.
+// hung, failed, killed, stopped: from the records each rank and the launcher wrote), the action
+// each unfinished rank was stuck in, and, from core/analysis, who waits on whom
+// (waitForGraph, built from structured records) and the non-finite records in causal order
+// (nonFiniteInCausalOrder).  Computed once per loaded run.  ImGui-free.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +32,12 @@ struct RankProblem {
   std::string why;           // the rank's own record (error text, exit), one line
 };
 
-// An edge of the wait-for graph: `rank`, stuck in plan[rank][stuckPlan], waits on `waitsOn`.
+// An edge of the wait-for graph (analysis::waitForGraph): `rank`, stuck in
+// plan[rank][stuckPlan], waits on `waitsOn`.
 struct WaitEdge {
   int32_t rank = -1, stuckPlan = -1;
   int32_t waitsOn = -1;
+  std::string sentence;  // analysis::WaitEdge::sentence()
 };
 
 // A record that carries NaN or Inf.
@@ -52,8 +54,9 @@ struct RunProblems {
   std::vector<WaitEdge> waits;
   NonFinite firstNonFinite;
   size_t nonFiniteRecords = 0;
-  // The first stuck rank to show: the root of the wait-for graph when there is one (a rank
-  // that waits on nobody, or the lowest rank of a cycle), else the lowest unfinished rank.
+  // The first stuck rank to show: the rank of the wait-for graph's first verdict (a cycle, a
+  // missing partner) or its errored rank, else a killed/failed rank, else the lowest
+  // unfinished rank.
   int32_t firstStuckRank = -1;
   bool any() const { return firstStuckRank >= 0 || firstNonFinite.kind != NonFinite::Kind::None; }
 };

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -92,13 +93,15 @@ events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdenti
 // Stops this rank: one line on stderr (a CommTimeout's text is already a full sentence), the
 // diagnosis in its shard, the shard closed, torchrun's error file written when it asks for
 // one; returns the exit code.
-int stop(storage::ShardWriter* recorder, int rank, const std::string& errorFile,
-         const std::string& kind, const std::string& message, int waitsOn, int code) {
+int stop(storage::ShardWriter* recorder, std::optional<events::RankInfo>& pendingRank, int rank,
+         const std::string& errorFile, const std::string& kind, const std::string& message,
+         int waitsOn, int code) {
   if (kind == "timeout" && waitsOn >= 0)
     std::fprintf(stderr, "%s\n", message.c_str());
   else
     std::fprintf(stderr, "error: rank %d: %s\n", rank, message.c_str());
   if (recorder) {
+    if (pendingRank) recorder->rank(*pendingRank);  // stopped before the clock estimate
     events::DiagnosisRecord d;
     d.rank = rank;
     d.kind = kind;
@@ -109,6 +112,20 @@ int stop(storage::ShardWriter* recorder, int rank, const std::string& errorFile,
   }
   engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + message);
   return code;
+}
+
+// A `clock` diagnosis row with the estimate of one phase (rank 0 is the reference: none).
+void recordClock(storage::ShardWriter& recorder, int rank, const std::string& phase,
+                 const engine::ClockEstimate& c) {
+  if (rank == 0) return;
+  events::DiagnosisRecord d;
+  d.rank = rank;
+  d.kind = "clock";
+  d.message = "clock offset to rank 0 (" + phase + "): measured " + std::to_string(c.measuredNs) +
+              " ns +- " + std::to_string(c.uncertaintyNs) +
+              " ns (half the smallest round trip); recorded offset " + std::to_string(c.offsetNs) +
+              " ns; took " + std::to_string(c.elapsedNs / 1000000) + " ms";
+  recorder.diagnosis(std::move(d));
 }
 
 at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
@@ -125,7 +142,8 @@ at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
 int workerCommand(const WorkerOptions& opts) {
   std::unique_ptr<storage::ShardWriter> recorder;
   int rank = -1;
-  std::string errorFile;  // TORCHELASTIC_ERROR_FILE
+  std::string errorFile;                        // TORCHELASTIC_ERROR_FILE
+  std::optional<events::RankInfo> pendingRank;  // until the clock offset is known
   try {
     // Ranks share this machine's cores: one intra-op thread each, or they oversubscribe.
     at::set_num_threads(1);
@@ -144,7 +162,7 @@ int workerCommand(const WorkerOptions& opts) {
     events::parseRecordLevel(cfg.record.level, &level);
     recorder = storage::ShardWriter::open(storage::shardPathFor(opts.out, rank), level, rank);
     const at::Device device = deviceFor(cfg, env);
-    recorder->rank(rankInfo(plan.ranks[rank], plan, device.str()));
+    pendingRank = rankInfo(plan.ranks[rank], plan, device.str());
     const engine::GlooAddress gloo = engine::chooseGlooAddress(env.masterAddr, env.masterPort);
     const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
     recorder->run(shardRunInfo(cfg, identity));
@@ -157,6 +175,14 @@ int workerCommand(const WorkerOptions& opts) {
           "stagescope/attempt_" + std::to_string(env.restartCount), store);
     }
     engine::verifyRunIdentity(*store, rank, env.worldSize, identity, timeout);
+    // Clocks: the rank row carries this host's offset to rank 0's clock (a shifted clock,
+    // e.g. another host's boot time, lands on one timeline when readers subtract it).
+    const engine::ClockEstimate clock =
+        engine::estimateClockOffset(*store, rank, env.worldSize, "start", timeout);
+    pendingRank->clockOffsetNs = clock.offsetNs;
+    recorder->rank(*pendingRank);
+    pendingRank.reset();
+    recordClock(*recorder, rank, "start", clock);
     engine::ProcessGroups groups(
         store, rank, env.worldSize,
         cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
@@ -177,11 +203,22 @@ int workerCommand(const WorkerOptions& opts) {
         std::fflush(stdout);
       }
     }
+    // Again at the end, to bound the drift over the run (not fatal: the run is done).
+    try {
+      recordClock(*recorder, rank, "end",
+                  engine::estimateClockOffset(*store, rank, env.worldSize, "end", timeout));
+    } catch (const std::exception& e) {
+      events::DiagnosisRecord d;
+      d.rank = rank;
+      d.kind = "clock";
+      d.message = e.what();
+      recorder->diagnosis(std::move(d));
+    }
     recorder->close();
     return engine::kWorkerOk;
   } catch (const engine::RendezvousError& e) {
     using Kind = engine::RendezvousError::Kind;
-    return stop(recorder.get(), rank, errorFile,
+    return stop(recorder.get(), pendingRank, rank, errorFile,
                 e.kind() == Kind::Mismatch  ? "config_mismatch"
                 : e.kind() == Kind::Network ? "network"
                                             : "timeout",
@@ -190,9 +227,10 @@ int workerCommand(const WorkerOptions& opts) {
                 : e.kind() == Kind::Network ? engine::kWorkerError
                                             : engine::kWorkerTimeout);
   } catch (const engine::StoreTimeout& e) {
-    return stop(recorder.get(), rank, errorFile, "timeout", e.what(), -1, engine::kWorkerTimeout);
+    return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), -1,
+                engine::kWorkerTimeout);
   } catch (const engine::CommTimeout& e) {
-    return stop(recorder.get(), rank, errorFile, "timeout", e.what(), e.peer(),
+    return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), e.peer(),
                 engine::kWorkerTimeout);
   } catch (const std::exception& e) {
     // One line: torch errors carry a backtrace and "Exception raised from" after the message.
@@ -204,8 +242,8 @@ int workerCommand(const WorkerOptions& opts) {
     const bool peerLost = message.find("Connection closed by peer") != std::string::npos ||
                           message.find("Connection reset by peer") != std::string::npos ||
                           message.find("gloo/transport") != std::string::npos;
-    return stop(recorder.get(), rank, errorFile, peerLost ? "peer_lost" : "error", message, -1,
-                peerLost ? engine::kWorkerTimeout : engine::kWorkerError);
+    return stop(recorder.get(), pendingRank, rank, errorFile, peerLost ? "peer_lost" : "error",
+                message, -1, peerLost ? engine::kWorkerTimeout : engine::kWorkerError);
   }
 }
 

@@ -127,10 +127,9 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     if (it == pid.end()) it = pid.emplace(m, static_cast<int>(pid.size()) + 1).first;
     return it->second;
   };
-  auto offsetOf = [&](int rank) {
-    const auto* info = findRank(run, rank);
-    return info ? info->clockOffsetNs : 0;
-  };
+  // The reader already put every time on rank 0's clock (LoadOptions::applyClockOffsets);
+  // subtracting RankInfo::clockOffsetNs again here would count it twice.
+  auto offsetOf = [](int) { return int64_t{0}; };
   int64_t t0 = INT64_MAX;
   for (size_t r = 0; r < run.actions.size(); ++r) {
     for (const auto& a : run.actions[r]) {

@@ -8,7 +8,7 @@
 // args; every send/recv pair is a flow ("s" at the send, "f" with bp:"e" at the receive, id =
 // the pair's index + 1), so Perfetto draws an arrow from each send to its receive.  Diagnoses
 // are global instant events.  Times are microseconds from the earliest action, on rank 0's
-// clock (RankInfo::clockOffsetNs subtracted).
+// clock (as loaded: the reader subtracts RankInfo::clockOffsetNs once).
 #pragma once
 
 #include <string>

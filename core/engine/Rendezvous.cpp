@@ -1,6 +1,11 @@
 #include "core/engine/Rendezvous.h"
 
+#include "core/engine/Clock.h"
+
 #include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <string>
 
 #include <thread>
 #include <vector>
@@ -85,6 +90,56 @@ void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIde
   if (verdict.rfind(kNetworkPrefix, 0) == 0)
     throw RendezvousError(RendezvousError::Kind::Network, verdict);
   throw RendezvousError(RendezvousError::Kind::Mismatch, verdict);
+}
+
+ClockEstimate estimateClockOffset(c10d::Store& store, int rank, int worldSize,
+                                  const std::string& phase, std::chrono::milliseconds timeout,
+                                  int rounds) {
+  auto key = [&](int r, int k, const char* what) {
+    return "stagescope/clock/" + phase + "/" + std::to_string(r) + "/" + std::to_string(k) + "/" +
+           what;
+  };
+  if (rank == 0) {
+    for (int r = 1; r < worldSize; ++r) {
+      for (int k = 0; k < rounds; ++k) {
+        try {
+          store.wait({key(r, k, "ask")}, timeout);
+        } catch (const c10::Error&) {
+          throw RendezvousError(RendezvousError::Kind::Timeout,
+                                "clock alignment (" + phase + "): rank " + std::to_string(r) +
+                                    " did not ask for rank 0's time within " +
+                                    secondsText(timeout) + " s");
+        }
+        store.set(key(r, k, "time"), std::to_string(nowNs()));
+      }
+    }
+    return {};
+  }
+  ClockEstimate best;
+  const int64_t started = nowNs();
+  int64_t bestRtt = INT64_MAX;
+  for (int k = 0; k < rounds; ++k) {
+    const int64_t t1 = nowNs();
+    store.set(key(rank, k, "ask"), "");
+    try {
+      store.wait({key(rank, k, "time")}, timeout);
+    } catch (const c10::Error&) {
+      throw RendezvousError(RendezvousError::Kind::Timeout, "clock alignment (" + phase +
+                                                                "): rank 0 did not answer within " +
+                                                                secondsText(timeout) + " s");
+    }
+    const int64_t t2 = nowNs();
+    const int64_t theirs = std::stoll(store.get_to_str(key(rank, k, "time")));
+    if (t2 - t1 < bestRtt) {
+      bestRtt = t2 - t1;
+      best.measuredNs = t1 + (t2 - t1) / 2 - theirs;
+      best.uncertaintyNs = (t2 - t1 + 1) / 2;
+    }
+  }
+  const int64_t magnitude = best.measuredNs < 0 ? -best.measuredNs : best.measuredNs;
+  best.offsetNs = magnitude <= best.uncertaintyNs ? 0 : best.measuredNs;
+  best.elapsedNs = nowNs() - started;
+  return best;
 }
 
 }  // namespace stagescope::engine

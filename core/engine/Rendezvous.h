@@ -36,4 +36,22 @@ class RendezvousError : public std::runtime_error {
 void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIdentity& mine,
                        std::chrono::milliseconds timeout);
 
+// This rank's CLOCK_MONOTONIC (engine::nowNs, the clock every record uses) relative to rank
+// 0's, estimated NTP-style through the store: `rounds` round trips (this rank stamps t1, asks;
+// rank 0 answers with its time T; this rank stamps t2).  Each gives offset (t1+t2)/2 - T with
+// error at most (t2-t1)/2; the sample with the smallest round trip is kept.
+struct ClockEstimate {
+  int64_t offsetNs = 0;       // this rank's clock minus rank 0's; 0 when not significant
+  int64_t uncertaintyNs = 0;  // half the smallest round trip: |true - measured| <= this
+  int64_t measuredNs = 0;     // the min-RTT estimate before the significance rule
+  int64_t elapsedNs = 0;      // how long the estimate took on this rank
+};
+// Collective: every rank calls it with the same `phase` ("start", "end"); rank 0 serves the
+// others one by one and returns {0, 0, 0}.  An offset within its uncertainty is reported as 0
+// (one host: the clocks are the same clock).  Each wait is bounded by `timeout`; throws
+// RendezvousError (Timeout) naming the rank that did not answer.
+ClockEstimate estimateClockOffset(c10d::Store& store, int rank, int worldSize,
+                                  const std::string& phase, std::chrono::milliseconds timeout,
+                                  int rounds = 8);
+
 }  // namespace stagescope::engine

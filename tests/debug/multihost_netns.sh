@@ -1,5 +1,5 @@
 #!/bin/sh
-# multihost_netns.sh STAGESCOPE CONFIG: a multimodule run split across two "hosts".
+# multihost_netns.sh STAGESCOPE CONFIG [TORCHRUN]: a multimodule run split across two "hosts".
 #
 # Two network namespaces joined by a veth pair (10.200.0.1 and 10.200.0.2, addresses that
 # exist only inside the namespaces) stand in for two machines.  Rank 0 (the encoder) runs on
@@ -10,10 +10,16 @@
 # shards next to a run file path in its own directory; `stagescope merge --config` then
 # creates the run file and merges them, and the transfer checksums must equal those of the
 # same config run on one host (`stagescope run`, then `check --against`).
+# Host B's monotonic clock is 5000 s ahead (a time namespace, where the kernel has them): the
+# ranks' clock offsets must be estimated within their uncertainty and the merged run must be
+# on one timeline.  Then the same hosts are launched by TORCHRUN (two nodes, the agent's
+# store), and finally host B's ranks are forced onto loopback, which must be diagnosed at
+# rendezvous.
 # Exit 77 (CTest SKIP) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
 set -u
 exe=$1
 config=$2
+torchrun=${3:-}  # optional: torchrun from the project's venv (the torchrun phase is skipped without)
 tag=$$
 nsA=stagescope-a-$tag
 nsB=stagescope-b-$tag
@@ -68,11 +74,20 @@ port=29500
 uts=""
 if command -v unshare >/dev/null 2>&1 && unshare --uts true 2>/dev/null; then uts="unshare --uts"; fi
 
+# Host B's clocks: where a time namespace can be made, host B "booted" 5000 s before host A
+# (CLOCK_MONOTONIC shifted by +5000 s), so the ranks must align their clocks at rendezvous.
+shift_s=5000
+timens_ok=""
+if unshare --time --monotonic $shift_s --fork true 2>/dev/null; then timens_ok=1; fi
+timens() {
+  case "$1" in *hostB) [ -n "$timens_ok" ] && echo "unshare --time --monotonic $shift_s --fork" ;; esac
+}
+
 # worker NS HOSTDIR RANK [VAR=VALUE...]
 worker() {
   ns=$1 hostdir=$2 r=$3
   shift 3
-  ip netns exec "$ns" $uts env -u STAGESCOPE_GLOO_HOST -u GLOO_SOCKET_IFNAME RANK="$r" \
+  ip netns exec "$ns" $uts $(timens "$hostdir") env -u STAGESCOPE_GLOO_HOST -u GLOO_SOCKET_IFNAME RANK="$r" \
     LOCAL_RANK="$r" WORLD_SIZE=3 MASTER_ADDR=10.200.0.1 MASTER_PORT=$port "$@" \
     HOSTDIR="$hostdir" EXE="$exe" OUT="$work/$hostdir/run.db" CFG="$work/config.toml" UTS="$uts" \
     sh -c '[ -n "$UTS" ] && hostname "stagescope-${HOSTDIR##*/}"; exec "$EXE" worker "$CFG" --out "$OUT"' \
@@ -111,6 +126,73 @@ if command -v sqlite3 >/dev/null 2>&1; then
   sqlite3 "$work/merged/run.db" "SELECT rank, host FROM ranks ORDER BY rank"
 fi
 echo "transfer checksums equal to the single-host run"
+
+# One timeline: host B's ranks measured its +5000 s offset at rendezvous, within the recorded
+# uncertainty, and the merged run's bubble is the one-host run's, give or take a few points.
+if [ -n "$timens_ok" ] && command -v sqlite3 >/dev/null 2>&1; then
+  echo "clock offsets (rank, recorded offset ns, estimate):"
+  sqlite3 "$work/merged/run.db" "SELECT rank, clock_offset_ns FROM ranks ORDER BY rank"
+  sqlite3 "$work/merged/run.db" "SELECT rank, message FROM diagnoses WHERE kind = 'clock' ORDER BY rank, rowid"
+  for r in 1 2; do
+    off=$(sqlite3 "$work/merged/run.db" "SELECT clock_offset_ns FROM ranks WHERE rank = $r")
+    unc=$(sqlite3 "$work/merged/run.db" "SELECT CAST(substr(message, instr(message, '+- ') + 3) AS INTEGER) FROM diagnoses WHERE kind = 'clock' AND rank = $r AND message LIKE '%(start)%'")
+    err=$(( off - shift_s * 1000000000 ))
+    [ ${err#-} -le $(( unc + 1000000 )) ] ||
+      fail "rank $r: offset $off ns, true ${shift_s}e9 ns, error $err ns beyond uncertainty $unc ns (+1 ms)"
+    echo "rank $r: true offset ${shift_s}000000000 ns, estimate $off ns, error $err ns, uncertainty +- $unc ns"
+  done
+  off0=$(sqlite3 "$work/merged/run.db" "SELECT clock_offset_ns FROM ranks WHERE rank = 0")
+  [ "$off0" = 0 ] || fail "rank 0 (the reference) has offset $off0"
+  "$exe" compare "$work/single/run.db" "$work/merged/run.db" >"$work/compare.txt" 2>&1
+  # Without alignment, host B's spans sat 5000 s after host A's (median step ~5,000,000 ms,
+  # bubble 100 %).  The bound below is that gross error, not a speed claim.
+  grep -E "step time|bubble measured" "$work/compare.txt"
+  step=$(grep "step time (median)" "$work/compare.txt" | awk -F'|' '{print $4}' | tr -dc '0-9.')
+  awk -v s="$step" 'BEGIN { exit !(s != "" && s < 60000) }' ||
+    fail "merged run's median step time is '$step' ms: the ranks are not on one timeline"
+  # The exported trace spans the run, not the 5000 s between the hosts' boots.
+  "$exe" export "$work/merged/run.db" --chrome-trace "$work/trace.json" >/dev/null ||
+    fail "export of the merged run"
+  if command -v python3 >/dev/null 2>&1; then
+    span=$(python3 -c 'import json,sys; e=[x for x in json.load(open(sys.argv[1]))["traceEvents"] if x.get("ph")=="X"]; print(int((max(x["ts"]+x["dur"] for x in e)-min(x["ts"] for x in e))/1e6))' "$work/trace.json")
+    echo "exported trace spans $span s"
+    [ "$span" -lt 60 ] || fail "the exported trace spans $span s: the hosts are not on one timeline"
+  fi
+fi
+
+# The same two hosts launched by torchrun (static rendezvous: node 0 = host A with 1 rank, node 1
+# = host B, in its time namespace, with 2 ranks).  The ranks use the agent's store
+# (TORCHELASTIC_USE_AGENT_STORE), so nothing may log a bind error; merge, then bitwise equal.
+if [ -n "$torchrun" ] && [ -x "$torchrun" ]; then
+  mkdir -p "$work/tr/hostA" "$work/tr/hostB"
+  node() {  # node NS HOSTDIR NODE_RANK NPROC
+    ip netns exec "$1" $uts $(timens "$2") env -u STAGESCOPE_GLOO_HOST -u GLOO_SOCKET_IFNAME \
+      HOSTDIR="$2" UTS="$uts" TR="$torchrun" NR="$3" NP="$4" EXE="$exe" CFG="$work/config.toml" \
+      OUT="$work/$2/run.db" \
+      sh -c '[ -n "$UTS" ] && hostname "stagescope-${HOSTDIR##*/}"; exec "$TR" --nnodes 2 \
+        --nproc-per-node "$NP" --node-rank "$NR" --master-addr 10.200.0.1 --master-port 29510 \
+        --rdzv-id nstest --no-python "$EXE" worker "$CFG" --out "$OUT"' \
+      >"$work/node$3.log" 2>&1
+  }
+  node "$nsA" tr/hostA 0 1 &
+  n0=$!
+  node "$nsB" tr/hostB 1 2 &
+  n1=$!
+  wait $n0 || fail "torchrun node 0 failed"
+  wait $n1 || fail "torchrun node 1 failed"
+  ! grep -l "failed to bind" "$work"/node*.log || fail "a torchrun rank logged a bind error"
+  "$exe" merge "$work/tr/merged.db" "$work"/tr/hostA/run.db.rank*.shard \
+    "$work"/tr/hostB/run.db.rank*.shard --config "$work/config.toml" || fail "merge of torchrun shards"
+  "$exe" check "$work/tr/merged.db" --against "$work/single/run.db" >"$work/tr/check.txt" 2>&1 ||
+    fail "torchrun run differs from the single-host run: $(tail -3 "$work/tr/check.txt")"
+  if command -v sqlite3 >/dev/null 2>&1; then
+    echo "torchrun run: rank, host, clock offset ns:"
+    sqlite3 "$work/tr/merged.db" "SELECT rank, host, clock_offset_ns FROM ranks ORDER BY rank"
+  fi
+  echo "torchrun across the two hosts: completed, bitwise equal to the single-host run"
+else
+  echo "torchrun phase skipped (no torchrun given)"
+fi
 
 # Host B's ranks forced onto loopback (GLOO_SOCKET_IFNAME=lo) while rank 0 is on host A: every
 # rank stops at rendezvous with the one line that says so, long before the 60 s timeout.

@@ -13,6 +13,7 @@ configure: bootstrap
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+	scripts/install-capture.sh $(BUILD)
 
 # The main job: run the default config (8 ranks, encoder tp2·dp2 -> llm tp2·pp2), record it,
 # check it, and open the viewer on it when a display is available.

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION=2.11.0
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3-venv
+  python3-dev                                  # headers for the stagescope_torch extension
   libsqlite3-dev sqlite3
   libgloo-dev                                  # gloo headers: the torch wheel ships none
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libgtest-dev

@@ -96,13 +96,18 @@ int64_t recordShard(Db& db, const ShardMergeInfo& s, const std::string& state,
 // an earlier merge of the same shard are deleted first (only when it was seen before: the
 // delete scans the table).
 int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBefore) {
-  static const char* kCounted[] = {"ranks",     "plan",   "actions", "transfers",
-                                   "gradients", "losses", "inputs",  "diagnoses"};
+  static const char* kCounted[] = {"ranks",  "plan",   "actions",   "transfers",  "gradients",
+                                   "losses", "inputs", "diagnoses", "collectives"};
   Transaction tx(db);
   std::string update =
       "UPDATE shards SET state='merged', note=NULL, merged_unix_ms=" + std::to_string(nowUnixMs());
   int64_t total = 0;
   for (const char* name : kCounted) {
+    // Shards written before a table existed lack it: nothing to copy.
+    if (db.queryInt("SELECT count(*) FROM " + alias +
+                    ".sqlite_schema WHERE type='table' AND name='" + name + "'") == 0) {
+      continue;
+    }
     const TableDef& t = tableDef(name);
     const std::string cols = dataColumns(t);
     const std::string id = std::to_string(shardId);

@@ -34,6 +34,7 @@ class Loader {
     readLosses();
     readInputs();
     readDiagnoses();
+    readCollectives();
     readShards();
   }
 
@@ -303,6 +304,43 @@ class Loader {
     }
   }
 
+  // Captured jobs only; files written before the table existed have none.
+  void readCollectives() {
+    if (!db_.hasTable("collectives")) return;
+    const std::string payload = opts_.payloads ? "payload" : "NULL";
+    Stmt s = db_.prepare(
+        "SELECT rank, iteration, seq, group_seq, op, group_name, group_rank, group_size, "
+        "group_ranks, root, reduce_op, shape, dtype, bytes, in_checksum, out_checksum, stat_min, "
+        "stat_max, stat_mean, stat_l2, stat_nan_count, stat_inf_count, stat_numel, start_ns, "
+        "end_ns, state, " +
+        payload + " FROM collectives ORDER BY rowid");
+    while (s.step()) {
+      events::CollectiveRecord c;
+      c.rank = s.i32(0);
+      c.iteration = s.i32(1);
+      c.seq = s.i32(2);
+      c.groupSeq = s.i32(3);
+      assign(c.op, s.text(4));
+      assign(c.group, s.text(5));
+      c.groupRank = s.i32(6);
+      c.groupSize = s.i32(7);
+      list("collectives", s.text(8), &c.groupRanks);
+      c.root = s.i32(9);
+      assign(c.reduceOp, s.text(10));
+      list("collectives", s.text(11), &c.shape);
+      assign(c.dtype, s.text(12));
+      c.bytes = s.i64(13);
+      c.inChecksum = std::bit_cast<uint64_t>(s.i64(14));
+      c.outChecksum = std::bit_cast<uint64_t>(s.i64(15));
+      readStats(s, 16, &c.hasStats, &c.stats);
+      c.startNs = s.i64(23);
+      c.endNs = s.i64(24);
+      assign(c.state, s.text(25));
+      if (opts_.payloads) readPayload(s, 26, &c.payload);
+      m_.collectives.push_back(std::move(c));
+    }
+  }
+
   // Decides `partial`: shards not (fully) merged, shard files never merged, ranks without a
   // merged shard.
   void readShards() {
@@ -385,6 +423,10 @@ void applyClockOffsets(RunModel& m) {
     t.endNs -= off(t.rank);
   }
   for (auto& d : m.diagnoses) d.timeNs -= off(d.rank);
+  for (auto& c : m.collectives) {
+    c.startNs -= off(c.rank);
+    c.endNs -= off(c.rank);
+  }
 }
 
 void sortActions(std::vector<std::vector<events::ActionRecord>>& lists) {
@@ -466,6 +508,10 @@ void pairTransfers(RunModel& m) {
 }
 
 void sortRest(RunModel& m) {
+  std::stable_sort(m.collectives.begin(), m.collectives.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.iteration, a.group, a.groupSeq, a.rank) <
+           std::tie(b.iteration, b.group, b.groupSeq, b.rank);
+  });
   auto gradKey = [](const events::GradientRecord& g) {
     return std::tie(g.iteration, g.phase, g.param, g.tp, g.pp, g.dp, g.microbatch);
   };

@@ -150,6 +150,32 @@ std::vector<TableDef> makeTables() {
                 {"time_ns", "INTEGER"},
                 shardId},
                true});
+  // Collectives of captured jobs (core/capture): one row per member per collective.
+  t.push_back({"collectives",
+               concat(concat({{"id", "INTEGER PRIMARY KEY"},
+                              {"rank", "INTEGER NOT NULL"},
+                              {"iteration", "INTEGER"},
+                              {"seq", "INTEGER"},
+                              {"group_seq", "INTEGER"},
+                              {"op", "TEXT"},
+                              {"group_name", "TEXT"},
+                              {"group_rank", "INTEGER"},
+                              {"group_size", "INTEGER"},
+                              {"group_ranks", "TEXT"},
+                              {"root", "INTEGER"},
+                              {"reduce_op", "TEXT"},
+                              {"shape", "TEXT"},
+                              {"dtype", "TEXT"},
+                              {"bytes", "INTEGER"},
+                              {"in_checksum", "INTEGER"},
+                              {"out_checksum", "INTEGER"}},
+                             kStatsColumns),
+                      {{"start_ns", "INTEGER"},
+                       {"end_ns", "INTEGER"},
+                       {"state", "TEXT"},
+                       {"payload", "BLOB"},
+                       shardId}),
+               true});
   // Shard files only: who wrote this shard.
   t.push_back(
       {"writer",
@@ -171,6 +197,7 @@ std::vector<TableDef> makeTables() {
                 {"n_losses", "INTEGER"},
                 {"n_inputs", "INTEGER"},
                 {"n_diagnoses", "INTEGER"},
+                {"n_collectives", "INTEGER"},
                 {"merged_unix_ms", "INTEGER"}},
                false});
   return t;

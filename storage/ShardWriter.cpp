@@ -18,7 +18,8 @@ using events::RecordLevel;
 // outlives the step).
 struct ShardWriter::Impl {
   Db db;
-  Stmt begin, commit, ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses;
+  Stmt begin, commit, ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses,
+      collectives;
   std::string list1, list2;  // formatted shape / peers of the current row
   RecordLevel level;
 
@@ -33,6 +34,7 @@ struct ShardWriter::Impl {
     losses = db.prepare(insertSql(tableDef("losses")));
     inputs = db.prepare(insertSql(tableDef("inputs")));
     diagnoses = db.prepare(insertSql(tableDef("diagnoses")));
+    collectives = db.prepare(insertSql(tableDef("collectives")));
   }
 
   bool keepStats() const { return level >= RecordLevel::Stats; }
@@ -191,6 +193,36 @@ struct ShardWriter::Impl {
     s.run();
   }
 
+  void write(const events::CollectiveRecord& c) {
+    Stmt& s = collectives;
+    list1.clear();
+    appendList(list1, c.groupRanks);
+    list2.clear();
+    appendList(list2, c.shape);
+    s.bind(1, c.rank);
+    s.bind(2, c.iteration);
+    s.bind(3, c.seq);
+    s.bind(4, c.groupSeq);
+    s.bindTextStatic(5, c.op);
+    s.bindTextStatic(6, c.group);
+    s.bind(7, c.groupRank);
+    s.bind(8, c.groupSize);
+    s.bindTextStatic(9, list1);
+    s.bind(10, c.root);
+    s.bindTextStatic(11, c.reduceOp);
+    s.bindTextStatic(12, list2);
+    s.bindTextStatic(13, c.dtype);
+    s.bind(14, c.bytes);
+    bindChecksum(s, 15, c.inChecksum);
+    bindChecksum(s, 16, c.outChecksum);
+    int i = bindStats(s, 17, c.hasStats, c.stats);
+    s.bind(i++, c.startNs);
+    s.bind(i++, c.endNs);
+    s.bindTextStatic(i++, c.state);
+    bindPayload(s, i, c.payload);
+    s.run();
+  }
+
   // Writes one batch in one transaction.
   void write(const Batch& b) {
     begin.run();
@@ -204,6 +236,7 @@ struct ShardWriter::Impl {
       for (const auto& l : b.losses) write(l);
       for (const auto& in : b.inputs) write(in);
       for (const auto& d : b.diagnoses) write(d);
+      for (const auto& c : b.collectives) write(c);
       commit.run();
     } catch (...) {
       sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
@@ -222,6 +255,7 @@ void ShardWriter::Batch::clear() {
   losses.clear();
   inputs.clear();
   diagnoses.clear();
+  collectives.clear();
   rows = 0;
   bytes = 0;
 }
@@ -293,6 +327,10 @@ void ShardWriter::planned(events::ActionRecord a) {
 }
 void ShardWriter::action(events::ActionRecord a) {
   enqueue(&Batch::actions, std::move(a), 0);
+}
+void ShardWriter::collective(events::CollectiveRecord c) {
+  size_t n = c.payload.size();
+  enqueue(&Batch::collectives, std::move(c), n);
 }
 void ShardWriter::transfer(events::TransferRecord t) {
   size_t n = t.payload.size();

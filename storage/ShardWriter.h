@@ -52,6 +52,7 @@ class ShardWriter final : public events::Recorder {
   void loss(events::LossRecord loss) override;
   void input(events::InputRecord input) override;
   void diagnosis(events::DiagnosisRecord d) override;
+  void collective(events::CollectiveRecord c) override;
   // Blocks until every record enqueued before the call is committed.  Throws
   // std::runtime_error when the writer thread has failed (disk full, I/O error).
   void flush() override;
@@ -74,6 +75,7 @@ class ShardWriter final : public events::Recorder {
     std::vector<events::LossRecord> losses;
     std::vector<events::InputRecord> inputs;
     std::vector<events::DiagnosisRecord> diagnoses;
+    std::vector<events::CollectiveRecord> collectives;
     size_t rows = 0;
     size_t bytes = 0;  // payload bytes
     void clear();

@@ -229,6 +229,14 @@ void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult&
 }
 
 // ---- plan_order -----------------------------------------------------------------------------
+// A run without a plan (a captured PyTorch job) has per-rank lists that are all empty.
+bool holdsPlan(const RunModel& run) {
+  for (const auto& list : run.plan) {
+    if (!list.empty()) return true;
+  }
+  return false;
+}
+
 bool sameAction(const ActionRecord& p, const ActionRecord& a) {
   if (p.kind != a.kind || p.microbatch != a.microbatch) return false;
   auto x = p.peers, y = a.peers;
@@ -262,7 +270,7 @@ void checkPlanOrder(Ctx& c, CheckResult& r) {
   const auto& run = c.run;
   bool completed = run.info.status == RunStatus::Completed;
   int compared = 0, skippedLists = 0;
-  if (run.plan.empty()) {
+  if (!holdsPlan(run)) {
     r.status = CheckStatus::Skipped;
     r.summary = "skipped: the run file holds no plan";
     return;
@@ -343,7 +351,7 @@ void checkCounts(Ctx& c, CheckResult& r) {
     r.summary = "skipped: the run did not complete (see run_status)";
     return;
   }
-  if (run.plan.empty()) {
+  if (!holdsPlan(run)) {
     r.status = CheckStatus::Skipped;
     r.summary = "skipped: the run file holds no plan";
     return;

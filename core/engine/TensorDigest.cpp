@@ -79,6 +79,18 @@ TensorDigest digest(const at::Tensor& t) {
     case at::kInt:
       scan<int32_t>(h, &d);
       break;
+    case at::kShort:
+      scan<int16_t>(h, &d);
+      break;
+    case at::kByte:
+      scan<uint8_t>(h, &d);
+      break;
+    case at::kChar:
+      scan<int8_t>(h, &d);
+      break;
+    case at::kBool:
+      scan<bool>(h, &d);
+      break;
     default:
       scan<float>(h.to(at::kFloat), &d);
       break;
@@ -107,6 +119,14 @@ std::string dtypeName(const at::Tensor& t) {
       return "int64";
     case at::kInt:
       return "int32";
+    case at::kShort:
+      return "int16";
+    case at::kByte:
+      return "uint8";
+    case at::kChar:
+      return "int8";
+    case at::kBool:
+      return "bool";
     default:
       return std::string(c10::toString(t.scalar_type()));
   }

@@ -184,6 +184,33 @@ struct RunInfo {
   std::string statusReason;
 };
 
+// One collective operation (all_reduce, broadcast, all_gather, ...) as seen by one member
+// of its group.  Written by captured jobs (core/capture); stagescope's own engine records its
+// reductions as actions.  The same collective on every member has the same (group,
+// iteration, groupSeq).
+struct CollectiveRecord {
+  int32_t rank = -1;  // recording global rank
+  int32_t iteration = -1;
+  int32_t seq = -1;       // this rank's op sequence in the iteration (shared with its actions)
+  int32_t groupSeq = -1;  // k-th collective on `group` in the iteration
+  std::string op;         // "all_reduce", "broadcast", "all_gather", "reduce_scatter", ...
+  std::string group;      // group name ("dp", "world")
+  int32_t groupRank = -1, groupSize = 0;
+  std::vector<int32_t> groupRanks;  // global rank of each group rank
+  int32_t root = -1;                // global rank of the root (broadcast, reduce, ...), -1 none
+  std::string reduceOp;             // "sum", "max", ... ("" when not a reduction)
+  std::vector<int64_t> shape;       // of the first input tensor
+  std::string dtype;
+  int64_t bytes = 0;         // bytes of all input tensors
+  uint64_t inChecksum = 0;   // FNV-1a 64 of the input bytes at post (0 below stats)
+  uint64_t outChecksum = 0;  // FNV-1a 64 of the output bytes at completion
+  bool hasStats = false;
+  TensorStats stats;  // of the first output tensor
+  int64_t startNs = 0, endNs = 0;
+  std::string state;             // "completed", "failed", "unwaited"
+  std::vector<uint8_t> payload;  // first output tensor's bytes, level full only
+};
+
 // A diagnosis record (hang wait-for edge, fault, first failure) written by ranks or launcher.
 struct DiagnosisRecord {
   int32_t rank = -1;

@@ -23,6 +23,8 @@ class Recorder {
   virtual void loss(LossRecord loss) = 0;
   virtual void input(InputRecord input) = 0;
   virtual void diagnosis(DiagnosisRecord d) = 0;
+  // Collectives of captured jobs; recorders that do not store them drop them.
+  virtual void collective(CollectiveRecord) {}
   virtual void flush() = 0;
   virtual void close() = 0;
 };

@@ -48,6 +48,8 @@ struct RunModel {
   std::vector<events::InputRecord>
       inputs;  // sorted by (iteration, microbatch, rank, module, name); payload at level full only
   std::vector<events::DiagnosisRecord> diagnoses;  // sorted by (timeNs, rank)
+  // Collectives of captured jobs, sorted by (iteration, group, groupSeq, rank).
+  std::vector<events::CollectiveRecord> collectives;
 
   int64_t minTimeNs = 0, maxTimeNs = 0;  // over all actions (after clock offsets)
 

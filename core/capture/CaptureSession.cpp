@@ -1,0 +1,235 @@
+#include "core/capture/CaptureSession.h"
+
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include "storage/Merge.h"
+#include "storage/Schema.h"
+#include "storage/ShardWriter.h"
+
+namespace stagescope::capture {
+
+using events::RecordLevel;
+using events::RunStatus;
+
+namespace {
+int64_t unixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+}  // namespace
+
+CaptureConfig configFromEnvironment(bool* ok) {
+  CaptureConfig cfg;
+  const char* run = std::getenv("STAGESCOPE_RUN");
+  *ok = run != nullptr && *run != '\0';
+  if (*ok) cfg.runPath = run;
+  if (const char* level = std::getenv("STAGESCOPE_LEVEL"); level && *level) {
+    if (!events::parseRecordLevel(level, &cfg.level)) {
+      throw std::invalid_argument(std::string("STAGESCOPE_LEVEL='") + level +
+                                  "': expected one of off, meta, stats, full");
+    }
+  }
+  if (const char* id = std::getenv("STAGESCOPE_RUN_ID"); id && *id) cfg.runId = id;
+  return cfg;
+}
+
+CaptureSession& CaptureSession::instance() {
+  // Never destroyed: backends (owned by Python objects) may outlive static destruction.
+  static auto* session = new CaptureSession();
+  return *session;
+}
+
+CaptureSession::~CaptureSession() = default;
+
+void CaptureSession::configure(CaptureConfig cfg) {
+  std::lock_guard lock(mu_);
+  if (writer_) {
+    throw std::logic_error("stagescope_torch.configure(): recording already started into '" +
+                           cfg_.runPath + "' (configure before init_process_group)");
+  }
+  cfg_ = std::move(cfg);
+  configured_ = true;
+}
+
+bool CaptureSession::configured() const {
+  std::lock_guard lock(mu_);
+  return configured_;
+}
+
+void CaptureSession::start(int globalRank, int worldSize) {
+  std::lock_guard lock(mu_);
+  if (writer_) {
+    if (globalRank != rank_) {
+      throw std::logic_error("stagescope backend: this process records rank " +
+                             std::to_string(rank_) + " but a group was created for rank " +
+                             std::to_string(globalRank));
+    }
+    return;
+  }
+  if (!configured_) {
+    bool ok = false;
+    cfg_ = configFromEnvironment(&ok);
+    if (!ok) {
+      throw std::runtime_error(
+          "stagescope backend: no run file to record into; set STAGESCOPE_RUN=<file.db> "
+          "(and optionally STAGESCOPE_LEVEL=off|meta|stats|full) or call "
+          "stagescope_torch.configure(run=...) before init_process_group");
+    }
+    configured_ = true;
+  }
+  if (cfg_.runId.empty()) cfg_.runId = std::filesystem::path(cfg_.runPath).filename().string();
+  rank_ = globalRank;
+  worldSize_ = worldSize;
+  startUnixMs_ = unixMs();
+  // Rank 0 creates the run file (as stagescope's launcher does); it refuses to replace an
+  // existing file, so a second job never overwrites a recorded run.
+  if (globalRank == 0) {
+    if (std::filesystem::exists(cfg_.runPath)) {
+      throw std::runtime_error("stagescope backend: run file '" + cfg_.runPath +
+                               "' already exists; choose a new STAGESCOPE_RUN (runs are never "
+                               "overwritten)");
+    }
+    storage::createRunFile(cfg_.runPath, runInfo(RunStatus::Running, ""));
+  }
+  const std::string shard = cfg_.runPath + ".rank" + std::to_string(globalRank) + ".shard";
+  writer_ = storage::ShardWriter::open(shard, cfg_.level, globalRank);
+  events::RankInfo info;
+  info.rank = globalRank;
+  info.module = "job";
+  info.pp = globalRank;
+  info.globalStage = globalRank;
+  info.totalStages = worldSize;
+  info.host = hostName();
+  info.device = "cpu";
+  info.pid = getpid();
+  writer_->rank(std::move(info));
+  if (globalRank == 0) writer_->run(runInfo(RunStatus::Running, ""));
+}
+
+bool CaptureSession::started() const {
+  std::lock_guard lock(mu_);
+  return writer_ != nullptr;
+}
+
+RecordLevel CaptureSession::level() const {
+  std::lock_guard lock(mu_);
+  return writer_ ? cfg_.level : RecordLevel::Off;
+}
+
+events::Recorder& CaptureSession::recorder() {
+  std::lock_guard lock(mu_);
+  if (writer_ && !finished_) return *writer_;
+  return null_;
+}
+
+events::RunInfo CaptureSession::runInfo(RunStatus status, const std::string& reason) const {
+  events::RunInfo info;
+  info.runId = cfg_.runId;
+  // A captured job has no stagescope config; this text says what produced the file.
+  info.configText = "# captured PyTorch job (stagescope c10d backend wrapping gloo)\n";
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64, as for stagescope's own configs
+  for (unsigned char c : info.configText) hash = (hash ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  info.configHash = hex;
+  info.worldSize = worldSize_;
+  info.iterations = maxIteration_ + 1;
+  info.microbatches = 0;
+  info.level = cfg_.level;
+  events::ModuleInfo job;
+  job.name = "job";
+  job.kind = "captured";
+  job.pp = worldSize_;
+  info.modules.push_back(job);
+  info.versionStagescope = "0.1.0";
+  info.versionTorch = TORCH_VERSION;
+  info.compiler = std::string("g++ ") + __VERSION__;
+  info.startUnixMs = startUnixMs_;
+  info.endUnixMs = status == RunStatus::Running ? 0 : unixMs();
+  info.status = status;
+  info.statusReason = reason;
+  return info;
+}
+
+void CaptureSession::step(int iteration) {
+  if (iteration < 0) throw std::invalid_argument("step(): iteration must be >= 0");
+  std::lock_guard lock(mu_);
+  iteration_ = iteration;
+  maxIteration_ = std::max(maxIteration_, iteration);
+  seq_ = 0;
+  channels_.clear();
+  collectives_.clear();
+}
+
+int CaptureSession::iteration() const {
+  std::lock_guard lock(mu_);
+  return iteration_;
+}
+
+CaptureSession::OpIds CaptureSession::nextMessage(const std::string& group, int src, int dst,
+                                                  int tag) {
+  std::lock_guard lock(mu_);
+  return {iteration_, seq_++, channels_[{group, src, dst, tag}]++};
+}
+
+CaptureSession::OpIds CaptureSession::nextCollective(const std::string& group) {
+  std::lock_guard lock(mu_);
+  return {iteration_, seq_++, collectives_[group]++};
+}
+
+void CaptureSession::failure(events::DiagnosisRecord d) {
+  std::lock_guard lock(mu_);
+  failed_ = true;
+  timedOut_ = timedOut_ || d.kind == "timeout";
+  if (firstFailure_.empty()) firstFailure_ = d.message;
+  if (!writer_ || finished_) return;
+  writer_->diagnosis(std::move(d));
+  try {
+    writer_->flush();
+  } catch (const std::exception&) {
+    // the writer keeps its error; close() reports nothing more useful here
+  }
+}
+
+void CaptureSession::finish(RunStatus status, const std::string& reason) {
+  std::lock_guard lock(mu_);
+  if (!writer_ || finished_) return;
+  finished_ = true;
+  if (status == RunStatus::Completed && failed_) {
+    // The job ended normally but an operation of this rank did not complete.
+    return finishLocked(timedOut_ ? RunStatus::Hung : RunStatus::Failed,
+                        "rank " + std::to_string(rank_) + ": " + firstFailure_);
+  }
+  finishLocked(status, reason);
+}
+
+void CaptureSession::finishLocked(RunStatus status, const std::string& reason) {
+  if (rank_ == 0) {
+    // The run file's row is what merge keeps; the shard's copy documents the shard alone.
+    const auto info = runInfo(status, reason);
+    writer_->run(info);
+    try {
+      storage::Db db = storage::openStagescopeFile(cfg_.runPath, true);
+      storage::writeRunInfo(db, info);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "stagescope backend: could not update run file '%s': %s\n",
+                   cfg_.runPath.c_str(), e.what());
+    }
+  }
+  writer_->close();
+}
+
+}  // namespace stagescope::capture

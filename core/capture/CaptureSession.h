@@ -1,0 +1,107 @@
+// CaptureSession: the recording state of one process of a captured PyTorch job.
+//
+// A captured job is a user's own torch.distributed program whose process groups use the
+// `stagescope` backend (core/capture/RecordingBackend).  Every group of a process shares this
+// one session: one shard writer (storage/ShardWriter, the same run-file format as
+// stagescope's own runs), the current iteration (set by the job's `step(i)`), the per-rank
+// operation sequence and the per-channel message counters that give captured messages their
+// logical identity without a plan.
+//
+// Logical identity of a captured point-to-point message (docs/capture.md):
+//   channel   = (group, src global rank, dst global rank, tag)
+//   iteration = the step() value current when the op was posted (0 when step() is never called)
+//   index     = k for the k-th message posted on that channel in that iteration; stored as the
+//               transfer's `microbatch`, so the run file's pairing key pairs the k-th send with
+//               the k-th receive per channel, in the order the wire matches them.
+//
+// Thread safety: every method may be called from any thread (the job's thread posts ops,
+// waits may happen elsewhere); counters are under one mutex, recording is ShardWriter's
+// enqueue (also thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "core/events/Recorder.h"
+
+namespace stagescope::capture {
+
+struct CaptureConfig {
+  std::string runPath;  // the run file; rank N writes <runPath>.rank<N>.shard
+  events::RecordLevel level = events::RecordLevel::Stats;
+  std::string runId;  // default: the run file's name without folder
+};
+
+// Reads STAGESCOPE_RUN (run file) and STAGESCOPE_LEVEL (off|meta|stats|full, default stats).
+// `ok` is false when STAGESCOPE_RUN is unset; throws std::invalid_argument naming the
+// variable, its value and the accepted values when STAGESCOPE_LEVEL is not a level.
+CaptureConfig configFromEnvironment(bool* ok);
+
+class CaptureSession {
+ public:
+  static CaptureSession& instance();
+
+  // Sets where and how to record.  Allowed until the session started; afterwards throws
+  // std::logic_error (a process records into one shard).
+  void configure(CaptureConfig cfg);
+  bool configured() const;
+
+  // Called by the first backend of the process (the default group: group rank == global
+  // rank).  Opens the shard and writes the rank's row (rank 0 also the run row, status
+  // running).  Without configure(), the environment is read; with neither, throws
+  // std::runtime_error saying how to configure.  Later calls check the rank and return.
+  void start(int globalRank, int worldSize);
+  bool started() const;
+  int rank() const { return rank_; }
+  int worldSize() const { return worldSize_; }
+  events::RecordLevel level() const;
+  bool recording() const { return level() > events::RecordLevel::Off; }
+  events::Recorder& recorder();  // NullRecorder until started
+
+  // Iteration boundary: ops posted from now on belong to `iteration` (>= 0); the per-rank
+  // sequence and the channel counters restart.
+  void step(int iteration);
+  int iteration() const;
+
+  struct OpIds {
+    int iteration = 0;
+    int seq = 0;    // index of the op among this rank's ops of the iteration
+    int index = 0;  // k-th op on its channel (p2p) or group (collective) in the iteration
+  };
+  // Assigns the identity of a p2p message on (group, src, dst, tag).
+  OpIds nextMessage(const std::string& group, int src, int dst, int tag);
+  // Assigns the identity of a collective on `group`.
+  OpIds nextCollective(const std::string& group);
+
+  // Marks the run finished: rank 0 updates the run row (status, steps seen, end time); every
+  // rank flushes and closes its shard.  Idempotent; never throws.
+  void finish(events::RunStatus status, const std::string& reason);
+  // A failed or timed-out operation: recorded as a diagnosis (what this rank waits on) and
+  // flushed at once, so it survives the job being killed next.
+  void failure(events::DiagnosisRecord d);
+
+ private:
+  CaptureSession() = default;
+  ~CaptureSession();
+  void finishLocked(events::RunStatus status, const std::string& reason);
+  events::RunInfo runInfo(events::RunStatus status, const std::string& reason) const;
+
+  mutable std::mutex mu_;
+  CaptureConfig cfg_;
+  bool configured_ = false;
+  std::unique_ptr<events::Recorder> writer_;
+  events::NullRecorder null_;
+  int rank_ = -1, worldSize_ = 0;
+  int iteration_ = 0, maxIteration_ = 0, seq_ = 0;
+  int64_t startUnixMs_ = 0;
+  bool finished_ = false, failed_ = false, timedOut_ = false;
+  std::string firstFailure_;
+  std::map<std::tuple<std::string, int, int, int>, int> channels_;
+  std::map<std::string, int> collectives_;
+};
+
+}  // namespace stagescope::capture

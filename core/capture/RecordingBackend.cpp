@@ -1,0 +1,453 @@
+#include "core/capture/RecordingBackend.h"
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+#include "core/capture/RecordingWork.h"
+#include "core/engine/Clock.h"
+#include "core/engine/TensorDigest.h"
+
+namespace stagescope::capture {
+
+using events::RecordLevel;
+using events::Side;
+
+namespace {
+
+// The bytes of all `tensors` in order, digested as one buffer: a single tensor as is, several
+// (all_gather outputs, coalesced ops) flattened and concatenated when they share a dtype.
+engine::TensorDigest digestAll(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return {};
+  if (tensors.size() == 1) return engine::digest(tensors[0]);
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    if (t.scalar_type() != tensors[0].scalar_type()) return engine::digest(tensors[0]);
+    flat.push_back(t.detach().reshape({-1}));
+  }
+  return engine::digest(at::cat(flat));
+}
+
+int64_t bytesOf(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+const char* reduceOpName(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return "sum";
+    case c10d::ReduceOp::AVG:
+      return "avg";
+    case c10d::ReduceOp::PRODUCT:
+      return "product";
+    case c10d::ReduceOp::MIN:
+      return "min";
+    case c10d::ReduceOp::MAX:
+      return "max";
+    case c10d::ReduceOp::BAND:
+      return "band";
+    case c10d::ReduceOp::BOR:
+      return "bor";
+    case c10d::ReduceOp::BXOR:
+      return "bxor";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "premul_sum";
+    default:
+      return "other";
+  }
+}
+
+bool looksLikeTimeout(const std::string& error) {
+  return error.find("imed out") != std::string::npos || error.find("imeout") != std::string::npos;
+}
+
+}  // namespace
+
+RecordingBackend::RecordingBackend(c10::intrusive_ptr<c10d::Backend> inner,
+                                   std::vector<int64_t> globalRanks,
+                                   std::chrono::milliseconds timeout)
+    : c10d::Backend(inner->getRank(), inner->getSize()),
+      inner_(std::move(inner)),
+      globalRanks_(std::move(globalRanks)),
+      timeout_(timeout) {
+  if (!globalRanks_.empty() && static_cast<int>(globalRanks_.size()) != getSize()) {
+    throw std::invalid_argument("stagescope backend: global_ranks_in_group has " +
+                                std::to_string(globalRanks_.size()) +
+                                " entries, expected the group size " + std::to_string(getSize()));
+  }
+  auto& session = CaptureSession::instance();
+  if (globalRanks_.empty()) {
+    session.start(getRank(), getSize());  // the default group: group rank == global rank
+  } else if (!session.started()) {
+    throw std::logic_error(
+        "stagescope backend: a subgroup was created before the default group; use "
+        "init_process_group(backend='stagescope') first");
+  }
+}
+
+void RecordingBackend::setName(std::string name) {
+  std::lock_guard lock(nameMu_);
+  name_ = std::move(name);
+}
+
+std::string RecordingBackend::name() const {
+  {
+    std::lock_guard lock(nameMu_);
+    if (!name_.empty()) return name_;
+  }
+  const std::string& desc = getGroupDesc();
+  if (desc == "default_pg" || (desc.empty() && globalRanks_.empty())) return "world";
+  if (desc.empty() || desc == "undefined") return "group" + getGroupUid();
+  return desc;
+}
+
+int RecordingBackend::globalRank(int groupRank) const {
+  if (globalRanks_.empty()) return groupRank;
+  if (groupRank < 0 || groupRank >= static_cast<int>(globalRanks_.size())) return -1;
+  return static_cast<int>(globalRanks_[groupRank]);
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> RecordingBackend::getBackendOptions() {
+  return inner_->getBackendOptions();
+}
+void RecordingBackend::setTimeout(std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  inner_->setTimeout(timeout);
+}
+void RecordingBackend::setSequenceNumberForGroup() {
+  inner_->setSequenceNumberForGroup();
+}
+uint64_t RecordingBackend::getSequenceNumberForGroup() {
+  return inner_->getSequenceNumberForGroup();
+}
+void RecordingBackend::setGroupUid(const std::string& uid) {
+  c10d::Backend::setGroupUid(uid);
+  inner_->setGroupUid(uid);
+}
+void RecordingBackend::eagerConnectSingleDevice(at::Device device) {
+  inner_->eagerConnectSingleDevice(device);
+}
+void RecordingBackend::abort() {
+  inner_->abort();
+}
+void RecordingBackend::shutdown() {
+  inner_->shutdown();
+}
+
+// ---- point to point ---------------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::Tensor>& tensors,
+                                                     int peerGroupRank, int tag, const Post& post) {
+  auto& session = CaptureSession::instance();
+  const RecordLevel level = session.level();
+  if (level == RecordLevel::Off) return post();
+
+  const std::string group = name();
+  const int me = getRank();
+  const int srcG = side == Side::Send ? me : peerGroupRank;
+  const int dstG = side == Side::Send ? peerGroupRank : me;
+  const int src = globalRank(srcG), dst = globalRank(dstG);
+  const auto ids = session.nextMessage(group, src, dst, tag);
+
+  // Edges are named in the group's rank order; the direction says which way a message goes.
+  std::ostringstream edge;
+  edge << group << ":stage" << std::min(srcG, dstG) << "->stage" << std::max(srcG, dstG);
+  if (tag != 0) edge << "#tag" << tag;
+  const auto direction = srcG < dstG ? events::Direction::Activation : events::Direction::Gradient;
+
+  std::vector<events::TransferRecord> records(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto& r = records[i];
+    r.rank = session.rank();
+    r.side = side;
+    r.srcRank = src;
+    r.dstRank = dst;
+    r.srcGroupRank = srcG;
+    r.dstGroupRank = dstG;
+    r.edge = edge.str();
+    r.direction = direction;
+    r.iteration = ids.iteration;
+    r.microbatch = ids.index;
+    r.actionSeq = ids.seq;
+    r.shape = engine::shapeOf(tensors[i]);
+    r.dtype = engine::dtypeName(tensors[i]);
+    r.bytes = static_cast<int64_t>(tensors[i].nbytes());
+  }
+  // A posted send owns its bytes: digest them before the inner backend sees them.
+  if (side == Side::Send && level >= RecordLevel::Stats) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      auto d = engine::digest(tensors[i]);
+      records[i].checksum = d.checksum;
+      records[i].hasStats = true;
+      records[i].stats = d.stats;
+      if (level >= RecordLevel::Full) records[i].payload = engine::hostBytes(tensors[i]);
+    }
+  }
+  const int64_t start = engine::nowNs();
+  for (auto& r : records) r.startNs = start;
+  auto work = post();
+
+  events::ActionRecord action;
+  action.rank = session.rank();
+  action.iteration = ids.iteration;
+  action.seq = ids.seq;
+  action.kind =
+      side == Side::Send
+          ? (direction == events::Direction::Activation ? events::ActionKind::SendForward
+                                                        : events::ActionKind::SendBackward)
+          : (direction == events::Direction::Activation ? events::ActionKind::RecvForward
+                                                        : events::ActionKind::RecvBackward);
+  action.microbatch = ids.index;
+  action.module = group;
+  action.stage = me;
+  action.peers = {side == Side::Send ? dst : src};
+  action.startNs = start;
+
+  auto onDone = [records = std::move(records), action = std::move(action), tensors, side, level,
+                 edgeName = edge.str(),
+                 ids](bool ok, bool waited, const std::string& error) mutable {
+    auto& s = CaptureSession::instance();
+    auto& rec = s.recorder();
+    const int64_t end = engine::nowNs();
+    if (!ok) {
+      events::DiagnosisRecord d;
+      d.rank = s.rank();
+      d.kind = looksLikeTimeout(error) ? "timeout" : "op_failed";
+      d.iteration = ids.iteration;
+      d.actionSeq = ids.seq;
+      d.waitsOnRank = action.peers.front();
+      std::ostringstream m;
+      m << (side == Side::Send ? "send to" : "recv from") << " rank " << action.peers.front()
+        << " on " << edgeName << " (iteration " << ids.iteration << ", message #" << ids.index
+        << ", op #" << ids.seq << ") did not complete: " << error;
+      d.message = m.str();
+      d.timeNs = end;
+      s.failure(std::move(d));
+      if (side == Side::Recv) return;  // nothing arrived; the send side keeps its record
+    }
+    for (size_t i = 0; i < records.size(); ++i) {
+      auto& r = records[i];
+      if (side == Side::Recv && ok && level >= RecordLevel::Stats) {
+        auto d = engine::digest(tensors[i]);
+        r.checksum = d.checksum;
+        r.hasStats = true;
+        r.stats = d.stats;
+        if (level >= RecordLevel::Full) r.payload = engine::hostBytes(tensors[i]);
+      }
+      r.endNs = ok ? end : 0;
+      rec.transfer(std::move(r));
+    }
+    action.endNs = ok ? end : 0;
+    rec.action(std::move(action));
+    (void)waited;
+  };
+  return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone));
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
+                                                      int tag) {
+  return p2p(Side::Send, tensors, dstRank, tag,
+             [&] { return inner_->send(tensors, dstRank, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                                      int tag) {
+  return p2p(Side::Recv, tensors, srcRank, tag,
+             [&] { return inner_->recv(tensors, srcRank, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                               int tag) {
+  // The source is known only after completion; forwarded without a record (documented).
+  return inner_->recvAnysource(tensors, tag);
+}
+
+// ---- collectives ------------------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::collective(
+    const char* op, std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
+    int rootGroupRank, const std::string& reduceOp, const Post& post) {
+  auto& session = CaptureSession::instance();
+  const RecordLevel level = session.level();
+  if (level == RecordLevel::Off) return post();
+
+  const std::string group = name();
+  const auto ids = session.nextCollective(group);
+  events::CollectiveRecord r;
+  r.rank = session.rank();
+  r.iteration = ids.iteration;
+  r.seq = ids.seq;
+  r.groupSeq = ids.index;
+  r.op = op;
+  r.group = group;
+  r.groupRank = getRank();
+  r.groupSize = getSize();
+  for (int g = 0; g < getSize(); ++g) r.groupRanks.push_back(globalRank(g));
+  r.root = rootGroupRank >= 0 ? globalRank(rootGroupRank) : -1;
+  r.reduceOp = reduceOp;
+  if (!inputs.empty()) {
+    r.shape = engine::shapeOf(inputs[0]);
+    r.dtype = engine::dtypeName(inputs[0]);
+  }
+  r.bytes = bytesOf(inputs);
+  if (level >= RecordLevel::Stats && !inputs.empty()) r.inChecksum = digestAll(inputs).checksum;
+  r.startNs = engine::nowNs();
+  auto work = post();
+
+  auto onDone = [r = std::move(r), outputs = std::move(outputs), level](
+                    bool ok, bool waited, const std::string& error) mutable {
+    auto& s = CaptureSession::instance();
+    r.endNs = ok ? engine::nowNs() : 0;
+    r.state = !ok ? "failed" : waited ? "completed" : "unwaited";
+    if (ok && level >= RecordLevel::Stats && !outputs.empty()) {
+      auto d = digestAll(outputs);
+      r.outChecksum = d.checksum;
+      r.hasStats = true;
+      r.stats = d.stats;
+      if (level >= RecordLevel::Full) r.payload = engine::hostBytes(outputs[0]);
+    }
+    if (!ok) {
+      events::DiagnosisRecord d;
+      d.rank = s.rank();
+      d.kind = looksLikeTimeout(error) ? "timeout" : "op_failed";
+      d.iteration = r.iteration;
+      d.actionSeq = r.seq;
+      std::ostringstream m;
+      m << r.op << " on group " << r.group << " (iteration " << r.iteration << ", collective #"
+        << r.groupSeq << " of the group, op #" << r.seq << ") did not complete: " << error;
+      d.message = m.str();
+      d.timeNs = engine::nowNs();
+      s.failure(std::move(d));
+    }
+    s.recorder().collective(std::move(r));
+  };
+  return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone));
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  return collective("broadcast", tensors, tensors, static_cast<int>(opts.rootRank), "",
+                    [&] { return inner_->broadcast(tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  return collective("all_reduce", tensors, tensors, -1, reduceOpName(opts.reduceOp),
+                    [&] { return inner_->allreduce(tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::allreduce_sparse(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  // Sparse tensors have no contiguous bytes to digest: forwarded without a record.
+  return inner_->allreduce_sparse(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  return collective("all_reduce_coalesced", tensors, tensors, -1, reduceOpName(opts.reduceOp),
+                    [&] { return inner_->allreduce_coalesced(tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  return collective("reduce", tensors, tensors, static_cast<int>(opts.rootRank),
+                    reduceOpName(opts.reduceOp), [&] { return inner_->reduce(tensors, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return collective("all_gather", inputs, flatten(outputs), -1, "",
+                    [&] { return inner_->allgather(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  return collective("all_gather_into_tensor", {input}, {output}, -1, "",
+                    [&] { return inner_->_allgather_base(output, input, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return collective("all_gather_coalesced", inputs, flatten(outputs), -1, "",
+                    [&] { return inner_->allgather_coalesced(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return collective("all_gather_into_tensor_coalesced", inputs, outputs, -1, "",
+                    [&] { return inner_->allgather_into_tensor_coalesced(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  return collective("gather", inputs, flatten(outputs), static_cast<int>(opts.rootRank), "",
+                    [&] { return inner_->gather(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  return collective("scatter", flatten(inputs), outputs, static_cast<int>(opts.rootRank), "",
+                    [&] { return inner_->scatter(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  return collective("reduce_scatter", flatten(inputs), outputs, -1, reduceOpName(opts.reduceOp),
+                    [&] { return inner_->reduce_scatter(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  return collective("reduce_scatter_tensor", {input}, {output}, -1, reduceOpName(opts.reduceOp),
+                    [&] { return inner_->_reduce_scatter_base(output, input, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  return collective("reduce_scatter_tensor_coalesced", inputs, outputs, -1,
+                    reduceOpName(opts.reduceOp),
+                    [&] { return inner_->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::alltoall_base(at::Tensor& output,
+                                                               at::Tensor& input,
+                                                               std::vector<int64_t>& outputSplits,
+                                                               std::vector<int64_t>& inputSplits,
+                                                               const c10d::AllToAllOptions& opts) {
+  return collective("all_to_all_single", {input}, {output}, -1, "", [&] {
+    return inner_->alltoall_base(output, input, outputSplits, inputSplits, opts);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  return collective("all_to_all", inputs, outputs, -1, "",
+                    [&] { return inner_->alltoall(outputs, inputs, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::barrier(const c10d::BarrierOptions& opts) {
+  return collective("barrier", {}, {}, -1, "", [&] { return inner_->barrier(opts); });
+}
+
+void RecordingBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  inner_->monitoredBarrier(opts, waitAllRanks);
+}
+
+}  // namespace stagescope::capture

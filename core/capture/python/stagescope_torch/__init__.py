@@ -1,0 +1,99 @@
+"""Record your own PyTorch job into a stagescope run file.
+
+    import stagescope_torch                      # registers the "stagescope" c10d backend
+    stagescope_torch.configure(run="runs/job.db", level="stats")   # or STAGESCOPE_RUN=...
+    dist.init_process_group("stagescope", ...)   # wraps Gloo; every op is forwarded unchanged
+    pp = dist.new_group([0, 1], group_desc="pp") # edges read "pp:stage0->stage1"
+    for i in range(steps):
+        stagescope_torch.step(i)                 # iteration boundary
+        ...                                      # the job's own isend/irecv/collectives
+        stagescope_torch.record_gradients(model) # after backward
+    dist.destroy_process_group()                 # rank files are closed at exit
+
+Then `stagescope merge runs/job.db && stagescope check runs/job.db`.  docs/capture.md has
+the details: what is recorded per level, how messages are identified without a plan.
+"""
+
+import atexit
+import multiprocessing.util
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed import ProcessGroupGloo
+
+from . import _C  # noqa: E402  (needs torch.distributed's c10d types registered first)
+
+BACKEND = "stagescope"
+LEVELS = ("off", "meta", "stats", "full")
+
+__all__ = ["BACKEND", "configure", "step", "record_gradients", "name_group", "finish", "level"]
+
+
+def configure(run=None, level=None, run_id=None):
+    """Where to record (`run`: the run file; rank N writes `<run>.rank<N>.shard`) and how much
+    (`level`: off | meta | stats | full).  Unset arguments come from STAGESCOPE_RUN and
+    STAGESCOPE_LEVEL (default stats).  Call before init_process_group."""
+    run = run if run is not None else os.environ.get("STAGESCOPE_RUN", "")
+    level = level if level is not None else os.environ.get("STAGESCOPE_LEVEL", "stats")
+    if not run:
+        raise ValueError("stagescope_torch.configure: no run file (pass run= or set STAGESCOPE_RUN)")
+    if level not in LEVELS:
+        raise ValueError(f"stagescope_torch.configure: level={level!r}, expected one of {LEVELS}")
+    _C.configure(str(run), level, run_id or os.environ.get("STAGESCOPE_RUN_ID", ""))
+
+
+def step(iteration):
+    """Marks the start of `iteration` (>= 0): ops posted from now on belong to it."""
+    _C.step(int(iteration))
+
+
+def level():
+    """The recording level in effect ("off" until the default group exists)."""
+    return _C.level()
+
+
+def _backend_of(group):
+    group = group if group is not None else dist.group.WORLD
+    backend = group._get_backend(torch.device("cpu"))
+    if not isinstance(backend, _C.RecordingBackend):
+        raise TypeError(f"group {group} does not use the stagescope backend (got {type(backend).__name__})")
+    return backend
+
+
+def name_group(group, name):
+    """Names `group` in the run file ("pp" -> edges "pp:stage0->stage1").  Same name on every
+    member.  new_group(..., group_desc=name) does the same without this call."""
+    _backend_of(group).name = str(name)
+
+
+def record_gradients(module, prefix="", phase="reduced", microbatch=-1):
+    """Records every parameter gradient of `module` (name, shape, norm, checksum; payload at
+    full) for the current iteration.  Call after backward (and after the data-parallel
+    reduction for phase="reduced")."""
+    for name, p in module.named_parameters():
+        if p.grad is not None:
+            _C.record_gradient(prefix + name, p.grad, phase, "", int(microbatch))
+
+
+def finish(status="completed", reason=""):
+    """Closes this rank's shard (rank 0 also marks the run's status).  Runs automatically at
+    interpreter exit; call it explicitly when the process ends by other means."""
+    _C.finish(status, reason)
+
+
+def _create_backend(opts, backend_options):
+    # The inner backend is exactly what init_process_group(backend="gloo") would build.
+    inner = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    inner.options.global_ranks_in_group = list(opts.global_ranks_in_group)
+    inner.options.group_name = opts.group_id
+    inner._set_sequence_number_for_group()
+    return _C.RecordingBackend(inner, list(opts.global_ranks_in_group), opts.timeout)
+
+
+if BACKEND.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu"])
+
+atexit.register(finish)
+# multiprocessing children leave through os._exit (no atexit); its finalizers still run.
+multiprocessing.util.Finalize(None, finish, exitpriority=0)

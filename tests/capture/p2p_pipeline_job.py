@@ -1,0 +1,128 @@
+"""A hand-written pipeline-parallel training job (isend/irecv, batch_isend_irecv, all_reduce),
+used to test the stagescope capture backend.  One process per rank, launched by torchrun.
+
+Layout: world = pp * dp ranks; rank r is pipeline stage r % pp of data-parallel replica
+r // pp.  Each stage is Linear(H, H) + tanh; the last stage's loss is the MSE to a target.
+Schedule: all forwards of the microbatches, then all backwards (GPipe), then the gradients
+are all-reduced over the dp group, then plain SGD.
+
+With --backend stagescope the job imports stagescope_torch and names its groups "pp" and
+"dp"; everything else is identical, so the two backends must give bitwise identical results.
+Each rank saves its losses, final parameters and a log of every tensor it sent or received
+(peer, shape, dtype, FNV-1a 64 of the bytes computed here in Python) to OUT/rank<r>.pt.
+"""
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+
+FNV_OFFSET, FNV_PRIME, MASK = 1469598103934665603, 1099511628211, (1 << 64) - 1
+
+
+def fnv1a(tensor):
+    h = FNV_OFFSET
+    for b in tensor.detach().contiguous().numpy().tobytes():
+        h = ((h ^ b) * FNV_PRIME) & MASK
+    return h
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", choices=["gloo", "stagescope"], required=True)
+    ap.add_argument("--pp", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--microbatches", type=int, default=3)
+    ap.add_argument("--hidden", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--plant-shape-bug", action="store_true",
+                    help="the last stage posts its step-1 microbatch-0 receive with the "
+                         "transposed shape (same bytes, wrong shape)")
+    args = ap.parse_args()
+
+    if args.backend == "stagescope":
+        import stagescope_torch  # noqa: F401  registers the backend; run file from the env
+    dist.init_process_group(args.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    pp = args.pp
+    dp = world // pp
+    stage, replica = rank % pp, rank // pp
+    pp_groups = [dist.new_group([d * pp + s for s in range(pp)], group_desc="pp") for d in range(dp)]
+    dp_groups = [dist.new_group([d * pp + s for d in range(dp)], group_desc="dp") for s in range(pp)]
+    pp_group, dp_group = pp_groups[replica], dp_groups[stage]
+    prev_rank = rank - 1 if stage > 0 else None
+    next_rank = rank + 1 if stage < pp - 1 else None
+
+    torch.manual_seed(1000 + stage)  # the same weights on every replica of a stage
+    block = torch.nn.Linear(args.hidden, args.hidden)
+    B, H, M = args.batch, args.hidden, args.microbatches
+    log, losses = [], []
+
+    def logged(kind, peer, t):
+        log.append((kind, peer, tuple(t.shape), str(t.dtype), fnv1a(t)))
+
+    for it in range(args.steps):
+        if args.backend == "stagescope":
+            stagescope_torch.step(it)
+        inputs, outputs, mb_losses = [], [], []
+        for mb in range(M):  # forwards
+            if stage == 0:
+                g = torch.Generator().manual_seed(10_000 * it + 100 * replica + mb)
+                x = torch.randn(B, H, generator=g)
+            else:
+                shape = (H, B) if (args.plant_shape_bug and stage == pp - 1 and it == 1 and mb == 0) else (B, H)
+                buf = torch.empty(shape)
+                for w in dist.batch_isend_irecv([dist.P2POp(dist.irecv, buf, prev_rank, pp_group)]):
+                    w.wait()
+                logged("recv", prev_rank, buf)
+                x = buf.view(B, H).requires_grad_()
+            y = torch.tanh(block(x))
+            if next_rank is not None:
+                out = y.detach().contiguous()
+                for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, out, next_rank, pp_group)]):
+                    w.wait()
+                logged("send", next_rank, out)
+            else:
+                g = torch.Generator().manual_seed(20_000 * it + 100 * replica + mb)
+                loss = torch.nn.functional.mse_loss(y, torch.randn(B, H, generator=g))
+                mb_losses.append(loss)
+            inputs.append(x)
+            outputs.append(y)
+        for mb in range(M):  # backwards
+            if next_rank is None:
+                (mb_losses[mb] / M).backward()
+            else:
+                grad = torch.empty(B, H)
+                dist.irecv(grad, next_rank, group=pp_group).wait()
+                logged("recv", next_rank, grad)
+                outputs[mb].backward(grad)
+            if prev_rank is not None:
+                gx = inputs[mb].grad.contiguous()
+                dist.isend(gx, prev_rank, group=pp_group).wait()
+                logged("send", prev_rank, gx)
+        for p in block.parameters():  # data-parallel reduction, then SGD
+            if dp > 1:
+                dist.all_reduce(p.grad, group=dp_group)
+                p.grad /= dp
+        if args.backend == "stagescope":
+            stagescope_torch.record_gradients(block, prefix=f"stage{stage}.")
+        with torch.no_grad():
+            for p in block.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        total = torch.tensor([sum(l.item() for l in mb_losses)], dtype=torch.float64)
+        dist.all_reduce(total)  # every rank learns the step's loss (world group)
+        losses.append(total.item())
+
+    dist.barrier()
+    os.makedirs(args.out, exist_ok=True)
+    torch.save({"losses": losses, "params": {k: v.clone() for k, v in block.state_dict().items()},
+                "log": log, "stage": stage, "replica": replica},
+               os.path.join(args.out, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The capture backend's suite: real multi-process torch jobs recorded through the
+`stagescope` c10d backend, then merged and checked by the stagescope CLI.
+
+Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | pipelining_1f1b)
+Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagescope_torch).
+"""
+
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capture_util import fnv1a, rows, stagescope, torchrun, job_env, unsigned  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+P2P_JOB = os.path.join(HERE, "p2p_pipeline_job.py")
+PIPELINING_JOB = os.path.join(HERE, "pipelining_job.py")
+
+
+def load_results(out_dir, world):
+    return [torch.load(os.path.join(out_dir, f"rank{r}.pt"), weights_only=False) for r in range(world)]
+
+
+class CaptureCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="stagescope-capture-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_job(self, script, nproc, args, backend, run=None, level="stats"):
+        out = os.path.join(self.tmp, f"out-{backend}-{level}")
+        r = torchrun(script, nproc, ["--backend", backend, "--out", out] + args,
+                     job_env(run, level))
+        self.assertEqual(r.returncode, 0, f"{backend} job failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
+        return load_results(out, nproc)
+
+    def merge_and_check(self, run, expect_exit=0):
+        m = stagescope("merge", run)
+        self.assertEqual(m.returncode, 0, f"merge failed:\n{m.stdout}\n{m.stderr}")
+        c = stagescope("check", run)
+        self.assertEqual(c.returncode, expect_exit,
+                         f"check exit {c.returncode}, expected {expect_exit}:\n{c.stdout}\n{c.stderr}")
+        return c.stdout
+
+    def assert_bitwise_equal(self, a, b):
+        """Forwarding is unchanged: the job's results are bitwise identical."""
+        self.assertEqual(len(a), len(b))
+        for ra, rb in zip(a, b):
+            self.assertEqual(ra["losses"], rb["losses"])
+            for k in ra["params"]:
+                self.assertTrue(torch.equal(ra["params"][k], rb["params"][k]), f"parameter {k} differs")
+            if "log" in ra:
+                self.assertEqual(ra["log"], rb["log"])
+
+
+class P2PPipeline(CaptureCase):
+    """4 ranks: 2 pipelines of 2 stages (pp) x 2 data-parallel replicas (dp)."""
+
+    def test_p2p_pipeline(self):
+        args = ["--pp", "2", "--steps", "2", "--microbatches", "3"]
+        plain = self.run_job(P2P_JOB, 4, args, "gloo")
+        run = os.path.join(self.tmp, "p2p.db")
+        captured = self.run_job(P2P_JOB, 4, args, "stagescope", run=run, level="full")
+        self.assert_bitwise_equal(plain, captured)
+        self.merge_and_check(run)
+
+        transfers = rows(run, "SELECT * FROM transfers ORDER BY rank, action_seq, iteration")
+        # Expected messages: per step, per replica, per microbatch, one activation and one
+        # gradient on the single pp edge; each recorded by both sides.
+        steps, mbs, replicas = 2, 3, 2
+        self.assertEqual(len(transfers), steps * replicas * mbs * 2 * 2)
+        for t in transfers:
+            self.assertEqual(t["edge"], "pp:stage0->stage1")
+            self.assertEqual(t["direction"], "activation" if t["src_rank"] < t["dst_rank"] else "gradient")
+            self.assertEqual(t["src_rank"] // 2, t["dst_rank"] // 2)  # same replica
+            self.assertEqual(t["src_group_rank"], t["src_rank"] % 2)  # group rank != global rank
+            self.assertLessEqual(t["start_ns"], t["end_ns"])
+            # payload (level full) and checksum agree, recomputed here
+            self.assertEqual(fnv1a(t["payload"]), unsigned(t["checksum"]))
+        # every send pairs with exactly one receive (same key), with equal checksums
+        key = lambda t: (t["edge"], t["direction"], t["iteration"], t["microbatch"], t["src_rank"], t["dst_rank"])
+        sends = {key(t): t for t in transfers if t["side"] == "send"}
+        recvs = {key(t): t for t in transfers if t["side"] == "recv"}
+        self.assertEqual(len(sends), len(transfers) // 2)
+        self.assertEqual(set(sends), set(recvs))
+        for k, s in sends.items():
+            self.assertEqual(s["checksum"], recvs[k]["checksum"], k)
+        # the recorded checksums are the ones the job computed itself, in the job's order
+        for rank, res in enumerate(captured):
+            mine = rows(run, "SELECT side, src_rank, dst_rank, shape, checksum FROM transfers "
+                             "WHERE rank = ? ORDER BY iteration, action_seq", (rank,))
+            self.assertEqual(len(mine), len(res["log"]))
+            for rec, (kind, peer, shape, _dtype, checksum) in zip(mine, res["log"]):
+                self.assertEqual(rec["side"], kind)
+                self.assertEqual(rec["dst_rank"] if kind == "send" else rec["src_rank"], peer)
+                self.assertEqual(rec["shape"], ",".join(map(str, shape)))
+                self.assertEqual(unsigned(rec["checksum"]), checksum)
+        # collectives: dp gradient all-reduces and the world loss all-reduce, all members
+        # present with equal results
+        colls = rows(run, "SELECT * FROM collectives")
+        groups = {}
+        for c in colls:
+            groups.setdefault((c["group_name"], c["group_ranks"], c["iteration"], c["group_seq"]), []).append(c)
+        for (name, members, it, seq), cs in groups.items():
+            self.assertEqual(sorted(c["rank"] for c in cs), [int(m) for m in members.split(",")])
+            self.assertEqual(len({c["op"] for c in cs}), 1)
+            if cs[0]["op"] == "all_reduce":
+                self.assertEqual(len({c["out_checksum"] for c in cs}), 1, (name, it, seq))
+        ops = {(c["group_name"], c["op"]) for c in colls}
+        self.assertIn(("dp", "all_reduce"), ops)
+        self.assertIn(("world", "all_reduce"), ops)
+        self.assertIn(("world", "barrier"), ops)
+        # gradients recorded after the dp reduction: equal across replicas, equal to the job's
+        grads = rows(run, "SELECT rank, iteration, param, checksum, payload FROM gradients")
+        self.assertEqual(len(grads), 4 * 2 * 2)  # ranks x steps x (weight, bias)
+        by = {}
+        for g in grads:
+            self.assertEqual(fnv1a(g["payload"]), unsigned(g["checksum"]))
+            by.setdefault((g["iteration"], g["param"]), set()).add(g["checksum"])
+        self.assertTrue(all(len(v) == 1 for v in by.values()))
+
+        # A planted corruption in the file: one received message's checksum flipped.
+        bad = os.path.join(self.tmp, "tampered.db")
+        shutil.copy(run, bad)
+        con = sqlite3.connect(bad)
+        con.execute("UPDATE transfers SET checksum = ~checksum WHERE id = "
+                    "(SELECT min(id) FROM transfers WHERE side = 'recv' AND iteration = 1)")
+        con.commit()
+        con.close()
+        c = stagescope("check", bad)
+        self.assertEqual(c.returncode, 15, c.stdout)
+        self.assertIn("checksum mismatch on edge pp:stage0->stage1", c.stdout)
+
+
+class PlantedShapeBug(CaptureCase):
+    """The last stage posts one receive with the transposed shape: same bytes, so Gloo accepts
+    it and the job runs on; check names the message (exit 14, shape_mismatch)."""
+
+    def test_planted_shape_bug(self):
+        run = os.path.join(self.tmp, "bug.db")
+        self.run_job(P2P_JOB, 2, ["--pp", "2", "--steps", "2", "--microbatches", "2",
+                                  "--plant-shape-bug"], "stagescope", run=run)
+        out = self.merge_and_check(run, expect_exit=14)
+        self.assertIn("shape mismatch on edge pp:stage0->stage1 activation iteration 1 microbatch 0", out)
+        self.assertIn("sent [4, 8] float32, received [8, 4] float32", out)
+
+
+def main():
+    case = sys.argv[1] if len(sys.argv) > 1 else ""
+    cases = {"p2p_pipeline": P2PPipeline, "planted_shape_bug": PlantedShapeBug}
+    try:
+        import pipelining_case  # noqa: F401
+        cases["pipelining_1f1b"] = pipelining_case.Pipelining1F1B
+    except ImportError:
+        pass
+    if case not in cases:
+        print(f"usage: {sys.argv[0]} CASE  (CASE: {' | '.join(cases)}); got {case!r}")
+        return 2
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(cases[case])
+    ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -205,7 +205,7 @@ struct CollectiveRecord {
   uint64_t inChecksum = 0;   // FNV-1a 64 of the input bytes at post (0 below stats)
   uint64_t outChecksum = 0;  // FNV-1a 64 of the output bytes at completion
   bool hasStats = false;
-  TensorStats stats;  // of the first output tensor
+  TensorStats stats;  // over all output tensors
   int64_t startNs = 0, endNs = 0;
   std::string state;             // "completed", "failed", "unwaited"
   std::vector<uint8_t> payload;  // first output tensor's bytes, level full only

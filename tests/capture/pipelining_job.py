@@ -10,6 +10,7 @@ and final parameters to OUT/rank<r>.pt.
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -19,11 +20,13 @@ from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleG
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved": ScheduleInterleaved1F1B}
 
 
-def make_stage(index, num_stages, hidden):
+def make_stage(index, num_stages, hidden, depth):
     torch.manual_seed(1000 + index)
-    layers = [torch.nn.Linear(hidden, hidden)]
-    if index < num_stages - 1:
-        layers.append(torch.nn.Tanh())
+    layers = []
+    for k in range(depth):
+        layers.append(torch.nn.Linear(hidden, hidden))
+        if index < num_stages - 1 or k < depth - 1:
+            layers.append(torch.nn.Tanh())
     return torch.nn.Sequential(*layers)
 
 
@@ -35,7 +38,10 @@ def main():
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=16)
     ap.add_argument("--batch", type=int, default=8, help="global batch (split into microbatches)")
+    ap.add_argument("--depth", type=int, default=1, help="Linear layers per stage")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--times", action="store_true",
+                    help="also save the wall time of every step (rank 0: barrier, step, barrier)")
     args = ap.parse_args()
 
     if args.backend == "stagescope":
@@ -47,7 +53,7 @@ def main():
     per_rank = 2 if args.schedule == "interleaved" else 1
     num_stages = world * per_rank
     indices = [rank + k * world for k in range(per_rank)]  # looped placement
-    modules = {i: make_stage(i, num_stages, args.hidden) for i in indices}
+    modules = {i: make_stage(i, num_stages, args.hidden, args.depth) for i in indices}
     stages = [PipelineStage(modules[i], i, num_stages, torch.device("cpu"), group=pp) for i in indices]
     loss_fn = torch.nn.functional.mse_loss
     schedule_cls = SCHEDULES[args.schedule]
@@ -55,8 +61,11 @@ def main():
                             loss_fn=loss_fn)
     first, last = 0 in indices, (num_stages - 1) in indices
 
-    losses_all = []
+    losses_all, times = [], []
     for it in range(args.steps):
+        if args.times:
+            dist.barrier()
+            t0 = time.perf_counter()
         if args.backend == "stagescope":
             stagescope_torch.step(it)
         g = torch.Generator().manual_seed(10_000 + it)
@@ -80,11 +89,14 @@ def main():
                     p -= 0.05 * p.grad
                     p.grad = None
         losses_all.append([l.item() for l in losses])
+        if args.times:
+            dist.barrier()
+            times.append(time.perf_counter() - t0)
 
     dist.barrier()
     os.makedirs(args.out, exist_ok=True)
     params = {f"stage{i}.{k}": v.clone() for i, m in modules.items() for k, v in m.state_dict().items()}
-    torch.save({"losses": losses_all, "params": params}, os.path.join(args.out, f"rank{rank}.pt"))
+    torch.save({"losses": losses_all, "params": params, "times": times}, os.path.join(args.out, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Overhead of the capture backend: step time of a 4-rank torch.distributed.pipelining job
+(Schedule1F1B, Gloo, CPU) recorded through `stagescope` at meta / stats / full, divided by the
+same job on plain Gloo.  Not part of the test suite (no timing assertions anywhere).
+
+  bench_capture.py --build build/default [--reps 3] [--steps 12] [--out DIR]
+
+Each repetition runs every variant once, in rotating order; a variant's step time is the
+median over its repetitions of the median step (steps after the first two).  Ratios are
+taken within this one invocation.  Also reported: rows recorded per second of step time.
+Writes DIR/capture_overhead.json and .md (default BUILD/bench-capture).
+"""
+
+import argparse
+import glob
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capture_util import job_env, torchrun  # noqa: E402
+
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipelining_job.py")
+VARIANTS = [("gloo", None), ("stagescope", "meta"), ("stagescope", "stats"), ("stagescope", "full")]
+SIZES = {  # name -> job arguments
+    "small": ["--hidden", "64", "--batch", "32", "--depth", "2", "--microbatches", "8"],
+    "medium": ["--hidden", "512", "--batch", "64", "--depth", "4", "--microbatches", "8"],
+}
+TABLES = ["transfers", "actions", "collectives", "gradients", "diagnoses"]
+
+
+def run_variant(tmp, tag, backend, level, size_args, steps):
+    out = os.path.join(tmp, f"{tag}-out")
+    run = os.path.join(tmp, f"{tag}.db") if level else None
+    args = ["--backend", backend, "--out", out, "--steps", str(steps), "--times"] + size_args
+    r = torchrun(JOB, 4, args, job_env(run, level or "stats"))
+    if r.returncode != 0:
+        raise SystemExit(f"bench: {tag} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    times = torch.load(os.path.join(out, "rank0.pt"), weights_only=False)["times"][2:]
+    rows = 0
+    if run:
+        for shard in glob.glob(run + ".rank*.shard"):
+            con = sqlite3.connect(shard)
+            rows += sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES)
+            con.close()
+    return statistics.median(times), sum(times), rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build/default")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--sizes", default="small,medium")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    os.environ.setdefault("STAGESCOPE_PYTHON_DIR", os.path.join(os.path.abspath(a.build), "python"))
+    out_dir = a.out or os.path.join(a.build, "bench-capture")
+    os.makedirs(out_dir, exist_ok=True)
+    results = {"load_before": os.getloadavg()[0], "sizes": {}}
+    for size in a.sizes.split(","):
+        per = {f"{b}:{l or 'plain'}": [] for b, l in VARIANTS}
+        rows_per_s = {}
+        for rep in range(a.reps):
+            order = VARIANTS[rep % len(VARIANTS):] + VARIANTS[:rep % len(VARIANTS)]
+            for backend, level in order:
+                key = f"{backend}:{level or 'plain'}"
+                with tempfile.TemporaryDirectory(prefix="stagescope-bench-capture-") as tmp:
+                    med, total, rows = run_variant(tmp, key.replace(":", "-"), backend, level,
+                                                   SIZES[size], a.steps)
+                per[key].append(med)
+                if rows:
+                    rows_per_s.setdefault(key, []).append(rows * (a.steps - 2) / a.steps / total)
+                print(f"{size} rep {rep} {key}: median step {med * 1e3:.2f} ms"
+                      + (f", {rows} rows" if rows else ""), flush=True)
+        base = statistics.median(per["gloo:plain"])
+        results["sizes"][size] = {
+            "args": SIZES[size],
+            "step_ms": {k: statistics.median(v) * 1e3 for k, v in per.items()},
+            "ratio_vs_gloo": {k: statistics.median(v) / base for k, v in per.items()},
+            "rows_per_s": {k: statistics.median(v) for k, v in rows_per_s.items()},
+        }
+    results["load_after"] = os.getloadavg()[0]
+    with open(os.path.join(out_dir, "capture_overhead.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    lines = ["| size | variant | step ms | ratio vs plain gloo | rows/s of step time |",
+             "| --- | --- | --- | --- | --- |"]
+    for size, r in results["sizes"].items():
+        for k in r["step_ms"]:
+            rows = r["rows_per_s"].get(k)
+            lines.append(f"| {size} | {k} | {r['step_ms'][k]:.2f} | {r['ratio_vs_gloo'][k]:.3f} | "
+                         f"{'' if rows is None else f'{rows:,.0f}'} |")
+    lines.append(f"\nload average {results['load_before']:.1f} before, {results['load_after']:.1f} after")
+    with open(os.path.join(out_dir, "capture_overhead.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

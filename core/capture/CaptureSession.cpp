@@ -31,6 +31,13 @@ std::string hostName() {
 }
 }  // namespace
 
+std::string runIdFromEnvironment() {
+  for (const char* name : {"STAGESCOPE_RUN_ID", "TORCHELASTIC_RUN_ID"}) {
+    if (const char* id = std::getenv(name); id && *id) return id;
+  }
+  return "";
+}
+
 CaptureConfig configFromEnvironment(bool* ok) {
   CaptureConfig cfg;
   const char* run = std::getenv("STAGESCOPE_RUN");
@@ -42,7 +49,7 @@ CaptureConfig configFromEnvironment(bool* ok) {
                                   "': expected one of off, meta, stats, full");
     }
   }
-  if (const char* id = std::getenv("STAGESCOPE_RUN_ID"); id && *id) cfg.runId = id;
+  cfg.runId = runIdFromEnvironment();
   return cfg;
 }
 
@@ -90,6 +97,7 @@ void CaptureSession::start(int globalRank, int worldSize) {
     }
     configured_ = true;
   }
+  if (cfg_.runId.empty()) cfg_.runId = runIdFromEnvironment();
   if (cfg_.runId.empty()) cfg_.runId = std::filesystem::path(cfg_.runPath).filename().string();
   rank_ = globalRank;
   worldSize_ = worldSize;
@@ -116,7 +124,8 @@ void CaptureSession::start(int globalRank, int worldSize) {
   info.device = "cpu";
   info.pid = getpid();
   writer_->rank(std::move(info));
-  if (globalRank == 0) writer_->run(runInfo(RunStatus::Running, ""));
+  // Every shard names its run, so merge refuses a stale shard of another job.
+  writer_->run(runInfo(RunStatus::Running, ""));
 }
 
 bool CaptureSession::started() const {

@@ -33,8 +33,12 @@ namespace stagescope::capture {
 struct CaptureConfig {
   std::string runPath;  // the run file; rank N writes <runPath>.rank<N>.shard
   events::RecordLevel level = events::RecordLevel::Stats;
-  std::string runId;  // default: the run file's name without folder
+  std::string runId;  // default: runIdFromEnvironment(), else the run file's name
 };
+
+// The run id every rank of one job agrees on: STAGESCOPE_RUN_ID, else torchrun's
+// TORCHELASTIC_RUN_ID, else "" (then the run file's name is used).
+std::string runIdFromEnvironment();
 
 // Reads STAGESCOPE_RUN (run file) and STAGESCOPE_LEVEL (off|meta|stats|full, default stats).
 // `ok` is false when STAGESCOPE_RUN is unset; throws std::invalid_argument naming the

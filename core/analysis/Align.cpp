@@ -105,7 +105,10 @@ struct TGroup {
 
 using TKey = std::tuple<std::string, int, int, int, int>;  // edge, dir, it, gmb, dstDp
 
-std::map<TKey, TGroup> transferGroups(const RunModel& run, const std::set<std::string>& unaligned) {
+// P2P edges of a module whose pp or dp differs between the runs name other layer boundaries or
+// replicas; a bridge touching a module whose dp differs pairs other replicas.
+std::map<TKey, TGroup> transferGroups(const RunModel& run, const std::set<std::string>& unaligned,
+                                      const std::set<std::string>& otherReplicas) {
   const auto modules = modulesOf(run);
   std::vector<model::TransferPair> scratch;
   const auto& pairs = pairsOf(run, scratch);
@@ -128,8 +131,9 @@ std::map<TKey, TGroup> transferGroups(const RunModel& run, const std::set<std::s
     g.iteration = t.iteration;
     g.globalMb = gmb;
     g.dstDp = dstDp;
-    g.aligned = !unaligned.count(srcModule) && !unaligned.count(dstModule) &&
-                !(t.edgeKind != events::EdgeKind::P2P && unaligned.count("bridge:" + t.edge));
+    g.aligned = t.edgeKind == events::EdgeKind::P2P
+                    ? !unaligned.count(srcModule)
+                    : !otherReplicas.count(srcModule) && !otherReplicas.count(dstModule);
     if (srcTp < g.sendTp) {
       g.sendTp = srcTp;
       g.send = p.send;
@@ -206,11 +210,13 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   out.sameLayout = ma == mb;
   // Modules whose pipeline depth or replica count differs: their P2P edges name other layer
   // boundaries / replicas, their bridges other replica pairs.
-  std::set<std::string> unaligned;
+  std::set<std::string> unaligned;      // P2P edges of these modules are not aligned
+  std::set<std::string> otherReplicas;  // bridges touching these modules are not aligned
   for (const auto& [name, x] : ma) {
     auto it = mb.find(name);
     if (it == mb.end()) continue;
     if (x.pp != it->second.pp || x.dp != it->second.dp) unaligned.insert(name);
+    if (x.dp != it->second.dp) otherReplicas.insert(name);
     // The global batch is the LLM's: microbatches x its dp replicas (encoders feed it by fan-in
     // or fan-out, whatever their own dp).
     const bool llm = std::any_of(a.info.modules.begin(), a.info.modules.end(),
@@ -251,7 +257,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
 
   // ---- transfers
   {
-    auto ta = transferGroups(a, unaligned), tb = transferGroups(b, unaligned);
+    auto ta = transferGroups(a, unaligned, otherReplicas);
+    auto tb = transferGroups(b, unaligned, otherReplicas);
     std::set<TKey> keys;
     for (const auto& kv : ta) keys.insert(kv.first);
     for (const auto& kv : tb) keys.insert(kv.first);
@@ -400,11 +407,15 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
                                                [](uint64_t v) { return v == 0; }) &&
                                   std::none_of(y->shardChecksums.begin(), y->shardChecksums.end(),
                                                [](uint64_t v) { return v == 0; });
-        if (allChecksums && x->layout == y->layout) {
+        const bool sameShards = allChecksums && x->layout == y->layout;
+        if (sameShards && x->shardChecksums == y->shardChecksums) {
           it.evidence = Evidence::Checksums;
-          const bool eq = x->shardChecksums == y->shardChecksums;
-          it.state = eq ? ItemState::Identical : ItemState::Differ;
-          it.distance = eq ? 0 : INFINITY;
+          it.state = ItemState::Identical;
+        } else if (sameShards && out.sameLayout) {
+          // One layout computes bitwise reproducibly: other bytes are another result.
+          it.evidence = Evidence::Checksums;
+          it.state = ItemState::Differ;
+          it.distance = INFINITY;
         } else if (x->shards > 0 && y->shards > 0) {
           judgeByNorms(it, x->norm, y->norm, floorOf(it.iteration), tol);
         } else {

@@ -6,9 +6,11 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <unistd.h>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -16,9 +18,12 @@
 #include <sstream>
 
 #include "app/Commands.h"
+#include "app/ErrorBoundary.h"
 #include "app/FaultFlag.h"
+#include "app/OutputPolicy.h"
 #include "app/ReferenceRecord.h"
 #include "app/RunChecks.h"
+#include "app/RunFileLock.h"
 #include "core/engine/Init.h"
 #include "core/engine/Launcher.h"
 #include "core/engine/RunIdentity.h"
@@ -47,6 +52,71 @@ std::string defaultOut(const std::string& config) {
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
   return "runs/" + fs::path(config).stem().string() + "-" + stamp + "-" + std::to_string(getpid()) +
          ".db";
+}
+
+// "<base without extension>-<rep>.db": the run file of repetition `rep` of `run --repeat`.
+std::string repetitionPath(const std::string& base, int rep) {
+  return fs::path(base).replace_extension("").string() + "-" + std::to_string(rep) + ".db";
+}
+
+// The resolved config (overrides and --fault flags applied) that every rank loads: a file in a
+// private temporary directory, removed with it when the run ends.
+class ResolvedConfig {
+ public:
+  explicit ResolvedConfig(const std::string& text) {
+    std::string dir = (fs::temp_directory_path() / "stagescope-XXXXXX").string();
+    if (!::mkdtemp(dir.data())) {
+      throw std::runtime_error(dir +
+                               ": cannot create a temporary directory: " + std::strerror(errno));
+    }
+    dir_ = dir;
+    path_ = dir_ + "/config.toml";
+    std::ofstream f(path_, std::ios::binary);
+    f << text;
+    f.close();
+    if (!f) throw std::runtime_error(path_ + ": cannot write the resolved config (disk full?)");
+  }
+  ResolvedConfig(const ResolvedConfig&) = delete;
+  ResolvedConfig& operator=(const ResolvedConfig&) = delete;
+  ~ResolvedConfig() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+    fs::remove(dir_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+};
+
+// storage::createRunFile; a run file this call started but could not finish (no space, no
+// permission) is removed again, so that the path stays free.
+void createRunFile(const std::string& out, const events::RunInfo& info) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    throw OutputRefused(out + ": appeared while the run was starting; expected no file there");
+  }
+  try {
+    storage::createRunFile(out, info);
+  } catch (...) {
+    fs::remove(out, ec);
+    fs::remove(out + "-journal", ec);
+    throw;
+  }
+}
+
+// Writes the run's status.  When even that fails (e.g. the disk is full) the run file keeps
+// status `running`; the message says how to finish it.
+void recordStatus(const std::string& out, const events::RunStatus status,
+                  const std::string& reason) {
+  try {
+    storage::updateRunStatus(out, status, reason, unixMs());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "stagescope: could not record status %s in %s (%s); `stagescope merge %s` "
+                 "judges the run again\n",
+                 events::toString(status), out.c_str(), oneLine(e).c_str(), out.c_str());
+  }
 }
 
 std::string selfExe() {
@@ -153,7 +223,7 @@ void recordRankExits(const std::string& out, const engine::LaunchResult& launche
 // One launch of the configured job into `out`.  Returns the outcome; throws on setup errors.
 Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
                    const std::string& out, bool quiet) {
-  storage::createRunFile(out, runInfo(cfg, out));
+  createRunFile(out, runInfo(cfg, out));
   c10d::TCPStoreOptions so;
   so.port = 0;
   so.isServer = true;
@@ -175,21 +245,42 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   std::signal(SIGTERM, SIG_IGN);
   Outcome outcome = outcomeOf(launched);
 
-  storage::MergeResult merged = storage::mergeShards(out, storage::findShards(out));
+  storage::MergeResult merged;
+  try {
+    merged = storage::mergeShards(out, storage::findShards(out));
+  } catch (const std::exception& e) {
+    merged.failed = 1;
+    merged.notes.push_back(oneLine(e));
+  }
   for (const auto& note : merged.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
-  recordRankExits(out, launched);
+  try {
+    recordRankExits(out, launched);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "merge: how the ranks ended was not recorded: %s\n", oneLine(e).c_str());
+  }
+  if (!merged.ok() && outcome.status == events::RunStatus::Completed) {
+    // The records are in the shards: a later `stagescope merge` finishes the run file.
+    outcome = {events::RunStatus::Failed,
+               "the ranks completed but their shards were not all merged (" + merged.notes.front() +
+                   "); fix the cause and run `stagescope merge " + out + "`"};
+  }
   if (outcome.status == events::RunStatus::Hung) {
     // The wait-for graph goes to the terminal and, as "hang" diagnoses, into the run file.
     HangAnalysis hang = analyzeHang(out);
     std::printf("stagescope: %s\n", hang.text.c_str());
     std::fflush(stdout);
     if (!hang.records.empty()) {
-      const std::string shard = out + ".launcher.shard";
-      auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
-      for (auto& d : hang.records) writer->diagnosis(std::move(d));
-      writer->close();
-      storage::MergeResult m = storage::mergeShards(out, {shard});
-      for (const auto& note : m.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+      try {
+        const std::string shard = out + ".launcher.shard";
+        auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
+        for (auto& d : hang.records) writer->diagnosis(std::move(d));
+        writer->close();
+        storage::MergeResult m = storage::mergeShards(out, {shard});
+        for (const auto& note : m.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "merge: the wait-for graph was not recorded: %s\n",
+                     oneLine(e).c_str());
+      }
     }
     const size_t detail = outcome.reason.find("; gave up");  // the backend's error text
     if (detail != std::string::npos) outcome.reason.erase(detail);
@@ -200,7 +291,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
                        "; then ranks timed out: " + hang.verdict;
     }
   }
-  storage::updateRunStatus(out, outcome.status, outcome.reason, unixMs());
+  recordStatus(out, outcome.status, outcome.reason);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   return outcome;
@@ -227,10 +318,10 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
 
 void createRunFileFor(const std::string& config, const std::string& out, const std::string& runId) {
   const plan::RunConfig cfg = plan::loadConfig(config);
-  fs::create_directories(fs::absolute(out).parent_path());
+  createParentDirectories(out);
   events::RunInfo info = runInfo(cfg, out);
   if (!runId.empty()) info.runId = runId;
-  storage::createRunFile(out, info);
+  createRunFile(out, info);
 }
 
 int runCommand(const RunOptions& opts) {
@@ -254,29 +345,39 @@ int runCommand(const RunOptions& opts) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitConfig;
   }
+  if (opts.repeat < 1) {
+    throw UsageError("--repeat " + std::to_string(opts.repeat) +
+                     ": expected a number of runs >= 1");
+  }
+  // Every output is checked before the first rank starts: a refused path changes nothing.
   std::vector<std::string> outs;
+  const std::string base = opts.out.empty() ? defaultOut(opts.config) : opts.out;
+  for (int rep = 0; rep < opts.repeat; ++rep) {
+    outs.push_back(opts.repeat > 1 ? repetitionPath(base, rep) : base);
+    RunFileLock::throwIfHeld(outs.back());
+    checkRunOutput(outs.back(), {opts.config}, opts.force);
+  }
   int code = 0;
-  for (int rep = 0; rep < std::max(1, opts.repeat); ++rep) {
-    std::string out = opts.out.empty() ? defaultOut(opts.config) : opts.out;
-    if (opts.repeat > 1)
-      out = fs::path(out).replace_extension("").string() + "-" + std::to_string(rep) + ".db";
-    fs::create_directories(fs::absolute(out).parent_path());
-    fs::remove(out);
-    for (const auto& s : storage::findShards(out)) fs::remove(s);
-    const std::string configFile = out + ".config.toml";
-    std::ofstream(configFile) << cfg.text;
+  for (const auto& out : outs) {
+    createParentDirectories(out);
+    // One writer per run file, from before its first byte to the status after the merge.
+    const RunFileLock lock = RunFileLock::acquire(out);
+    // Decided again under the lock: another run may have written `out` meanwhile.
+    for (const auto& old : checkRunOutput(out, {opts.config}, opts.force).replace) {
+      fs::remove(old);
+    }
+    const ResolvedConfig resolved(cfg.text);
     std::printf("stagescope: %d ranks, %d iterations x %d microbatches, record %s -> %s\n",
                 cfg.worldSize, cfg.iterations, cfg.microbatches, cfg.record.level.c_str(),
                 out.c_str());
     std::fflush(stdout);
-    Outcome outcome = launchOnce(cfg, configFile, out, opts.quiet);
+    Outcome outcome = launchOnce(cfg, resolved.path(), out, opts.quiet);
     if (opts.reference && outcome.status == events::RunStatus::Completed) {
       recordReference(cfg, out);
     }
     std::printf("stagescope: run %s%s%s\n", events::toString(outcome.status),
                 outcome.reason.empty() ? "" : ": ", outcome.reason.c_str());
     std::printf("stagescope: run file %s\n", out.c_str());
-    outs.push_back(out);
     if (outcome.status != events::RunStatus::Completed) code = exitCodeFor(outcome.status);
   }
   if (opts.check || opts.repeat > 1) {

@@ -1,20 +1,28 @@
 // stagescope: the command-line entry.  Thin: parse arguments, call the part, print, exit.
+#include <sqlite3.h>
+#include <torch/version.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
 #include "app/Commands.h"
+#include "app/ErrorBoundary.h"
+#include "app/OutputPolicy.h"
 #include "app/RunChecks.h"
+#include "app/RunFileLock.h"
 #include "app/report/CheckReport.h"
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
 #include "app/report/Progress.h"
+#include "core/engine/RunIdentity.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
+#include "storage/Schema.h"
 #ifdef STAGESCOPE_HAVE_UI
 #include "ui/Viewer.h"
 #endif
@@ -40,39 +48,74 @@ namespace {
 
 int compareCommand(const std::string& a, const std::string& b, const std::string& html,
                    const std::string& md, const std::string& json, double tol) {
-  try {
-    // Payloads (level full) let the comparison judge values, not checksums or norms.
-    storage::LoadOptions load;
-    load.payloads = true;
-    storage::RunModel ra = loadWithProgress(a, load), rb = loadWithProgress(b, load);
-    analysis::CompareOptions opts;
-    opts.labelA = a;
-    opts.labelB = b;
-    opts.tolerance = tol;
-    opts.filterA = recordFilterOf(ra);
-    opts.filterB = recordFilterOf(rb);
-    analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
-    std::fputs(report::renderMarkdown(c).c_str(), stdout);
-    if (!html.empty()) report::writeHtml(c, html);
-    if (!md.empty()) report::writeMarkdown(c, md);
-    if (!json.empty()) report::writeJson(c, json);
-    return analysis::exitCodeOf(c.verdict);
-  } catch (const storage::RunFileError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return analysis::exit_code::kError;
-  }
+  // Refuse a bad output before the (possibly long) load: nothing is printed, nothing lost.
+  claimReportOutputs({{"--html", html, ReportKind::CompareHtml},
+                      {"--md", md, ReportKind::CompareMarkdown},
+                      {"--json", json, ReportKind::CompareJson}},
+                     {a, b});
+  // Payloads (level full) let the comparison judge values, not checksums or norms.
+  storage::LoadOptions load;
+  load.payloads = true;
+  storage::RunModel ra = loadWithProgress(a, load), rb = loadWithProgress(b, load);
+  analysis::CompareOptions opts;
+  opts.labelA = a;
+  opts.labelB = b;
+  opts.tolerance = tol;
+  opts.filterA = recordFilterOf(ra);
+  opts.filterB = recordFilterOf(rb);
+  analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
+  std::fputs(report::renderMarkdown(c).c_str(), stdout);
+  std::fflush(stdout);
+  if (!html.empty()) report::writeHtml(c, html);
+  if (!md.empty()) report::writeMarkdown(c, md);
+  if (!json.empty()) report::writeJson(c, json);
+  return analysis::exitCodeOf(c.verdict);
 }
 
 int exportCommand(const std::string& run, const std::string& trace) {
-  try {
-    auto stats = report::writeChromeTrace(loadWithProgress(run, {}), trace);
-    (void)stats;
-    std::printf("wrote %s\n", trace.c_str());
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return analysis::exit_code::kError;
+  claimReportOutputs({{"--chrome-trace", trace, ReportKind::ChromeTrace}}, {run});
+  auto stats = report::writeChromeTrace(loadWithProgress(run, {}), trace);
+  (void)stats;
+  std::printf("wrote %s\n", trace.c_str());
+  return 0;
+}
+
+// The status the ranks' records support: completed when every rank recorded its whole plan
+// and no rank recorded an error or a timeout; else failed/hung with the first reason.
+struct Judgement {
+  events::RunStatus status = events::RunStatus::Completed;
+  std::string reason;
+};
+Judgement judgeByRecords(const storage::RunModel& m, const plan::RunConfig& cfg) {
+  Judgement j;
+  for (const auto& d : m.diagnoses) {
+    if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost" ||
+        d.kind == "config_mismatch") {
+      j.status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
+      j.reason = "rank " + std::to_string(d.rank) + ": " + d.message;
+      return j;
+    }
   }
+  // Ranks write an iteration's plan rows as it starts: a rank completed when it started
+  // every iteration its record filter keeps and executed every planned action.
+  for (int r = 0; r < m.info.worldSize; ++r) {
+    const size_t planned = r < static_cast<int>(m.plan.size()) ? m.plan[r].size() : 0;
+    const size_t done = r < static_cast<int>(m.actions.size()) ? m.actions[r].size() : 0;
+    const auto* module = cfg.moduleOfRank(r);
+    int wanted = 0, started = 0;
+    for (int it = 0; module && it < cfg.iterations; ++it)
+      wanted += cfg.record.wants(it, module->name, r) ? 1 : 0;
+    for (size_t k = 0; k < planned; ++k)
+      started += k == 0 || m.plan[r][k].iteration != m.plan[r][k - 1].iteration ? 1 : 0;
+    if (planned == 0 || done < planned || started < wanted) {
+      j.status = events::RunStatus::Failed;
+      j.reason = "rank " + std::to_string(r) + " recorded " + std::to_string(done) + " of " +
+                 std::to_string(planned) + " planned actions in " + std::to_string(started) +
+                 " of " + std::to_string(wanted) + " iterations (shard missing or rank stopped)";
+      return j;
+    }
+  }
+  return j;
 }
 
 }  // namespace
@@ -104,78 +147,108 @@ std::string missingRunFileHint(const std::string& run, const std::vector<std::st
 
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
                  const std::string& config) {
+  const std::vector<std::string> inputs = shards.empty() ? storage::findShards(run) : shards;
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(std::filesystem::symlink_status(run, ec));
+  if (!exists && config.empty()) throw UsageError(missingRunFileHint(run, inputs));
+  const bool create = !exists;
+  // The run file must be one (merge writes into it; it never replaces anything): `force`
+  // here only means "an existing run file is what we want".
+  RunFileLock::throwIfHeld(run);
+  checkRunOutput(run, {config}, /*force=*/true, "RUN", /*ownShards=*/true);
+  if (create) createParentDirectories(run);
+  const RunFileLock lock = RunFileLock::acquire(run);
+  if (create) createRunFileFor(config, run, runIdOfShards(inputs));
+  storage::MergeResult result;
   try {
-    const std::vector<std::string> inputs = shards.empty() ? storage::findShards(run) : shards;
-    const bool create = !config.empty() && !std::filesystem::exists(run);
-    if (config.empty() && !std::filesystem::exists(run)) {
-      std::fprintf(stderr, "error: %s\n", missingRunFileHint(run, inputs).c_str());
-      return analysis::exit_code::kUsage;
-    }
-    if (create) createRunFileFor(config, run, runIdOfShards(inputs));
-    auto result = storage::mergeShards(run, inputs);
-    std::printf("merged %d shard(s), %lld rows in %.2f s\n", result.merged,
-                static_cast<long long>(result.rows), result.seconds);
-    for (const auto& n : result.notes) std::printf("  %s\n", n.c_str());
-    if (create) {
-      // The ranks ran without our launcher: judge the run by what they recorded.
-      storage::RunModel m = storage::loadRun(run);
-      auto status = events::RunStatus::Completed;
-      std::string reason;
-      for (const auto& d : m.diagnoses) {
-        if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost" ||
-            d.kind == "config_mismatch") {
-          status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
-          reason = "rank " + std::to_string(d.rank) + ": " + d.message;
-          break;
-        }
-      }
-      // Ranks write an iteration's plan rows as it starts: a rank completed when it started
-      // every iteration its record filter keeps and executed every planned action.
-      const plan::RunConfig cfg = plan::loadConfig(config);
-      for (int r = 0; status == events::RunStatus::Completed && r < m.info.worldSize; ++r) {
-        const size_t planned = r < static_cast<int>(m.plan.size()) ? m.plan[r].size() : 0;
-        const size_t done = r < static_cast<int>(m.actions.size()) ? m.actions[r].size() : 0;
-        const auto* module = cfg.moduleOfRank(r);
-        int wanted = 0, started = 0;
-        for (int it = 0; module && it < cfg.iterations; ++it)
-          wanted += cfg.record.wants(it, module->name, r) ? 1 : 0;
-        for (size_t k = 0; k < planned; ++k)
-          started += k == 0 || m.plan[r][k].iteration != m.plan[r][k - 1].iteration ? 1 : 0;
-        if (planned == 0 || done < planned || started < wanted) {
-          status = events::RunStatus::Failed;
-          reason = "rank " + std::to_string(r) + " recorded " + std::to_string(done) + " of " +
-                   std::to_string(planned) + " planned actions in " + std::to_string(started) +
-                   " of " + std::to_string(wanted) + " iterations (shard missing or rank stopped)";
-        }
-      }
-      if (!result.ok() && status == events::RunStatus::Completed) {
-        status = events::RunStatus::Failed;
-        reason = "some shards were not merged";
-      }
-      const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-      storage::updateRunStatus(run, status, reason, now);
-      std::printf("created %s: run %s%s%s\n", run.c_str(), events::toString(status),
-                  reason.empty() ? "" : ": ", reason.c_str());
-      if (status != events::RunStatus::Completed) return analysis::exit_code::kRunStatus;
-    }
-    return result.ok() ? 0 : analysis::exit_code::kRunStatus;
-  } catch (const plan::ConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return analysis::exit_code::kUsage;
+    result = storage::mergeShards(run, inputs);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return analysis::exit_code::kError;
+    // Say so in the run file (when it can still be written): the records wait in the shards.
+    if (create) {
+      try {
+        storage::updateRunStatus(run, events::RunStatus::Failed,
+                                 "merge failed: " + oneLine(e) + "; run `stagescope merge " + run +
+                                     "` again once the cause is fixed",
+                                 0);
+      } catch (const std::exception&) {
+      }
+    }
+    throw;
   }
+  std::printf("merged %d shard(s), %lld rows in %.2f s\n", result.merged,
+              static_cast<long long>(result.rows), result.seconds);
+  for (const auto& n : result.notes) std::printf("  %s\n", n.c_str());
+  // Judge the run again by what is now recorded.  A run file just created (ranks started
+  // without our launcher) gets the judged status.  An existing run keeps its status unless
+  // every shard merged and the records now show a completed run (e.g. a merge that failed
+  // for lack of disk space, re-run after freeing some), or it was left `running`.
+  const storage::RunModel m = storage::loadRun(run);
+  // The config the run file recorded (the one given to --config when it was just created).
+  const plan::RunConfig cfg =
+      create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);
+  const Judgement judged = judgeByRecords(m, cfg);
+  const auto stored = m.info.status;
+  Judgement next{stored, m.info.statusReason};
+  if (create || stored == events::RunStatus::Running) {
+    next = judged;
+  } else if (stored != events::RunStatus::Completed && result.ok() &&
+             judged.status == events::RunStatus::Completed) {
+    next = {events::RunStatus::Completed, ""};
+  }
+  if (!result.ok() && next.status == events::RunStatus::Completed) {
+    next = {events::RunStatus::Failed, "some shards were not merged"};
+  }
+  if (next.status != stored || next.reason != m.info.statusReason) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    storage::updateRunStatus(run, next.status, next.reason, now);
+    std::printf("%s %s: run %s%s%s (was %s)\n", create ? "created" : "re-judged", run.c_str(),
+                events::toString(next.status), next.reason.empty() ? "" : ": ", next.reason.c_str(),
+                create ? "new" : events::toString(stored));
+  }
+  // Exit 10 when a shard did not merge, or when the run file just created holds no complete
+  // run; merging into an existing run succeeds whatever that run's status (`check` judges it).
+  if (create && next.status != events::RunStatus::Completed) return analysis::exit_code::kRunStatus;
+  return result.ok() ? 0 : analysis::exit_code::kRunStatus;
 }
 
 }  // namespace stagescope::app
 
-int main(int argc, char** argv) {
-  using namespace stagescope::app;
+namespace {
+
+using namespace stagescope::app;
+
+std::string versionText() {
+  return std::string("stagescope ") + stagescope::engine::kStagescopeVersion + "\nLibTorch " +
+         TORCH_VERSION + "\nSQLite " + sqlite3_libversion() + "\nrun file format " +
+         std::to_string(stagescope::storage::kSchemaVersion) + " (application_id 0x53544753)";
+}
+
+// A finite number >= 0 (CLI11 alone accepts "nan", "inf" and negative tolerances).
+const CLI::Validator kTolerance(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < 0) {
+        return "expected a finite number >= 0, got '" + text + "'";
+      }
+      return "";
+    },
+    "TOL>=0");
+
+// A path option given as an empty string would silently mean "the default" or "the cwd".
+const CLI::Validator kPath(
+    [](std::string& text) -> std::string {
+      return text.empty() ? std::string("expected a path, got an empty string") : std::string();
+    },
+    "PATH");
+
+int cliMain(int argc, char** argv) {
   CLI::App cli{"stagescope: run, record, check, compare and replay multimodule 1F1B pipelines"};
   cli.require_subcommand(1);
+  cli.set_version_flag("--version", versionText(),
+                       "print the versions of stagescope, LibTorch, "
+                       "SQLite and the run-file format");
 
   RunOptions run;
   auto* runCmd = cli.add_subcommand("run", "launch the ranks of CONFIG locally and record the run");
@@ -185,11 +258,15 @@ int main(int argc, char** argv) {
                      "inject a fault: KIND:iteration=I,microbatch=M,module=NAME,stage=S,"
                      "direction=activation|gradient[,delay=SECONDS][,rank=R] (repeatable; KIND "
                      "is delay, drop, corrupt, shape, nan, inf or kill)");
-  runCmd->add_option("-o,--out", run.out, "run file (default runs/<config>-<time>.db)");
+  runCmd->add_option("-o,--out", run.out, "run file (default runs/<config>-<time>.db)")
+      ->check(kPath);
   runCmd->add_option("--record", run.record, "recording level: off, meta, stats, full");
   runCmd->add_flag("--reference", run.reference, "also record the single-process reference");
   runCmd->add_flag("--check", run.check, "check the run file afterwards; exit with its code");
-  runCmd->add_option("--repeat", run.repeat, "run N times and require bitwise-identical runs");
+  runCmd->add_option("--repeat", run.repeat, "run N times and require bitwise-identical runs")
+      ->check(CLI::Range(1, 1000));
+  runCmd->add_flag("--force", run.force,
+                   "replace an existing run file at -o (with its shards); never any other file");
   runCmd->add_flag("-q,--quiet", run.quiet, "do not forward rank output");
 
   WorkerOptions worker;
@@ -212,28 +289,32 @@ int main(int argc, char** argv) {
   checkCmd->add_option("run", checkRun)->required();
   checkCmd->add_option("--against", against, "another run that must be equal");
   checkCmd->add_flag("--tolerant", tolerant, "with --against: equal within --tol, not bitwise");
-  checkCmd->add_option("--tol", files.tolerance,
-                       "relative L2 tolerance for the reference gradients and --tolerant "
-                       "(default: the per-iteration, dtype-aware rule, docs/analysis.md)");
-  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report");
-  checkCmd->add_option("--json", files.json, "write the findings as JSON");
+  checkCmd
+      ->add_option("--tol", files.tolerance,
+                   "relative L2 tolerance for the reference gradients and --tolerant "
+                   "(default: the per-iteration, dtype-aware rule, docs/analysis.md)")
+      ->check(kTolerance);
+  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report")->check(kPath);
+  checkCmd->add_option("--json", files.json, "write the findings as JSON")->check(kPath);
 
   std::string cmpA, cmpB, html, md, json;
   double cmpTol = -1;
   auto* cmpCmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
   cmpCmd->add_option("a", cmpA)->required();
   cmpCmd->add_option("b", cmpB)->required();
-  cmpCmd->add_option("--html", html, "write a self-contained HTML report");
-  cmpCmd->add_option("--md", md, "write a Markdown report");
-  cmpCmd->add_option("--json", json, "write a JSON report");
-  cmpCmd->add_option("--tol", cmpTol,
-                     "one relative L2 tolerance for every value (default: the per-iteration rule, "
-                     "docs/analysis.md)");
+  cmpCmd->add_option("--html", html, "write a self-contained HTML report")->check(kPath);
+  cmpCmd->add_option("--md", md, "write a Markdown report")->check(kPath);
+  cmpCmd->add_option("--json", json, "write a JSON report")->check(kPath);
+  cmpCmd
+      ->add_option("--tol", cmpTol,
+                   "one relative L2 tolerance for every value (default: the per-iteration rule, "
+                   "docs/analysis.md)")
+      ->check(kTolerance);
 
   std::string exportRun, trace;
   auto* exportCmd = cli.add_subcommand("export", "export a run as a Chrome/Perfetto trace");
   exportCmd->add_option("run", exportRun)->required();
-  exportCmd->add_option("--chrome-trace", trace, "trace JSON file")->required();
+  exportCmd->add_option("--chrome-trace", trace, "trace JSON file")->check(kPath)->required();
 
   std::string mergeRun;
   std::vector<std::string> mergeShards;
@@ -255,19 +336,51 @@ int main(int argc, char** argv) {
   guiCmd->footer(stagescope::ui::scriptCommandHelp());
 #endif
 
-  CLI11_PARSE(cli, argc, argv);
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const auto* sub : cli.get_subcommands({})) known = known || sub->get_name() == argv[1];
+    if (!known) {
+      std::string names;
+      for (const auto* sub : cli.get_subcommands({})) names += " " + sub->get_name();
+      std::fprintf(stderr, "error: unknown command '%s'; expected one of:%s\n", argv[1],
+                   names.c_str());
+      std::fprintf(stderr, "usage: stagescope --help\n");
+      return stagescope::analysis::exit_code::kUsage;
+    }
+  }
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return cli.exit(e);
+    // Usage errors: one line naming what was wrong, one line saying where help is; exit 2.
+    std::string where = "stagescope";
+    for (const auto* sub : cli.get_subcommands()) where += " " + sub->get_name();
+    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "usage: %s --help\n", where.c_str());
+    return stagescope::analysis::exit_code::kUsage;
+  }
   if (*runCmd) return runCommand(run);
   if (*workerCmd) return workerCommand(worker);
   if (*planCmd) return planCommand(planConfig, planSet);
   if (*checkCmd) {
     files.bitwise = !tolerant;
+    claimReportOutputs({{"--junit", files.junit, ReportKind::CheckJUnit},
+                        {"--json", files.json, ReportKind::CheckJson}},
+                       {checkRun, against});
     return checkRunFile(checkRun, against, files);
   }
-  if (*cmpCmd) return stagescope::app::compareCommand(cmpA, cmpB, html, md, json, cmpTol);
-  if (*exportCmd) return stagescope::app::exportCommand(exportRun, trace);
+  if (*cmpCmd) return compareCommand(cmpA, cmpB, html, md, json, cmpTol);
+  if (*exportCmd) return exportCommand(exportRun, trace);
   if (*mergeCmd) return mergeCommand(mergeRun, mergeShards, mergeConfig);
 #ifdef STAGESCOPE_HAVE_UI
   if (*guiCmd) return stagescope::ui::runViewer(viewer);
 #endif
-  return 2;
+  return stagescope::analysis::exit_code::kUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  installLastResorts();
+  return guarded([&] { return cliMain(argc, argv); });
 }

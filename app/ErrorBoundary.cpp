@@ -1,0 +1,79 @@
+#include "app/ErrorBoundary.h"
+
+#include <c10/util/Exception.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "app/FaultFlag.h"
+#include "app/OutputPolicy.h"
+#include "app/RunFileLock.h"
+#include "core/analysis/Check.h"
+#include "core/plan/Config.h"
+
+namespace stagescope::app {
+
+std::string oneLine(const std::exception& e) {
+  const auto* torchError = dynamic_cast<const c10::Error*>(&e);
+  std::string message = torchError ? torchError->what_without_backtrace() : e.what();
+  message = message.substr(0, message.find('\n'));
+  return message.empty() ? std::string("internal error (an exception without a message)") : message;
+}
+
+namespace {
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  return code;
+}
+
+}  // namespace
+
+int guarded(const std::function<int()>& command) {
+  using analysis::exit_code::kError;
+  using analysis::exit_code::kUsage;
+  try {
+    return command();
+  } catch (const UsageError& e) {
+    return fail(oneLine(e), kUsage);
+  } catch (const OutputRefused& e) {
+    return fail(oneLine(e), kUsage);
+  } catch (const plan::ConfigError& e) {
+    return fail(oneLine(e), kUsage);
+  } catch (const FaultFlagError& e) {
+    return fail(oneLine(e), kUsage);
+  } catch (const RunFileBusy& e) {
+    return fail(oneLine(e), kError);
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory (an allocation failed); nothing was written after that point",
+                kError);
+  } catch (const std::exception& e) {
+    return fail(oneLine(e), kError);
+  } catch (...) {
+    return fail("internal error (an unknown exception)", kError);
+  }
+}
+
+void installLastResorts() {
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::set_terminate([] {
+    std::string message = "internal error (terminate without an exception)";
+    if (auto current = std::current_exception()) {
+      try {
+        std::rethrow_exception(current);
+      } catch (const std::exception& e) {
+        message = "internal error: " + oneLine(e);
+      } catch (...) {
+        message = "internal error (an unknown exception)";
+      }
+    }
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(analysis::exit_code::kError);
+  });
+}
+
+}  // namespace stagescope::app

@@ -10,9 +10,9 @@ mkdir -p runs
 RUN=runs/demo.db
 OTHER=runs/demo-layout2.db
 
-"$EXE" run assets/configs/default.toml -o "$RUN" --reference --check
+"$EXE" run assets/configs/default.toml -o "$RUN" --force --reference --check
 # The same model and seed on another layout (vision tp1 on rank 0, llm pp4 on ranks 1-4).
-"$EXE" run assets/configs/default.toml -o "$OTHER" -q \
+"$EXE" run assets/configs/default.toml -o "$OTHER" --force -q \
   --set modules.vision.tp=1 --set modules.vision.dp=1 --set modules.llm.offset=1 \
   --set modules.llm.tp=1 --set modules.llm.pp=4 >/dev/null
 "$EXE" compare "$RUN" "$OTHER" --html runs/demo-compare.html --md runs/demo-compare.md >/dev/null

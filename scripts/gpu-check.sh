@@ -23,9 +23,9 @@ EXE=build/gpu/app/stagescope
 
 status=0
 echo "== 1. world size 1, cuda:0, nccl"
-"$EXE" run assets/configs/llm_pp4.toml -o runs/gpu-nccl1.db --reference --check \
+"$EXE" run assets/configs/llm_pp4.toml -o runs/gpu-nccl1.db --force --reference --check \
   --set modules.llm.pp=1 --set device=\"cuda\" --set backend=\"nccl\" 2>&1 | tee "$OUTDIR/nccl1.log" || status=1
 echo "== 2. 8 ranks on one GPU, gloo with host staging"
-"$EXE" run assets/configs/default.toml -o runs/gpu-gloo8.db --reference --check \
+"$EXE" run assets/configs/default.toml -o runs/gpu-gloo8.db --force --reference --check \
   --set device=\"cuda\" 2>&1 | tee "$OUTDIR/gloo8.log" || status=1
 exit $status

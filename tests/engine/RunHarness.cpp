@@ -34,7 +34,7 @@ RunOutput runStagescope(const std::string& config, const std::vector<std::string
   RunOutput out;
   out.runPath = tempRunPath(tag);
   std::string cmd = "timeout -s KILL " + std::to_string(timeoutSeconds) + " '" + stagescopeExe() +
-                    "' run '" + config + "' -o '" + out.runPath + "' -q";
+                    "' run '" + config + "' -o '" + out.runPath + "' -q --force";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");

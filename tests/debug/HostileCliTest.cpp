@@ -1,0 +1,243 @@
+// The hostile command-line and output-path corpus (tests/debug/hostile/cli.cases) through the
+// reusable HostileHarness, plus the scenarios a one-line table cannot express: a full disk
+// (RLIMIT_FSIZE) that fails a run and a later merge that re-judges it, the lock naming its
+// holder, and `--version`.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "storage/RunReader.h"
+#include "tests/debug/DebugUtil.h"
+#include "tests/debug/HostileHarness.h"
+#include "tests/engine/RunHarness.h"
+
+namespace stagescope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kCases = std::string(STAGESCOPE_SOURCE_DIR) + "/tests/debug/hostile/cli.cases";
+
+// Fixture files shared by every case, built once per build tree (several test processes may
+// start at once: the first builds them under a lock, the others wait).  Rebuilt when the
+// stagescope executable is newer than them.
+const Fixtures& fixtures() {
+  static const Fixtures built = [] {
+    const fs::path dir = STAGESCOPE_FIXTURE_DIR;
+    fs::create_directories(dir);
+    const int lockFd = ::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ::flock(lockFd, LOCK_EX);
+    Fixtures f;
+    f["cfg"] = debugConfig("tiny");
+    for (const char* name :
+         {"run", "run2", "shard", "foreign", "html", "md", "cjson", "junit", "kjson", "trace"}) {
+      f[name] = (dir / name).string();
+    }
+    f["run"] += ".db";
+    f["run2"] += ".db";
+    const fs::path ready = dir / "ready";
+    std::error_code ec;
+    const bool fresh = fs::exists(ready) &&
+                       fs::last_write_time(ready, ec) > fs::last_write_time(stagescopeExe(), ec);
+    if (!fresh) {
+      fs::remove(ready);
+      for (const auto& [name, path] : f) {
+        if (name == "cfg") continue;
+        fs::remove(path);
+        for (const auto& s : {".rank0.shard", ".rank1.shard", ".lock", "-journal"}) {
+          fs::remove(path + s);
+        }
+      }
+      auto must = [](const CliResult& r, const std::string& what) {
+        if (r.exitCode != 0 && r.exitCode != 18) {
+          throw std::runtime_error("fixture " + what + " failed: " + r.output);
+        }
+      };
+      must(runCli({"run", f["cfg"], "-o", f["run"], "-q"}), "run");
+      must(runCli({"run", f["cfg"], "-o", f["run2"], "-q"}), "run2");
+      fs::copy_file(f["run"] + ".rank0.shard", f["shard"]);
+      sqlite3* db = nullptr;
+      sqlite3_open(f["foreign"].c_str(), &db);
+      sqlite3_exec(db, "CREATE TABLE recipes(name TEXT); INSERT INTO recipes VALUES('bread');",
+                   nullptr, nullptr, nullptr);
+      sqlite3_close(db);
+      must(runCli({"compare", f["run"], f["run2"], "--html", f["html"], "--md", f["md"], "--json",
+                   f["cjson"]}),
+           "compare");
+      must(runCli({"check", f["run"], "--junit", f["junit"], "--json", f["kjson"]}), "check");
+      must(runCli({"export", f["run"], "--chrome-trace", f["trace"]}), "export");
+      std::ofstream(ready) << "ok\n";
+    }
+    ::flock(lockFd, LOCK_UN);
+    ::close(lockFd);
+    return f;
+  }();
+  return built;
+}
+
+std::string testName(const ::testing::TestParamInfo<HostileCase>& info) {
+  std::string name = info.param.cls + "_" + info.param.name;
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
+class HostileCli : public ::testing::TestWithParam<HostileCase> {};
+
+TEST_P(HostileCli, KeepsFilesAndSaysWhatWasWrong) {
+  const HostileCase& c = GetParam();
+  const CaseResult r = runHostileCase(c, fixtures());
+  std::string detail;
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    detail += "\n--- run " + std::to_string(i) + " exit " + std::to_string(r.runs[i].exitCode) +
+              "\nstderr:\n" + r.runs[i].err + "stdout:\n" + r.runs[i].out.substr(0, 2000);
+  }
+  for (const auto& f : r.failures) ADD_FAILURE() << label(c) << ": " << f << detail;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, HostileCli, ::testing::ValuesIn(loadCases(kCases)), testName);
+
+// The classes and their sizes (printed for the record; the table must keep its breadth).
+TEST(HostileCorpus, CountsByClass) {
+  std::map<std::string, int> count;
+  for (const auto& c : loadCases(kCases)) ++count[c.cls];
+  for (const auto& [cls, n] : count) std::printf("%-14s %d cases\n", cls.c_str(), n);
+  EXPECT_GE(count["output-path"], 30);
+  EXPECT_GE(count["report-output"], 30);
+  EXPECT_GE(count["cli-flag"], 30);
+}
+
+TEST(HostileCli, VersionNamesEveryComponent) {
+  const CliResult r = runCli({"--version"});
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  for (const char* what : {"stagescope 0.", "LibTorch 2.", "SQLite 3.", "run file format 1"}) {
+    EXPECT_NE(r.output.find(what), std::string::npos) << what << " in\n" << r.output;
+  }
+}
+
+// While another process holds the run file's lock, `run` and `merge` on it fail at once with
+// one line naming the holder's pid and host, and touch nothing.
+TEST(HostileCli, LockedRunFileNamesItsHolder) {
+  const std::string dir = tempRunPath("locked");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = dir + "/run.db";
+  fs::copy_file(fixtures().at("run"), out);
+  const int fd = ::open((out + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const std::string holder = "stagescope lock: pid 4242 on host node7\n";
+  ASSERT_EQ(::write(fd, holder.data(), holder.size()), static_cast<ssize_t>(holder.size()));
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"run", debugConfig("tiny"), "-o", out, "-q", "--force"}, {"merge", out}}) {
+    const CliResult r = runCli(args, 60);
+    EXPECT_EQ(r.exitCode, 1) << args[0] << "\n" << r.output;
+    EXPECT_EQ(lines(r.output).size(), 1u) << r.output;
+    EXPECT_NE(r.output.find("being written by stagescope pid 4242 on host node7"),
+              std::string::npos)
+        << r.output;
+  }
+  ::close(fd);
+  EXPECT_EQ(runCli({"check", out}).exitCode, 0) << "the locked run file was changed";
+}
+
+int shell(const std::string& command, std::string* output) {
+  FILE* p = popen(("bash -c \"" + command + "\" 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) output->append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A run whose files cannot grow (a full disk: RLIMIT_FSIZE on the launcher and its ranks)
+// ends `failed` with the reason, exit 10, no abort.
+TEST(HostileCli, FullDiskFailsTheRunWithAReason) {
+  const std::string dir = tempRunPath("fulldisk");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = dir + "/run.db";
+  std::string output;
+  const int code = shell("ulimit -f 64 && '" + stagescopeExe() + "' run '" + debugConfig("tiny") +
+                             "' -o '" + out + "' -q",
+                         &output);
+  EXPECT_EQ(code, 10) << output;
+  EXPECT_EQ(output.find("terminate called"), std::string::npos) << output;
+  const storage::RunModel failed = storage::loadRun(out);
+  EXPECT_EQ(failed.info.status, events::RunStatus::Failed) << output;
+  EXPECT_FALSE(failed.info.statusReason.empty());
+}
+
+// The records of a run wait in its shards when the merge cannot write the run file; a later
+// `merge`, once space is back, completes the run file and judges the status again.
+TEST(HostileCli, MergeAfterAFullDiskRejudgesTheRun) {
+  const std::string dir = tempRunPath("fullmerge");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = dir + "/run.db";
+  for (int r = 0; r < 2; ++r) {
+    fs::copy_file(fixtures().at("run") + ".rank" + std::to_string(r) + ".shard",
+                  out + ".rank" + std::to_string(r) + ".shard");
+  }
+  std::string output;
+  const int full = shell("ulimit -f 90 && '" + stagescopeExe() + "' merge '" + out +
+                             "' --config '" + debugConfig("tiny") + "'",
+                         &output);
+  EXPECT_NE(full, 0) << output;
+  EXPECT_TRUE(full == 1 || full == 10) << output;
+  EXPECT_EQ(output.find("terminate called"), std::string::npos) << output;
+  EXPECT_NE(storage::loadRun(out).info.status, events::RunStatus::Completed);
+
+  const CliResult merged = runCli({"merge", out});
+  EXPECT_EQ(merged.exitCode, 0) << merged.output;
+  EXPECT_EQ(storage::loadRun(out).info.status, events::RunStatus::Completed) << merged.output;
+  EXPECT_EQ(runCli({"check", out}).exitCode, 0);
+}
+
+// What `run` leaves when its own merge fails for lack of space (status failed, records in the
+// shards): `merge` re-judges it completed.  A failed run whose ranks did not finish stays failed.
+TEST(HostileCli, MergeRejudgesAFailedMergeButNotAFailedRank) {
+  const std::string dir = tempRunPath("rejudge");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = dir + "/run.db";
+  fs::copy_file(fixtures().at("run"), out);
+  for (int r = 0; r < 2; ++r) {
+    fs::copy_file(fixtures().at("run") + ".rank" + std::to_string(r) + ".shard",
+                  out + ".rank" + std::to_string(r) + ".shard");
+  }
+  auto setStatus = [&](const std::string& status, const std::string& reason) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(out.c_str(), &db), SQLITE_OK);
+    const std::string sql =
+        "UPDATE run SET status='" + status + "', status_reason='" + reason + "' WHERE id=1";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  };
+  setStatus("failed", "the ranks completed but their shards were not all merged (disk full)");
+  CliResult merged = runCli({"merge", out});
+  EXPECT_EQ(merged.exitCode, 0) << merged.output;
+  EXPECT_EQ(storage::loadRun(out).info.status, events::RunStatus::Completed) << merged.output;
+
+  // Rank 1's shard is gone and its records with it: the run cannot be judged completed.
+  fs::remove(out);
+  fs::remove(out + ".rank1.shard");
+  ASSERT_EQ(runCli({"merge", out, "--config", debugConfig("tiny")}).exitCode, 10);
+  setStatus("killed", "interrupted");
+  merged = runCli({"merge", out});
+  EXPECT_EQ(merged.exitCode, 10) << merged.output;
+  EXPECT_EQ(storage::loadRun(out).info.status, events::RunStatus::Killed) << merged.output;
+}
+
+}  // namespace
+}  // namespace stagescope::testing

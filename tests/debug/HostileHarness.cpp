@@ -1,0 +1,383 @@
+#include "tests/debug/HostileHarness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "tests/debug/DebugUtil.h"
+#include "tests/engine/RunHarness.h"
+
+namespace stagescope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Blank-separated words; '...' literal, "..." with \" and \\ escapes; '#' starts a comment
+// outside quotes at the start of a word.
+std::vector<std::string> words(const std::string& line, const std::string& where) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i >= line.size() || line[i] == '#') break;
+    std::string w;
+    bool any = false;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') {
+      const char q = line[i];
+      if (q == '\'' || q == '"') {
+        const size_t start = ++i;
+        while (i < line.size() && line[i] != q) {
+          if (q == '"' && line[i] == '\\' && i + 1 < line.size()) ++i;
+          w += line[i++];
+        }
+        if (i >= line.size()) throw std::runtime_error(where + ": unterminated quote");
+        (void)start;
+        ++i;
+        any = true;
+      } else {
+        w += line[i++];
+        any = true;
+      }
+    }
+    if (any) out.push_back(w);
+  }
+  return out;
+}
+
+std::string expand(std::string arg, const std::string& sandbox) {
+  for (size_t at; (at = arg.find("{d}")) != std::string::npos;) arg.replace(at, 3, sandbox);
+  for (size_t at; (at = arg.find("{long}")) != std::string::npos;) {
+    arg.replace(at, 6, std::string(5000, 'x'));
+  }
+  return arg;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// What was in the sandbox: relative path -> "type:content" (links: their target).
+std::map<std::string, std::string> snapshot(const std::string& root) {
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec),
+       end;
+       !ec && it != end; it.increment(ec)) {
+    const std::string rel = fs::relative(it->path(), root).string();
+    const auto st = it->symlink_status(ec);
+    if (fs::is_symlink(st)) {
+      out[rel] = "link:" + fs::read_symlink(it->path(), ec).string();
+    } else if (fs::is_regular_file(st)) {
+      out[rel] = "file:" + readFile(it->path().string());
+    } else if (fs::is_directory(st)) {
+      out[rel] = "dir";
+    } else {
+      out[rel] = "special";
+    }
+  }
+  return out;
+}
+
+// Processes (other than us) whose command line mentions `needle`.
+std::vector<int> processesMentioning(const std::string& needle) {
+  std::vector<int> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::string cmd = readFile("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(needle) != std::string::npos) out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+struct Prepared {
+  rlim_t fsize = RLIM_INFINITY;
+  bool asNobody = false;
+  bool twice = false;
+  int maxLines = 2;
+  std::vector<std::string> mayChange;
+};
+
+void makeSpecial(const std::string& path, bool device) {
+  if (device && ::mknod(path.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) return;
+  if (::mkfifo(path.c_str(), 0666) != 0) {
+    throw std::runtime_error("mkfifo " + path + ": " + std::strerror(errno));
+  }
+}
+
+Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixtures& fixtures) {
+  Prepared p;
+  for (const auto& s : c.setup) {
+    const size_t colon = s.find(':');
+    const std::string kind = s.substr(0, colon);
+    const std::string rest = colon == std::string::npos ? "" : s.substr(colon + 1);
+    const size_t eq = rest.find('=');
+    const std::string name = expand(rest.substr(0, eq), sandbox);
+    const std::string value = eq == std::string::npos ? "" : rest.substr(eq + 1);
+    const std::string path = sandbox + "/" + name;
+    if (kind != "fsize" && kind != "lines" && kind != "twice" && kind != "mayChange") {
+      fs::create_directories(fs::path(path).parent_path());
+    }
+    if (kind == "file") {
+      std::string text = value;
+      for (size_t at; (at = text.find("\\n")) != std::string::npos;) text.replace(at, 2, "\n");
+      std::ofstream(path, std::ios::binary) << text;
+    } else if (kind == "copy") {
+      auto it = fixtures.find(value);
+      if (it == fixtures.end()) throw std::runtime_error(label(c) + ": no fixture " + value);
+      fs::copy_file(it->second, path, fs::copy_options::overwrite_existing);
+      fs::permissions(path, fs::perms(0644));
+    } else if (kind == "dir") {
+      fs::create_directories(path);
+      fs::permissions(path, fs::perms(0755));
+    } else if (kind == "rodir") {
+      fs::create_directories(path);
+      fs::permissions(path, fs::perms(0555));
+      p.asNobody = ::geteuid() == 0;
+    } else if (kind == "fifo" || kind == "device") {
+      makeSpecial(path, kind == "device");
+    } else if (kind == "link") {
+      fs::create_symlink(expand(value, sandbox), path);
+    } else if (kind == "mayChange") {
+      p.mayChange.push_back(name);
+    } else if (kind == "fsize") {
+      p.fsize = static_cast<rlim_t>(std::stoll(rest));
+    } else if (kind == "lines") {
+      p.maxLines = std::stoi(rest);
+    } else if (kind == "twice") {
+      p.twice = true;
+    } else {
+      throw std::runtime_error(label(c) + ": unknown setup '" + s + "'");
+    }
+  }
+  return p;
+}
+
+struct Child {
+  pid_t pid = -1;
+  std::string outPath, errPath;
+};
+
+Child start(const std::vector<std::string>& args, const Prepared& p, const std::string& logs,
+            int index) {
+  Child ch;
+  ch.outPath = logs + "/out" + std::to_string(index);
+  ch.errPath = logs + "/err" + std::to_string(index);
+  const int outFd = ::open(ch.outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int errFd = ::open(ch.errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::vector<std::string> argv = {stagescopeExe()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  ch.pid = ::fork();
+  if (ch.pid == 0) {
+    ::setpgid(0, 0);
+    const int in = ::open("/dev/null", O_RDONLY);
+    ::dup2(in, 0);
+    ::dup2(outFd, 1);
+    ::dup2(errFd, 2);
+    if (p.fsize != RLIM_INFINITY) {
+      rlimit lim{p.fsize, p.fsize};
+      ::setrlimit(RLIMIT_FSIZE, &lim);
+    }
+    if (p.asNobody && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(120);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ::setpgid(ch.pid, ch.pid);
+  ::close(outFd);
+  ::close(errFd);
+  return ch;
+}
+
+// Waits for the child; kills its process group after `timeoutSeconds` (exit code 124).
+int finish(const Child& ch, int timeoutSeconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+  int status = 0;
+  while (::waitpid(ch.pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(-ch.pid, SIGKILL);
+      ::waitpid(ch.pid, &status, 0);
+      return 124;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mustSucceed,
+              std::vector<std::string>& failures) {
+  const std::string tag = mustSucceed ? " (the run that must succeed)" : "";
+  if (mustSucceed ? r.exitCode != 0 : !contains(c.codes, r.exitCode)) {
+    std::string want;
+    for (int code : mustSucceed ? std::vector<int>{0} : c.codes) {
+      want += (want.empty() ? "" : ",") + std::to_string(code);
+    }
+    failures.push_back("exit code " + std::to_string(r.exitCode) + ", expected " + want + tag);
+  }
+  if (!contains(documentedExitCodes(), r.exitCode)) {
+    failures.push_back("exit code " + std::to_string(r.exitCode) + " is not a documented one");
+  }
+  const auto errLines = lines(r.err);
+  if (static_cast<int>(errLines.size()) > p.maxLines) {
+    failures.push_back(std::to_string(errLines.size()) + " lines on stderr, at most " +
+                       std::to_string(p.maxLines) + " allowed" + tag);
+  }
+  if (!mustSucceed && !c.expect.empty() && r.err.find(c.expect) == std::string::npos) {
+    failures.push_back("stderr does not contain '" + c.expect + "'");
+  }
+  for (const char* bad :
+       {"terminate called", "Aborted", "Segmentation fault", "Exception raised from"}) {
+    if (r.err.find(bad) != std::string::npos || r.out.find(bad) != std::string::npos) {
+      failures.push_back(std::string("output contains '") + bad + "'");
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<int>& documentedExitCodes() {
+  static const std::vector<int> codes = {0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+  return codes;
+}
+
+std::string label(const HostileCase& c) {
+  return fs::path(c.file).filename().string() + ":" + std::to_string(c.line) + " " + c.cls + "/" +
+         c.name;
+}
+
+std::vector<HostileCase> loadCases(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open the case table");
+  std::vector<HostileCase> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string where = path + ":" + std::to_string(n);
+    const auto w = words(line, where);
+    if (w.empty()) continue;
+    const auto dashes = std::find(w.begin(), w.end(), "--");
+    if (w.size() < 5 || dashes == w.end() || dashes - w.begin() < 4) {
+      throw std::runtime_error(where + ": expected CLASS NAME CODES EXPECT [SETUP...] -- ARG...");
+    }
+    HostileCase c;
+    c.file = path;
+    c.line = n;
+    c.cls = w[0];
+    c.name = w[1];
+    std::stringstream codes(w[2]);
+    for (std::string code; std::getline(codes, code, ',');) c.codes.push_back(std::stoi(code));
+    c.expect = w[3] == "-" ? "" : w[3];
+    c.setup.assign(w.begin() + 4, dashes);
+    c.args.assign(dashes + 1, w.end());
+    for (const auto& other : out) {
+      if (other.cls == c.cls && other.name == c.name) {
+        throw std::runtime_error(where + ": case " + c.cls + "/" + c.name + " appears twice");
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int timeoutSeconds) {
+  CaseResult result;
+  std::string root = (fs::temp_directory_path() / "stagescope-hostile-XXXXXX").string();
+  if (!::mkdtemp(root.data())) throw std::runtime_error("mkdtemp: " + root);
+  const std::string sandbox = root + "/sandbox", logs = root + "/logs";
+  fs::create_directories(sandbox);
+  fs::create_directories(logs);
+  fs::permissions(root, fs::perms(0755));
+  fs::permissions(sandbox, fs::perms(0755));
+  result.sandbox = sandbox;
+  const Prepared p = prepare(c, sandbox, fixtures);
+  const auto before = snapshot(sandbox);
+  std::vector<std::string> args;
+  for (const auto& a : c.args) args.push_back(expand(a, sandbox));
+
+  std::vector<Child> children;
+  for (int i = 0; i < (p.twice ? 2 : 1); ++i) children.push_back(start(args, p, logs, i));
+  for (const auto& ch : children) {
+    CaseRun r;
+    r.exitCode = finish(ch, timeoutSeconds);
+    r.out = readFile(ch.outPath);
+    r.err = readFile(ch.errPath);
+    result.runs.push_back(std::move(r));
+  }
+  if (p.twice) {
+    // One wins (exit 0), the other is refused; which one is up to the scheduler.
+    const size_t winner = result.runs[0].exitCode == 0 ? 0 : 1;
+    judgeRun(c, p, result.runs[winner], true, result.failures);
+    judgeRun(c, p, result.runs[1 - winner], false, result.failures);
+  } else {
+    judgeRun(c, p, result.runs[0], false, result.failures);
+  }
+
+  // No process of the command left behind (a little grace for the kernel to reap).
+  for (int attempt = 0;; ++attempt) {
+    bool alive = false;
+    for (const auto& ch : children) alive = alive || ::kill(-ch.pid, 0) == 0;
+    const auto strays = processesMentioning(sandbox);
+    if (!alive && strays.empty()) break;
+    if (attempt == 100) {
+      result.failures.push_back("processes left behind (" + std::to_string(strays.size()) +
+                                " mention the sandbox)");
+      for (const auto& ch : children) ::kill(-ch.pid, SIGKILL);
+      for (int pid : strays) ::kill(pid, SIGKILL);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  // Every pre-existing file is still there, byte for byte.
+  const auto after = snapshot(sandbox);
+  for (const auto& [rel, what] : before) {
+    if (std::find(p.mayChange.begin(), p.mayChange.end(), rel) != p.mayChange.end()) continue;
+    auto it = after.find(rel);
+    if (it == after.end()) {
+      result.failures.push_back("pre-existing " + rel + " was removed");
+    } else if (it->second != what) {
+      result.failures.push_back("pre-existing " + rel + " was changed");
+    }
+  }
+
+  if (result.failures.empty()) {
+    std::error_code ec;
+    fs::permissions(sandbox, fs::perms::owner_all, fs::perm_options::add, ec);
+    for (auto it = fs::recursive_directory_iterator(sandbox, ec); !ec && it != decltype(it)();
+         it.increment(ec)) {
+      if (it->is_directory(ec))
+        fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    }
+    fs::remove_all(root, ec);
+  } else {
+    result.failures.push_back("sandbox kept: " + sandbox);
+  }
+  return result;
+}
+
+}  // namespace stagescope::testing

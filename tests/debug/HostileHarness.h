@@ -1,0 +1,83 @@
+// A data-driven harness for hostile-input cases against the real `stagescope` executable
+// (issue "nothing lost, never an abort").  A case is one command run in a fresh sandbox
+// directory; the harness asserts what every case must satisfy:
+//   * the exit code is one of the case's codes, and one of the documented ones (README
+//     "Exit codes") - so never 124 (timeout), 134 (abort) or 139 (segfault);
+//   * stderr has at most `maxStderrLines` non-empty lines (2 unless the case says otherwise),
+//     and contains the case's fragment naming what was wrong;
+//   * every file that existed before the command is byte-identical afterwards (unless the case
+//     names it as one the command may replace), and still there;
+//   * no process of the command is left behind (its process group is empty and no process
+//     mentions the sandbox on its command line).
+//
+// Cases live in text tables (tests/debug/hostile/*.cases), one per line:
+//
+//   CLASS NAME CODES EXPECT [SETUP...] -- ARG...
+//
+// Words are separated by blanks; '...' quotes literally, "..." quotes with \" and \\ escapes.
+//   CLASS   what the case counts as ("output-path", "report-output", "cli-flag", ...)
+//   NAME    unique within its file
+//   CODES   allowed exit codes, comma-separated ("2", "0,2")
+//   EXPECT  a fragment stderr must contain; '-' asks for nothing
+//   SETUP   prepared in the sandbox before the command, in order:
+//             file:NAME=TEXT     a file holding TEXT ("\n" is a newline)
+//             copy:NAME=FIXTURE  a copy of a fixture file (see Fixtures)
+//             dir:NAME           a directory (parents included)
+//             rodir:NAME         a directory without write permission (the command then runs
+//                                as user nobody when the harness runs as root)
+//             fifo:NAME          a FIFO;   device:NAME  a character device like /dev/null
+//                                (a FIFO where mknod is not permitted)
+//             link:NAME=TARGET   a symbolic link
+//             mayChange:NAME     NAME may be replaced by the command (e.g. `run --force`)
+//             fsize:BYTES        RLIMIT_FSIZE of the command (a "disk" that is full)
+//             lines:N            allow N lines on stderr instead of 2
+//             twice              start the command twice at once; one must succeed (0) and
+//                                the other fail with a code of CODES and EXPECT
+//   ARG     arguments after `stagescope`; "{d}" expands to the sandbox directory, "{long}"
+//           to a 5000-character file name.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stagescope::testing {
+
+struct HostileCase {
+  std::string file;  // table it came from, for messages
+  int line = 0;
+  std::string cls, name;
+  std::vector<int> codes;
+  std::string expect;  // "" = nothing
+  std::vector<std::string> setup;
+  std::vector<std::string> args;
+};
+
+// The exit codes README "Exit codes" documents.
+const std::vector<int>& documentedExitCodes();
+
+// Parses a case table; throws std::runtime_error naming file:line on a malformed line.
+std::vector<HostileCase> loadCases(const std::string& path);
+
+// Files that `copy:` may name (name -> path).
+using Fixtures = std::map<std::string, std::string>;
+
+struct CaseRun {
+  int exitCode = -1;
+  std::string out, err;
+};
+struct CaseResult {
+  std::vector<CaseRun> runs;          // one, or two for `twice`
+  std::vector<std::string> failures;  // empty: the case passed
+  bool skipped = false;               // a precondition cannot be met here (reason in failures)
+  std::string sandbox;
+};
+
+// Runs one case: sandbox, setup, command(s), every assertion above.  The sandbox is removed
+// when the case passed and kept (its path in the failures) when it did not.
+CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int timeoutSeconds = 120);
+
+// "file:line CLASS/NAME" for messages.
+std::string label(const HostileCase& c);
+
+}  // namespace stagescope::testing

@@ -57,8 +57,10 @@ const Fixtures& fixtures() {
           fs::remove(path + s);
         }
       }
+      // The fixtures must be written; what `check`/`compare` conclude about them does not
+      // matter here (any documented verdict code).
       auto must = [](const CliResult& r, const std::string& what) {
-        if (r.exitCode != 0 && r.exitCode != 18) {
+        if (r.exitCode != 0 && (r.exitCode < 10 || r.exitCode > 18)) {
           throw std::runtime_error("fixture " + what + " failed: " + r.output);
         }
       };
@@ -148,7 +150,10 @@ TEST(HostileCli, LockedRunFileNamesItsHolder) {
         << r.output;
   }
   ::close(fd);
-  EXPECT_EQ(runCli({"check", out}).exitCode, 0) << "the locked run file was changed";
+  std::ifstream a(fixtures().at("run"), std::ios::binary), b(out, std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(a)), {}),
+      after((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_TRUE(before == after) << "the locked run file was changed";
 }
 
 int shell(const std::string& command, std::string* output) {
@@ -200,8 +205,9 @@ TEST(HostileCli, MergeAfterAFullDiskRejudgesTheRun) {
 
   const CliResult merged = runCli({"merge", out});
   EXPECT_EQ(merged.exitCode, 0) << merged.output;
-  EXPECT_EQ(storage::loadRun(out).info.status, events::RunStatus::Completed) << merged.output;
-  EXPECT_EQ(runCli({"check", out}).exitCode, 0);
+  const storage::RunModel after = storage::loadRun(out);
+  EXPECT_EQ(after.info.status, events::RunStatus::Completed) << merged.output;
+  EXPECT_EQ(after.actions.size(), 2u);
 }
 
 // What `run` leaves when its own merge fails for lack of space (status failed, records in the

@@ -262,7 +262,7 @@ void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mu
 }  // namespace
 
 const std::vector<int>& documentedExitCodes() {
-  static const std::vector<int> codes = {0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+  static const std::vector<int> codes = {0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
   return codes;
 }
 

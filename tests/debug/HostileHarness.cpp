@@ -271,6 +271,10 @@ std::string label(const HostileCase& c) {
          c.name;
 }
 
+void PrintTo(const HostileCase& c, std::ostream* os) {
+  *os << label(c);
+}
+
 std::vector<HostileCase> loadCases(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open the case table");
@@ -290,7 +294,12 @@ std::vector<HostileCase> loadCases(const std::string& path) {
     c.cls = w[0];
     c.name = w[1];
     std::stringstream codes(w[2]);
-    for (std::string code; std::getline(codes, code, ',');) c.codes.push_back(std::stoi(code));
+    for (std::string code; std::getline(codes, code, ',');) {
+      const size_t dash = code.find('-', 1);  // "10-19": a range
+      const int first = std::stoi(code.substr(0, dash));
+      const int last = dash == std::string::npos ? first : std::stoi(code.substr(dash + 1));
+      for (int v = first; v <= last; ++v) c.codes.push_back(v);
+    }
     c.expect = w[3] == "-" ? "" : w[3];
     c.setup.assign(w.begin() + 4, dashes);
     c.args.assign(dashes + 1, w.end());

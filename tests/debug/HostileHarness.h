@@ -17,7 +17,7 @@
 // Words are separated by blanks; '...' quotes literally, "..." quotes with \" and \\ escapes.
 //   CLASS   what the case counts as ("output-path", "report-output", "cli-flag", ...)
 //   NAME    unique within its file
-//   CODES   allowed exit codes, comma-separated ("2", "0,2")
+//   CODES   allowed exit codes, comma-separated, ranges allowed ("2", "0,2", "0,10-19")
 //   EXPECT  a fragment stderr must contain; '-' asks for nothing
 //   SETUP   prepared in the sandbox before the command, in order:
 //             file:NAME=TEXT     a file holding TEXT ("\n" is a newline)
@@ -38,6 +38,7 @@
 #pragma once
 
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,7 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
 
 // "file:line CLASS/NAME" for messages.
 std::string label(const HostileCase& c);
+// GoogleTest prints a case by its label (not its bytes).
+void PrintTo(const HostileCase& c, std::ostream* os);
 
 }  // namespace stagescope::testing

@@ -15,8 +15,11 @@ using namespace analysis;
 
 // ---- JSON -----------------------------------------------------------------------------------
 namespace {
+// JSON has no NaN/Inf: a non-finite value is written as the string "NaN", "Infinity" or
+// "-Infinity" (never null, never 0), so a reader sees what the run recorded.
 nlohmann::json num(double v) {
-  if (std::isnan(v) || std::isinf(v)) return nullptr;
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
   return v;
 }
 

@@ -623,6 +623,28 @@ TEST(Compare, SwappedTpShardsDivergeByValuesThoughNormsAgree) {
   EXPECT_EQ(c.first->valueA, c.first->valueB);  // the norms cannot see it
 }
 
+TEST(Compare, NonFiniteLossIsNeverZeroOrEqual) {
+  auto a = makeRun({.pp = 2});
+  auto b = a;
+  for (auto& l : b.losses) {
+    if (l.iteration == 0 && l.microbatch == 1) l.loss = NAN;
+  }
+  auto c = compareRuns(a, b);
+  EXPECT_EQ(c.verdict, Verdict::Diverged) << c.verdictReason;
+  ASSERT_TRUE(c.first.has_value());
+  EXPECT_EQ(c.first->kind, ItemKind::Loss);
+  EXPECT_EQ(c.first->microbatch, 1);
+  const auto j = nlohmann::json::parse(renderJson(c));
+  bool sawNaN = false;
+  for (const auto& r : j["losses"]["rows"]) {
+    if (r["microbatch"] == 1 && r["iteration"] == 0) {
+      EXPECT_EQ(r["b"], "NaN");
+      sawNaN = true;
+    }
+  }
+  EXPECT_TRUE(sawNaN);
+}
+
 TEST(Compare, ConfigLineDiff) {
   auto d = diffLines("a\nb\nc\nd\n", "a\nc\nx\nd\n");
   std::string s;

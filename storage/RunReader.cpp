@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/events/Limits.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
 #include "storage/Sqlite.h"
@@ -14,7 +15,14 @@ namespace stagescope::storage {
 namespace {
 
 using Kind = RunFileError::Kind;
-constexpr int kMaxRanks = 1 << 20;  // sanity bound on rank numbers read from a file
+namespace lim = events::limits;
+// Bounds of values read from a file (core/events/Limits.h): a config cannot ask for more, so a
+// file that claims more is corrupt.  Checked before a value sizes or indexes anything.
+constexpr int64_t kMaxRanks = lim::kMaxWorldSize;
+constexpr int64_t kLastRank = lim::kMaxWorldSize - 1;
+constexpr int64_t kLastIteration = lim::kMaxIterations - 1;
+constexpr int64_t kLastMicrobatch = lim::kMaxMicrobatches - 1;
+constexpr int64_t kInt32Max = INT32_MAX;
 
 // Reads tables of one file into a RunModel; every failure becomes a RunFileError.
 class Loader {
@@ -52,6 +60,30 @@ class Loader {
   void list(const char* table, std::string_view text, std::vector<T>* out) {
     if (!parseList(text, out)) bad(table, "malformed list '" + std::string(text) + "'");
   }
+  // A column that counts, sizes or indexes something: read in 64 bits and checked against
+  // [lo, hi] (hi <= INT32_MAX) before it is used.
+  int32_t bounded(const Stmt& s, int c, const char* table, const char* column, int64_t lo,
+                  int64_t hi) {
+    const int64_t v = s.i64(c);
+    if (v < lo || v > hi) {
+      bad(table, std::string(column) + " = " + std::to_string(v) + ", expected " +
+                     std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    return static_cast<int32_t>(v);
+  }
+  // A tensor shape: every extent >= 0 and at most kMaxElements elements in all.
+  void shape(const char* table, const char* column, std::string_view text,
+             std::vector<int64_t>* out) {
+    list(table, text, out);
+    int64_t elements = 1;
+    for (int64_t d : *out) {
+      if (d < 0 || (d > 0 && elements > lim::kMaxElements / d)) {
+        bad(table, std::string(column) + " '" + std::string(text) +
+                       "' is not a shape of at most 2^36 elements");
+      }
+      elements *= d;
+    }
+  }
   static void assign(std::string& dst, std::string_view v) { dst.assign(v.data(), v.size()); }
 
   void countRows() {
@@ -70,9 +102,9 @@ class Loader {
     assign(r.runId, s.text(0));
     assign(r.configText, s.text(1));
     assign(r.configHash, s.text(2));
-    r.worldSize = s.i32(3);
-    r.iterations = s.i32(4);
-    r.microbatches = s.i32(5);
+    r.worldSize = bounded(s, 3, "run", "world_size", 0, lim::kMaxWorldSize);
+    r.iterations = bounded(s, 4, "run", "iterations", 0, lim::kMaxIterations);
+    r.microbatches = bounded(s, 5, "run", "microbatches", 0, lim::kMaxMicrobatches);
     r.level = parse<events::RecordLevel>("run", s.text(6), [](std::string_view t, auto* o) {
       return events::parseRecordLevel(std::string(t), o);
     });
@@ -95,12 +127,12 @@ class Loader {
       events::ModuleInfo mi;
       assign(mi.name, s.text(0));
       assign(mi.kind, s.text(1));
-      mi.tp = s.i32(2);
-      mi.cp = s.i32(3);
-      mi.pp = s.i32(4);
-      mi.dp = s.i32(5);
-      mi.offset = s.i32(6);
-      mi.layers = s.i32(7);
+      mi.tp = bounded(s, 2, "modules", "tp", 1, kMaxRanks);
+      mi.cp = bounded(s, 3, "modules", "cp", 1, kMaxRanks);
+      mi.pp = bounded(s, 4, "modules", "pp", 1, kMaxRanks);
+      mi.dp = bounded(s, 5, "modules", "dp", 1, kMaxRanks);
+      mi.offset = bounded(s, 6, "modules", "rank_offset", 0, kLastRank);
+      mi.layers = bounded(s, 7, "modules", "layers", 0, kInt32Max);
       std::string_view down = s.text(8);
       while (!down.empty()) {
         size_t comma = down.find(',');
@@ -115,16 +147,15 @@ class Loader {
     Stmt s = db_.prepare("SELECT " + dataColumns(tableDef("ranks")) + " FROM ranks ORDER BY rowid");
     while (s.step()) {
       events::RankInfo r;
-      r.rank = s.i32(0);
-      if (r.rank < 0 || r.rank >= kMaxRanks) bad("ranks", "rank " + std::to_string(r.rank));
+      r.rank = bounded(s, 0, "ranks", "rank", 0, kLastRank);
       assign(r.module, s.text(1));
-      r.tp = s.i32(2);
-      r.cp = s.i32(3);
-      r.pp = s.i32(4);
-      r.dp = s.i32(5);
-      r.globalStage = s.i32(6);
-      r.totalStages = s.i32(7);
-      r.warmup = s.i32(8);
+      r.tp = bounded(s, 2, "ranks", "tp", 0, kLastRank);
+      r.cp = bounded(s, 3, "ranks", "cp", 0, kLastRank);
+      r.pp = bounded(s, 4, "ranks", "pp", 0, kLastRank);
+      r.dp = bounded(s, 5, "ranks", "dp", 0, kLastRank);
+      r.globalStage = bounded(s, 6, "ranks", "global_stage", 0, kLastRank);
+      r.totalStages = bounded(s, 7, "ranks", "total_stages", 0, kMaxRanks);
+      r.warmup = bounded(s, 8, "ranks", "warmup", 0, lim::kMaxMicrobatches);
       assign(r.host, s.text(9));
       assign(r.device, s.text(10));
       r.pid = s.i64(11);
@@ -146,27 +177,30 @@ class Loader {
 
   std::vector<events::ActionRecord>& rankList(std::vector<std::vector<events::ActionRecord>>& v,
                                               const char* table, int rank) {
-    if (rank < 0 || rank >= kMaxRanks) bad(table, "rank " + std::to_string(rank));
+    if (rank < 0 || rank > kLastRank) bad(table, "rank " + std::to_string(rank));
     if (static_cast<size_t>(rank) >= v.size()) v.resize(static_cast<size_t>(rank) + 1);
     return v[static_cast<size_t>(rank)];
   }
 
   void readActions(const char* table, bool withTimes) {
     auto& out = withTimes ? m_.actions : m_.plan;
-    out.resize(std::max<size_t>(out.size(), static_cast<size_t>(std::max(0, m_.info.worldSize))));
+    out.resize(std::max<size_t>(out.size(), static_cast<size_t>(m_.info.worldSize)));  // bounded
     std::string cols = "rank, iteration, seq, kind, microbatch, module, stage, peers";
     if (withTimes) cols += ", start_ns, end_ns";
     Stmt s = db_.prepare("SELECT " + cols + " FROM " + table + " ORDER BY rowid");
     while (s.step()) {
       events::ActionRecord a;
-      a.rank = s.i32(0);
-      a.iteration = s.i32(1);
-      a.seq = s.i32(2);
+      a.rank = bounded(s, 0, table, "rank", 0, kLastRank);
+      a.iteration = bounded(s, 1, table, "iteration", 0, kLastIteration);
+      a.seq = bounded(s, 2, table, "seq", 0, kInt32Max);
       a.kind = parse<events::ActionKind>(table, s.text(3), parseActionKindText);
-      a.microbatch = s.i32(4);
+      a.microbatch = bounded(s, 4, table, "microbatch", -1, kLastMicrobatch);
       assign(a.module, s.text(5));
-      a.stage = s.i32(6);
+      a.stage = bounded(s, 6, table, "stage", -1, kLastRank);
       list(table, s.text(7), &a.peers);
+      for (int peer : a.peers) {
+        if (peer < 0 || peer > kLastRank) bad(table, "peer rank " + std::to_string(peer));
+      }
       if (withTimes) {
         a.startNs = s.i64(8);
         a.endNs = s.i64(9);
@@ -203,20 +237,20 @@ class Loader {
     while (s.step()) {
       events::TransferRecord t;
       m_.transferIds.push_back(s.i64(0));
-      t.rank = s.i32(1);
+      t.rank = bounded(s, 1, "transfers", "rank", 0, kLastRank);
       t.side = parse<events::Side>("transfers", s.text(2), parseSide);
-      t.srcRank = s.i32(3);
-      t.dstRank = s.i32(4);
-      t.srcGroupRank = s.i32(5);
-      t.dstGroupRank = s.i32(6);
+      t.srcRank = bounded(s, 3, "transfers", "src_rank", 0, kLastRank);
+      t.dstRank = bounded(s, 4, "transfers", "dst_rank", 0, kLastRank);
+      t.srcGroupRank = bounded(s, 5, "transfers", "src_group_rank", -1, kLastRank);
+      t.dstGroupRank = bounded(s, 6, "transfers", "dst_group_rank", -1, kLastRank);
       assign(t.edge, s.text(7));
       t.edgeKind = parse<events::EdgeKind>("transfers", s.text(8), parseEdgeKind);
       t.role = parse<events::BridgeRole>("transfers", s.text(9), parseBridgeRole);
       t.direction = parse<events::Direction>("transfers", s.text(10), parseDirection);
-      t.iteration = s.i32(11);
-      t.microbatch = s.i32(12);
-      t.actionSeq = s.i32(13);
-      list("transfers", s.text(14), &t.shape);
+      t.iteration = bounded(s, 11, "transfers", "iteration", 0, kLastIteration);
+      t.microbatch = bounded(s, 12, "transfers", "microbatch", -1, kLastMicrobatch);
+      t.actionSeq = bounded(s, 13, "transfers", "action_seq", -1, kInt32Max);
+      shape("transfers", "shape", s.text(14), &t.shape);
       assign(t.dtype, s.text(15));
       t.bytes = s.i64(16);
       t.checksum = std::bit_cast<uint64_t>(s.i64(17));
@@ -238,19 +272,20 @@ class Loader {
         payload + " FROM gradients ORDER BY rowid");
     while (s.step()) {
       events::GradientRecord g;
-      g.rank = s.i32(0);
-      g.iteration = s.i32(1);
-      g.microbatch = s.i32(2);
+      g.rank = bounded(s, 0, "gradients", "rank", -1, kLastRank);
+      g.iteration = bounded(s, 1, "gradients", "iteration", 0, kLastIteration);
+      g.microbatch = bounded(s, 2, "gradients", "microbatch", -1, kLastMicrobatch);
       g.phase = parse<events::GradPhase>("gradients", s.text(3), parseGradPhase);
       assign(g.param, s.text(4));
       assign(g.module, s.text(5));
-      g.tp = s.i32(6);
-      g.pp = s.i32(7);
-      g.dp = s.i32(8);
+      g.tp = bounded(s, 6, "gradients", "tp", -1, kLastRank);
+      g.pp = bounded(s, 7, "gradients", "pp", -1, kLastRank);
+      g.dp = bounded(s, 8, "gradients", "dp", -1, kLastRank);
       g.partitionDim = s.i32(9);
       g.partitionOffset = s.i64(10);
-      list("gradients", s.text(11), &g.shape);
-      list("gradients", s.text(12), &g.fullShape);
+      shape("gradients", "shape", s.text(11), &g.shape);
+      shape("gradients", "full_shape", s.text(12), &g.fullShape);
+      checkPartition(g);
       assign(g.dtype, s.text(13));
       g.norm = s.f64(14);
       g.checksum = std::bit_cast<uint64_t>(s.i64(15));
@@ -261,10 +296,35 @@ class Loader {
     }
   }
 
+  // A shard of a partitioned gradient lies inside its full shape: the analysis copies it to
+  // partition_offset along partition_dim of a buffer of full_shape's size.
+  void checkPartition(const events::GradientRecord& g) {
+    const auto& full = g.fullShape;
+    const int dim = g.partitionDim;
+    auto fail = [&](const std::string& why) {
+      bad("gradients", "param '" + g.param + "' partition_dim " + std::to_string(dim) + " offset " +
+                           std::to_string(g.partitionOffset) + ": " + why);
+    };
+    if (dim < -1 || dim >= static_cast<int>(std::max(g.shape.size(), full.size()))) {
+      fail("no such dimension");
+    }
+    if (full.empty() || dim < 0) return;
+    if (full.size() != g.shape.size()) fail("shape and full_shape differ in rank");
+    for (size_t d = 0; d < full.size(); ++d) {
+      if (static_cast<int>(d) != dim && g.shape[d] != full[d]) fail("shape outside full_shape");
+    }
+    if (g.partitionOffset < 0 || g.partitionOffset > full[dim] - g.shape[dim]) {
+      fail("shard outside full_shape");
+    }
+  }
+
   void readLosses() {
     Stmt s = db_.prepare("SELECT rank, iteration, microbatch, dp, loss FROM losses ORDER BY rowid");
     while (s.step()) {
-      m_.losses.push_back({s.i32(0), s.i32(1), s.i32(2), s.i32(3), s.f64(4)});
+      m_.losses.push_back({bounded(s, 0, "losses", "rank", -1, kLastRank),
+                           bounded(s, 1, "losses", "iteration", 0, kLastIteration),
+                           bounded(s, 2, "losses", "microbatch", -1, kLastMicrobatch),
+                           bounded(s, 3, "losses", "dp", -1, kLastRank), s.f64(4)});
       tick();
     }
   }
@@ -275,12 +335,12 @@ class Loader {
                          payload + " FROM inputs ORDER BY rowid");
     while (s.step()) {
       events::InputRecord in;
-      in.rank = s.i32(0);
-      in.iteration = s.i32(1);
-      in.microbatch = s.i32(2);
+      in.rank = bounded(s, 0, "inputs", "rank", -1, kLastRank);
+      in.iteration = bounded(s, 1, "inputs", "iteration", 0, kLastIteration);
+      in.microbatch = bounded(s, 2, "inputs", "microbatch", -1, kLastMicrobatch);
       assign(in.module, s.text(3));
       assign(in.name, s.text(4));
-      list("inputs", s.text(5), &in.shape);
+      shape("inputs", "shape", s.text(5), &in.shape);
       assign(in.dtype, s.text(6));
       if (opts_.payloads) readPayload(s, 7, &in.payload);
       m_.inputs.push_back(std::move(in));
@@ -293,11 +353,11 @@ class Loader {
         "diagnoses ORDER BY rowid");
     while (s.step()) {
       events::DiagnosisRecord d;
-      d.rank = s.i32(0);
+      d.rank = bounded(s, 0, "diagnoses", "rank", -1, kLastRank);
       assign(d.kind, s.text(1));
-      d.iteration = s.i32(2);
-      d.actionSeq = s.i32(3);
-      d.waitsOnRank = s.i32(4);
+      d.iteration = bounded(s, 2, "diagnoses", "iteration", -1, kLastIteration);
+      d.actionSeq = bounded(s, 3, "diagnoses", "action_seq", -1, kInt32Max);
+      d.waitsOnRank = bounded(s, 4, "diagnoses", "waits_on_rank", -1, kLastRank);
       assign(d.message, s.text(5));
       d.timeNs = s.i64(6);
       m_.diagnoses.push_back(std::move(d));
@@ -316,18 +376,21 @@ class Loader {
         payload + " FROM collectives ORDER BY rowid");
     while (s.step()) {
       events::CollectiveRecord c;
-      c.rank = s.i32(0);
-      c.iteration = s.i32(1);
+      c.rank = bounded(s, 0, "collectives", "rank", -1, kLastRank);
+      c.iteration = bounded(s, 1, "collectives", "iteration", -1, kLastIteration);
       c.seq = s.i32(2);
       c.groupSeq = s.i32(3);
       assign(c.op, s.text(4));
       assign(c.group, s.text(5));
-      c.groupRank = s.i32(6);
-      c.groupSize = s.i32(7);
+      c.groupRank = bounded(s, 6, "collectives", "group_rank", -1, kLastRank);
+      c.groupSize = bounded(s, 7, "collectives", "group_size", 0, kMaxRanks);
       list("collectives", s.text(8), &c.groupRanks);
-      c.root = s.i32(9);
+      for (auto r : c.groupRanks) {
+        if (r < 0 || r > kLastRank) bad("collectives", "group rank " + std::to_string(r));
+      }
+      c.root = bounded(s, 9, "collectives", "root", -1, kLastRank);
       assign(c.reduceOp, s.text(10));
-      list("collectives", s.text(11), &c.shape);
+      shape("collectives", "shape", s.text(11), &c.shape);
       assign(c.dtype, s.text(12));
       c.bytes = s.i64(13);
       c.inChecksum = std::bit_cast<uint64_t>(s.i64(14));
@@ -357,7 +420,7 @@ class Loader {
       const std::string state(s.text(2));
       if (state == "merged") {
         mergedFiles.insert(file);
-        mergedRanks.insert(s.i32(1));
+        mergedRanks.insert(bounded(s, 1, "shards", "rank", -1, kLastRank));
         continue;
       }
       m_.partial = true;
@@ -373,7 +436,7 @@ class Loader {
         m_.notes.push_back("shard " + file + " exists but was never merged");
       }
     }
-    for (int r = 0; r < m_.info.worldSize && r < kMaxRanks; ++r) {
+    for (int r = 0; r < m_.info.worldSize; ++r) {  // bounded by readRun
       if (!mergedRanks.count(r)) {
         m_.partial = true;
         m_.notes.push_back("rank " + std::to_string(r) + ": no merged shard");
@@ -398,14 +461,20 @@ void permute(std::vector<T>& v, const std::vector<uint32_t>& order) {
   v = std::move(out);
 }
 
+// a - b with two's-complement wrap-around: times and offsets come from a file, and a corrupt
+// pair must not be signed overflow (undefined behaviour) in the subtraction.
+int64_t minusWrapping(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+
 void applyClockOffsets(RunModel& m) {
   for (const auto& r : m.ranks) {
     const int64_t off = r.clockOffsetNs;
     if (off == 0) continue;
     if (static_cast<size_t>(r.rank) < m.actions.size()) {
       for (auto& a : m.actions[static_cast<size_t>(r.rank)]) {
-        a.startNs -= off;
-        a.endNs -= off;
+        a.startNs = minusWrapping(a.startNs, off);
+        a.endNs = minusWrapping(a.endNs, off);
       }
     }
   }
@@ -419,13 +488,13 @@ void applyClockOffsets(RunModel& m) {
     return rank >= 0 && static_cast<size_t>(rank) < offset.size() ? offset[rank] : 0;
   };
   for (auto& t : m.transfers) {
-    t.startNs -= off(t.rank);
-    t.endNs -= off(t.rank);
+    t.startNs = minusWrapping(t.startNs, off(t.rank));
+    t.endNs = minusWrapping(t.endNs, off(t.rank));
   }
-  for (auto& d : m.diagnoses) d.timeNs -= off(d.rank);
+  for (auto& d : m.diagnoses) d.timeNs = minusWrapping(d.timeNs, off(d.rank));
   for (auto& c : m.collectives) {
-    c.startNs -= off(c.rank);
-    c.endNs -= off(c.rank);
+    c.startNs = minusWrapping(c.startNs, off(c.rank));
+    c.endNs = minusWrapping(c.endNs, off(c.rank));
   }
 }
 

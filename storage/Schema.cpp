@@ -401,6 +401,16 @@ Db openStagescopeFile(const std::string& path, bool writable) {
                                                  "); upgrade stagescope");
     return db;
   } catch (const SqliteError& e) {
+    // A read-only reader cannot roll back the journal a dead writer left: the data is intact
+    // and a writer (merge) rolls the interrupted transaction back when it opens the file.
+    std::error_code ec;
+    if (!writable && e.code() == SQLITE_READONLY &&
+        std::filesystem::exists(path + "-journal", ec)) {
+      throw RunFileError(Kind::Corrupt,
+                         path + ": the writer died mid-transaction (hot journal " + path +
+                             "-journal); `stagescope merge " + path +
+                             "` recovers it (rolls the unfinished transaction back)");
+    }
     throw RunFileError(Kind::Corrupt, std::string(e.what()) + " (corrupt or truncated file)");
   }
 }

@@ -15,25 +15,28 @@
 #include <string>
 #include <vector>
 
+#include "core/events/Limits.h"
+
 namespace stagescope::plan {
 
 // Bounds every config value is checked against before anything is sized by it (docs/config.md
 // "Limits").  They keep every derived quantity (world size, batch, tensor sizes, the plan)
 // inside 64-bit arithmetic and the plan itself small; whether a config fits this machine is
-// the resource estimate's job (core/plan/ResourceEstimate.h).
+// the resource estimate's job (core/plan/ResourceEstimate.h).  The ones a run file also
+// records are shared with its reader (core/events/Limits.h).
 namespace limits {
-constexpr int64_t kMaxWorldSize = 4096;               // ranks of one run (offset + tp*cp*pp*dp)
-constexpr int64_t kMaxIterations = 1'000'000;         // iterations
-constexpr int64_t kMaxMicrobatches = 65'536;          // microbatches per iteration
+constexpr int64_t kMaxWorldSize = events::limits::kMaxWorldSize;  // offset + tp*cp*pp*dp
+constexpr int64_t kMaxIterations = events::limits::kMaxIterations;
+constexpr int64_t kMaxMicrobatches = events::limits::kMaxMicrobatches;  // per iteration
 constexpr int64_t kMaxPlannedMicrobatches = 1 << 17;  // world_size * microbatches (plan size)
 constexpr int64_t kMaxMicroBatchSize = 1 << 20;       // micro_batch_size
 constexpr int64_t kMaxGlobalBatch = 2'147'483'647;    // microbatches * micro_batch_size * llm dp
-constexpr int64_t kMaxWidth = 1 << 20;         // hidden, ffn, heads, patches, patch_dim, text_len
-constexpr int64_t kMaxLayers = 65'536;         // layers of one module
-constexpr int64_t kMaxVocab = 1 << 24;         // vocab
-constexpr int64_t kMaxSequence = 1 << 20;      // llm sequence: text_len + sum of encoder patches
-constexpr int64_t kMaxElements = 1LL << 36;    // elements of one parameter set or one tensor
-constexpr double kMinTimeoutSeconds = 0.001;   // timeout_seconds (1 ms) ...
+constexpr int64_t kMaxWidth = 1 << 20;     // hidden, ffn, heads, patches, patch_dim, text_len
+constexpr int64_t kMaxLayers = 65'536;     // layers of one module
+constexpr int64_t kMaxVocab = 1 << 24;     // vocab
+constexpr int64_t kMaxSequence = 1 << 20;  // llm sequence: text_len + sum of encoder patches
+constexpr int64_t kMaxElements = events::limits::kMaxElements;  // one weight set or tensor
+constexpr double kMinTimeoutSeconds = 0.001;                    // timeout_seconds (1 ms) ...
 constexpr double kMaxTimeoutSeconds = 86'400;  // ... to 1 day; also the bound of delay_seconds
 constexpr int64_t kMaxConfigBytes = 16 << 20;  // size of a config file
 }  // namespace limits

@@ -72,7 +72,7 @@ events::ActionRecord sampleAction(int rank, int iteration, int seq) {
   a.iteration = iteration;
   a.seq = seq;
   a.kind = static_cast<events::ActionKind>(seq % static_cast<int>(events::ActionKind::Count));
-  a.microbatch = seq / 2;
+  a.microbatch = (seq / 2) % 1024;  // a real plan has at most 65536 (core/events/Limits.h)
   a.module = "llm";
   a.stage = rank;
   a.peers = {rank + 1, rank + 3};

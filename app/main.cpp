@@ -14,6 +14,7 @@
 #include "app/OutputPolicy.h"
 #include "app/RunChecks.h"
 #include "app/RunFileLock.h"
+#include "app/WorkerRunVerdict.h"
 #include "app/report/CheckReport.h"
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
@@ -87,35 +88,9 @@ struct Judgement {
   std::string reason;
 };
 Judgement judgeByRecords(const storage::RunModel& m, const plan::RunConfig& cfg) {
-  Judgement j;
-  for (const auto& d : m.diagnoses) {
-    if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost" ||
-        d.kind == "config_mismatch") {
-      j.status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
-      j.reason = "rank " + std::to_string(d.rank) + ": " + d.message;
-      return j;
-    }
-  }
-  // Ranks write an iteration's plan rows as it starts: a rank completed when it started
-  // every iteration its record filter keeps and executed every planned action.
-  for (int r = 0; r < m.info.worldSize; ++r) {
-    const size_t planned = r < static_cast<int>(m.plan.size()) ? m.plan[r].size() : 0;
-    const size_t done = r < static_cast<int>(m.actions.size()) ? m.actions[r].size() : 0;
-    const auto* module = cfg.moduleOfRank(r);
-    int wanted = 0, started = 0;
-    for (int it = 0; module && it < cfg.iterations; ++it)
-      wanted += cfg.record.wants(it, module->name, r) ? 1 : 0;
-    for (size_t k = 0; k < planned; ++k)
-      started += k == 0 || m.plan[r][k].iteration != m.plan[r][k - 1].iteration ? 1 : 0;
-    if (planned == 0 || done < planned || started < wanted) {
-      j.status = events::RunStatus::Failed;
-      j.reason = "rank " + std::to_string(r) + " recorded " + std::to_string(done) + " of " +
-                 std::to_string(planned) + " planned actions in " + std::to_string(started) +
-                 " of " + std::to_string(wanted) + " iterations (shard missing or rank stopped)";
-      return j;
-    }
-  }
-  return j;
+  // Root cause first, as `stagescope run` orders it (killed > error > timeouts).
+  const WorkerRunVerdict v = judgeWorkerRun(m, cfg);
+  return {v.status, v.reason};
 }
 
 }  // namespace

@@ -299,5 +299,23 @@ TEST_F(Rendezvous, PortHeldByAnotherProgramIsDiagnosedWithinTheTimeout) {
   }
 }
 
+TEST_F(Rendezvous, MergeNamesTheKilledRankNotAHang) {
+  // Ranks started by hand (as torchrun starts them); rank 2 is SIGKILLed in iteration 1 and
+  // records nothing; ranks 0-1 time out waiting for it.  merge --config must name the killed
+  // rank as the cause (failed), not the timeouts (hung), like `stagescope run` does.
+  std::string text = readFile(config("base", "timeout_seconds", "5"));
+  text += "\n[[faults]]\nkind = \"kill\"\nrank = 2\niteration = 1\n";
+  const std::string cfg = (dir_ / "kill.toml").string();
+  std::ofstream(cfg) << text;
+  const std::string out = (dir_ / "run.db").string();
+  auto exits = runWorkers({cfg, cfg, cfg}, out, {});
+  EXPECT_EQ(exits[2].code, 128 + SIGKILL) << exits[2].output;
+  const auto merged = runCli({"merge", out, "--config", cfg});
+  EXPECT_EQ(merged.exitCode, 10) << merged.output;
+  EXPECT_NE(merged.output.find("run failed: rank 2 stopped after"), std::string::npos)
+      << merged.output;
+  EXPECT_NE(merged.output.find("without a record of why"), std::string::npos) << merged.output;
+}
+
 }  // namespace
 }  // namespace stagescope::testing

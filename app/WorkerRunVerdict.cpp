@@ -1,0 +1,66 @@
+#include "app/WorkerRunVerdict.h"
+
+#include <algorithm>
+
+namespace stagescope::app {
+namespace {
+
+// Severity of how a rank ended: lower is closer to the root cause.
+enum Severity { kSilentStop = 0, kError = 1, kWaited = 2, kNoShard = 3, kCompleted = 4 };
+
+struct RankEnd {
+  Severity severity = kCompleted;
+  std::string reason;
+};
+
+bool hasShard(const model::RunModel& run, int rank) {
+  return std::any_of(run.ranks.begin(), run.ranks.end(),
+                     [&](const events::RankInfo& r) { return r.rank == rank; });
+}
+
+RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& cfg, int r) {
+  const std::string who = "rank " + std::to_string(r);
+  for (const auto& d : run.diagnoses) {  // what the rank itself said
+    if (d.rank != r) continue;
+    if (d.kind == "error" || d.kind == "config_mismatch" || d.kind == "network")
+      return {kError, who + ": " + d.message};
+  }
+  for (const auto& d : run.diagnoses) {
+    if (d.rank == r && (d.kind == "timeout" || d.kind == "peer_lost"))
+      return {kWaited, who + ": " + d.message};
+  }
+  if (!hasShard(run, r)) return {kNoShard, who + ": no shard was merged for it"};
+  const size_t planned = r < static_cast<int>(run.plan.size()) ? run.plan[r].size() : 0;
+  const auto& acts = r < static_cast<int>(run.actions.size()) ? run.actions[r]
+                                                              : std::vector<events::ActionRecord>{};
+  const auto* module = cfg.moduleOfRank(r);
+  int wanted = 0, started = 0;
+  for (int it = 0; module && it < cfg.iterations; ++it)
+    wanted += cfg.record.wants(it, module->name, r) ? 1 : 0;
+  for (size_t k = 0; k < planned; ++k)
+    started += k == 0 || run.plan[r][k].iteration != run.plan[r][k - 1].iteration ? 1 : 0;
+  if (planned > 0 && acts.size() >= planned && started >= wanted) return {};
+  const std::string where = acts.empty() ? "before its first action"
+                                         : "after " + std::to_string(acts.size()) +
+                                               " of its actions (the last in " + "iteration " +
+                                               std::to_string(acts.back().iteration) + ")";
+  return {kSilentStop, who + " stopped " + where +
+                           " without a record of why: it was killed by a signal (SIGKILL, the "
+                           "OOM killer) or crashed"};
+}
+
+}  // namespace
+
+WorkerRunVerdict judgeWorkerRun(const model::RunModel& run,
+                                const ::stagescope::plan::RunConfig& cfg) {
+  RankEnd first;
+  for (int r = 0; r < cfg.worldSize; ++r) {
+    RankEnd e = endOf(run, cfg, r);
+    if (e.severity < first.severity) first = std::move(e);
+  }
+  if (first.severity == kCompleted) return {};
+  return {first.severity == kWaited ? events::RunStatus::Hung : events::RunStatus::Failed,
+          first.reason};
+}
+
+}  // namespace stagescope::app

@@ -41,7 +41,10 @@ TEST(LazyPlan, MillionIterationRunStartsAndPlanRowsFollowExecution) {
     const int64_t last = db.queryInt("SELECT max(iteration) FROM plan WHERE rank = " + rank);
     EXPECT_GE(planned, 3) << "rank " << r;  // iterations 0-2 completed everywhere
     EXPECT_LE(last, 4) << "rank " << r;     // nothing planned beyond where the run stopped
-    EXPECT_EQ(planned, executed) << "rank " << r << ": every planned iteration was started";
+    // Every executed iteration was planned; at most the one a rank was stopped in (its plan
+    // written, no action completed yet) is planned without an executed action.
+    EXPECT_GE(planned, executed) << "rank " << r;
+    EXPECT_LE(planned, executed + 1) << "rank " << r;
   }
 
   const CliResult check = runCli({"check", out});

@@ -262,6 +262,10 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
   const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
   const bool inlined = expected > 0 && bytes == expected;
   p.header = makeFrame(p.payload.to(at::kCPU).contiguous(), expected, inlined).to(wireDevice_);
+  // Copy on post (the ownership contract in Communicator.h): an inline payload was copied
+  // into the frame above; a separate one is cloned here, so the caller's tensor (which may
+  // share storage with autograd state, e.g. a parameter's .grad) is never read by c10d.
+  if (!inlined) p.payload = p.payload.clone(at::MemoryFormat::Contiguous);
   p.rec = std::move(rec);
   p.rec.startNs = posted;
   p.dropped = drop;

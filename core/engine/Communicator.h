@@ -7,9 +7,23 @@
 // the same size; otherwise the payload follows as a second message (Communicator.cpp,
 // "frames").  Tags name the message (iteration, microbatch, direction, header/payload).  Each
 // communication action posts all its sends and receives before waiting on any, so the
-// combined ops (SF_RB / SB_RF) cannot deadlock; sends complete lazily (finishSends).  Bridge leaders split along the declared
-// batch axis (per-split shapes, so uneven splits work), concatenate in DP order, and
-// broadcast the result over their boundary TP group; bridge members receive that broadcast.
+// combined ops (SF_RB / SB_RF) cannot deadlock; sends complete lazily (finishSends).  Bridge
+// leaders split along the declared batch axis (per-split shapes, so uneven splits work),
+// concatenate in DP order, and broadcast the result over their boundary TP group; bridge
+// members receive that broadcast.
+//
+// Buffer ownership (the contract every c10d call of this class keeps):
+//  - A posted send owns its bytes until it completes.  The caller's tensor is read only while
+//    the send is posted (checksum, record, frame) and never handed to c10d: the frame is a
+//    fresh buffer holding header and inline payload, and a payload that travels separately is
+//    a private clone ("copy on post").  So the caller may modify or free what it passed the
+//    moment run() returns, even though sends complete lazily.  This matters: at micro-batch
+//    size 1 autograd lets a received activation's .grad share storage with a parameter's
+//    .grad (cat + broadcast add), and the next microbatch's backward accumulates into it.
+//  - A posted receive writes only into buffers this class allocated for it; they are handed
+//    out (run()'s outputs) only after the receive completed.
+//  - Boundary broadcasts run on fresh buffers (a concatenation on the leader, an allocation on
+//    members) and are waited for before run() returns.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -143,6 +143,11 @@ void Executor::backward(int iteration, const plan::Action& a) {
     torch::autograd::backward({out}, {g->second});
     outputGrads_.erase(g);
   }
+  // Kept by reference: at micro-batch size 1 autograd may let leaf.grad() share storage
+  // with a parameter's .grad (cat + broadcast add), which the next backward accumulates into.
+  // It is read once, by the SB / SB_RF that follows this backward in every plan (no backward
+  // runs in between), and the Communicator copies it on post (Communicator.h, "Buffer
+  // ownership"), so what travels is this microbatch's gradient.
   auto& grads = inputGrads_[a.microbatch];
   for (auto& [key, leaf] : inputs_[a.microbatch]) {
     if (leaf.requires_grad() && leaf.grad().defined()) grads[key] = leaf.grad();

@@ -12,6 +12,9 @@
 namespace stagescope::app {
 
 inline constexpr int kExitConfig = 2;  // bad config or command line (also plan deadlock)
+// `run`: a rank received a payload whose checksum differs from the one its sender put in the
+// frame (in-band verification); the run is marked failed.  Below run_status (10): the cause.
+inline constexpr int kExitCorruptTransfer = 9;
 
 struct CheckFiles {
   std::string junit, json;

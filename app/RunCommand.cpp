@@ -173,6 +173,7 @@ void checkDeviceAvailable(const plan::RunConfig& cfg, const std::string& file) {
 struct Outcome {
   events::RunStatus status = events::RunStatus::Completed;
   std::string reason;
+  bool corrupt = false;  // a rank stopped on a corrupted transfer (kExitCorruptTransfer)
 };
 
 Outcome outcomeOf(const engine::LaunchResult& r) {
@@ -182,7 +183,8 @@ Outcome outcomeOf(const engine::LaunchResult& r) {
   if (!first.signal && first.exitCode == engine::kWorkerTimeout) {
     return {events::RunStatus::Hung, r.describe()};
   }
-  return {events::RunStatus::Failed, r.describe()};
+  const bool corrupt = !first.signal && first.exitCode == engine::kWorkerCorrupt;
+  return {events::RunStatus::Failed, r.describe(), corrupt};
 }
 
 // How each rank's process ended, as data: a rank killed by a signal or stopped by the launcher
@@ -378,11 +380,14 @@ int runCommand(const RunOptions& opts) {
     std::printf("stagescope: run %s%s%s\n", events::toString(outcome.status),
                 outcome.reason.empty() ? "" : ": ", outcome.reason.c_str());
     std::printf("stagescope: run file %s\n", out.c_str());
-    if (outcome.status != events::RunStatus::Completed) code = exitCodeFor(outcome.status);
+    if (outcome.status != events::RunStatus::Completed) {
+      code = outcome.corrupt ? kExitCorruptTransfer : exitCodeFor(outcome.status);
+    }
   }
   if (opts.check || opts.repeat > 1) {
     int checked = checkRunFile(outs.front(), opts.repeat > 1 ? outs.back() : "", {});
-    if (code == 0 || checked != 0) code = checked;
+    // The lowest non-zero code wins (README "Exit codes": causes before consequences).
+    if (code == 0 || (checked != 0 && checked < code)) code = checked;
   }
   return code;
 }

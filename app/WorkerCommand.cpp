@@ -229,6 +229,15 @@ int workerCommand(const WorkerOptions& opts) {
   } catch (const engine::StoreTimeout& e) {
     return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), -1,
                 engine::kWorkerTimeout);
+  } catch (const engine::TransferCorrupt& e) {
+    // The Communicator recorded the transfer and the "corrupt_transfer" diagnosis.
+    std::fprintf(stderr, "%s\n", e.what());
+    if (recorder) {
+      if (pendingRank) recorder->rank(*pendingRank);
+      recorder->close();
+    }
+    engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + e.what());
+    return engine::kWorkerCorrupt;
   } catch (const engine::CommTimeout& e) {
     return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), e.peer(),
                 engine::kWorkerTimeout);

@@ -41,15 +41,20 @@ std::vector<at::Tensor> splitForPeers(const at::Tensor& t, int parts, int axis) 
 
 namespace {
 
-constexpr int kHeaderLen = 8;  // ndim, up to 6 dims, dtype code
+// The shape header, int64[10]: [0] ndim (plus kSeparate, below), [1..6] dims, [7] dtype
+// code, [8] the sender's checksum of the payload bytes (FNV-1a 64, TensorDigest), [9] 1 when
+// [8] holds one (levels stats and full), else 0.
+constexpr int kMaxDims = 6;
+constexpr int kHeaderLen = 10;
+constexpr int kDtypeAt = 7, kChecksumAt = 8, kHasChecksumAt = 9;
 
 at::Tensor makeHeader(const at::Tensor& t) {
-  if (t.dim() > kHeaderLen - 2) throw std::invalid_argument("tensor rank > 6 cannot be sent");
+  if (t.dim() > kMaxDims) throw std::invalid_argument("tensor rank > 6 cannot be sent");
   at::Tensor h = at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
   auto* p = h.data_ptr<int64_t>();
   p[0] = t.dim();
   for (int64_t i = 0; i < t.dim(); ++i) p[1 + i] = t.size(i);
-  p[kHeaderLen - 1] = static_cast<int64_t>(t.scalar_type());
+  p[kDtypeAt] = static_cast<int64_t>(t.scalar_type());
   return h;
 }
 
@@ -57,16 +62,16 @@ at::Tensor allocateFromHeader(const at::Tensor& header, const std::string& what,
                               at::Device device) {
   const at::Tensor h = header.to(at::kCPU);
   const auto* p = h.data_ptr<int64_t>();
-  if (p[0] < 1 || p[0] > kHeaderLen - 2) {
+  if (p[0] < 1 || p[0] > kMaxDims) {
     throw std::runtime_error(what + ": received a shape header with ndim " + std::to_string(p[0]) +
                              " (expected 1..6)");
   }
   std::vector<int64_t> shape(p + 1, p + 1 + p[0]);
-  auto dtype = static_cast<at::ScalarType>(p[kHeaderLen - 1]);
+  auto dtype = static_cast<at::ScalarType>(p[kDtypeAt]);
   return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
 }
 
-// Point-to-point frames.  Every message starts with the 64-byte shape header.  A channel
+// Point-to-point frames.  Every message starts with the 80-byte shape header.  A channel
 // (group, peer, direction) remembers the payload size of its previous message on both sides;
 // when the next payload has that size it travels inside the same frame (one message, the
 // common case: shapes per edge are fixed by the config), otherwise the frame is padded to
@@ -76,9 +81,17 @@ at::Tensor allocateFromHeader(const at::Tensor& header, const std::string& what,
 constexpr int64_t kHeaderBytes = kHeaderLen * static_cast<int64_t>(sizeof(int64_t));
 constexpr int64_t kSeparate = int64_t{1} << 16;  // added to header[0] (ndim)
 
-at::Tensor makeFrame(const at::Tensor& payload, int64_t frameBytes, bool inlined) {
+// `checksum`: the sender's checksum of `payload` (taken before any fault touched it), or
+// nullptr below level stats.
+at::Tensor makeFrame(const at::Tensor& payload, int64_t frameBytes, bool inlined,
+                     const uint64_t* checksum) {
   at::Tensor header = makeHeader(payload);
-  if (!inlined) header.data_ptr<int64_t>()[0] += kSeparate;
+  auto* h = header.data_ptr<int64_t>();
+  if (!inlined) h[0] += kSeparate;
+  if (checksum) {
+    std::memcpy(&h[kChecksumAt], checksum, sizeof(uint64_t));
+    h[kHasChecksumAt] = 1;
+  }
   at::Tensor frame = at::zeros({kHeaderBytes + frameBytes}, at::TensorOptions().dtype(at::kByte));
   auto* out = static_cast<uint8_t*>(frame.data_ptr());
   std::memcpy(out, header.data_ptr(), kHeaderBytes);
@@ -109,8 +122,10 @@ struct Communicator::Pending {
   std::string key;  // upstream module (activation recv) or bridge src (gradient send)
   at::Tensor header, payload;
   c10::intrusive_ptr<c10d::Work> headerWork, payloadWork;
-  bool dropped = false;  // fault injection skipped the send: nothing to wait for or record
-  CommIds ids;           // the action that posted it (sends complete lazily)
+  bool dropped = false;          // fault injection skipped the send: nothing to wait for or record
+  bool hasSentChecksum = false;  // receives: the frame carried the sender's checksum
+  uint64_t sentChecksum = 0;
+  CommIds ids;  // the action that posted it (sends complete lazily)
 };
 
 struct Communicator::Exchange {
@@ -261,7 +276,9 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
   const int64_t expected = wireDevice_.is_cpu() ? lastSent_[channel] : 0;
   const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
   const bool inlined = expected > 0 && bytes == expected;
-  p.header = makeFrame(p.payload.to(at::kCPU).contiguous(), expected, inlined).to(wireDevice_);
+  const uint64_t* checksum = rec.hasStats ? &rec.checksum : nullptr;
+  p.header =
+      makeFrame(p.payload.to(at::kCPU).contiguous(), expected, inlined, checksum).to(wireDevice_);
   // Copy on post (the ownership contract in Communicator.h): an inline payload was copied
   // into the frame above; a separate one is cloned here, so the caller's tensor (which may
   // share storage with autograd state, e.g. a parameter's .grad) is never read by c10d.
@@ -433,8 +450,11 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
     const at::Tensor frame = p.header.to(at::kCPU);
     at::Tensor header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
     std::memcpy(header.data_ptr(), frame.data_ptr(), kHeaderBytes);
-    const bool separate = header.data_ptr<int64_t>()[0] >= kSeparate;
-    if (separate) header.data_ptr<int64_t>()[0] -= kSeparate;
+    auto* h = header.data_ptr<int64_t>();
+    const bool separate = h[0] >= kSeparate;
+    if (separate) h[0] -= kSeparate;
+    p.hasSentChecksum = h[kHasChecksumAt] == 1;
+    std::memcpy(&p.sentChecksum, &h[kChecksumAt], sizeof(uint64_t));
     const std::string what = "rank " + std::to_string(me_.rank) + " " + describe(p.rec);
     p.payload = allocateFromHeader(header, what, wireDevice_);
     const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
@@ -458,7 +478,43 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
     p.rec.endNs = nowNs();
     describeTensor(p.rec, p.payload, recorder_.level());
     if (recorder_.level() > events::RecordLevel::Off) recorder_.transfer(p.rec);
+    verifyChecksum(p, ex.ids);
   }
+}
+
+// In-band verification: the receiver's checksum of what arrived must equal the one the
+// sender put in the frame.  Runs before the payload is used (gathered, broadcast, handed to
+// the model).  A mismatch is recorded as a "corrupt_transfer" diagnosis and stops the rank.
+void Communicator::verifyChecksum(const Pending& p, const CommIds& ids) {
+  if (!p.hasSentChecksum) return;
+  const uint64_t got = p.rec.hasStats ? p.rec.checksum : digest(p.payload).checksum;
+  if (got == p.sentChecksum) return;
+  auto hex = [](uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return std::string(buf);
+  };
+  std::string shape;
+  for (int64_t d : p.payload.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  const std::string message =
+      "corrupted transfer: rank " + std::to_string(me_.rank) + " received the " +
+      events::toString(p.rec.direction) + " of microbatch " + std::to_string(p.rec.microbatch) +
+      " from rank " + std::to_string(p.rec.srcRank) + " on edge " + p.rec.edge + " (iteration " +
+      std::to_string(ids.iteration) + ", action " + std::to_string(ids.actionSeq) + " " +
+      events::toString(ids.action->kind) + "): sender rank " + std::to_string(p.rec.srcRank) +
+      " checksum " + hex(p.sentChecksum) + ", receiver rank " + std::to_string(me_.rank) +
+      " checksum " + hex(got) + " of " + std::to_string(p.payload.nbytes()) + " bytes [" + shape +
+      "]";
+  events::DiagnosisRecord d;
+  d.rank = me_.rank;
+  d.kind = "corrupt_transfer";
+  d.iteration = ids.iteration;
+  d.actionSeq = ids.actionSeq;
+  d.waitsOnRank = p.rec.srcRank;
+  d.message = message;
+  d.timeNs = nowNs();
+  recorder_.diagnosis(std::move(d));
+  throw TransferCorrupt(me_.rank, p.rec.srcRank, message);
 }
 
 // Sends are waited for lazily: the schedule goes on while they drain (like PyTorch's

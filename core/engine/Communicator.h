@@ -2,15 +2,20 @@
 // between modules (reference §3, §4), recording every message on both sides.
 //
 // Protocol per message, on the group of the edge (the module's pp group for P2P; the group
-// of all leaders of a bridge): a frame starting with the shape header (int64[8]: ndim,
-// dims..., dtype code) that also carries the payload when its channel's previous message had
-// the same size; otherwise the payload follows as a second message (Communicator.cpp,
-// "frames").  Tags name the message (iteration, microbatch, direction, header/payload).  Each
-// communication action posts all its sends and receives before waiting on any, so the
-// combined ops (SF_RB / SB_RF) cannot deadlock; sends complete lazily (finishSends).  Bridge
-// leaders split along the declared batch axis (per-split shapes, so uneven splits work),
-// concatenate in DP order, and broadcast the result over their boundary TP group; bridge
-// members receive that broadcast.
+// of all leaders of a bridge): a frame starting with the shape header (int64[10]: ndim,
+// dims..., dtype code, the sender's payload checksum and whether it is set) that also
+// carries the payload when its channel's previous message had the same size; otherwise the
+// payload follows as a second message (Communicator.cpp, "frames").  Tags name the message
+// (iteration, microbatch, direction, header/payload).  Each communication action posts all
+// its sends and receives before waiting on any, so the combined ops (SF_RB / SB_RF) cannot
+// deadlock; sends complete lazily (finishSends).  Bridge leaders split along the declared
+// batch axis (per-split shapes, so uneven splits work), concatenate in DP order, and
+// broadcast the result over their boundary TP group; bridge members receive that broadcast.
+//
+// In-band verification: at levels stats and full the receiver computes its checksum of every
+// payload before using it and compares it with the sender's from the frame; a difference
+// records a "corrupt_transfer" diagnosis and throws TransferCorrupt (the rank exits with
+// kWorkerCorrupt, `run` with exit code 9).
 //
 // Buffer ownership (the contract every c10d call of this class keeps):
 //  - A posted send owns its bytes until it completes.  The caller's tensor is read only while
@@ -78,6 +83,21 @@ class CommTimeout : public std::runtime_error {
   int rank_, peer_;
 };
 
+// A received payload whose checksum differs from the one its sender put in the frame (in-band
+// verification, levels stats and full).  The Communicator has already recorded the transfer
+// and a "corrupt_transfer" diagnosis naming edge, direction, iteration, microbatch, both
+// ranks and both checksums; what() is that sentence.
+class TransferCorrupt : public std::runtime_error {
+ public:
+  TransferCorrupt(int rank, int sender, const std::string& message)
+      : std::runtime_error(message), rank_(rank), sender_(sender) {}
+  int rank() const { return rank_; }
+  int sender() const { return sender_; }
+
+ private:
+  int rank_, sender_;
+};
+
 struct CommIds {  // identifies the action being executed, for records and errors
   int iteration = 0;
   int actionSeq = 0;
@@ -121,6 +141,7 @@ class Communicator {
                 const std::string& key, std::vector<Pending>* into);
   void waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p, const CommIds& ids);
   void completeRecvs(Exchange& ex, std::vector<Pending>& recvs);
+  void verifyChecksum(const Pending& p, const CommIds& ids);
   void completeSends(Exchange& ex);
   void reapSends(bool block);
   std::map<std::string, at::Tensor> gather(std::vector<Pending>& recvs,

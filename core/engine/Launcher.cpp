@@ -131,6 +131,8 @@ std::string LaunchResult::describe() const {
     s += " timed out waiting for a peer (hang)";
   } else if (r.exitCode == kWorkerMismatch) {
     s += " stopped at rendezvous";
+  } else if (r.exitCode == kWorkerCorrupt) {
+    s += " stopped the run";
   } else {
     s += " exited with code " + std::to_string(r.exitCode);
   }

@@ -16,6 +16,7 @@ enum WorkerExit : int {
   kWorkerError = 1,     // an exception: bad input, a crash in the model, I/O
   kWorkerTimeout = 3,   // a wait ran past the timeout (a hang); the rank recorded a diagnosis
   kWorkerMismatch = 4,  // ranks disagree on the run (config, run id, build) at rendezvous
+  kWorkerCorrupt = 5,   // a received payload failed in-band verification (TransferCorrupt)
 };
 
 struct LaunchSpec {

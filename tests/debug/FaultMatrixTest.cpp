@@ -86,37 +86,51 @@ INSTANTIATE_TEST_SUITE_P(
                   "hung",
                   {"rank 1 waits for the gradient of microbatch 0 from rank 2 (" + kP2P,
                    "rank 2 dropped the gradient of microbatch 0 to rank 1 (fault injection)"}},
-        // corrupt: bits flipped after the sender's checksum.
+        // corrupt: bits flipped after the sender's checksum.  The receiver verifies the
+        // checksum in the frame before using the payload: the run stops at once (exit 9,
+        // status failed), and check still names the mismatch from both sides' records.
         FaultCase{
             "corrupt_p2p",
             "corrupt:iteration=0,microbatch=1,module=llm,stage=0,direction=activation",
-            15,
-            "completed",
-            {"checksum mismatch on " + kP2P +
+            9,
+            "failed",
+            {"stagescope: run failed: rank 2 stopped the run: corrupted transfer: rank 2 received "
+             "the activation of microbatch 1 from rank 1 on edge llm:pp0->pp1 (iteration 0, "
+             "action 3 SB_RF): sender rank 1 checksum ",
+             "corrupt_transfer on rank 2 iteration 0",
+             "checksum mismatch on " + kP2P +
                  " activation iteration 0 microbatch 1 rank 1 -> rank 2: sender rank 1 recorded",
              "FAIL  checksum_mismatch   (exit 15)"}},
         FaultCase{"corrupt_bridge_gradient",
                   "corrupt:iteration=1,microbatch=2,module=llm,stage=0,direction=gradient",
-                  15,
-                  "completed",
-                  {"checksum mismatch on " + kBridge +
-                   " gradient iteration 1 microbatch 2 rank 1 -> rank 0: sender rank 1 recorded"}},
-        // shape: one batch row less on the wire than the sender recorded; the receiving model
-        // then fails, and check still names the mismatch.
+                  9,
+                  "failed",
+                  {"rank 0 stopped the run: corrupted transfer: rank 0 received the gradient of "
+                   "microbatch 2 from rank 1 on edge vision->llm (iteration 1,",
+                   "checksum mismatch on " + kBridge +
+                       " gradient iteration 1 microbatch 2 rank 1 -> rank 0: sender rank 1 "
+                       "recorded"}},
+        // shape: one batch row less on the wire than the sender recorded (and checksummed);
+        // the receiver's verification stops the run before the model sees it, and check
+        // still names the shape mismatch.
         FaultCase{"shape_p2p",
                   "shape:iteration=0,microbatch=1,module=llm,stage=0,direction=activation",
-                  10,
+                  9,
                   "failed",
-                  {"shape mismatch on " + kP2P +
+                  {"corrupted transfer: rank 2 received the activation of microbatch 1 from rank 1 "
+                   "on edge llm:pp0->pp1",
+                   "of 768 bytes [12, 1, 16]",
+                   "shape mismatch on " + kP2P +
                        " activation iteration 0 microbatch 1 rank 1 -> rank 2: sent [12, 2, 16] "
                        "float32, received [12, 1, 16] float32",
-                   "FAIL  shape_mismatch      (exit 14)",
-                   "error on rank 2: Expected input batch_size (8) to match target batch_size"}},
+                   "FAIL  shape_mismatch      (exit 14)"}},
         FaultCase{"shape_bridge",
                   "shape:iteration=0,microbatch=1,module=vision,direction=activation",
-                  10,
+                  9,
                   "failed",
-                  {"shape mismatch on " + kBridge +
+                  {"corrupted transfer: rank 1 received the activation of microbatch 1 from rank 0 "
+                   "on edge vision->llm",
+                   "shape mismatch on " + kBridge +
                        " activation iteration 0 microbatch 1 rank 0 -> rank 1: sent [4, 2, 16] "
                        "float32, received [4, 1, 16] float32",
                    "FAIL  shape_mismatch      (exit 14)"}},

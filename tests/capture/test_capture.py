@@ -157,6 +157,7 @@ def main():
     try:
         import pipelining_case  # noqa: F401
         cases["pipelining_1f1b"] = pipelining_case.Pipelining1F1B
+        cases["gpipe_vs_1f1b"] = pipelining_case.GPipeVs1F1B
     except ImportError:
         pass
     if case not in cases:

@@ -87,6 +87,27 @@ struct Judgement {
   events::RunStatus status = events::RunStatus::Completed;
   std::string reason;
 };
+// A failed or timed-out operation recorded by a rank decides the run (hung / failed).
+bool judgeByDiagnoses(const storage::RunModel& m, Judgement* j) {
+  for (const auto& d : m.diagnoses) {
+    if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost" ||
+        d.kind == "config_mismatch" || d.kind == "op_failed") {
+      j->status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
+      j->reason = "rank " + std::to_string(d.rank) + ": " + d.message;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A captured PyTorch job (core/capture) has no stagescope config or plan to judge it by.
+bool isCapturedRun(const storage::RunModel& m) {
+  for (const auto& mod : m.info.modules) {
+    if (mod.kind == "captured") return true;
+  }
+  return false;
+}
+
 Judgement judgeByRecords(const storage::RunModel& m, const plan::RunConfig& cfg) {
   // Root cause first, as `stagescope run` orders it (killed > error > timeouts).
   const WorkerRunVerdict v = judgeWorkerRun(m, cfg);
@@ -159,12 +180,18 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // for lack of disk space, re-run after freeing some), or it was left `running`.
   const storage::RunModel m = storage::loadRun(run);
   // The config the run file recorded (the one given to --config when it was just created).
-  const plan::RunConfig cfg =
-      create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);
-  const Judgement judged = judgeByRecords(m, cfg);
+  Judgement judged{m.info.status, m.info.statusReason};
+  if (isCapturedRun(m) && !create) {
+    // Its status is what rank 0 recorded at exit, unless a rank recorded a failed operation.
+    if (judged.status == events::RunStatus::Completed) judgeByDiagnoses(m, &judged);
+  } else {
+    const plan::RunConfig cfg =
+        create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);
+    judged = judgeByRecords(m, cfg);
+  }
   const auto stored = m.info.status;
   Judgement next{stored, m.info.statusReason};
-  if (create || stored == events::RunStatus::Running) {
+  if (create || stored == events::RunStatus::Running || (isCapturedRun(m) && !create)) {
     next = judged;
   } else if (stored != events::RunStatus::Completed && result.ok() &&
              judged.status == events::RunStatus::Completed) {

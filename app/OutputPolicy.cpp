@@ -152,7 +152,10 @@ bool isRunFile(const std::string& path) {
     storage::Db db = storage::openStagescopeFile(path, /*writable=*/false);
     return db.hasTable("shards");
   } catch (const std::exception&) {
-    return false;
+    // Ours by its header, but a read-only open cannot get past the hot journal of a writer that
+    // died mid-transaction: a writer (merge, run --force) rolls it back.
+    std::error_code ec;
+    return fs::exists(path + "-journal", ec);
   }
 }
 

@@ -521,6 +521,13 @@ bool App::showDivergence() {
 }
 
 void App::showFirstProblem() {
+  const LoadedRun* r = main_.run.get();
+  if (r && r->problems.corruptMessages > 0) {  // corruption comes before the NaNs it causes
+    const int64_t t = r->problems.firstCorruptTransfer;
+    select({Selection::Kind::Transfer, r->model.transfers[t].rank, t}, false);
+    focusTransfer(t, false);
+    return;
+  }
   if (!showNonFinite()) showStuck();
 }
 

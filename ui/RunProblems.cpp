@@ -1,5 +1,6 @@
 #include "ui/RunProblems.h"
 
+#include "core/analysis/Causal.h"
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/Pairing.h"
@@ -213,6 +214,18 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
       if (out.ranks[r].fate != RankFate::Completed) root = r;
   }
   out.firstStuckRank = root;
+  // Corrupted messages (send and receive disagree), the causally first receive.
+  const analysis::CausalOrder order(m);
+  analysis::CausalKey firstKey;
+  for (const auto& pair : m.pairs) {
+    if (!pair.complete() || pair.ok()) continue;
+    ++out.corruptMessages;
+    const analysis::CausalKey key = order.ofTransfer(pair.recv);
+    if (out.firstCorruptTransfer < 0 || key < firstKey) {
+      out.firstCorruptTransfer = pair.recv;
+      firstKey = key;
+    }
+  }
   auto nonFinite = nonFiniteInCausalOrder(m, replay);
   out.nonFiniteRecords = nonFinite.size();
   if (!nonFinite.empty()) out.firstNonFinite = nonFinite.front();

@@ -54,6 +54,10 @@ struct RunProblems {
   std::vector<WaitEdge> waits;
   NonFinite firstNonFinite;
   size_t nonFiniteRecords = 0;
+  // Messages whose receiver recorded another checksum, shape or dtype than the sender (the
+  // pairs' own flags), and the causally first one's receive side (-1: none).
+  size_t corruptMessages = 0;
+  int64_t firstCorruptTransfer = -1;
   // The first stuck rank to show: the rank of the wait-for graph's first verdict (a cycle, a
   // missing partner) or its errored rank, else a killed/failed rank, else the lowest
   // unfinished rank.

@@ -60,7 +60,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   const auto& m = run->model;
   const RunProblems& pr = run->problems;
   const bool completed = m.info.status == events::RunStatus::Completed && !m.partial;
-  const bool nonFinite = pr.nonFiniteRecords > 0;
+  const bool nonFinite = pr.nonFiniteRecords > 0 || pr.corruptMessages > 0;  // a data problem
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 end(pos.x + size.x, pos.y + size.y);
   probes_.banner = ImVec4(pos.x, pos.y, end.x, end.y);
@@ -80,7 +80,8 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
 
   // Buttons on the right: the problems, one click each, in causal order.
   std::vector<std::pair<std::string, int>> buttons;  // label, which
-  if (nonFinite) buttons.emplace_back("First NaN/Inf", 0);
+  if (pr.nonFiniteRecords > 0) buttons.emplace_back("First NaN/Inf", 0);
+  if (pr.corruptMessages > 0) buttons.emplace_back("First corrupted message", 3);
   if (pr.firstStuckRank >= 0)
     buttons.emplace_back("Stuck: rank " + std::to_string(pr.firstStuckRank) + " (" +
                              toString(pr.ranks[pr.firstStuckRank].fate) + ")",
@@ -102,7 +103,15 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     text = "the run file says the run is still running (or its launcher died)";
   }
   if (m.partial) text += "  |  PARTIAL: a rank shard is missing or the merge did not finish";
-  if (nonFinite)
+  if (pr.corruptMessages > 0) {
+    const auto& t = m.transfers[pr.firstCorruptTransfer];
+    text += "  |  " + std::to_string(pr.corruptMessages) +
+            " messages arrived with another checksum/shape than sent; first: " + t.edge + " " +
+            events::toString(t.direction) + " it" + std::to_string(t.iteration) + " mb" +
+            std::to_string(t.microbatch) + " (rank " + std::to_string(t.srcRank) + " -> " +
+            std::to_string(t.dstRank) + ")";
+  }
+  if (pr.nonFiniteRecords > 0)
     text += "  |  " + std::to_string(pr.nonFiniteRecords) +
             " records hold NaN/Inf; first: " + describe(m, pr.firstNonFinite);
   const float textW = end.x - x - buttonsW - 12;
@@ -127,6 +136,12 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
       if (which == 0) showNonFinite();
       if (which == 1) showStuck();
       if (which == 2) showDivergence();
+      if (which == 3) {
+        select({Selection::Kind::Transfer, m.transfers[pr.firstCorruptTransfer].rank,
+                pr.firstCorruptTransfer},
+               false);
+        focusTransfer(pr.firstCorruptTransfer, false);
+      }
     }
     ImGui::PopID();
     bx += ImGui::GetItemRectSize().x + 6;

@@ -99,27 +99,14 @@ at::Tensor makeFrame(const at::Tensor& payload, int64_t frameBytes, bool inlined
   return frame;
 }
 
-// The tag names the message (iteration, microbatch, direction, header/payload): a lost or
-// reordered message then leaves its receiver waiting for exactly that message instead of
-// silently pairing it with the next one.
-int tagOf(const events::TransferRecord& r, bool payload) {
-  const int64_t message = (static_cast<int64_t>(r.iteration) * 4096 + r.microbatch) % (1 << 26);
-  return static_cast<int>((message * 2 + static_cast<int>(r.direction)) * 2 + (payload ? 1 : 0));
-}
-
 }  // namespace
-
-std::vector<int> leadersOf(const plan::Bridge& b) {
-  std::vector<int> l = b.srcLeaders;
-  l.insert(l.end(), b.destLeaders.begin(), b.destLeaders.end());
-  return l;
-}
 
 struct Communicator::Pending {
   events::TransferRecord rec;
   std::shared_ptr<Group> group;
   int peer = -1;
-  std::string key;  // upstream module (activation recv) or bridge src (gradient send)
+  const plan::Message* message = nullptr;  // receives: the plan's message (outlives run())
+  int payloadTag = 0;                      // the tag of a separately sent payload
   at::Tensor header, payload;
   c10::intrusive_ptr<c10d::Work> headerWork, payloadWork;
   bool dropped = false;          // fault injection skipped the send: nothing to wait for or record
@@ -130,7 +117,9 @@ struct Communicator::Pending {
 
 struct Communicator::Exchange {
   CommIds ids;
-  std::vector<Pending> sends, actRecvs, gradRecvs;
+  std::vector<Pending> sends, recvs;  // in the plan's order
+  // Send payloads per (direction, peerModule): the whole tensor, or its batch-axis parts.
+  std::map<std::pair<int, std::string>, std::vector<at::Tensor>> parts;
 };
 
 namespace {
@@ -144,21 +133,10 @@ std::string describe(const events::TransferRecord& r) {
 
 }  // namespace
 
-Communicator::Communicator(const plan::RunConfig& config, const plan::Topology& topology,
-                           const plan::RankPlan& me, ProcessGroups& groups,
+Communicator::Communicator(const plan::RankPlan& me, ProcessGroups& groups,
                            events::Recorder& recorder, at::Device device, WaitState* wait,
                            const FaultInjector* faults)
-    : config_(config),
-      topology_(topology),
-      me_(me),
-      module_(config.module(me.module)),
-      groups_(groups),
-      recorder_(recorder),
-      device_(device),
-      wait_(wait),
-      faults_(faults) {
-  const auto& grid = topology_.grid(me_.module);
-  ppGroup_ = groups_.get(grid.groupOf({"pp"}, me_.rank), me_.module + "/pp");
+    : me_(me), groups_(groups), recorder_(recorder), device_(device), wait_(wait), faults_(faults) {
   // NCCL moves device tensors; Gloo's send/recv take host tensors only, so CUDA payloads
   // are staged through host memory there.
   wireDevice_ = groups_.backendKind() == BackendKind::Nccl ? device_ : at::Device(at::kCPU);
@@ -187,7 +165,7 @@ void Communicator::createAllGroups(const plan::RunConfig& config, const plan::To
     }
   }
   for (const auto& b : topology.bridges()) {
-    groups.get(leadersOf(b), "bridge:" + b.name);
+    groups.get(b.leaders(), "bridge:" + b.name);
     for (const auto& list : b.srcBoundary) groups.get(list, "boundary:" + b.name);
     for (const auto& list : b.destBoundary) groups.get(list, "boundary:" + b.name);
   }
@@ -197,35 +175,25 @@ void Communicator::createAllGroups(const plan::RunConfig& config, const plan::To
 
 namespace {
 
-events::TransferRecord baseRecord(int rank, Side side, int src, int dst, const Group& g,
-                                  const std::string& edge, events::EdgeKind kind,
-                                  events::BridgeRole role, Direction dir, const CommIds& ids,
-                                  int mb) {
+// The record of this rank's side of a planned message.
+events::TransferRecord baseRecord(int rank, const plan::Message& m, const Group& g,
+                                  const CommIds& ids) {
+  const bool send = m.side == Side::Send;
   events::TransferRecord r;
   r.rank = rank;
-  r.side = side;
-  r.srcRank = src;
-  r.dstRank = dst;
-  r.srcGroupRank = g.localRank(src);
-  r.dstGroupRank = g.localRank(dst);
-  r.edge = edge;
-  r.edgeKind = kind;
-  r.role = role;
-  r.direction = dir;
+  r.side = m.side;
+  r.srcRank = send ? rank : m.peer;
+  r.dstRank = send ? m.peer : rank;
+  r.srcGroupRank = g.localRank(r.srcRank);
+  r.dstGroupRank = g.localRank(r.dstRank);
+  r.edge = m.edge;
+  r.edgeKind = m.edgeKind;
+  r.role = m.role;
+  r.direction = m.direction;
   r.iteration = ids.iteration;
-  r.microbatch = mb;
+  r.microbatch = m.microbatch;
   r.actionSeq = ids.actionSeq;
   return r;
-}
-
-events::BridgeRole roleOf(const plan::Bridge& b) {
-  if (b.fanIn()) return events::BridgeRole::FanIn;
-  if (b.fanOut()) return events::BridgeRole::FanOut;
-  return events::BridgeRole::OneToOne;
-}
-
-std::string p2pEdge(const std::string& module, int lowerStage) {
-  return module + ":pp" + std::to_string(lowerStage) + "->pp" + std::to_string(lowerStage + 1);
 }
 
 }  // namespace
@@ -247,8 +215,9 @@ static void describeTensor(events::TransferRecord& r, const at::Tensor& t,
 
 // ---- posting ------------------------------------------------------------------------------
 
-void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
+void Communicator::postSend(Exchange& ex, const plan::Message& m,
                             const std::shared_ptr<Group>& group, const at::Tensor& wire) {
+  events::TransferRecord rec = baseRecord(me_.rank, m, *group, ex.ids);
   Pending p;
   p.group = group;
   p.peer = rec.dstRank;
@@ -289,130 +258,70 @@ void Communicator::postSend(Exchange& ex, events::TransferRecord rec,
   if (!drop) {
     std::vector<at::Tensor> h{p.header}, d{p.payload};
     const int dst = group->localRank(p.peer);
-    p.headerWork = group->backend->send(h, dst, tagOf(p.rec, false));
-    if (!inlined) p.payloadWork = group->backend->send(d, dst, tagOf(p.rec, true));
+    p.headerWork = group->backend->send(h, dst, plan::messageTag(ex.ids.iteration, m, false));
+    if (!inlined) {
+      p.payloadWork = group->backend->send(d, dst, plan::messageTag(ex.ids.iteration, m, true));
+    }
     if (wireDevice_.is_cpu()) lastSent_[channel] = bytes;
   }
   ex.sends.push_back(std::move(p));
 }
 
-void Communicator::postRecv(Exchange& ex, events::TransferRecord rec,
-                            const std::shared_ptr<Group>& group, const std::string& key,
-                            std::vector<Pending>* into) {
+void Communicator::postRecv(Exchange& ex, const plan::Message& m,
+                            const std::shared_ptr<Group>& group) {
   Pending p;
   p.group = group;
-  p.peer = rec.srcRank;
-  p.key = key;
-  p.rec = std::move(rec);
+  p.peer = m.peer;
+  p.message = &m;
+  p.payloadTag = plan::messageTag(ex.ids.iteration, m, true);
+  p.rec = baseRecord(me_.rank, m, *group, ex.ids);
   p.rec.startNs = nowNs();
   const auto channel = std::make_tuple(group.get(), p.peer, static_cast<int>(p.rec.direction));
   const int64_t expected = wireDevice_.is_cpu() ? lastRecv_[channel] : 0;
   p.header = at::empty({kHeaderBytes + expected},
                        at::TensorOptions().dtype(at::kByte).device(wireDevice_));
   std::vector<at::Tensor> h{p.header};
-  p.headerWork = group->backend->recv(h, group->localRank(p.peer), tagOf(p.rec, false));
-  into->push_back(std::move(p));
+  p.headerWork = group->backend->recv(h, group->localRank(p.peer),
+                                      plan::messageTag(ex.ids.iteration, m, false));
+  ex.recvs.push_back(std::move(p));
 }
 
-void Communicator::postActivationSends(Exchange& ex, const at::Tensor& activation, int mb) {
-  at::Tensor wire = prepareForComm(activation.detach()).to(wireDevice_).contiguous();
-  if (me_.pp < module_.pp - 1) {
-    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp + 1, me_.dp});
-    postSend(ex,
-             baseRecord(me_.rank, Side::Send, me_.rank, peer, *ppGroup_,
-                        p2pEdge(me_.module, me_.pp), events::EdgeKind::P2P,
-                        events::BridgeRole::None, Direction::Activation, ex.ids, mb),
-             ppGroup_, wire);
-    return;
-  }
-  for (const auto* b : topology_.bridgesOutOf(me_.module)) {
-    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Sender) continue;
-    const auto peers = b->peersOf(me_.rank);
-    auto parts = splitForPeers(wire, static_cast<int>(peers.size()), layout_.batchAxis);
-    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
-    for (size_t j = 0; j < peers.size(); ++j) {
-      postSend(ex,
-               baseRecord(me_.rank, Side::Send, me_.rank, peers[j], *group, b->name,
-                          events::EdgeKind::Bridge, roleOf(*b), Direction::Activation, ex.ids, mb),
-               group, parts[j]);
+// The bytes a planned send carries: this stage's activation, or the input gradient keyed by
+// the message's peer module; split along the batch axis when the plan says so.
+at::Tensor Communicator::sendPayload(Exchange& ex, const plan::Message& m,
+                                     const at::Tensor* activation,
+                                     const std::map<std::string, at::Tensor>* gradients) {
+  auto& parts = ex.parts[{static_cast<int>(m.direction), m.peerModule}];
+  if (parts.empty()) {
+    at::Tensor whole;
+    if (m.direction == Direction::Activation) {
+      if (!activation || !activation->defined()) {
+        throw std::runtime_error("rank " + std::to_string(me_.rank) +
+                                 ": no activation to send on edge " + m.edge);
+      }
+      whole = prepareForComm(activation->detach());
+    } else {
+      at::Tensor g;
+      if (gradients) {
+        auto it = gradients->find(m.peerModule);
+        if (it != gradients->end()) g = it->second;
+      }
+      if (!g.defined()) {
+        throw std::runtime_error("rank " + std::to_string(me_.rank) + ": no input gradient for '" +
+                                 m.peerModule + "' to send back on edge " + m.edge);
+      }
+      whole = m.edgeKind == events::EdgeKind::P2P ? prepareForComm(g.detach()) : g.detach();
     }
+    whole = whole.to(wireDevice_).contiguous();
+    parts = m.parts > 1 ? splitForPeers(whole, m.parts, layout_.batchAxis)
+                        : std::vector<at::Tensor>{whole};
   }
-}
-
-void Communicator::postGradientSends(Exchange& ex, const std::map<std::string, at::Tensor>& grads,
-                                     int mb) {
-  if (me_.pp > 0) {
-    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp - 1, me_.dp});
-    at::Tensor g = grads.at(me_.module);
-    postSend(ex,
-             baseRecord(me_.rank, Side::Send, me_.rank, peer, *ppGroup_,
-                        p2pEdge(me_.module, me_.pp - 1), events::EdgeKind::P2P,
-                        events::BridgeRole::None, Direction::Gradient, ex.ids, mb),
-             ppGroup_, prepareForComm(g.detach()).to(wireDevice_).contiguous());
-    return;
+  if (m.part < 0 || m.part >= static_cast<int>(parts.size())) {
+    throw std::runtime_error("rank " + std::to_string(me_.rank) + ": the plan's message to rank " +
+                             std::to_string(m.peer) + " on edge " + m.edge + " is part " +
+                             std::to_string(m.part) + " of " + std::to_string(parts.size()));
   }
-  for (const auto* b : topology_.bridgesInto(me_.module)) {
-    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Receiver) continue;
-    const auto peers = b->peersOf(me_.rank);
-    auto it = grads.find(b->src);
-    if (it == grads.end() || !it->second.defined()) {
-      throw std::runtime_error("rank " + std::to_string(me_.rank) + ": no input gradient for '" +
-                               b->src + "' to send back over bridge " + b->name);
-    }
-    at::Tensor wire = it->second.detach().to(wireDevice_).contiguous();
-    auto parts = splitForPeers(wire, static_cast<int>(peers.size()), layout_.batchAxis);
-    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
-    for (size_t j = 0; j < peers.size(); ++j) {
-      postSend(ex,
-               baseRecord(me_.rank, Side::Send, me_.rank, peers[j], *group, b->name,
-                          events::EdgeKind::Bridge, roleOf(*b), Direction::Gradient, ex.ids, mb),
-               group, parts[j]);
-    }
-  }
-}
-
-void Communicator::postActivationRecvs(Exchange& ex, int mb) {
-  if (me_.pp > 0) {
-    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp - 1, me_.dp});
-    postRecv(ex,
-             baseRecord(me_.rank, Side::Recv, peer, me_.rank, *ppGroup_,
-                        p2pEdge(me_.module, me_.pp - 1), events::EdgeKind::P2P,
-                        events::BridgeRole::None, Direction::Activation, ex.ids, mb),
-             ppGroup_, me_.module, &ex.actRecvs);
-    return;
-  }
-  for (const auto* b : topology_.bridgesInto(me_.module)) {
-    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Receiver) continue;
-    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
-    for (int peer : b->peersOf(me_.rank)) {
-      postRecv(ex,
-               baseRecord(me_.rank, Side::Recv, peer, me_.rank, *group, b->name,
-                          events::EdgeKind::Bridge, roleOf(*b), Direction::Activation, ex.ids, mb),
-               group, b->src, &ex.actRecvs);
-    }
-  }
-}
-
-void Communicator::postGradientRecvs(Exchange& ex, int mb) {
-  if (me_.pp < module_.pp - 1) {
-    const int peer = topology_.grid(me_.module).rankOf({me_.tp, 0, me_.pp + 1, me_.dp});
-    postRecv(ex,
-             baseRecord(me_.rank, Side::Recv, peer, me_.rank, *ppGroup_,
-                        p2pEdge(me_.module, me_.pp), events::EdgeKind::P2P,
-                        events::BridgeRole::None, Direction::Gradient, ex.ids, mb),
-             ppGroup_, me_.module, &ex.gradRecvs);
-    return;
-  }
-  for (const auto* b : topology_.bridgesOutOf(me_.module)) {
-    if (b->roleOf(me_.rank) != plan::BridgeRankRole::Sender) continue;
-    auto group = groups_.get(leadersOf(*b), "bridge:" + b->name);
-    for (int peer : b->peersOf(me_.rank)) {
-      postRecv(ex,
-               baseRecord(me_.rank, Side::Recv, peer, me_.rank, *group, b->name,
-                          events::EdgeKind::Bridge, roleOf(*b), Direction::Gradient, ex.ids, mb),
-               group, b->dest, &ex.gradRecvs);
-    }
-  }
+  return parts[m.part];
 }
 
 // ---- completion ---------------------------------------------------------------------------
@@ -460,7 +369,7 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
     const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
     if (separate) {
       std::vector<at::Tensor> d{p.payload};
-      p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer), tagOf(p.rec, true));
+      p.payloadWork = p.group->backend->recv(d, p.group->localRank(p.peer), p.payloadTag);
     } else if (frame.numel() - kHeaderBytes != bytes) {
       throw std::runtime_error(what + ": an inline payload of " +
                                std::to_string(frame.numel() - kHeaderBytes) +
@@ -555,15 +464,21 @@ void Communicator::finishSends() {
   reapSends(true);
 }
 
-at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, int leader,
-                                             at::Tensor value, const CommIds& ids) {
-  auto group = groups_.get(boundary, "boundary");
+at::Tensor Communicator::broadcastFromLeader(const plan::Broadcast& b, at::Tensor value,
+                                             const CommIds& ids) {
+  auto group = groups_.get(b.ranks, b.groupName);
   if (!group || !group->backend) return value;
-  const int root = group->localRank(leader);
+  const int root = group->localRank(b.root);
+  const bool leader = me_.rank == b.root;
+  if (leader && !value.defined()) {
+    throw std::runtime_error("rank " + std::to_string(me_.rank) + " leads the " +
+                             events::toString(b.direction) + " broadcast of microbatch " +
+                             std::to_string(b.microbatch) + " from '" + b.peerModule +
+                             "' but the plan gave it no message to receive it");
+  }
   at::Tensor header =
-      me_.rank == leader
-          ? makeHeader(value).to(wireDevice_)
-          : at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong).device(wireDevice_));
+      leader ? makeHeader(value).to(wireDevice_)
+             : at::zeros({kHeaderLen}, at::TensorOptions().dtype(at::kLong).device(wireDevice_));
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   auto run = [&](at::Tensor& t) {
@@ -573,80 +488,80 @@ at::Tensor Communicator::broadcastFromLeader(const std::vector<int>& boundary, i
       work->wait(groups_.timeout());
     } catch (const std::exception& e) {
       throw CommTimeout(
-          me_.rank, leader,
+          me_.rank, b.root,
           "rank " + std::to_string(me_.rank) + " waits for the boundary broadcast from rank " +
-              std::to_string(leader) + " (group " + group->name + ", iteration " +
+              std::to_string(b.root) + " (group " + group->name + ", iteration " +
               std::to_string(ids.iteration) + ", action " + std::to_string(ids.actionSeq) + " " +
               events::toString(ids.action->kind) +
               "); gave up: " + std::string(e.what()).substr(0, 200));
     }
   };
   run(header);
-  if (me_.rank != leader) {
-    value = allocateFromHeader(header, "boundary broadcast " + group->name, wireDevice_);
-  }
+  if (!leader) value = allocateFromHeader(header, "boundary broadcast " + group->name, wireDevice_);
   value = value.contiguous();
   run(value);
   return value;
-}
-
-// Concatenates a leader's received parts per key (DP order) and broadcasts the result over
-// its boundary group; members receive the broadcast.  `intoBridges` lists the bridges whose
-// value this rank must end up with.
-std::map<std::string, at::Tensor> Communicator::gather(
-    std::vector<Pending>& recvs, const std::vector<const plan::Bridge*>& bridges, bool destSide,
-    const CommIds& ids) {
-  std::map<std::string, at::Tensor> out;
-  for (const auto* b : bridges) {
-    const std::string key = destSide ? b->src : b->dest;
-    std::vector<at::Tensor> parts;
-    for (auto& p : recvs) {
-      if (p.key == key) parts.push_back(p.payload);
-    }
-    at::Tensor value = parts.empty() ? at::Tensor() : at::cat(parts, layout_.batchAxis);
-    const int leader = b->localLeaderOf(me_.rank);
-    if (leader < 0) continue;
-    out[key] = broadcastFromLeader(b->boundaryOf(me_.rank), leader, value, ids);
-  }
-  return out;
 }
 
 at::Tensor Communicator::toDevice(const at::Tensor& t) const {
   return restoreFromComm(t).to(device_);
 }
 
+// Hands out what arrived: P2P payloads directly; bridge payloads through the action's
+// boundary broadcasts (the leader concatenates its parts in the plan's order).
+void Communicator::deliver(Exchange& ex, std::map<std::string, at::Tensor>* inputsOut,
+                           at::Tensor* gradOut) {
+  auto put = [&](Direction dir, const std::string& key, const at::Tensor& value) {
+    if (dir == Direction::Activation) {
+      if (inputsOut) (*inputsOut)[key] = toDevice(value);
+    } else if (gradOut) {
+      *gradOut = toDevice(value);
+    }
+  };
+  for (const auto& p : ex.recvs) {
+    if (p.message->edgeKind == events::EdgeKind::P2P) {
+      put(p.message->direction, p.message->peerModule, p.payload);
+    }
+  }
+  for (const plan::Broadcast& b : ex.ids.action->broadcasts) {
+    std::vector<at::Tensor> parts;
+    for (const auto& p : ex.recvs) {
+      if (p.message->edgeKind == events::EdgeKind::Bridge && p.message->direction == b.direction &&
+          p.message->peerModule == b.peerModule) {
+        parts.push_back(p.payload);
+      }
+    }
+    at::Tensor value = parts.empty() ? at::Tensor() : at::cat(parts, layout_.batchAxis);
+    put(b.direction, b.peerModule, broadcastFromLeader(b, value, ex.ids));
+  }
+}
+
 void Communicator::run(const CommIds& ids, const at::Tensor* activation,
                        const std::map<std::string, at::Tensor>* gradients,
                        std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut) {
-  using events::ActionKind;
-  const plan::Action& a = *ids.action;
-  const bool sendAct =
-      a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward;
-  const bool recvGrad =
-      a.kind == ActionKind::RecvBackward || a.kind == ActionKind::SendForwardRecvBackward;
-  const bool sendGrad =
-      a.kind == ActionKind::SendBackward || a.kind == ActionKind::SendBackwardRecvForward;
-  const bool recvAct =
-      a.kind == ActionKind::RecvForward || a.kind == ActionKind::SendBackwardRecvForward;
-  const int actMb = a.microbatch;
-  const int gradMb = (a.kind == ActionKind::SendForwardRecvBackward ||
-                      a.kind == ActionKind::SendBackwardRecvForward)
-                         ? a.gradMicrobatch
-                         : a.microbatch;
   Exchange ex;
   ex.ids = ids;
-  // Sends first, then receives: every send of this action is in flight before we block.
-  if (sendAct) postActivationSends(ex, *activation, actMb);
-  if (sendGrad)
-    postGradientSends(ex, *gradients, a.kind == ActionKind::SendBackward ? actMb : gradMb);
-  if (recvGrad) postGradientRecvs(ex, gradMb);
-  if (recvAct) postActivationRecvs(ex, a.kind == ActionKind::RecvForward ? actMb : actMb);
+  // Exactly the plan's messages, in its order (sends before receives): every send of the
+  // action is in flight before this rank blocks on a receive.
+  for (const plan::Message& m : ids.action->messages) {
+    auto group = groups_.get(m.group, m.groupName);
+    if (!group || !group->backend) {
+      throw std::runtime_error("rank " + std::to_string(me_.rank) +
+                               ": the plan's message to rank " + std::to_string(m.peer) +
+                               " on edge " + m.edge + " names group " + m.groupName +
+                               " of which this rank is no member");
+    }
+    if (m.side == Side::Send) {
+      postSend(ex, m, group, sendPayload(ex, m, activation, gradients));
+    } else {
+      postRecv(ex, m, group);
+    }
+  }
   try {
-    completeRecvs(ex, ex.gradRecvs);
-    completeRecvs(ex, ex.actRecvs);
+    completeRecvs(ex, ex.recvs);
   } catch (...) {
-    // A receive failed (timeout, peer gone): still record what this rank put on the wire,
-    // so a check can compare it with what the peer received.  End = the failure time.
+    // A receive failed (timeout, peer gone, corrupted): still record what this rank put on
+    // the wire, so a check can compare it with what the peer received.  End = the failure.
     for (auto& p : ex.sends) {
       p.rec.endNs = nowNs();
       if (!p.dropped && recorder_.level() > events::RecordLevel::Off) recorder_.transfer(p.rec);
@@ -654,24 +569,7 @@ void Communicator::run(const CommIds& ids, const at::Tensor* activation,
     throw;
   }
   completeSends(ex);
-  if (recvGrad) {
-    if (me_.pp < module_.pp - 1) {
-      *gradOut = toDevice(ex.gradRecvs.at(0).payload);
-    } else {
-      auto got = gather(ex.gradRecvs, topology_.bridgesOutOf(me_.module), false, ids);
-      if (got.empty()) throw std::runtime_error("no gradient arrived for module " + me_.module);
-      *gradOut = toDevice(got.begin()->second);
-    }
-  }
-  if (recvAct) {
-    if (me_.pp > 0) {
-      (*inputsOut)[me_.module] = toDevice(ex.actRecvs.at(0).payload);
-    } else {
-      for (auto& [k, v] : gather(ex.actRecvs, topology_.bridgesInto(me_.module), true, ids)) {
-        (*inputsOut)[k] = toDevice(v);
-      }
-    }
-  }
+  deliver(ex, inputsOut, gradOut);
 }
 
 }  // namespace stagescope::engine

@@ -1,21 +1,21 @@
 // Moves activations and gradients for one rank: pipeline P2P inside a module and bridges
 // between modules (reference §3, §4), recording every message on both sides.
 //
-// Protocol per message, on the group of the edge (the module's pp group for P2P; the group
-// of all leaders of a bridge): a frame starting with the shape header (int64[10]: ndim,
-// dims..., dtype code, the sender's payload checksum and whether it is set) that also
-// carries the payload when its channel's previous message had the same size; otherwise the
-// payload follows as a second message (Communicator.cpp, "frames").  Tags name the message
-// (iteration, microbatch, direction, header/payload).  Each communication action posts all
-// its sends and receives before waiting on any, so the combined ops (SF_RB / SB_RF) cannot
-// deadlock; sends complete lazily (finishSends).  Bridge leaders split along the declared
-// batch axis (per-split shapes, so uneven splits work), concatenate in DP order, and
-// broadcast the result over their boundary TP group; bridge members receive that broadcast.
+// The plan drives the wire: each communication action of the rank's plan lists its messages
+// (peer, c10d group, direction, microbatch, batch-axis split) in posting order and its
+// boundary broadcasts; run() posts exactly those and nothing else, so the static progress
+// check of the plan (plan::checkPlanProgress) covers what actually runs.  All sends and
+// receives of an action are posted before any is waited for, so the combined ops (SF_RB /
+// SB_RF) cannot deadlock; sends complete lazily (finishSends).  Bridge leaders concatenate
+// their received parts in the plan's (DP) order and broadcast the result over their
+// boundary TP group; bridge members receive that broadcast.
 //
-// In-band verification: at levels stats and full the receiver computes its checksum of every
-// payload before using it and compares it with the sender's from the frame; a difference
-// records a "corrupt_transfer" diagnosis and throws TransferCorrupt (the rank exits with
-// kWorkerCorrupt, `run` with exit code 9).
+// Protocol per message, in the message's group under plan::messageTag: a frame starting
+// with the shape header (int64[10]: ndim, dims..., dtype code, the sender's payload checksum
+// and whether it is set) that also carries the payload when its channel's previous message
+// had the same size; otherwise the payload follows as a second message (Communicator.cpp,
+// "frames").  At levels stats and full the receiver verifies the checksum before the payload
+// is used (TransferCorrupt).
 //
 // Buffer ownership (the contract every c10d call of this class keeps):
 //  - A posted send owns its bytes until it completes.  The caller's tensor is read only while
@@ -106,8 +106,9 @@ struct CommIds {  // identifies the action being executed, for records and error
 
 class Communicator {
  public:
-  Communicator(const plan::RunConfig& config, const plan::Topology& topology,
-               const plan::RankPlan& me, ProcessGroups& groups, events::Recorder& recorder,
+  // `me` is this rank's plan (core/plan/Plan.h): run() posts exactly the messages and runs
+  // exactly the boundary broadcasts of the action it is given.  The plan must outlive this.
+  Communicator(const plan::RankPlan& me, ProcessGroups& groups, events::Recorder& recorder,
                at::Device device, WaitState* wait, const FaultInjector* faults = nullptr);
 
   ~Communicator();  // defined where Pending is complete
@@ -117,10 +118,11 @@ class Communicator {
   static void createAllGroups(const plan::RunConfig& config, const plan::Topology& topology,
                               ProcessGroups& groups);
 
-  // Executes a communication action.  `activation`: this stage's output (SF, SF_RB);
-  // `gradients`: input gradients keyed like the inputs (SB, SB_RF).  Received activations
-  // land in `inputsOut` (keyed by upstream module for bridges, own module for P2P), a
-  // received output gradient in `gradOut`.
+  // Executes the communication action ids.action (one of this rank's plan).  `activation`:
+  // this stage's output (SF, SF_RB); `gradients`: input gradients keyed by the module they
+  // flow back to (SB, SB_RF).  Received activations land in `inputsOut` keyed by the module
+  // they come from (upstream module for bridges, own module for P2P), a received output
+  // gradient in `gradOut`.
   void run(const CommIds& ids, const at::Tensor* activation,
            const std::map<std::string, at::Tensor>* gradients,
            std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut);
@@ -131,30 +133,21 @@ class Communicator {
  private:
   struct Pending;
   struct Exchange;
-  void postActivationSends(Exchange& ex, const at::Tensor& activation, int mb);
-  void postGradientSends(Exchange& ex, const std::map<std::string, at::Tensor>& grads, int mb);
-  void postActivationRecvs(Exchange& ex, int mb);
-  void postGradientRecvs(Exchange& ex, int mb);
-  void postSend(Exchange& ex, events::TransferRecord rec, const std::shared_ptr<Group>& group,
+  at::Tensor sendPayload(Exchange& ex, const plan::Message& m, const at::Tensor* activation,
+                         const std::map<std::string, at::Tensor>* gradients);
+  void postSend(Exchange& ex, const plan::Message& m, const std::shared_ptr<Group>& group,
                 const at::Tensor& wire);
-  void postRecv(Exchange& ex, events::TransferRecord rec, const std::shared_ptr<Group>& group,
-                const std::string& key, std::vector<Pending>* into);
+  void postRecv(Exchange& ex, const plan::Message& m, const std::shared_ptr<Group>& group);
   void waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p, const CommIds& ids);
   void completeRecvs(Exchange& ex, std::vector<Pending>& recvs);
   void verifyChecksum(const Pending& p, const CommIds& ids);
   void completeSends(Exchange& ex);
   void reapSends(bool block);
-  std::map<std::string, at::Tensor> gather(std::vector<Pending>& recvs,
-                                           const std::vector<const plan::Bridge*>& bridges,
-                                           bool destSide, const CommIds& ids);
+  void deliver(Exchange& ex, std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut);
   at::Tensor toDevice(const at::Tensor& t) const;
-  at::Tensor broadcastFromLeader(const std::vector<int>& boundary, int leader, at::Tensor value,
-                                 const CommIds& ids);
+  at::Tensor broadcastFromLeader(const plan::Broadcast& b, at::Tensor value, const CommIds& ids);
 
-  const plan::RunConfig& config_;
-  const plan::Topology& topology_;
   const plan::RankPlan& me_;
-  const plan::ModuleConfig& module_;
   ProcessGroups& groups_;
   events::Recorder& recorder_;
   at::Device device_;
@@ -162,7 +155,6 @@ class Communicator {
   WaitState* wait_;
   const FaultInjector* faults_;
   ActivationLayout layout_;
-  std::shared_ptr<Group> ppGroup_;
   std::vector<Pending> inflight_;  // posted sends not yet known to be complete
   // Payload bytes of the previous message per channel (group, peer, direction), on each side:
   // equal sizes travel inline with the header (see the frame comment in the .cpp).

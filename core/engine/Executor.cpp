@@ -33,7 +33,7 @@ Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology
   faults_ = std::make_unique<FaultInjector>(config.faults, config, rank, me_.module, me_.pp);
   model_ = std::make_unique<StageModel>(config, module, me_.pp, me_.tp, tpGroup, groups.timeout(),
                                         device);
-  comm_ = std::make_unique<Communicator>(config, topology, me_, groups, recorder, device, &wait_,
+  comm_ = std::make_unique<Communicator>(me_, groups, recorder, device, &wait_,
                                          faults_->empty() ? nullptr : faults_.get());
   std::vector<at::Tensor> values;
   for (auto& p : model_->params()) values.push_back(p.value);

@@ -28,7 +28,25 @@ struct Link {
   std::string edge;
   events::EdgeKind kind;
   events::BridgeRole role;
+  std::string peerModule;
+  int part, parts;
+  std::vector<int> group;
+  std::string groupName;
 };
+
+// The boundary broadcasts of one side of a rank: after receiving over bridge b, the leader
+// broadcasts to its boundary list.
+struct BoundaryLink {
+  std::string peerModule;
+  int root;
+  std::vector<int> ranks;
+  std::string groupName;
+};
+
+std::vector<int> sorted(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
 
 class RankBuilder {
  public:
@@ -108,36 +126,59 @@ class RankBuilder {
     compute(ActionKind::OptimizerStep, -1);
   }
 
+  // P2P inside the module (the pp group), bridges at its first / last stage (the bridge's
+  // leader group; peers in DP order, reference §3.3).  A bridge rank on a boundary also
+  // takes part in the boundary broadcast of what its leader received.
   void collectLinks(const Grid& grid) {
+    const std::vector<int> ppGroup = sorted(grid.groupOf({"pp"}, rank_));
+    const std::string& name = module_->name;
     if (pp_ > 0) {
       auto c = coords_;
       c[2] = pp_ - 1;
-      in_.push_back({grid.rankOf(c), p2pEdge(module_->name, pp_ - 1), events::EdgeKind::P2P,
-                     events::BridgeRole::None});
+      in_.push_back({grid.rankOf(c), p2pEdge(name, pp_ - 1), events::EdgeKind::P2P,
+                     events::BridgeRole::None, name, 0, 1, ppGroup, name + "/pp"});
     } else {
-      for (const Bridge* b : topo_.bridgesInto(module_->name)) {
-        for (int peer : b->peersOf(rank_)) {
-          in_.push_back({peer, b->name, events::EdgeKind::Bridge, roleOf(*b)});
-        }
-      }
+      for (const Bridge* b : topo_.bridgesInto(name)) bridgeLinks(*b, b->src, &in_, &inBoundary_);
     }
     if (pp_ < module_->pp - 1) {
       auto c = coords_;
       c[2] = pp_ + 1;
-      out_.push_back({grid.rankOf(c), p2pEdge(module_->name, pp_), events::EdgeKind::P2P,
-                      events::BridgeRole::None});
+      out_.push_back({grid.rankOf(c), p2pEdge(name, pp_), events::EdgeKind::P2P,
+                      events::BridgeRole::None, name, 0, 1, ppGroup, name + "/pp"});
     } else {
-      for (const Bridge* b : topo_.bridgesOutOf(module_->name)) {
-        for (int peer : b->peersOf(rank_)) {
-          out_.push_back({peer, b->name, events::EdgeKind::Bridge, roleOf(*b)});
-        }
+      for (const Bridge* b : topo_.bridgesOutOf(name)) {
+        bridgeLinks(*b, b->dest, &out_, &outBoundary_);
       }
+    }
+  }
+
+  void bridgeLinks(const Bridge& b, const std::string& peerModule, std::vector<Link>* links,
+                   std::vector<BoundaryLink>* boundary) {
+    const auto peers = b.peersOf(rank_);
+    for (size_t j = 0; j < peers.size(); ++j) {
+      links->push_back({peers[j], b.name, events::EdgeKind::Bridge, roleOf(b), peerModule,
+                        static_cast<int>(j), static_cast<int>(peers.size()), sorted(b.leaders()),
+                        "bridge:" + b.name});
+    }
+    const int leader = b.localLeaderOf(rank_);
+    if (leader >= 0) {
+      boundary->push_back({peerModule, leader, sorted(b.boundaryOf(rank_)), "boundary:" + b.name});
     }
   }
 
   void addMessages(std::vector<Message>* out, const std::vector<Link>& links, Side side,
                    Direction dir, int mb) {
-    for (const Link& l : links) out->push_back({side, dir, l.peer, mb, l.edge, l.kind, l.role});
+    for (const Link& l : links) {
+      out->push_back({side, dir, l.peer, mb, l.edge, l.kind, l.role, l.peerModule, l.part, l.parts,
+                      l.group, l.groupName});
+    }
+  }
+
+  void addBroadcasts(std::vector<Broadcast>* out, const std::vector<BoundaryLink>& links,
+                     Direction dir, int mb) {
+    for (const BoundaryLink& l : links) {
+      out->push_back({dir, mb, l.peerModule, l.root, l.ranks, l.groupName});
+    }
   }
 
   Action& push(ActionKind kind, int mb, int gradMb = -1) {
@@ -155,8 +196,9 @@ class RankBuilder {
 
   void recvForward(int mb) {
     if (first_) return;
-    addMessages(&push(ActionKind::RecvForward, mb).messages, in_, Side::Recv, Direction::Activation,
-                mb);
+    Action& a = push(ActionKind::RecvForward, mb);
+    addMessages(&a.messages, in_, Side::Recv, Direction::Activation, mb);
+    addBroadcasts(&a.broadcasts, inBoundary_, Direction::Activation, mb);
   }
   void sendForward(int mb) {
     if (last_) return;
@@ -165,8 +207,9 @@ class RankBuilder {
   }
   void recvBackward(int mb) {
     if (last_) return;
-    addMessages(&push(ActionKind::RecvBackward, mb).messages, out_, Side::Recv, Direction::Gradient,
-                mb);
+    Action& a = push(ActionKind::RecvBackward, mb);
+    addMessages(&a.messages, out_, Side::Recv, Direction::Gradient, mb);
+    addBroadcasts(&a.broadcasts, outBoundary_, Direction::Gradient, mb);
   }
   void sendBackward(int mb) {
     if (first_) return;
@@ -176,16 +219,18 @@ class RankBuilder {
   // Both halves use the outgoing link: a no-op at the sink's last stage.
   void sendForwardRecvBackward(int actMb, int gradMb) {
     if (last_) return;
-    auto& msgs = push(ActionKind::SendForwardRecvBackward, actMb, gradMb).messages;
-    addMessages(&msgs, out_, Side::Send, Direction::Activation, actMb);
-    addMessages(&msgs, out_, Side::Recv, Direction::Gradient, gradMb);
+    Action& a = push(ActionKind::SendForwardRecvBackward, actMb, gradMb);
+    addMessages(&a.messages, out_, Side::Send, Direction::Activation, actMb);
+    addMessages(&a.messages, out_, Side::Recv, Direction::Gradient, gradMb);
+    addBroadcasts(&a.broadcasts, outBoundary_, Direction::Gradient, gradMb);
   }
   // Both halves use the incoming link: a no-op at a source's first stage.
   void sendBackwardRecvForward(int gradMb, int actMb) {
     if (first_) return;
-    auto& msgs = push(ActionKind::SendBackwardRecvForward, actMb, gradMb).messages;
-    addMessages(&msgs, in_, Side::Send, Direction::Gradient, gradMb);
-    addMessages(&msgs, in_, Side::Recv, Direction::Activation, actMb);
+    Action& a = push(ActionKind::SendBackwardRecvForward, actMb, gradMb);
+    addMessages(&a.messages, in_, Side::Send, Direction::Gradient, gradMb);
+    addMessages(&a.messages, in_, Side::Recv, Direction::Activation, actMb);
+    addBroadcasts(&a.broadcasts, inBoundary_, Direction::Activation, actMb);
   }
 
   const RunConfig& config_;
@@ -196,6 +241,7 @@ class RankBuilder {
   int pp_ = 0;
   bool first_ = false, last_ = false;
   std::vector<Link> in_, out_;
+  std::vector<BoundaryLink> inBoundary_, outBoundary_;
   std::vector<Action> actions_;
 };
 
@@ -217,6 +263,11 @@ Plan makePlan(const RunConfig& config, const Topology& topology) {
     plan.ranks.push_back(RankBuilder(config, topology, r).build());
   }
   return plan;
+}
+
+int messageTag(int iteration, const Message& m, bool payload) {
+  const int64_t message = (static_cast<int64_t>(iteration) * 4096 + m.microbatch) % (1 << 26);
+  return static_cast<int>((message * 2 + static_cast<int>(m.direction)) * 2 + (payload ? 1 : 0));
 }
 
 events::ActionRecord toRecord(const RankPlan& rankPlan, size_t index, int iteration) {

@@ -1,6 +1,10 @@
 // The per-rank 1F1B action lists (reference §5.3), computed before any rank starts.  The
-// engine executes exactly this list; the recorder stores it so that viewers and `check` can
-// lay what happened over what should have happened.  Torch-free.
+// engine executes exactly this list: the executor runs its actions in order and the
+// Communicator posts exactly the messages of each communication action (peer, group, order,
+// tag, split) and runs exactly its boundary broadcasts; the topology is consulted here, once.
+// The recorder stores the plan so that viewers and `check` can lay what happened over what
+// should have happened, and checkPlanProgress() proves the messages that actually run make
+// progress.  Torch-free.
 //
 // No-op communications are omitted, as in reference §10.13: there is no RF/SB at the first
 // stage of a source module and no SF/RB at the last stage of the sink module; a combined op
@@ -17,6 +21,7 @@
 namespace stagescope::plan {
 
 // One message a communication action exchanges with one peer (leaders only for bridges).
+// It travels in the c10d group `group` under the tag messageTag(iteration, message).
 struct Message {
   events::Side side = events::Side::Send;
   events::Direction direction = events::Direction::Activation;
@@ -25,6 +30,28 @@ struct Message {
   std::string edge;  // "llm:pp0->pp1" (P2P) or "vision->llm" (bridge)
   events::EdgeKind edgeKind = events::EdgeKind::P2P;
   events::BridgeRole role = events::BridgeRole::None;
+  // The module at the other end of the edge (this module for P2P): the key of the tensor in
+  // the executor's maps (received activations are keyed by it; input gradients too).
+  std::string peerModule;
+  // A send carries part `part` of `parts` of its tensor split along the batch axis
+  // (tensor_split: the first N mod parts one element larger); a receive is part `part` of
+  // what its receiver concatenates, in that order.
+  int part = 0, parts = 1;
+  std::vector<int> group;  // ascending global ranks: the module's pp group or the bridge leaders
+  std::string groupName;   // "llm/pp", "bridge:vision->llm"
+};
+
+// A boundary broadcast of a bridge (reference §4.5), run after the action's messages
+// completed: the leader `root` concatenates what it received from `peerModule` (its messages
+// with that peerModule and direction, in order) and broadcasts it to every rank of `ranks`,
+// which all hold this broadcast in their matching action.
+struct Broadcast {
+  events::Direction direction = events::Direction::Activation;
+  int microbatch = -1;
+  std::string peerModule;
+  int root = -1;           // global rank of the leader
+  std::vector<int> ranks;  // the boundary list (TP ranks of one replica's boundary stage)
+  std::string groupName;   // "boundary:vision->llm"
 };
 
 struct Action {
@@ -32,9 +59,15 @@ struct Action {
   int microbatch = -1;      // F/B: the microbatch; comm: the activation's (or gradient's) mb
   int gradMicrobatch = -1;  // combined ops: the microbatch of the gradient half
   std::string module;
-  int stage = -1;                 // pp index within the module
-  std::vector<Message> messages;  // in the order they must be posted
+  int stage = -1;                     // pp index within the module
+  std::vector<Message> messages;      // in the order they must be posted
+  std::vector<Broadcast> broadcasts;  // in the order they run, after the messages
 };
+
+// The c10d tag of a message in `iteration`: it names the message (iteration, microbatch,
+// direction, header or payload frame), so a lost or reordered message leaves its receiver
+// waiting for exactly that message instead of silently pairing it with another.
+int messageTag(int iteration, const Message& message, bool payload);
 
 struct RankPlan {
   int rank = -1;
@@ -62,6 +95,22 @@ Plan makePlan(const RunConfig& config, const Topology& topology);
 // the plan runs to completion, otherwise a one-paragraph diagnosis naming the blocked ranks,
 // the action each waits in and the peer it waits on.
 std::string checkPlanProgress(const Plan& plan);
+
+// The same check, structured: every rank that cannot finish, the action it is blocked in and
+// the first peer (and message) it waits for.
+struct BlockedRank {
+  int rank = -1;
+  int actionSeq = -1;      // index in the rank's action list
+  int waitsOn = -1;        // global rank
+  bool broadcast = false;  // waits in a boundary broadcast (message then holds its direction/mb)
+  Message message;         // the message (this rank's side) it waits to complete
+};
+struct PlanProgress {
+  bool ok = true;
+  std::string text;  // checkPlanProgress's text ("" when ok)
+  std::vector<BlockedRank> blocked;
+};
+PlanProgress analyzePlanProgress(const Plan& plan);
 
 // The ActionRecord (iteration, seq, kind, mb, module, stage, distinct peers) of one planned
 // action, without times: what the recorder stores as the plan and the executor fills in.

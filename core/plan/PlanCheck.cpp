@@ -1,5 +1,9 @@
 // Static deadlock check of a plan: every rank posts the messages of its current action; the
-// action completes once every peer has posted (or completed) the matching action.
+// action completes once every peer has posted (or completed) the matching action, and every
+// member of each of its boundary broadcasts has reached its matching broadcast.  This is
+// rendezvous semantics: a send counts as complete only when its receiver got there.  The
+// engine's sends complete lazily, so the engine can finish some plans this check rejects,
+// but it never hangs on a plan this check accepts.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -13,10 +17,17 @@ namespace {
 
 // (edge, direction, microbatch, srcRank, dstRank, side) identifies one side of a message.
 using MessageKey = std::tuple<std::string, int, int, int, int, int>;
+// (group, root, direction, microbatch, peerModule, member rank) identifies one member's part
+// in a boundary broadcast.
+using BroadcastKey = std::tuple<std::string, int, int, int, std::string, int>;
 struct Where {
   int rank;
   int action;
 };
+
+BroadcastKey keyOf(const Broadcast& b, int member) {
+  return {b.groupName, b.root, static_cast<int>(b.direction), b.microbatch, b.peerModule, member};
+}
 
 MessageKey keyOf(int rank, const Message& m, bool opposite) {
   int src = m.side == events::Side::Send ? rank : m.peer;
@@ -43,9 +54,11 @@ std::string messageText(const Message& m) {
 
 }  // namespace
 
-std::string checkPlanProgress(const Plan& plan) {
+PlanProgress analyzePlanProgress(const Plan& plan) {
   const int n = static_cast<int>(plan.ranks.size());
+  PlanProgress result;
   std::map<MessageKey, Where> posted;
+  std::map<BroadcastKey, Where> joined;
   std::ostringstream problems;
   for (int r = 0; r < n; ++r) {
     const auto& actions = plan.ranks[r].actions;
@@ -61,9 +74,16 @@ std::string checkPlanProgress(const Plan& plan) {
                    << " twice (again in " << describe(plan, r, i) << "). ";
         }
       }
+      for (const Broadcast& b : actions[i].broadcasts) {
+        if (!joined.emplace(keyOf(b, r), Where{r, i}).second) {
+          problems << "rank " << r << " joins the " << events::toString(b.direction)
+                   << " broadcast of microbatch " << b.microbatch << " from rank " << b.root
+                   << " twice (again in " << describe(plan, r, i) << "). ";
+        }
+      }
     }
   }
-  // Missing partners: a message no peer ever matches.
+  // Missing partners: a message no peer ever matches, a broadcast a member never joins.
   for (int r = 0; r < n; ++r) {
     const auto& actions = plan.ranks[r].actions;
     for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
@@ -73,29 +93,74 @@ std::string checkPlanProgress(const Plan& plan) {
           problems << "rank " << r << " in " << describe(plan, r, i) << " would " << messageText(m)
                    << " with rank " << m.peer << ", but rank " << m.peer
                    << " has no matching action. ";
+          result.blocked.push_back({r, i, m.peer, false, m});
+        }
+      }
+      for (const Broadcast& b : actions[i].broadcasts) {
+        for (int member : b.ranks) {
+          if (member == r || joined.count(keyOf(b, member))) continue;
+          problems << "rank " << r << " in " << describe(plan, r, i) << " would join the "
+                   << events::toString(b.direction) << " broadcast of microbatch " << b.microbatch
+                   << " from rank " << b.root << ", but rank " << member
+                   << " has no matching action. ";
+          Message what;
+          what.direction = b.direction;
+          what.microbatch = b.microbatch;
+          what.peer = b.root;
+          result.blocked.push_back({r, i, member, true, what});
         }
       }
     }
   }
-  if (!problems.str().empty()) return "plan is inconsistent: " + problems.str();
+  if (!problems.str().empty()) {
+    result.ok = false;
+    result.text = "plan is inconsistent: " + problems.str();
+    return result;
+  }
 
-  // Simulate: advance every rank as far as its messages are matched.
+  // Simulate: advance every rank as far as its messages and broadcasts are matched.  For
+  // the first unmatched partner of an action, `waitOf` returns the rank and its Where.
   std::vector<int> pos(n, 0);
+  auto firstWait = [&](int r, BlockedRank* out, Where* where) {
+    const Action& a = plan.ranks[r].actions[pos[r]];
+    // Receives first: within an action the engine blocks on its receives (its sends
+    // complete lazily), so that is the wait to report when both are unmatched.
+    for (const auto side : {events::Side::Recv, events::Side::Send}) {
+      for (const Message& m : a.messages) {
+        if (m.side != side) continue;
+        const Where& w = posted.at(keyOf(r, m, true));
+        if (pos[w.rank] < w.action) {
+          if (out) *out = {r, pos[r], w.rank, false, m};
+          if (where) *where = w;
+          return true;
+        }
+      }
+    }
+    for (const Broadcast& b : a.broadcasts) {
+      for (int member : b.ranks) {
+        if (member == r) continue;
+        const Where& w = joined.at(keyOf(b, member));
+        if (pos[w.rank] < w.action) {
+          if (out) {
+            Message what;
+            what.direction = b.direction;
+            what.microbatch = b.microbatch;
+            what.peer = b.root;
+            *out = {r, pos[r], w.rank, true, what};
+          }
+          if (where) *where = w;
+          return true;
+        }
+      }
+    }
+    return false;
+  };
   bool progressed = true;
   while (progressed) {
     progressed = false;
     for (int r = 0; r < n; ++r) {
       const auto& actions = plan.ranks[r].actions;
-      while (pos[r] < static_cast<int>(actions.size())) {
-        bool ready = true;
-        for (const Message& m : actions[pos[r]].messages) {
-          const Where& w = posted.at(keyOf(r, m, true));
-          if (pos[w.rank] < w.action) {
-            ready = false;
-            break;
-          }
-        }
-        if (!ready) break;
+      while (pos[r] < static_cast<int>(actions.size()) && !firstWait(r, nullptr, nullptr)) {
         ++pos[r];
         progressed = true;
       }
@@ -106,21 +171,27 @@ std::string checkPlanProgress(const Plan& plan) {
   std::vector<int> waitsOn(n, -1);
   std::ostringstream out;
   for (int r = 0; r < n; ++r) {
-    const auto& actions = plan.ranks[r].actions;
-    if (pos[r] >= static_cast<int>(actions.size())) continue;
-    for (const Message& m : actions[pos[r]].messages) {
-      const Where& w = posted.at(keyOf(r, m, true));
-      if (pos[w.rank] < w.action) {
-        waitsOn[r] = w.rank;
-        out << "rank " << r << " waits in " << describe(plan, r, pos[r]) << " for rank " << w.rank
-            << " (to " << messageText(m) << ", which rank " << w.rank << " posts in "
-            << describe(plan, w.rank, w.action) << ", but rank " << w.rank << " is blocked in "
-            << describe(plan, w.rank, pos[w.rank]) << "). ";
-        break;
-      }
+    if (pos[r] >= static_cast<int>(plan.ranks[r].actions.size())) continue;
+    BlockedRank b;
+    Where w{-1, -1};
+    firstWait(r, &b, &w);
+    result.blocked.push_back(b);
+    waitsOn[r] = b.waitsOn;
+    if (b.broadcast) {
+      out << "rank " << r << " waits in " << describe(plan, r, pos[r]) << " for rank " << b.waitsOn
+          << " (to join the " << events::toString(b.message.direction)
+          << " broadcast of microbatch " << b.message.microbatch << " from rank " << b.message.peer
+          << ", which rank " << b.waitsOn << " joins in " << describe(plan, b.waitsOn, w.action)
+          << ", but rank " << b.waitsOn << " is blocked in "
+          << describe(plan, b.waitsOn, pos[b.waitsOn]) << "). ";
+      continue;
     }
+    out << "rank " << r << " waits in " << describe(plan, r, pos[r]) << " for rank " << w.rank
+        << " (to " << messageText(b.message) << ", which rank " << w.rank << " posts in "
+        << describe(plan, w.rank, w.action) << ", but rank " << w.rank << " is blocked in "
+        << describe(plan, w.rank, pos[w.rank]) << "). ";
   }
-  if (out.str().empty()) return "";
+  if (out.str().empty()) return result;
   for (int start = 0; start < n; ++start) {
     if (waitsOn[start] < 0) continue;
     std::vector<int> path;
@@ -139,7 +210,13 @@ std::string checkPlanProgress(const Plan& plan) {
       break;
     }
   }
-  return "plan deadlocks: " + out.str();
+  result.ok = false;
+  result.text = "plan deadlocks: " + out.str();
+  return result;
+}
+
+std::string checkPlanProgress(const Plan& plan) {
+  return analyzePlanProgress(plan).text;
 }
 
 }  // namespace stagescope::plan

@@ -65,6 +65,12 @@ int Bridge::localLeaderOf(int rank) const {
   return -1;
 }
 
+std::vector<int> Bridge::leaders() const {
+  std::vector<int> l = srcLeaders;
+  l.insert(l.end(), destLeaders.begin(), destLeaders.end());
+  return l;
+}
+
 Bridge makeBridge(const ModuleConfig& src, const ModuleConfig& dest, int worldSize) {
   Grid srcGrid = moduleGrid(src.tp, src.cp, src.pp, src.dp, src.offset, worldSize);
   Grid destGrid = moduleGrid(dest.tp, dest.cp, dest.pp, dest.dp, dest.offset, worldSize);

@@ -35,6 +35,8 @@ struct Bridge {
   std::vector<int> boundaryOf(int rank) const;
   // The leader of the boundary list holding `rank` (the rank that broadcasts to it), -1 if none.
   int localLeaderOf(int rank) const;
+  // Every leader, src then dest: the members of the bridge's c10d group.
+  std::vector<int> leaders() const;
 };
 
 // Builds the bridge; throws ConfigError naming both modules when neither DP size divides

@@ -309,6 +309,35 @@ std::vector<int> srcSamples(const Scenario& sc, int replica) {
   return s;
 }
 
+// The plan's action of `kind` for this rank, its messages and broadcasts renumbered to `mb`
+// (the mini schedules below use every kind on every layout, which a layout's own 1F1B plan
+// need not contain: a combined op is assembled from the plan's two halves, in posting order).
+plan::Action plannedAction(const plan::RankPlan& me, ActionKind kind, int mb, int gradMb) {
+  if (kind == ActionKind::SendForwardRecvBackward || kind == ActionKind::SendBackwardRecvForward) {
+    const bool sfrb = kind == ActionKind::SendForwardRecvBackward;
+    plan::Action send = plannedAction(me, sfrb ? ActionKind::SendForward : ActionKind::SendBackward,
+                                      sfrb ? mb : gradMb, -1);
+    plan::Action recv = plannedAction(me, sfrb ? ActionKind::RecvBackward : ActionKind::RecvForward,
+                                      sfrb ? gradMb : mb, -1);
+    send.kind = kind;
+    send.microbatch = mb;
+    send.gradMicrobatch = gradMb;
+    send.messages.insert(send.messages.end(), recv.messages.begin(), recv.messages.end());
+    send.broadcasts = recv.broadcasts;
+    return send;
+  }
+  for (const auto& a : me.actions) {
+    if (a.kind != kind) continue;
+    plan::Action out = a;
+    out.microbatch = mb;
+    for (auto& m : out.messages) m.microbatch = mb;
+    for (auto& b : out.broadcasts) b.microbatch = mb;
+    return out;
+  }
+  throw std::runtime_error("rank " + std::to_string(me.rank) + " has no " + events::toString(kind) +
+                           " action in its plan");
+}
+
 // Runs a mini 1F1B across the bridge for two microbatches, using every communication kind:
 //   encoder last stage: SF(0), SF_RB(act 1, grad 0), RB(1)
 //   llm first stage:    RF(0), SB_RF(grad 0, act 1), SB(1)
@@ -318,17 +347,12 @@ std::string bridgeBody(const Scenario& sc, int rank, int world, int port) {
   plan::Plan plan = plan::makePlan(env.cfg, env.topo);
   const plan::RankPlan& me = plan.ranks.at(rank);
   MemoryRecorder rec;
-  Communicator comm(env.cfg, env.topo, me, *env.groups, rec, at::Device(at::kCPU), nullptr);
+  Communicator comm(me, *env.groups, rec, at::Device(at::kCPU), nullptr);
   int seq = 0;
   auto run = [&](ActionKind kind, int mb, int gradMb, const at::Tensor* act,
                  const std::map<std::string, at::Tensor>* grads,
                  std::map<std::string, at::Tensor>* inputs, at::Tensor* gradOut) {
-    plan::Action a;
-    a.kind = kind;
-    a.microbatch = mb;
-    a.gradMicrobatch = gradMb;
-    a.module = me.module;
-    a.stage = me.pp;
+    const plan::Action a = plannedAction(me, kind, mb, gradMb);
     engine::CommIds ids;
     ids.iteration = 0;
     ids.actionSeq = seq++;

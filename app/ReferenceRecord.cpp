@@ -19,10 +19,10 @@ void recordReference(const plan::RunConfig& config, const std::string& runPath) 
     const auto& ref = iterations[it];
     const int dp = config.llm().dp;
     for (size_t k = 0; k < ref.microbatchLosses.size(); ++k) {
-      writer->loss(
+      writer->referenceLoss(
           {-1, it, static_cast<int>(k) / dp, static_cast<int>(k) % dp, ref.microbatchLosses[k]});
     }
-    writer->loss({-1, it, -1, 0, ref.loss});
+    writer->referenceLoss({-1, it, -1, 0, ref.loss});
     for (const auto& [name, grad] : ref.gradients) {
       events::GradientRecord r;
       r.rank = -1;
@@ -39,7 +39,7 @@ void recordReference(const plan::RunConfig& config, const std::string& runPath) 
       r.hasStats = true;
       r.norm = d.stats.l2;
       r.payload = engine::hostBytes(grad);
-      writer->gradient(std::move(r));
+      writer->referenceGradient(std::move(r));
     }
     std::printf("reference: iteration %d  loss %.6f\n", it, ref.loss);
   }

@@ -1,6 +1,6 @@
 // `stagescope run --reference`: computes the single-process reference of the configured run
-// and stores it in the run file (GradPhase::Reference gradients with full values and the
-// reference losses, rank -1), so `check` can compare every gathered gradient with it.
+// and stores it in the run file's own reference tables (reference_gradients with full values,
+// reference_losses), so `check` can compare every gathered gradient with it.
 #pragma once
 
 #include <string>

@@ -132,6 +132,7 @@ events::RunInfo runInfo(const plan::RunConfig& cfg, const std::string& out) {
   info.iterations = cfg.iterations;
   info.microbatches = cfg.microbatches;
   events::parseRecordLevel(cfg.record.level, &info.level);
+  info.recordFilter = cfg.record.filter();
   for (const auto& m : cfg.modules) {
     events::ModuleInfo mi;
     mi.name = m.name;

@@ -85,6 +85,7 @@ events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdenti
   info.iterations = cfg.iterations;
   info.microbatches = cfg.microbatches;
   events::parseRecordLevel(cfg.record.level, &info.level);
+  info.recordFilter = cfg.record.filter();
   info.versionStagescope = id.stagescopeVersion;
   info.versionTorch = id.torchVersion;
   return info;
@@ -161,11 +162,14 @@ int workerCommand(const WorkerOptions& opts) {
     events::RecordLevel level = events::RecordLevel::Stats;
     events::parseRecordLevel(cfg.record.level, &level);
     recorder = storage::ShardWriter::open(storage::shardPathFor(opts.out, rank), level, rank);
+    // Every record of this rank passes the [record] filters, whichever part emits it.
+    events::FilteringRecorder filtered(*recorder, cfg.record.filter(), rank,
+                                       plan.ranks[rank].module);
     const at::Device device = deviceFor(cfg, env);
     pendingRank = rankInfo(plan.ranks[rank], plan, device.str());
     const engine::GlooAddress gloo = engine::chooseGlooAddress(env.masterAddr, env.masterPort);
     const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
-    recorder->run(shardRunInfo(cfg, identity));
+    filtered.run(shardRunInfo(cfg, identity));
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
     c10::intrusive_ptr<c10d::Store> store = engine::connectStore(
         env.masterAddr, env.masterPort, env.hostsStore(), env.worldSize, timeout);
@@ -180,6 +184,7 @@ int workerCommand(const WorkerOptions& opts) {
     const engine::ClockEstimate clock =
         engine::estimateClockOffset(*store, rank, env.worldSize, "start", timeout);
     pendingRank->clockOffsetNs = clock.offsetNs;
+    pendingRank->clockOffsetUncertaintyNs = clock.uncertaintyNs;
     recorder->rank(*pendingRank);
     pendingRank.reset();
     recordClock(*recorder, rank, "start", clock);
@@ -188,13 +193,13 @@ int workerCommand(const WorkerOptions& opts) {
         cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
     groups.setGlooAddress(gloo);
     engine::Communicator::createAllGroups(cfg, topology, groups);
-    engine::Executor executor(cfg, topology, plan, rank, groups, *recorder, device);
+    engine::Executor executor(cfg, topology, plan, rank, groups, filtered, device);
     const auto& me = plan.ranks[rank];
     for (int it = 0; it < cfg.iterations; ++it) {
       // The plan rows of an iteration are written as it starts: the first step does not wait
       // for the plan of every iteration, and the rows grow with the iterations executed.
       if (cfg.record.wants(it, me.module, rank))
-        for (auto& a : plan::toRecords(me, it)) recorder->planned(std::move(a));
+        for (auto& a : plan::toRecords(me, it)) filtered.planned(std::move(a));
 
       engine::IterationResult r = executor.runIteration(it);
       recorder->flush();  // every iteration is durable before the next starts
@@ -239,6 +244,7 @@ int workerCommand(const WorkerOptions& opts) {
     engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + e.what());
     return engine::kWorkerCorrupt;
   } catch (const engine::CommTimeout& e) {
+    if (recorder) recorder->wait(e.wait());  // the same wait as data: the wait-for graph's edge
     return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), e.peer(),
                 engine::kWorkerTimeout);
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3-venv
   python3-dev                                  # headers for the stagescope_torch extension
   libsqlite3-dev sqlite3
+  libxxhash-dev                                # XXH3-64, the checksum of recorded tensors (header only)
   libgloo-dev                                  # gloo headers: the torch wheel ships none
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libgtest-dev
   libimgui-dev libglfw3-dev libstb-dev libfreetype-dev libgl-dev

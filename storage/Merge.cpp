@@ -58,6 +58,12 @@ ShardMergeInfo inspectShard(const std::string& runName, const std::string& path)
     Db db = openStagescopeFile(path, true);
     if (!db.hasTable("writer"))
       throw RunFileError(RunFileError::Kind::NotARunFile, path + ": not a shard (no writer table)");
+    const int64_t version = db.queryInt("PRAGMA user_version");
+    if (version != kSchemaVersion)  // tables and encodings differ between formats
+      throw RunFileError(RunFileError::Kind::NotARunFile,
+                         path + ": shard format version " + std::to_string(version) +
+                             ", expected " + std::to_string(kSchemaVersion) +
+                             " (merge it with the stagescope build that wrote it)");
     Stmt w = db.prepare("SELECT rank FROM writer LIMIT 1");
     if (w.step()) info.rank = w.i32(0);
     info.state = "ok";
@@ -96,8 +102,9 @@ int64_t recordShard(Db& db, const ShardMergeInfo& s, const std::string& state,
 // an earlier merge of the same shard are deleted first (only when it was seen before: the
 // delete scans the table).
 int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBefore) {
-  static const char* kCounted[] = {"ranks",  "plan",   "actions",   "transfers",  "gradients",
-                                   "losses", "inputs", "diagnoses", "collectives"};
+  static const char* kCounted[] = {
+      "ranks",  "plan",      "actions",     "transfers", "gradients",        "losses",
+      "inputs", "diagnoses", "collectives", "waits",     "reference_losses", "reference_gradients"};
   Transaction tx(db);
   std::string update =
       "UPDATE shards SET state='merged', note=NULL, merged_unix_ms=" + std::to_string(nowUnixMs());
@@ -226,6 +233,11 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
   if (!db.hasTable("shards"))
     throw RunFileError(RunFileError::Kind::NotARunFile,
                        runPath + ": a shard, not a run file (no shards table)");
+  if (const int64_t v = db.queryInt("PRAGMA user_version"); v != kSchemaVersion)
+    throw RunFileError(RunFileError::Kind::NewerVersion,
+                       runPath + ": run file format version " + std::to_string(v) +
+                           " is read-only for this build (it writes " +
+                           std::to_string(kSchemaVersion) + ")");
   db.exec("PRAGMA cache_size=-65536");
   const std::string runName = fileName(runPath);
 

@@ -36,6 +36,8 @@ void writeRunFile(const RunModel& model, const std::string& path) {
       if (l.rank == r) w->loss(l);
     for (const auto& d : model.diagnoses)
       if (d.rank == r) w->diagnosis(d);
+    for (const auto& wait : model.waits)
+      if (wait.rank == r) w->wait(wait);
     w->close();
     if (!w->error().empty()) throw std::runtime_error(shards[r] + ": " + w->error());
   }
@@ -49,6 +51,17 @@ void writeRunFile(const RunModel& model, const std::string& path) {
     auto w = ShardWriter::open(shards.back(), events::RecordLevel::Meta, -1);
     for (const auto& d : model.diagnoses)
       if (d.rank < 0 || d.rank >= world) w->diagnosis(d);
+    w->close();
+    if (!w->error().empty()) throw std::runtime_error(shards.back() + ": " + w->error());
+  }
+  // The reference (as `run --reference` writes it) travels in a shard of its own.
+  if (!model.referenceGradients.empty() || !model.referenceLosses.empty()) {
+    shards.push_back(path + ".reference.shard");
+    if (std::filesystem::exists(shards.back(), ec))
+      throw std::runtime_error(shards.back() + ": exists; writeRunFile creates new shards only");
+    auto w = ShardWriter::open(shards.back(), events::RecordLevel::Full, -1);
+    for (const auto& g : model.referenceGradients) w->referenceGradient(g);
+    for (const auto& l : model.referenceLosses) w->referenceLoss(l);
     w->close();
     if (!w->error().empty()) throw std::runtime_error(shards.back() + ": " + w->error());
   }

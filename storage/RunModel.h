@@ -11,6 +11,7 @@
 namespace stagescope::storage {
 
 using model::RunModel;
+using model::sameChecksumFunction;
 using model::TransferPair;
 
 // Why a file could not be read.  The message names the file and the reason.

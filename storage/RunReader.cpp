@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <tuple>
 
@@ -43,6 +44,11 @@ class Loader {
     readInputs();
     readDiagnoses();
     readCollectives();
+    if (m_.schemaVersion >= 2) {
+      readReferenceLosses();
+      readReferenceGradients();
+      readWaits();
+    }
     readShards();
   }
 
@@ -85,6 +91,20 @@ class Loader {
     }
   }
   static void assign(std::string& dst, std::string_view v) { dst.assign(v.data(), v.size()); }
+  bool v1() const { return m_.schemaVersion < 2; }
+  // A measured REAL (docs/run-file.md "Non-finite values"): false when NULL.  Format 1 bound
+  // NaN as NULL, so there a NULL where a value was always written (`nullIsNaN`) reads as NaN.
+  bool real(const char* table, const Stmt& s, int c, double* out, bool nullIsNaN = false) {
+    if (s.isNull(c)) {
+      if (!(nullIsNaN && v1())) return false;
+      *out = std::numeric_limits<double>::quiet_NaN();
+      return true;
+    }
+    if (!readReal(s, c, out))
+      bad(table, "REAL column " + std::to_string(c) + " holds text '" + std::string(s.text(c)) +
+                     "' (expected a number or 'NaN')");
+    return true;
+  }
 
   void countRows() {
     for (const char* t : {"plan", "actions", "transfers", "gradients", "losses"})
@@ -96,7 +116,15 @@ class Loader {
   }
 
   void readRun() {
-    Stmt s = db_.prepare("SELECT " + dataColumns(tableDef("run")) + " FROM run WHERE id = 1");
+    // Format 1 has the first 15 columns only.
+    const std::string cols = v1() ? "run_id, config_text, config_hash, world_size, iterations, "
+                                    "microbatches, level, version_stagescope, version_torch, "
+                                    "version_sqlite, compiler, start_unix_ms, end_unix_ms, "
+                                    "status, status_reason"
+                                  : dataColumns(tableDef("run"));
+    Stmt s = db_.prepare("SELECT " + cols + " FROM run WHERE id = 1");
+    m_.info.checksumFunction =
+        v1() ? events::ChecksumFunction::LegacyFnv1a64 : events::ChecksumFunction::Xxh3_64;
     if (!s.step()) return;  // a shard of a rank other than 0
     auto& r = m_.info;
     assign(r.runId, s.text(0));
@@ -118,6 +146,18 @@ class Loader {
       return events::parseRunStatus(std::string(t), o);
     });
     assign(r.statusReason, s.text(14));
+    if (v1()) return;
+    r.checksumFunction = parse<events::ChecksumFunction>(
+        "run", s.text(15),
+        [](std::string_view t, auto* o) { return events::parseChecksumFunction(t, o); });
+    list("run", s.text(16), &r.recordFilter.iterations);
+    std::string_view mods = s.text(17);
+    while (!mods.empty()) {
+      size_t comma = mods.find(',');
+      r.recordFilter.modules.emplace_back(mods.substr(0, comma));
+      mods = comma == std::string_view::npos ? std::string_view() : mods.substr(comma + 1);
+    }
+    list("run", s.text(18), &r.recordFilter.ranks);
   }
 
   void readModules() {
@@ -144,7 +184,10 @@ class Loader {
   }
 
   void readRanks() {
-    Stmt s = db_.prepare("SELECT " + dataColumns(tableDef("ranks")) + " FROM ranks ORDER BY rowid");
+    Stmt s = db_.prepare(
+        "SELECT rank, module, tp, cp, pp, dp, global_stage, total_stages, warmup, host, device, "
+        "pid, clock_offset_ns, " +
+        std::string(v1() ? "NULL" : "clock_offset_uncertainty_ns") + " FROM ranks ORDER BY rowid");
     while (s.step()) {
       events::RankInfo r;
       r.rank = bounded(s, 0, "ranks", "rank", 0, kLastRank);
@@ -160,6 +203,7 @@ class Loader {
       assign(r.device, s.text(10));
       r.pid = s.i64(11);
       r.clockOffsetNs = s.i64(12);
+      r.clockOffsetUncertaintyNs = s.isNull(13) ? -1 : s.i64(13);
       m_.ranks.push_back(std::move(r));
     }
     // Sorted by rank; a rank recorded twice keeps its last record.
@@ -210,13 +254,13 @@ class Loader {
     }
   }
 
-  static void readStats(const Stmt& s, int c, bool* has, events::TensorStats* st) {
+  void readStats(const char* table, const Stmt& s, int c, bool* has, events::TensorStats* st) {
     *has = !s.isNull(c + 6);
     if (!*has) return;
-    st->min = s.f64(c);
-    st->max = s.f64(c + 1);
-    st->mean = s.f64(c + 2);
-    st->l2 = s.f64(c + 3);
+    real(table, s, c, &st->min, true);
+    real(table, s, c + 1, &st->max, true);
+    real(table, s, c + 2, &st->mean, true);
+    real(table, s, c + 3, &st->l2, true);
     st->nanCount = s.i64(c + 4);
     st->infCount = s.i64(c + 5);
     st->numel = s.i64(c + 6);
@@ -254,7 +298,7 @@ class Loader {
       assign(t.dtype, s.text(15));
       t.bytes = s.i64(16);
       t.checksum = std::bit_cast<uint64_t>(s.i64(17));
-      readStats(s, 18, &t.hasStats, &t.stats);
+      readStats("transfers", s, 18, &t.hasStats, &t.stats);
       t.startNs = s.i64(25);
       t.endNs = s.i64(26);
       if (opts_.payloads) readPayload(s, 27, &t.payload);
@@ -287,11 +331,15 @@ class Loader {
       shape("gradients", "full_shape", s.text(12), &g.fullShape);
       checkPartition(g);
       assign(g.dtype, s.text(13));
-      g.norm = s.f64(14);
+      real("gradients", s, 14, &g.norm, m_.info.level >= events::RecordLevel::Stats);
       g.checksum = std::bit_cast<uint64_t>(s.i64(15));
-      readStats(s, 16, &g.hasStats, &g.stats);
+      readStats("gradients", s, 16, &g.hasStats, &g.stats);
       if (opts_.payloads) readPayload(s, 23, &g.payload);
-      m_.gradients.push_back(std::move(g));
+      // Format 1 kept the reference as rank -1 rows of `gradients`.
+      if (g.phase == events::GradPhase::Reference)
+        m_.referenceGradients.push_back(std::move(g));
+      else
+        m_.gradients.push_back(std::move(g));
       tick();
     }
   }
@@ -321,11 +369,71 @@ class Loader {
   void readLosses() {
     Stmt s = db_.prepare("SELECT rank, iteration, microbatch, dp, loss FROM losses ORDER BY rowid");
     while (s.step()) {
-      m_.losses.push_back({bounded(s, 0, "losses", "rank", -1, kLastRank),
+      events::LossRecord l{bounded(s, 0, "losses", "rank", -1, kLastRank),
                            bounded(s, 1, "losses", "iteration", 0, kLastIteration),
                            bounded(s, 2, "losses", "microbatch", -1, kLastMicrobatch),
-                           bounded(s, 3, "losses", "dp", -1, kLastRank), s.f64(4)});
+                           bounded(s, 3, "losses", "dp", -1, kLastRank), 0.0};
+      if (!real("losses", s, 4, &l.loss, true)) bad("losses", "loss is NULL");
+      // Format 1 kept the reference as rank -1 rows of `losses`.
+      (l.rank < 0 ? m_.referenceLosses : m_.losses).push_back(l);
       tick();
+    }
+  }
+
+  void readReferenceLosses() {
+    Stmt s =
+        db_.prepare("SELECT iteration, microbatch, dp, loss FROM reference_losses ORDER BY rowid");
+    while (s.step()) {
+      events::LossRecord l{-1, s.i32(0), s.i32(1), s.i32(2), 0.0};
+      if (!real("reference_losses", s, 3, &l.loss)) bad("reference_losses", "loss is NULL");
+      m_.referenceLosses.push_back(l);
+    }
+  }
+
+  void readReferenceGradients() {
+    const std::string payload = opts_.payloads ? "payload" : "NULL";
+    Stmt s = db_.prepare(
+        "SELECT iteration, param, module, shape, dtype, norm, checksum, stat_min, stat_max, "
+        "stat_mean, stat_l2, stat_nan_count, stat_inf_count, stat_numel, " +
+        payload + " FROM reference_gradients ORDER BY rowid");
+    while (s.step()) {
+      events::GradientRecord g;
+      g.phase = events::GradPhase::Reference;
+      g.iteration = s.i32(0);
+      assign(g.param, s.text(1));
+      assign(g.module, s.text(2));
+      list("reference_gradients", s.text(3), &g.shape);
+      g.fullShape = g.shape;
+      assign(g.dtype, s.text(4));
+      real("reference_gradients", s, 5, &g.norm);
+      g.checksum = std::bit_cast<uint64_t>(s.i64(6));
+      readStats("reference_gradients", s, 7, &g.hasStats, &g.stats);
+      if (opts_.payloads) readPayload(s, 14, &g.payload);
+      m_.referenceGradients.push_back(std::move(g));
+    }
+  }
+
+  void readWaits() {
+    Stmt s = db_.prepare(
+        "SELECT rank, iteration, action_seq, action, microbatch, peer, op, edge, direction, "
+        "timeout_s, error, time_ns FROM waits ORDER BY rowid");
+    while (s.step()) {
+      events::WaitRecord w;
+      w.rank = s.i32(0);
+      w.iteration = s.i32(1);
+      w.actionSeq = s.i32(2);
+      w.action = parse<events::ActionKind>("waits", s.text(3), parseActionKindText);
+      w.microbatch = s.i32(4);
+      w.peer = s.i32(5);
+      w.op = parse<events::WaitOp>("waits", s.text(6), [](std::string_view t, auto* o) {
+        return events::parseWaitOp(std::string(t), o);
+      });
+      assign(w.edge, s.text(7));
+      w.direction = parse<events::Direction>("waits", s.text(8), parseDirection);
+      real("waits", s, 9, &w.timeoutSeconds);
+      assign(w.error, s.text(10));
+      w.timeNs = s.i64(11);
+      m_.waits.push_back(std::move(w));
     }
   }
 
@@ -395,7 +503,7 @@ class Loader {
       c.bytes = s.i64(13);
       c.inChecksum = std::bit_cast<uint64_t>(s.i64(14));
       c.outChecksum = std::bit_cast<uint64_t>(s.i64(15));
-      readStats(s, 16, &c.hasStats, &c.stats);
+      readStats("collectives", s, 16, &c.hasStats, &c.stats);
       c.startNs = s.i64(23);
       c.endNs = s.i64(24);
       assign(c.state, s.text(25));
@@ -496,6 +604,8 @@ void applyClockOffsets(RunModel& m) {
     c.startNs = minusWrapping(c.startNs, off(c.rank));
     c.endNs = minusWrapping(c.endNs, off(c.rank));
   }
+  for (auto& w : m.waits) w.timeNs = minusWrapping(w.timeNs, off(w.rank));
+  m.clockOffsetsApplied = true;
 }
 
 void sortActions(std::vector<std::vector<events::ActionRecord>>& lists) {
@@ -604,6 +714,18 @@ void sortRest(RunModel& m) {
   std::stable_sort(m.diagnoses.begin(), m.diagnoses.end(), [](const auto& a, const auto& b) {
     return std::tie(a.timeNs, a.rank) < std::tie(b.timeNs, b.rank);
   });
+  std::stable_sort(m.waits.begin(), m.waits.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.timeNs, a.rank) < std::tie(b.timeNs, b.rank);
+  });
+  std::stable_sort(m.referenceLosses.begin(), m.referenceLosses.end(),
+                   [](const auto& a, const auto& b) {
+                     return std::tie(a.iteration, a.microbatch, a.dp) <
+                            std::tie(b.iteration, b.microbatch, b.dp);
+                   });
+  std::stable_sort(m.referenceGradients.begin(), m.referenceGradients.end(),
+                   [](const auto& a, const auto& b) {
+                     return std::tie(a.iteration, a.param) < std::tie(b.iteration, b.param);
+                   });
 }
 
 void computeTimeRange(RunModel& m) {

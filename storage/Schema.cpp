@@ -1,10 +1,12 @@
 #include "storage/Schema.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 namespace stagescope::storage {
@@ -43,7 +45,11 @@ std::vector<TableDef> makeTables() {
                 {"start_unix_ms", "INTEGER"},
                 {"end_unix_ms", "INTEGER"},
                 {"status", "TEXT"},
-                {"status_reason", "TEXT"}},
+                {"status_reason", "TEXT"},
+                {"checksum_function", "TEXT"},
+                {"record_iterations", "TEXT"},
+                {"record_modules", "TEXT"},
+                {"record_ranks", "TEXT"}},
                false});
   t.push_back({"modules",
                {{"name", "TEXT PRIMARY KEY"},
@@ -70,6 +76,7 @@ std::vector<TableDef> makeTables() {
                 {"device", "TEXT"},
                 {"pid", "INTEGER"},
                 {"clock_offset_ns", "INTEGER"},
+                {"clock_offset_uncertainty_ns", "INTEGER"},
                 shardId},
                true});
   t.push_back({"plan", concat(actionCols, {shardId}), true});
@@ -176,6 +183,41 @@ std::vector<TableDef> makeTables() {
                        {"payload", "BLOB"},
                        shardId}),
                true});
+  t.push_back({"waits",
+               {{"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"action_seq", "INTEGER"},
+                {"action", "TEXT"},
+                {"microbatch", "INTEGER"},
+                {"peer", "INTEGER"},
+                {"op", "TEXT"},
+                {"edge", "TEXT"},
+                {"direction", "TEXT"},
+                {"timeout_s", "REAL"},
+                {"error", "TEXT"},
+                {"time_ns", "INTEGER"},
+                shardId},
+               true});
+  // The single-process reference of `run --reference`: never mixed into per-rank tables.
+  t.push_back({"reference_losses",
+               {{"iteration", "INTEGER"},
+                {"microbatch", "INTEGER"},
+                {"dp", "INTEGER"},
+                {"loss", "REAL"},
+                shardId},
+               true});
+  t.push_back({"reference_gradients",
+               concat(concat({{"id", "INTEGER PRIMARY KEY"},
+                              {"iteration", "INTEGER"},
+                              {"param", "TEXT"},
+                              {"module", "TEXT"},
+                              {"shape", "TEXT"},
+                              {"dtype", "TEXT"},
+                              {"norm", "REAL"},
+                              {"checksum", "INTEGER"}},
+                             kStatsColumns),
+                      {{"payload", "BLOB"}, shardId}),
+               true});
   // Shard files only: who wrote this shard.
   t.push_back(
       {"writer",
@@ -198,7 +240,10 @@ std::vector<TableDef> makeTables() {
                 {"n_inputs", "INTEGER"},
                 {"n_diagnoses", "INTEGER"},
                 {"n_collectives", "INTEGER"},
-                {"merged_unix_ms", "INTEGER"}},
+                {"merged_unix_ms", "INTEGER"},
+                {"n_waits", "INTEGER"},
+                {"n_reference_losses", "INTEGER"},
+                {"n_reference_gradients", "INTEGER"}},
                false});
   return t;
 }
@@ -329,8 +374,11 @@ void createIndexes(Db& db) {
 }
 
 void writeRunInfo(Db& db, const events::RunInfo& info) {
-  Stmt run = db.prepare("INSERT OR REPLACE INTO run(id, " + dataColumns(tableDef("run")) +
-                        ") VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  const TableDef& def = tableDef("run");
+  std::string marks;
+  for (size_t k = 1; k < def.columns.size(); ++k) marks += ",?";
+  Stmt run =
+      db.prepare("INSERT OR REPLACE INTO run(id, " + dataColumns(def) + ") VALUES(1" + marks + ")");
   int i = 1;
   run.bindText(i++, info.runId);
   run.bindText(i++, info.configText);
@@ -347,6 +395,17 @@ void writeRunInfo(Db& db, const events::RunInfo& info) {
   run.bind(i++, info.endUnixMs);
   run.bindText(i++, events::toString(info.status));
   run.bindText(i++, info.statusReason);
+  run.bindText(i++, events::toString(info.checksumFunction));
+  std::string list;
+  appendList(list, info.recordFilter.iterations);
+  run.bindText(i++, list);
+  list.clear();
+  for (size_t k = 0; k < info.recordFilter.modules.size(); ++k)
+    list += (k ? "," : "") + info.recordFilter.modules[k];
+  run.bindText(i++, list);
+  list.clear();
+  appendList(list, info.recordFilter.ranks);
+  run.bindText(i++, list);
   run.run();
 
   Stmt mod = db.prepare(insertSql(tableDef("modules"), "INSERT OR REPLACE"));
@@ -394,6 +453,10 @@ Db openStagescopeFile(const std::string& path, bool writable) {
                              ", not a stagescope run file (expected 0x53544753)");
     }
     const int64_t version = db.queryInt("PRAGMA user_version");
+    if (version < kOldestReadableVersion)
+      throw RunFileError(Kind::NotARunFile, path + ": format version " + std::to_string(version) +
+                                                " is not a stagescope format (oldest readable: " +
+                                                std::to_string(kOldestReadableVersion) + ")");
     if (version > kSchemaVersion)
       throw RunFileError(Kind::NewerVersion, path + ": format version " + std::to_string(version) +
                                                  " is newer than this build reads (" +
@@ -412,6 +475,27 @@ Db openStagescopeFile(const std::string& path, bool writable) {
                              "` recovers it (rolls the unfinished transaction back)");
     }
     throw RunFileError(Kind::Corrupt, std::string(e.what()) + " (corrupt or truncated file)");
+  }
+}
+
+void bindReal(Stmt& s, int index, double value) {
+  if (std::isnan(value))
+    s.bindText(index, kNaNText);
+  else
+    s.bind(index, value);
+}
+
+bool readReal(const Stmt& s, int column, double* out) {
+  switch (sqlite3_column_type(s.handle(), column)) {
+    case SQLITE_NULL:
+      return false;
+    case SQLITE_TEXT:
+      if (s.text(column) != kNaNText) return false;
+      *out = std::numeric_limits<double>::quiet_NaN();
+      return true;
+    default:
+      *out = s.f64(column);
+      return true;
   }
 }
 

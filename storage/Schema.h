@@ -26,7 +26,11 @@ constexpr int32_t kApplicationId = 0x53544753;
 // Rule (docs/run-file.md "Versioning"): it moves when a change would make an older reader
 // misread a newer file (a removed, renamed or retyped column, a changed unit or encoding).
 // Adding a table or a nullable column does not move it.
-constexpr int32_t kSchemaVersion = 1;
+// Version 2: checksums are XXH3-64 (version 1: a non-standard FNV-1a, read as
+// ChecksumFunction::LegacyFnv1a64); NaN in REAL columns is the text 'NaN' (version 1 stored
+// NULL); the reference has its own tables (version 1: rank -1 rows in losses/gradients).
+constexpr int32_t kSchemaVersion = 2;
+constexpr int32_t kOldestReadableVersion = 1;
 
 struct ColumnDef {
   const char* name;
@@ -61,6 +65,15 @@ void writeRunInfo(Db& db, const events::RunInfo& info);
 // Opens an existing stagescope file and checks its format; throws RunFileError (NotFound,
 // NotARunFile, NewerVersion, Corrupt) naming the file and the reason.
 Db openStagescopeFile(const std::string& path, bool writable);
+
+// Non-finite REAL values (docs/run-file.md "Non-finite values").  SQLite stores ±Inf as REAL
+// but turns a bound NaN into NULL, so a NaN is stored as the TEXT 'NaN'; NULL keeps meaning
+// "not recorded".  Every REAL column that can hold a measured value is written by bindReal
+// and read by readReal.
+constexpr const char* kNaNText = "NaN";
+void bindReal(Stmt& s, int index, double value);
+// False when the column is NULL (not recorded) or holds text other than 'NaN'.
+bool readReal(const Stmt& s, int column, double* out);
 
 // Text encodings of list-valued fields.
 void appendList(std::string& out, const std::vector<int64_t>& values);

@@ -19,7 +19,7 @@ using events::RecordLevel;
 struct ShardWriter::Impl {
   Db db;
   Stmt begin, commit, ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses,
-      collectives;
+      collectives, waits, referenceLosses, referenceGradients;
   std::string list1, list2;  // formatted shape / peers of the current row
   RecordLevel level;
 
@@ -35,6 +35,9 @@ struct ShardWriter::Impl {
     inputs = db.prepare(insertSql(tableDef("inputs")));
     diagnoses = db.prepare(insertSql(tableDef("diagnoses")));
     collectives = db.prepare(insertSql(tableDef("collectives")));
+    waits = db.prepare(insertSql(tableDef("waits")));
+    referenceLosses = db.prepare(insertSql(tableDef("reference_losses")));
+    referenceGradients = db.prepare(insertSql(tableDef("reference_gradients")));
   }
 
   bool keepStats() const { return level >= RecordLevel::Stats; }
@@ -52,10 +55,10 @@ struct ShardWriter::Impl {
       for (int k = 0; k < 7; ++k) s.bindNull(i + k);
       return i + 7;
     }
-    s.bind(i++, st.min);
-    s.bind(i++, st.max);
-    s.bind(i++, st.mean);
-    s.bind(i++, st.l2);
+    bindReal(s, i++, st.min);
+    bindReal(s, i++, st.max);
+    bindReal(s, i++, st.mean);
+    bindReal(s, i++, st.l2);
     s.bind(i++, st.nanCount);
     s.bind(i++, st.infCount);
     s.bind(i++, st.numel);
@@ -83,6 +86,10 @@ struct ShardWriter::Impl {
     s.bindTextStatic(11, r.device);
     s.bind(12, r.pid);
     s.bind(13, r.clockOffsetNs);
+    if (r.clockOffsetUncertaintyNs >= 0)
+      s.bind(14, r.clockOffsetUncertaintyNs);
+    else
+      s.bindNull(14);
     s.run();
   }
   void write(Stmt& s, const events::ActionRecord& a, bool withTimes) {
@@ -150,7 +157,7 @@ struct ShardWriter::Impl {
     s.bindTextStatic(13, list2);
     s.bindTextStatic(14, g.dtype);
     if (keepStats())
-      s.bind(15, g.norm);
+      bindReal(s, 15, g.norm);
     else
       s.bindNull(15);
     bindChecksum(s, 16, g.checksum);
@@ -164,7 +171,49 @@ struct ShardWriter::Impl {
     s.bind(2, l.iteration);
     s.bind(3, l.microbatch);
     s.bind(4, l.dp);
-    s.bind(5, l.loss);
+    bindReal(s, 5, l.loss);
+    s.run();
+  }
+  void writeReference(const events::LossRecord& l) {
+    Stmt& s = referenceLosses;
+    s.bind(1, l.iteration);
+    s.bind(2, l.microbatch);
+    s.bind(3, l.dp);
+    bindReal(s, 4, l.loss);
+    s.run();
+  }
+  void writeReference(const events::GradientRecord& g) {
+    Stmt& s = referenceGradients;
+    list1.clear();
+    appendList(list1, g.shape);
+    s.bind(1, g.iteration);
+    s.bindTextStatic(2, g.param);
+    s.bindTextStatic(3, g.module);
+    s.bindTextStatic(4, list1);
+    s.bindTextStatic(5, g.dtype);
+    if (keepStats())
+      bindReal(s, 6, g.norm);
+    else
+      s.bindNull(6);
+    bindChecksum(s, 7, g.checksum);
+    int i = bindStats(s, 8, g.hasStats, g.stats);
+    bindPayload(s, i, g.payload);
+    s.run();
+  }
+  void write(const events::WaitRecord& w) {
+    Stmt& s = waits;
+    s.bind(1, w.rank);
+    s.bind(2, w.iteration);
+    s.bind(3, w.actionSeq);
+    s.bindTextStatic(4, events::toString(w.action));
+    s.bind(5, w.microbatch);
+    s.bind(6, w.peer);
+    s.bindTextStatic(7, events::toString(w.op));
+    s.bindTextStatic(8, w.edge);
+    s.bindTextStatic(9, events::toString(w.direction));
+    bindReal(s, 10, w.timeoutSeconds);
+    s.bindTextStatic(11, w.error);
+    s.bind(12, w.timeNs);
     s.run();
   }
   void write(const events::InputRecord& in) {
@@ -237,6 +286,9 @@ struct ShardWriter::Impl {
       for (const auto& in : b.inputs) write(in);
       for (const auto& d : b.diagnoses) write(d);
       for (const auto& c : b.collectives) write(c);
+      for (const auto& w : b.waits) write(w);
+      for (const auto& l : b.referenceLosses) writeReference(l);
+      for (const auto& g : b.referenceGradients) writeReference(g);
       commit.run();
     } catch (...) {
       sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
@@ -256,6 +308,9 @@ void ShardWriter::Batch::clear() {
   inputs.clear();
   diagnoses.clear();
   collectives.clear();
+  waits.clear();
+  referenceLosses.clear();
+  referenceGradients.clear();
   rows = 0;
   bytes = 0;
 }
@@ -349,6 +404,16 @@ void ShardWriter::input(events::InputRecord in) {
 }
 void ShardWriter::diagnosis(events::DiagnosisRecord d) {
   enqueue(&Batch::diagnoses, std::move(d), 0);
+}
+void ShardWriter::wait(events::WaitRecord w) {
+  enqueue(&Batch::waits, std::move(w), 0);
+}
+void ShardWriter::referenceLoss(events::LossRecord l) {
+  enqueue(&Batch::referenceLosses, std::move(l), 0);
+}
+void ShardWriter::referenceGradient(events::GradientRecord g) {
+  size_t n = g.payload.size();
+  enqueue(&Batch::referenceGradients, std::move(g), n);
 }
 
 void ShardWriter::loop() {

@@ -53,6 +53,9 @@ class ShardWriter final : public events::Recorder {
   void input(events::InputRecord input) override;
   void diagnosis(events::DiagnosisRecord d) override;
   void collective(events::CollectiveRecord c) override;
+  void wait(events::WaitRecord w) override;
+  void referenceLoss(events::LossRecord loss) override;
+  void referenceGradient(events::GradientRecord gradient) override;
   // Blocks until every record enqueued before the call is committed.  Throws
   // std::runtime_error when the writer thread has failed (disk full, I/O error).
   void flush() override;
@@ -76,6 +79,9 @@ class ShardWriter final : public events::Recorder {
     std::vector<events::InputRecord> inputs;
     std::vector<events::DiagnosisRecord> diagnoses;
     std::vector<events::CollectiveRecord> collectives;
+    std::vector<events::WaitRecord> waits;
+    std::vector<events::LossRecord> referenceLosses;
+    std::vector<events::GradientRecord> referenceGradients;
     size_t rows = 0;
     size_t bytes = 0;  // payload bytes
     void clear();

@@ -351,8 +351,9 @@ void App::inspectGradient(int64_t index) {
       reducedSq += h.norm * h.norm;
       haveReduced = true;
     }
-    if (h.phase == events::GradPhase::Reference) reference = h.norm;
   }
+  for (const auto& h : model.referenceGradients)
+    if (h.iteration == g.iteration && h.param == g.param) reference = h.norm;
   if (!perMb.empty()) {
     ImGui::TextDisabled("Accumulated norm after each microbatch (this shard)");
     ImGui::PlotLines("##mbnorms", perMb.data(), static_cast<int>(perMb.size()), 0, nullptr, 0,

@@ -110,6 +110,48 @@ const char* category(ActionKind k) {
   }
 }
 
+// An action's slice on its rank's track, in ns.
+struct Span {
+  int64_t start = 0, end = 0;
+};
+
+// The slices of every rank's executed actions, made disjoint: a rank runs one action at a
+// time, so an action recorded as starting before its predecessor ended (clock granularity)
+// starts at that end instead.  Disjoint slices on one track are trivially well nested.
+std::vector<std::vector<Span>> actionSpans(const RunModel& run) {
+  std::vector<std::vector<Span>> out(run.actions.size());
+  for (size_t r = 0; r < run.actions.size(); ++r) {
+    int64_t previousEnd = INT64_MIN;
+    for (const auto& a : run.actions[r]) {
+      Span s{std::max(a.startNs, previousEnd), 0};
+      s.end = std::max(a.endNs, s.start);
+      previousEnd = s.end;
+      out[r].push_back(s);
+    }
+  }
+  return out;
+}
+
+// A point strictly inside `span` where possible (a flow binds to the slice enclosing it; at
+// a shared boundary it could bind to the neighbour).
+int64_t inside(const Span& span, int64_t t) {
+  if (span.end - span.start < 2) return span.start;
+  return std::clamp(t, span.start + 1, span.end - 1);
+}
+
+// The ends of a flow arrow: from the send's post time inside the sending action to the
+// receive's completion inside the receiving action.  A receive completes after its send was
+// posted, so to >= from on a common clock; when the recorded times say otherwise (clock
+// offsets between hosts estimated too coarsely), the start moves to the sending action's
+// beginning, and if that is still later the arrow is not drawn (false).
+bool flowPoints(const Span& send, int64_t sendStart, const Span& recv, int64_t recvEnd,
+                int64_t* from, int64_t* to) {
+  *from = inside(send, sendStart != 0 ? sendStart : send.start);
+  *to = inside(recv, recvEnd != 0 ? recvEnd : recv.end);
+  if (*to < *from) *from = inside(send, send.start);
+  return *to >= *from;
+}
+
 }  // namespace
 
 ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) {
@@ -127,16 +169,13 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     if (it == pid.end()) it = pid.emplace(m, static_cast<int>(pid.size()) + 1).first;
     return it->second;
   };
-  // The reader already put every time on rank 0's clock (LoadOptions::applyClockOffsets);
-  // subtracting RankInfo::clockOffsetNs again here would count it twice.
-  auto offsetOf = [](int) { return int64_t{0}; };
+  // Times come from the read model, where the reader already put every rank on rank 0's
+  // clock (RunModel::clockOffsetsApplied); nothing is subtracted here.
   int64_t t0 = INT64_MAX;
-  for (size_t r = 0; r < run.actions.size(); ++r) {
-    for (const auto& a : run.actions[r]) {
-      t0 = std::min(t0, a.startNs - offsetOf(static_cast<int>(r)));
-    }
-  }
+  for (const auto& list : run.actions)
+    for (const auto& a : list) t0 = std::min(t0, a.startNs);
   if (t0 == INT64_MAX) t0 = 0;
+  const std::vector<std::vector<Span>> spans = actionSpans(run);
 
   o << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"run_id\":";
   o.str(run.info.runId) << ",\"status\":";
@@ -185,12 +224,13 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     st.metadata += 2;
   }
 
-  // Actions.
+  // Actions: X slices on their rank's track, disjoint by construction (actionSpans).
   for (size_t r = 0; r < run.actions.size(); ++r) {
-    int rank = static_cast<int>(r);
-    int p = pidOf(rank);
-    int64_t off = offsetOf(rank);
-    for (const auto& a : run.actions[r]) {
+    const int rank = static_cast<int>(r);
+    const int p = pidOf(rank);
+    for (size_t i = 0; i < run.actions[r].size(); ++i) {
+      const auto& a = run.actions[r][i];
+      const Span& sp = spans[r][i];
       std::string name = toString(a.kind);
       if (a.microbatch >= 0) name += " mb" + std::to_string(a.microbatch);
       o.event();
@@ -199,58 +239,57 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
       o.str(name) << ",\"pid\":";
       o.num(p) << ",\"tid\":";
       o.num(rank) << ",\"ts\":";
-      o.us(a.startNs - off - t0) << ",\"dur\":";
-      o.us(std::max<int64_t>(a.endNs - a.startNs, 0)) << ",\"args\":{\"iteration\":";
+      o.us(sp.start - t0) << ",\"dur\":";
+      o.us(sp.end - sp.start) << ",\"args\":{\"iteration\":";
       o.num(a.iteration) << ",\"seq\":";
       o.num(a.seq) << ",\"microbatch\":";
       o.num(a.microbatch) << ",\"module\":";
       o.str(a.module) << ",\"stage\":";
       o.num(a.stage) << ",\"peers\":[";
-      for (size_t i = 0; i < a.peers.size(); ++i) {
-        if (i) o << ",";
-        o.num(a.peers[i]);
+      for (size_t k = 0; k < a.peers.size(); ++k) {
+        if (k) o << ",";
+        o.num(a.peers[k]);
       }
       o << "]}}";
       ++st.slices;
     }
   }
 
-  // Transfers (nested slices clamped into their action) and flows.
-  std::vector<model::TransferPair> scratch;
-  const auto& pairs = pairsOf(run, scratch);
-  // The time a transfer's slice spans, clamped into its action's slice.
-  auto span = [&](const events::TransferRecord& t, int64_t* s, int64_t* e) {
-    int64_t ai = findAction(run, t.rank, t.iteration, t.actionSeq);
-    int64_t off = offsetOf(t.rank);
-    int64_t ts = t.startNs, te = t.endNs;
-    if (ai >= 0) {
-      const auto& a = run.actions[t.rank][ai];
-      if (ts == 0 && te == 0) ts = a.startNs, te = a.endNs;
-      ts = std::clamp(ts, a.startNs, a.endNs);
-      te = std::clamp(te, ts, a.endNs);
-    }
-    *s = ts - off - t0;
-    *e = std::max(te, ts) - off - t0;
-    return ai >= 0 || t.startNs != 0;
+  // Transfers: asynchronous slices ("b"/"e", id = position in run.transfers + 1), which
+  // Perfetto lays out on their own tracks: a send or receive may outlive the action that
+  // posted it and overlap others, which a thread track cannot show.
+  auto spanOfAction = [&](const events::TransferRecord& t) -> const Span* {
+    const int64_t ai = findAction(run, t.rank, t.iteration, t.actionSeq);
+    return ai >= 0 ? &spans[static_cast<size_t>(t.rank)][static_cast<size_t>(ai)] : nullptr;
   };
-  for (const auto& t : run.transfers) {
-    int64_t s, e;
-    if (!span(t, &s, &e)) continue;
+  for (size_t i = 0; i < run.transfers.size(); ++i) {
+    const auto& t = run.transfers[i];
+    const Span* action = spanOfAction(t);
+    int64_t s = t.startNs, e = t.endNs;
+    if (s == 0 && e == 0) {
+      if (!action) continue;  // no time recorded and no action to place it in
+      s = action->start;
+      e = action->end;
+    }
+    e = std::max(e, s);
+    const std::string name = std::string(t.side == events::Side::Send ? "send " : "recv ") +
+                             (t.direction == events::Direction::Activation ? "act " : "grad ") +
+                             t.edge + " mb" + std::to_string(t.microbatch);
+    const char* cat = t.side == events::Side::Send ? "send" : "recv";
     o.event();
-    o << "{\"ph\":\"X\",\"cat\":\"transfer\",\"name\":";
-    o.str(std::string(t.side == events::Side::Send ? "send " : "recv ") +
-          (t.direction == events::Direction::Activation ? "act " : "grad ") + t.edge)
-        << ",\"pid\":";
+    o << "{\"ph\":\"b\",\"cat\":\"" << cat << "\",\"name\":";
+    o.str(name) << ",\"id\":";
+    o.num(static_cast<int64_t>(i) + 1) << ",\"pid\":";
     o.num(pidOf(t.rank)) << ",\"tid\":";
     o.num(t.rank) << ",\"ts\":";
-    o.us(s) << ",\"dur\":";
-    o.us(e - s) << ",\"args\":{\"edge\":";
+    o.us(s - t0) << ",\"args\":{\"edge\":";
     o.str(t.edge) << ",\"direction\":";
     o.str(toString(t.direction)) << ",\"src\":";
     o.num(t.srcRank) << ",\"dst\":";
     o.num(t.dstRank) << ",\"iteration\":";
     o.num(t.iteration) << ",\"microbatch\":";
-    o.num(t.microbatch) << ",\"shape\":";
+    o.num(t.microbatch) << ",\"action_seq\":";
+    o.num(t.actionSeq) << ",\"shape\":";
     o.str(formatShape(t.shape)) << ",\"dtype\":";
     o.str(t.dtype) << ",\"bytes\":";
     o.num(t.bytes) << ",\"checksum\":";
@@ -265,16 +304,34 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
       o.num(t.stats.infCount);
     }
     o << "}}";
+    o.event();
+    o << "{\"ph\":\"e\",\"cat\":\"" << cat << "\",\"name\":";
+    o.str(name) << ",\"id\":";
+    o.num(static_cast<int64_t>(i) + 1) << ",\"pid\":";
+    o.num(pidOf(t.rank)) << ",\"tid\":";
+    o.num(t.rank) << ",\"ts\":";
+    o.us(e - t0) << "}";
     ++st.transfers;
   }
+
+  // Flows: one arrow per send/recv pair, from inside the sending action (when the send was
+  // posted) to inside the receiving action (when the receive completed); flowPoints keeps
+  // the arrow's end at or after its start.
+  std::vector<model::TransferPair> scratch;
+  const auto& pairs = pairsOf(run, scratch);
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
     if (p.send < 0 || p.recv < 0) continue;
-    const auto& s = run.transfers[p.send];
-    const auto& v = run.transfers[p.recv];
-    int64_t ss, se, vs, ve;
-    if (!span(s, &ss, &se) || !span(v, &vs, &ve)) continue;
-    std::string name =
+    const auto& s = run.transfers[static_cast<size_t>(p.send)];
+    const auto& v = run.transfers[static_cast<size_t>(p.recv)];
+    const Span* sa = spanOfAction(s);
+    const Span* va = spanOfAction(v);
+    int64_t from = 0, to = 0;
+    if (!sa || !va || !flowPoints(*sa, s.startNs, *va, v.endNs, &from, &to)) {
+      ++st.flowsSkipped;
+      continue;
+    }
+    const std::string name =
         s.edge + " " + (s.direction == events::Direction::Activation ? "act" : "grad");
     o.event();
     o << "{\"ph\":\"s\",\"cat\":\"p2p\",\"name\":";
@@ -282,14 +339,14 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     o.num(static_cast<int64_t>(i) + 1) << ",\"pid\":";
     o.num(pidOf(s.rank)) << ",\"tid\":";
     o.num(s.rank) << ",\"ts\":";
-    o.us(ss + (se - ss) / 2) << "}";
+    o.us(from - t0) << "}";
     o.event();
     o << "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"p2p\",\"name\":";
     o.str(name) << ",\"id\":";
     o.num(static_cast<int64_t>(i) + 1) << ",\"pid\":";
     o.num(pidOf(v.rank)) << ",\"tid\":";
     o.num(v.rank) << ",\"ts\":";
-    o.us(vs + (ve - vs) / 2) << "}";
+    o.us(to - t0) << "}";
     ++st.flows;
   }
 
@@ -300,7 +357,7 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     o.str(d.kind + (d.rank >= 0 ? " rank " + std::to_string(d.rank) : "")) << ",\"pid\":";
     o.num(d.rank >= 0 ? pidOf(d.rank) : 0) << ",\"tid\":";
     o.num(std::max(d.rank, 0)) << ",\"ts\":";
-    o.us(d.timeNs ? d.timeNs - offsetOf(d.rank) - t0 : 0) << ",\"args\":{\"message\":";
+    o.us(d.timeNs ? d.timeNs - t0 : 0) << ",\"args\":{\"message\":";
     o.str(d.message) << ",\"waits_on_rank\":";
     o.num(d.waitsOnRank) << ",\"iteration\":";
     o.num(d.iteration) << ",\"action_seq\":";

@@ -2,13 +2,20 @@
 // chrome://tracing).
 //
 // Layout: one process per module (pid = module index + 1, named "module <name>"), one thread
-// per rank (tid = rank, named "rank R tpT ppP dpD"), sorted by global stage.  Every executed
-// action is a complete ("X") slice named like the plan ("F mb3", "SF mb2", "DP_REDUCE"); every
-// recorded transfer is a nested "X" slice inside its action with shape/dtype/checksum/stats in
-// args; every send/recv pair is a flow ("s" at the send, "f" with bp:"e" at the receive, id =
-// the pair's index + 1), so Perfetto draws an arrow from each send to its receive.  Diagnoses
-// are global instant events.  Times are microseconds from the earliest action, on rank 0's
-// clock (as loaded: the reader subtracts RankInfo::clockOffsetNs once).
+// track per rank (tid = rank, named "rank R tpT ppP dpD"), sorted by global stage.
+// - Every executed action is a complete ("X") slice on its rank's track, named like the plan
+//   ("F mb3", "SF mb2", "DP_REDUCE"); a rank's slices are disjoint, hence properly nested.
+// - Every recorded transfer is an asynchronous slice ("b"/"e", cat "send" or "recv", id =
+//   its position in RunModel::transfers + 1) with shape/dtype/checksum/stats in args: sends
+//   and receives overlap each other and outlive their action, so they get Perfetto's async
+//   tracks rather than the rank's thread track.
+// - Every send/recv pair is a flow ("s" inside the sending action at the send's post time,
+//   "f" with bp:"e" inside the receiving action at the receive's completion; id = the pair's
+//   index + 1), with ts(f) >= ts(s); pairs whose recorded times contradict that, or whose
+//   action is missing, are counted in flowsSkipped instead of drawn backwards.
+// - Diagnoses are global instant events.
+// Times are microseconds from the earliest action, on the read model's common clock (the
+// reader subtracted each rank's clock offset once; nothing is subtracted here).
 #pragma once
 
 #include <string>
@@ -19,6 +26,7 @@ namespace stagescope::report {
 
 struct ChromeTraceStats {
   size_t slices = 0, transfers = 0, flows = 0, metadata = 0;
+  size_t flowsSkipped = 0;  // pairs without an arrow (missing action, contradictory times)
 };
 
 // Throws std::runtime_error naming the path when it cannot be written.

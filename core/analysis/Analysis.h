@@ -4,8 +4,8 @@
 // the measured pipeline bubble.
 //
 // Conventions shared by every function here:
-//   * Action times are the recording host's monotonic clock; they are mapped onto rank 0's
-//     clock by subtracting RankInfo::clockOffsetNs (0 for single-host runs).
+//   * Action times are on rank 0's clock: the reader subtracts RankInfo::clockOffsetNs once
+//     (RunModel::clockOffsetsApplied); nothing here subtracts it again.
 //   * Schedule order of messages: (iteration, microbatch, activations before gradients,
 //     activations in pipeline order (source global stage ascending), gradients in reverse
 //     pipeline order (source global stage descending), edge name, source dp replica).

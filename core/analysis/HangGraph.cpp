@@ -187,6 +187,26 @@ std::string WaitGraph::text() const {
 WaitGraph waitForGraph(const model::RunModel& run) {
   WaitGraph g;
   std::map<int, WaitEdge> waits;
+  // The waits rows (format 2) say exactly what each rank waited on; format-1 files, which
+  // have none, fall back to the timeout diagnosis's fields and the plan order below.
+  for (const auto& r : run.waits) {
+    if (waits.count(r.rank)) continue;
+    WaitEdge e;
+    e.rank = r.rank;
+    e.waitsOn = r.peer;
+    e.iteration = r.iteration;
+    e.actionSeq = r.actionSeq;
+    e.action = events::toString(r.action);
+    e.microbatch = r.microbatch;
+    e.direction = r.direction;
+    e.sending = r.op == events::WaitOp::Send;
+    e.waitsFor = r.op == events::WaitOp::Broadcast
+                     ? "the boundary broadcast from rank " + std::to_string(r.peer)
+                     : describeAwaited({e.sending, r.direction, r.microbatch, true}, r.peer);
+    e.edge = r.edge;
+    e.lastDone = lastDoneOf(run, r.rank);
+    waits[r.rank] = e;
+  }
   std::vector<const events::DiagnosisRecord*> faults;
   for (const auto& d : run.diagnoses) {
     if (d.kind == "timeout" && !waits.count(d.rank)) {

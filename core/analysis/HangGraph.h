@@ -1,7 +1,8 @@
 // The wait-for graph of a run that stopped: who waits on whom, in which planned action, and the
 // verdict (a cycle, or the missing partner that never posted its side).  Built from structured
-// fields only — a rank's timeout diagnosis (rank, iteration, action_seq, waits_on_rank) and the
-// planned action at that position (kind, microbatch, peers) — never from the diagnosis text.
+// fields only — the rank's `waits` row (RunModel::waits: action, peer, op, edge, direction,
+// iteration, microbatch), or for files without one its timeout diagnosis (rank, iteration,
+// action_seq, waits_on_rank) and the planned action at that position — never from text.
 // `run` (the terminal line and the "hang" diagnoses it records), `check` and the viewer use it.
 #pragma once
 

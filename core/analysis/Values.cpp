@@ -60,24 +60,28 @@ bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,
 
 std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradPhase phase,
                                               bool values) {
+  // The reference has its own records (RunModel::referenceGradients); GatheredGradient::records
+  // then index that vector.
+  const auto& records =
+      phase == events::GradPhase::Reference ? run.referenceGradients : run.gradients;
   // Group record indices by (iteration, param).
   std::vector<size_t> idx;
-  for (size_t i = 0; i < run.gradients.size(); ++i) {
-    if (run.gradients[i].phase == phase) idx.push_back(i);
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i].phase == phase) idx.push_back(i);
   }
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-    const auto& x = run.gradients[a];
-    const auto& y = run.gradients[b];
+    const auto& x = records[a];
+    const auto& y = records[b];
     return std::tie(x.iteration, x.param, x.partitionDim, x.partitionOffset, x.dp, x.tp) <
            std::tie(y.iteration, y.param, y.partitionDim, y.partitionOffset, y.dp, y.tp);
   });
   std::vector<GatheredGradient> out;
   size_t i = 0;
   while (i < idx.size()) {
-    const auto& first = run.gradients[idx[i]];
+    const auto& first = records[idx[i]];
     size_t j = i;
-    while (j < idx.size() && run.gradients[idx[j]].iteration == first.iteration &&
-           run.gradients[idx[j]].param == first.param) {
+    while (j < idx.size() && records[idx[j]].iteration == first.iteration &&
+           records[idx[j]].param == first.param) {
       ++j;
     }
     GatheredGradient g;
@@ -89,7 +93,7 @@ std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradP
     // Distinct shards: first record of each (partitionDim, partitionOffset).
     std::vector<const events::GradientRecord*> shards;
     for (size_t k = i; k < j; ++k) {
-      const auto& r = run.gradients[idx[k]];
+      const auto& r = records[idx[k]];
       if (!shards.empty() && shards.back()->partitionDim == r.partitionDim &&
           shards.back()->partitionOffset == r.partitionOffset) {
         continue;

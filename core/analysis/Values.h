@@ -26,7 +26,8 @@ struct GatheredGradient {
   std::vector<double> values;            // the full tensor, row-major, when hasValues
   bool nonFinite = false;                // a shard reported NaN/Inf in its stats
   std::string dtype;                     // of the first shard
-  std::vector<int64_t> records;          // run.gradients index of each distinct shard
+  std::vector<int64_t> records;          // index of each distinct shard in run.gradients (phase
+                                         // Reference: in run.referenceGradients)
 };
 
 // Gathers all records of `phase` (Reduced, Reference, ParamAfterStep, ...), sorted by

@@ -149,8 +149,7 @@ events::RunInfo CaptureSession::runInfo(RunStatus status, const std::string& rea
   info.runId = cfg_.runId;
   // A captured job has no stagescope config; this text says what produced the file.
   info.configText = "# captured PyTorch job (stagescope c10d backend wrapping gloo)\n";
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64, as for stagescope's own configs
-  for (unsigned char c : info.configText) hash = (hash ^ c) * 1099511628211ull;
+  const uint64_t hash = events::fnv1a64(info.configText);  // as for stagescope's own configs
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
   info.configHash = hex;

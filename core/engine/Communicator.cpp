@@ -326,6 +326,23 @@ at::Tensor Communicator::sendPayload(Exchange& ex, const plan::Message& m,
 
 // ---- completion ---------------------------------------------------------------------------
 
+events::WaitRecord Communicator::waitRecord(const CommIds& ids, int peer,
+                                            const std::string& error) const {
+  events::WaitRecord w;
+  w.rank = me_.rank;
+  w.iteration = ids.iteration;
+  w.actionSeq = ids.actionSeq;
+  if (ids.action) {
+    w.action = ids.action->kind;
+    w.microbatch = ids.action->microbatch;
+  }
+  w.peer = peer;
+  w.timeoutSeconds = static_cast<double>(groups_.timeout().count()) / 1000.0;
+  w.error = error.substr(0, std::min(error.find('\n'), size_t{200}));
+  w.timeNs = nowNs();
+  return w;
+}
+
 void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p,
                            const CommIds& ids) {
   if (!work) return;
@@ -342,8 +359,13 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
     const std::string what = describe(p.rec);
     char waited[32];
     std::snprintf(waited, sizeof waited, "%g", groups_.timeout().count() / 1000.0);
+    events::WaitRecord w = waitRecord(ids, p.peer, e.what());
+    w.op = p.rec.side == Side::Recv ? events::WaitOp::Recv : events::WaitOp::Send;
+    w.microbatch = p.rec.microbatch;
+    w.edge = p.rec.edge;
+    w.direction = p.rec.direction;
     throw CommTimeout(
-        me_.rank, p.peer,
+        std::move(w),
         "rank " + std::to_string(me_.rank) +
             (p.rec.side == Side::Recv ? " waits for " : " waits to send ") +
             what.substr(0, what.size() - 1) + ", iteration " + std::to_string(ids.iteration) +
@@ -487,13 +509,16 @@ at::Tensor Communicator::broadcastFromLeader(const plan::Broadcast& b, at::Tenso
     try {
       work->wait(groups_.timeout());
     } catch (const std::exception& e) {
-      throw CommTimeout(
-          me_.rank, b.root,
-          "rank " + std::to_string(me_.rank) + " waits for the boundary broadcast from rank " +
-              std::to_string(b.root) + " (group " + group->name + ", iteration " +
-              std::to_string(ids.iteration) + ", action " + std::to_string(ids.actionSeq) + " " +
-              events::toString(ids.action->kind) +
-              "); gave up: " + std::string(e.what()).substr(0, 200));
+      events::WaitRecord w = waitRecord(ids, b.root, e.what());
+      w.op = events::WaitOp::Broadcast;
+      w.edge = "boundary:" + group->name;
+      throw CommTimeout(std::move(w), "rank " + std::to_string(me_.rank) +
+                                          " waits for the boundary broadcast from rank " +
+                                          std::to_string(b.root) + " (group " + group->name +
+                                          ", iteration " + std::to_string(ids.iteration) +
+                                          ", action " + std::to_string(ids.actionSeq) + " " +
+                                          events::toString(ids.action->kind) +
+                                          "); gave up: " + std::string(e.what()).substr(0, 200));
     }
   };
   run(header);

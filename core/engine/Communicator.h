@@ -71,16 +71,24 @@ struct WaitState {
   std::atomic<int> microbatch{-1};
 };
 
-// A wait that ran past the configured timeout; `peer` is the rank waited on.
+// A wait that ran past the configured timeout; `peer` is the rank waited on.  `wait()` says
+// the same as the message, as data (the row the worker records in the `waits` table).
 class CommTimeout : public std::runtime_error {
  public:
   CommTimeout(int rank, int peer, const std::string& message)
-      : std::runtime_error(message), rank_(rank), peer_(peer) {}
+      : std::runtime_error(message), rank_(rank), peer_(peer) {
+    wait_.rank = rank;
+    wait_.peer = peer;
+  }
+  CommTimeout(events::WaitRecord wait, const std::string& message)
+      : std::runtime_error(message), rank_(wait.rank), peer_(wait.peer), wait_(std::move(wait)) {}
   int rank() const { return rank_; }
   int peer() const { return peer_; }
+  const events::WaitRecord& wait() const { return wait_; }
 
  private:
   int rank_, peer_;
+  events::WaitRecord wait_;
 };
 
 // A received payload whose checksum differs from the one its sender put in the frame (in-band
@@ -139,6 +147,8 @@ class Communicator {
                 const at::Tensor& wire);
   void postRecv(Exchange& ex, const plan::Message& m, const std::shared_ptr<Group>& group);
   void waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p, const CommIds& ids);
+  // The wait record of a timeout in action `ids` on `peer` (op/edge/direction set by caller).
+  events::WaitRecord waitRecord(const CommIds& ids, int peer, const std::string& error) const;
   void completeRecvs(Exchange& ex, std::vector<Pending>& recvs);
   void verifyChecksum(const Pending& p, const CommIds& ids);
   void completeSends(Exchange& ex);

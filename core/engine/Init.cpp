@@ -8,9 +8,7 @@
 namespace stagescope::engine {
 
 uint64_t fnv1a(const std::string& text, uint64_t seed) {
-  uint64_t h = seed;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
+  return events::fnv1a64(text, seed);
 }
 
 namespace {

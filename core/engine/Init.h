@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/events/Checksum.h"
+
 namespace stagescope::engine {
 
 enum class InitKind {
@@ -22,7 +24,10 @@ enum class InitKind {
   Position,    // N(0, 0.1^2)
 };
 
-uint64_t fnv1a(const std::string& text, uint64_t seed = 1469598103934665603ull);
+// FNV-1a 64 of `text` (standard offset basis unless `seed` is given): the generator seed of
+// every initial weight and sample.  Changing it changes every initial weight, so the engine,
+// the single-process reference and tests/bench/torch_pipeline_1f1b.py all use this function.
+uint64_t fnv1a(const std::string& text, uint64_t seed = events::kFnv1a64OffsetBasis);
 
 // The full parameter, float32 on the CPU, drawn from a generator seeded by (seed, name).
 at::Tensor initialFull(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape,

@@ -6,29 +6,25 @@
 #include <cstring>
 #include <limits>
 
+#include "core/events/Checksum.h"
+
 namespace stagescope::engine {
 namespace {
-
-constexpr uint64_t kFnvOffset = 1469598103934665603ull;
-constexpr uint64_t kFnvPrime = 1099511628211ull;
 
 at::Tensor hostContiguous(const at::Tensor& t) {
   at::Tensor h = t.device().is_cpu() ? t : t.to(at::kCPU);
   return h.contiguous();
 }
 
-// One pass: FNV-1a over the bytes of each element, and min/max/sum/sum of squares over the
-// finite values.  NaN and Inf are counted, not folded into the moments.
+// The checksum (events::checksumBytes) of the raw bytes, then one pass for min/max/sum/sum
+// of squares over the finite values.  NaN and Inf are counted, not folded into the moments.
 template <typename T>
 void scan(const at::Tensor& h, TensorDigest* d) {
   const T* p = h.data_ptr<T>();
   const int64_t n = h.numel();
-  uint64_t hash = kFnvOffset;
   double mn = std::numeric_limits<double>::infinity(), mx = -mn, sum = 0, sq = 0;
   int64_t nan = 0, inf = 0;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
-  const size_t nbytes = static_cast<size_t>(n) * sizeof(T);
-  for (size_t i = 0; i < nbytes; ++i) hash = (hash ^ bytes[i]) * kFnvPrime;
+  d->checksum = events::checksumBytes(p, static_cast<size_t>(n) * sizeof(T));
   for (int64_t i = 0; i < n; ++i) {
     const double v = static_cast<double>(static_cast<float>(p[i]));
     if (std::isnan(v)) {
@@ -45,7 +41,6 @@ void scan(const at::Tensor& h, TensorDigest* d) {
     sq += v * v;
   }
   const int64_t finite = n - nan - inf;
-  d->checksum = hash;
   d->stats.numel = n;
   d->stats.nanCount = nan;
   d->stats.infCount = inf;

@@ -1,6 +1,7 @@
 // Checksum and statistics of a tensor in one pass over its bytes: what the recorder stores
-// for every transfer and gradient.  The checksum is FNV-1a 64 over the raw contiguous bytes
-// (so sender and receiver agree bit for bit); statistics accumulate in float64.
+// for every transfer and gradient.  The checksum is events::checksumBytes (XXH3-64) over the
+// raw contiguous bytes (so sender and receiver agree bit for bit); statistics accumulate in
+// float64.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,5 +1,6 @@
 #include "core/events/Events.h"
 
+#include <algorithm>
 #include <array>
 
 namespace stagescope::events {
@@ -77,6 +78,28 @@ const char* toString(RecordLevel l) {
 }
 bool parseRecordLevel(const std::string& text, RecordLevel* out) {
   return parseFrom(kLevelNames, text, out);
+}
+
+namespace {
+constexpr std::array<const char*, 3> kWaitOpNames = {"recv", "send", "broadcast"};
+template <typename T>
+bool listKeeps(const std::vector<T>& list, const T& x) {
+  return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
+}
+}  // namespace
+
+const char* toString(WaitOp op) {
+  return kWaitOpNames[static_cast<size_t>(op)];
+}
+bool parseWaitOp(const std::string& text, WaitOp* out) {
+  return parseFrom(kWaitOpNames, text, out);
+}
+
+bool RecordFilter::keepsRank(int32_t rank, const std::string& module) const {
+  return listKeeps(ranks, rank) && listKeeps(modules, module);
+}
+bool RecordFilter::keepsIteration(int32_t iteration) const {
+  return listKeeps(iterations, iteration);
 }
 
 }  // namespace stagescope::events

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/events/Checksum.h"
+
 namespace stagescope::events {
 
 // One scheduled action on one rank.  The 1F1B plan is a list of these per rank; the engine
@@ -55,7 +57,9 @@ const char* toString(EdgeKind k);
 const char* toString(BridgeRole r);
 const char* toString(Side s);
 
-// Summary statistics of a tensor's values, computed over all elements (float64 accumulation).
+// Summary statistics of a tensor's values (float64 accumulation).  min, max and mean are over
+// the finite elements; NaN and ±Inf are counted.  Any double here may itself be non-finite
+// (an l2 that overflowed); the run file stores such values faithfully (docs/run-file.md).
 struct TensorStats {
   double min = 0, max = 0, mean = 0, l2 = 0;
   int64_t nanCount = 0, infCount = 0;
@@ -79,7 +83,7 @@ struct TransferRecord {
   std::vector<int64_t> shape;
   std::string dtype;  // "float32", "bfloat16", ...
   int64_t bytes = 0;
-  uint64_t checksum = 0;  // FNV-1a 64 of the raw contiguous bytes (0 when level < stats)
+  uint64_t checksum = 0;  // checksumBytes (XXH3-64) of the raw contiguous bytes; 0 = none
   bool hasStats = false;
   TensorStats stats;
   int64_t startNs = 0, endNs = 0;
@@ -117,7 +121,9 @@ struct GradientRecord {
   std::vector<uint8_t> payload;  // raw values at level full
 };
 
-// Loss of one microbatch (value before the /m normalisation) on a last-stage rank.
+// Loss of one microbatch (value before the /m normalisation) on a last-stage rank, or of the
+// single-process reference (then rank is -1 and it travels as Recorder::referenceLoss, into
+// its own table).  `loss` may be NaN or ±Inf and is stored and read back as such.
 struct LossRecord {
   int32_t rank = -1;
   int32_t iteration = -1, microbatch = -1;  // microbatch -1: mean over the iteration
@@ -147,7 +153,11 @@ struct RankInfo {
   std::string host;
   std::string device;  // "cpu", "cuda:0"
   int64_t pid = 0;
-  int64_t clockOffsetNs = 0;  // host monotonic clock minus rank 0's, estimated at rendezvous
+  // This host's monotonic clock minus rank 0's, estimated at rendezvous, and the estimate's
+  // uncertainty (half-width, ns; -1 = not estimated).  Raw in the file; subtracted once, by
+  // the reader (storage::LoadOptions::applyClockOffsets), never again by a consumer.
+  int64_t clockOffsetNs = 0;
+  int64_t clockOffsetUncertaintyNs = -1;
 };
 
 // One module's grid as configured.
@@ -169,11 +179,27 @@ enum class RecordLevel : uint8_t { Off = 0, Meta, Stats, Full };
 const char* toString(RecordLevel l);
 bool parseRecordLevel(const std::string& text, RecordLevel* out);
 
+// The [record] filters of a run: which iterations, modules and ranks were recorded (empty
+// list: all).  One rule for every table: a record is kept when keeps(iteration, module of
+// its rank, rank); run, rank, diagnosis and wait records are always kept.
+struct RecordFilter {
+  std::vector<int32_t> iterations;
+  std::vector<std::string> modules;
+  std::vector<int32_t> ranks;
+  bool all() const { return iterations.empty() && modules.empty() && ranks.empty(); }
+  bool keepsRank(int32_t rank, const std::string& module) const;
+  bool keepsIteration(int32_t iteration) const;
+  bool keeps(int32_t iteration, const std::string& module, int32_t rank) const {
+    return keepsIteration(iteration) && keepsRank(rank, module);
+  }
+};
+
 // Run-wide facts, written once by the launcher (rank 0 in multi-host runs).
 struct RunInfo {
   std::string runId;
   std::string configText;  // the TOML as given, after --set overrides
-  std::string configHash;  // plan::configHash: hex FNV-1a 64 of the canonical config
+  std::string
+      configHash;  // plan::configHash: hex FNV-1a 64 (events::fnv1a64) of the canonical config
   int32_t worldSize = 0;
   int32_t iterations = 0, microbatches = 0;
   RecordLevel level = RecordLevel::Stats;
@@ -182,6 +208,8 @@ struct RunInfo {
   int64_t startUnixMs = 0, endUnixMs = 0;
   RunStatus status = RunStatus::Running;
   std::string statusReason;
+  ChecksumFunction checksumFunction = kRecordedChecksum;  // of every checksum column
+  RecordFilter recordFilter;                              // what the [record] filters kept
 };
 
 // One collective operation (all_reduce, broadcast, all_gather, ...) as seen by one member
@@ -219,6 +247,30 @@ struct DiagnosisRecord {
   int32_t waitsOnRank = -1;
   std::string message;  // one human sentence
   int64_t timeNs = 0;
+};
+
+// What a rank was waiting on when its wait ran past the timeout: structured, so the wait-for
+// graph is built from data, never from the sentence of a diagnosis.
+enum class WaitOp : uint8_t {
+  Recv = 0,   // waits for a message from `peer`
+  Send,       // waits for `peer` to take a message it sent
+  Broadcast,  // waits in a boundary broadcast rooted at `peer`
+};
+const char* toString(WaitOp op);  // "recv" | "send" | "broadcast"
+bool parseWaitOp(const std::string& text, WaitOp* out);
+
+struct WaitRecord {
+  int32_t rank = -1;                        // the waiting rank
+  int32_t iteration = -1, actionSeq = -1;   // the action it was executing
+  ActionKind action = ActionKind::Forward;  // that action's kind
+  int32_t microbatch = -1;
+  int32_t peer = -1;  // the global rank waited on
+  WaitOp op = WaitOp::Recv;
+  std::string edge;  // transfer edge ("llm:pp0->pp1", "vision->llm") or "boundary:<group>"
+  Direction direction = Direction::Activation;  // of the message (a broadcast: activation)
+  double timeoutSeconds = 0;                    // how long it waited before giving up
+  std::string error;                            // the backend's error text, one line
+  int64_t timeNs = 0;                           // when it gave up (recording host's clock)
 };
 
 }  // namespace stagescope::events

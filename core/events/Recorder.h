@@ -6,6 +6,9 @@
 // is durable; `close()` flushes and stops.  A Recorder belongs to one rank.
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "core/events/Events.h"
 
 namespace stagescope::events {
@@ -25,6 +28,10 @@ class Recorder {
   virtual void diagnosis(DiagnosisRecord d) = 0;
   // Collectives of captured jobs; recorders that do not store them drop them.
   virtual void collective(CollectiveRecord) {}
+  virtual void wait(WaitRecord w) = 0;  // what this rank waited on at a timeout
+  // The single-process reference (`run --reference`): its own tables, never per-rank rows.
+  virtual void referenceLoss(LossRecord loss) = 0;
+  virtual void referenceGradient(GradientRecord gradient) = 0;
   virtual void flush() = 0;
   virtual void close() = 0;
 };
@@ -42,8 +49,61 @@ class NullRecorder final : public Recorder {
   void loss(LossRecord) override {}
   void input(InputRecord) override {}
   void diagnosis(DiagnosisRecord) override {}
+  void wait(WaitRecord) override {}
+  void referenceLoss(LossRecord) override {}
+  void referenceGradient(GradientRecord) override {}
   void flush() override {}
   void close() override {}
+};
+
+}  // namespace stagescope::events
+
+namespace stagescope::events {
+
+// Applies a run's RecordFilter to every record of one rank before it reaches `inner`: plan,
+// actions, transfers, gradients, losses and inputs of a filtered-out iteration, module or
+// rank are dropped; run, rank, diagnosis and wait records always pass (a filter never hides
+// why a run failed).  `inner` must outlive this object.
+class FilteringRecorder final : public Recorder {
+ public:
+  FilteringRecorder(Recorder& inner, RecordFilter filter, int32_t rank, std::string module)
+      : inner_(inner), filter_(std::move(filter)), keepsRank_(filter_.keepsRank(rank, module)) {}
+  RecordLevel level() const override { return inner_.level(); }
+  void run(RunInfo info) override { inner_.run(std::move(info)); }
+  void rank(RankInfo info) override { inner_.rank(std::move(info)); }
+  void planned(ActionRecord a) override {
+    if (keeps(a.iteration)) inner_.planned(std::move(a));
+  }
+  void action(ActionRecord a) override {
+    if (keeps(a.iteration)) inner_.action(std::move(a));
+  }
+  void transfer(TransferRecord t) override {
+    if (keeps(t.iteration)) inner_.transfer(std::move(t));
+  }
+  void gradient(GradientRecord g) override {
+    if (keeps(g.iteration)) inner_.gradient(std::move(g));
+  }
+  void loss(LossRecord l) override {
+    if (keeps(l.iteration)) inner_.loss(std::move(l));
+  }
+  void input(InputRecord in) override {
+    if (keeps(in.iteration)) inner_.input(std::move(in));
+  }
+  void diagnosis(DiagnosisRecord d) override { inner_.diagnosis(std::move(d)); }
+  void collective(CollectiveRecord c) override {
+    if (keeps(c.iteration)) inner_.collective(std::move(c));
+  }
+  void wait(WaitRecord w) override { inner_.wait(std::move(w)); }
+  void referenceLoss(LossRecord l) override { inner_.referenceLoss(std::move(l)); }
+  void referenceGradient(GradientRecord g) override { inner_.referenceGradient(std::move(g)); }
+  void flush() override { inner_.flush(); }
+  void close() override { inner_.close(); }
+
+ private:
+  bool keeps(int32_t iteration) const { return keepsRank_ && filter_.keepsIteration(iteration); }
+  Recorder& inner_;
+  RecordFilter filter_;
+  bool keepsRank_;
 };
 
 }  // namespace stagescope::events

@@ -44,12 +44,24 @@ struct RunModel {
   std::vector<TransferPair> pairs;   // one per message (send or recv seen), in transfers order
   std::vector<events::GradientRecord>
       gradients;  // sorted by (iteration, phase, param, tp, pp, dp, microbatch)
-  std::vector<events::LossRecord> losses;  // sorted by (iteration, microbatch, dp, rank)
+  std::vector<events::LossRecord>
+      losses;  // ranks only; sorted by (iteration, microbatch, dp, rank)
+  // The single-process reference (`run --reference`), never mixed into the per-rank vectors:
+  // losses sorted by (iteration, microbatch, dp), rank -1; gradients (phase Reference, full
+  // tensors, rank -1) sorted by (iteration, param).
+  std::vector<events::LossRecord> referenceLosses;
+  std::vector<events::GradientRecord> referenceGradients;
   std::vector<events::InputRecord>
       inputs;  // sorted by (iteration, microbatch, rank, module, name); payload at level full only
   std::vector<events::DiagnosisRecord> diagnoses;  // sorted by (timeNs, rank)
   // Collectives of captured jobs, sorted by (iteration, group, groupSeq, rank).
   std::vector<events::CollectiveRecord> collectives;
+  // What each rank waited on when it timed out (the hang's wait-for edges), sorted by
+  // (timeNs, rank).  Empty for runs without a timeout and for format-1 files.
+  std::vector<events::WaitRecord> waits;
+  // True when the reader subtracted RankInfo::clockOffsetNs from every time above (it does
+  // by default); consumers never subtract it again.
+  bool clockOffsetsApplied = false;
 
   int64_t minTimeNs = 0, maxTimeNs = 0;  // over all actions (after clock offsets)
 
@@ -58,5 +70,12 @@ struct RunModel {
   int iterations() const { return info.iterations; }
   size_t eventCount() const;  // actions + transfers + gradients + losses
 };
+
+// Whether checksums of runs `a` and `b` were computed by the same function (format-1 files
+// used a non-standard FNV-1a; format 2 uses XXH3-64).  Cross-run checksum comparisons must
+// call this first: checksums of different functions are not evidence of anything.
+inline bool sameChecksumFunction(const RunModel& a, const RunModel& b) {
+  return a.info.checksumFunction == b.info.checksumFunction;
+}
 
 }  // namespace stagescope::model

@@ -803,13 +803,7 @@ int ModuleConfig::firstLayerOfStage(int stage) const {
 }
 
 bool RecordConfig::wants(int iteration, const std::string& module, int rank) const {
-  if (level == "off") return false;
-  auto inInts = [](const std::vector<int>& v, int x) {
-    return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
-  };
-  bool moduleOk =
-      modules.empty() || std::find(modules.begin(), modules.end(), module) != modules.end();
-  return inInts(iterations, iteration) && moduleOk && inInts(ranks, rank);
+  return level != "off" && filter().keeps(iteration, module, rank);
 }
 
 const ModuleConfig& RunConfig::module(const std::string& name) const {

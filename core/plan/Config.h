@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/events/Events.h"
 #include "core/events/Limits.h"
 
 namespace stagescope::plan {
@@ -90,7 +91,9 @@ struct RecordConfig {
   std::vector<int> iterations;       // empty: all
   std::vector<std::string> modules;  // empty: all
   std::vector<int> ranks;            // empty: all
+  // level != off and filter().keeps(iteration, module, rank): the one filter rule.
   bool wants(int iteration, const std::string& module, int rank) const;
+  events::RecordFilter filter() const { return {iterations, modules, ranks}; }
 };
 
 // A fault to inject (debugging issue); empty by default.

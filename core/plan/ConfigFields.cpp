@@ -1,5 +1,7 @@
 #include "core/plan/ConfigFields.h"
 
+#include "core/events/Checksum.h"
+
 #include <cstdio>
 
 namespace stagescope::plan {
@@ -96,11 +98,7 @@ std::string canonicalText(const std::vector<ConfigField>& fields) {
 }
 
 std::string configHash(const RunConfig& cfg) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char ch : canonicalText(canonicalFields(cfg))) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
+  const uint64_t h = events::fnv1a64(canonicalText(canonicalFields(cfg)));  // standard FNV-1a 64
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 # ---------------------------------------------------------------------------------------------
 # Layout-independent initialisation, mirroring core/engine/Init.cpp.
 
-FNV_BASIS = 1469598103934665603  # the basis Init.h uses (sic: as written there)
+FNV_BASIS = 14695981039346656037  # standard FNV-1a 64 offset basis, as Init.h (events::fnv1a64)
 FNV_PRIME = 1099511628211
 MASK64 = (1 << 64) - 1
 

@@ -1,20 +1,22 @@
 """Helpers of the capture tests: launch a job under torchrun, run the stagescope CLI, read a
-run file with Python's sqlite3, recompute FNV-1a 64 checksums independently of the C++ code."""
+run file with Python's sqlite3, recompute XXH3-64 checksums independently of the C++ code
+(tests/checksum/xxh3.py, pure Python)."""
 
 import os
 import sqlite3
 import subprocess
 import sys
 
-FNV_OFFSET, FNV_PRIME, MASK = 1469598103934665603, 1099511628211, (1 << 64) - 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "checksum"))
+from xxh3 import xxh3_64  # noqa: E402
+
+MASK = (1 << 64) - 1
 JOB_TIMEOUT_S = 600  # generous: the machine may be busy; a hang is reported, never waited out
 
 
-def fnv1a(data):
-    h = FNV_OFFSET
-    for b in data:
-        h = ((h ^ b) * FNV_PRIME) & MASK
-    return h
+def xxh3_of(data):
+    """The recorded checksum function (docs/run-file.md "Checksums"): XXH3-64, seed 0."""
+    return xxh3_64(data)
 
 
 def unsigned(checksum):

@@ -9,23 +9,23 @@ are all-reduced over the dp group, then plain SGD.
 With --backend stagescope the job imports stagescope_torch and names its groups "pp" and
 "dp"; everything else is identical, so the two backends must give bitwise identical results.
 Each rank saves its losses, final parameters and a log of every tensor it sent or received
-(peer, shape, dtype, FNV-1a 64 of the bytes computed here in Python) to OUT/rank<r>.pt.
+(peer, shape, dtype, XXH3-64 of the bytes computed here in Python) to OUT/rank<r>.pt.
 """
 
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
 
-FNV_OFFSET, FNV_PRIME, MASK = 1469598103934665603, 1099511628211, (1 << 64) - 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "checksum"))
+from xxh3 import xxh3_64  # noqa: E402
 
 
-def fnv1a(tensor):
-    h = FNV_OFFSET
-    for b in tensor.detach().contiguous().numpy().tobytes():
-        h = ((h ^ b) * FNV_PRIME) & MASK
-    return h
+def fingerprint(tensor):
+    """XXH3-64 of the tensor's bytes: the function stagescope records (docs/run-file.md)."""
+    return xxh3_64(tensor.detach().contiguous().numpy().tobytes())
 
 
 def main():
@@ -61,7 +61,7 @@ def main():
     log, losses = [], []
 
     def logged(kind, peer, t):
-        log.append((kind, peer, tuple(t.shape), str(t.dtype), fnv1a(t)))
+        log.append((kind, peer, tuple(t.shape), str(t.dtype), fingerprint(t)))
 
     for it in range(args.steps):
         if args.backend == "stagescope":

@@ -15,7 +15,7 @@ import unittest
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from capture_util import fnv1a, rows, stagescope, torchrun, job_env, unsigned  # noqa: E402
+from capture_util import xxh3_of, rows, stagescope, torchrun, job_env, unsigned  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 P2P_JOB = os.path.join(HERE, "p2p_pipeline_job.py")
@@ -82,7 +82,7 @@ class P2PPipeline(CaptureCase):
             self.assertEqual(t["src_group_rank"], t["src_rank"] % 2)  # group rank != global rank
             self.assertLessEqual(t["start_ns"], t["end_ns"])
             # payload (level full) and checksum agree, recomputed here
-            self.assertEqual(fnv1a(t["payload"]), unsigned(t["checksum"]))
+            self.assertEqual(xxh3_of(t["payload"]), unsigned(t["checksum"]))
         # every send pairs with exactly one receive (same key), with equal checksums
         key = lambda t: (t["edge"], t["direction"], t["iteration"], t["microbatch"], t["src_rank"], t["dst_rank"])
         sends = {key(t): t for t in transfers if t["side"] == "send"}
@@ -121,7 +121,7 @@ class P2PPipeline(CaptureCase):
         self.assertEqual(len(grads), 4 * 2 * 2)  # ranks x steps x (weight, bias)
         by = {}
         for g in grads:
-            self.assertEqual(fnv1a(g["payload"]), unsigned(g["checksum"]))
+            self.assertEqual(xxh3_of(g["payload"]), unsigned(g["checksum"]))
             by.setdefault((g["iteration"], g["param"]), set()).add(g["checksum"])
         self.assertTrue(all(len(v) == 1 for v in by.values()))
 

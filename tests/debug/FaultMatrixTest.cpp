@@ -206,6 +206,21 @@ TEST(FaultHang, WaitForGraphIsRecorded) {
   }
   EXPECT_TRUE(rank2WaitsOn1);
   EXPECT_TRUE(cycle);
+  // The same wait as data (the `waits` table), which the graph above is built from.
+  bool rank2Row = false;
+  for (const auto& w : run.waits) {
+    if (w.rank != 2) continue;
+    rank2Row = true;
+    EXPECT_EQ(w.peer, 1);
+    EXPECT_EQ(w.op, events::WaitOp::Recv);
+    EXPECT_EQ(w.direction, events::Direction::Activation);
+    EXPECT_EQ(w.iteration, 0);
+    EXPECT_EQ(w.microbatch, 1);
+    EXPECT_FALSE(w.edge.empty());
+    EXPECT_GE(w.actionSeq, 0);
+    EXPECT_GT(w.timeoutSeconds, 0.0);
+  }
+  EXPECT_TRUE(rank2Row) << run.waits.size() << " wait rows";
   // `check` on the saved file names the same graph, with the run_status exit code.
   CliResult check = runCli({"check", out.runPath});
   EXPECT_EQ(check.exitCode, 10) << check.output;

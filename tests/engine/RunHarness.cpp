@@ -102,16 +102,14 @@ std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const stor
 std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(
     const storage::RunModel& run) {
   std::map<std::pair<int, std::string>, std::vector<float>> out;
-  for (const auto& g : run.gradients) {
-    if (g.phase == events::GradPhase::Reference) out[{g.iteration, g.param}] = floats(g.payload);
-  }
+  for (const auto& g : run.referenceGradients) out[{g.iteration, g.param}] = floats(g.payload);
   return out;
 }
 
 std::map<int, double> iterationLosses(const storage::RunModel& run, bool reference) {
   std::map<int, double> out;
-  for (const auto& l : run.losses) {
-    if (l.microbatch == -1 && (reference ? l.rank == -1 : l.rank >= 0)) out[l.iteration] = l.loss;
+  for (const auto& l : reference ? run.referenceLosses : run.losses) {
+    if (l.microbatch == -1) out[l.iteration] = l.loss;
   }
   return out;
 }

@@ -319,7 +319,7 @@ model::RunModel makeRun(const FixtureOptions& o) {
       auto full = fullValues(p, it);
       if (o.reference) {
         events::GradientRecord g;
-        g.rank = 0;
+        g.rank = -1;  // the single-process reference: RunModel::referenceGradients
         g.iteration = it;
         g.phase = GradPhase::Reference;
         g.param = p.name;
@@ -327,7 +327,7 @@ model::RunModel makeRun(const FixtureOptions& o) {
         g.shape = p.shape;
         g.fullShape = p.shape;
         fill(g, full);
-        run.gradients.push_back(g);
+        run.referenceGradients.push_back(g);
       }
       int stage = std::min(PP - 1, p.layer / perStage);
       for (int dp = 0; dp < DP; ++dp) {

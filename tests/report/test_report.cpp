@@ -701,7 +701,7 @@ TEST(ChromeTrace, ParsesAndPairsFlows) {
   EXPECT_EQ(tids.size(), 6u);
   size_t actions = 0;
   for (const auto& l : run.actions) actions += l.size();
-  EXPECT_EQ(slices, actions + run.transfers.size());
+  EXPECT_EQ(slices, actions);  // transfers are async slices ("b"/"e"), not on rank tracks
   EXPECT_EQ(j["otherData"]["run_id"], run.info.runId);
 }
 
@@ -779,6 +779,10 @@ std::string writeRunFile(const storage::RunModel& run, const std::string& name) 
     }
     for (const auto& d : run.diagnoses) {
       if (d.rank == rank) w->diagnosis(d);
+    }
+    if (rank == 0) {  // the reference travels with rank 0's shard, into its own tables
+      for (const auto& g : run.referenceGradients) w->referenceGradient(g);
+      for (const auto& l : run.referenceLosses) w->referenceLoss(l);
     }
     w->close();
     EXPECT_EQ(w->error(), "");

@@ -6,6 +6,7 @@
 #include "StorageTestUtil.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
+#include "storage/Schema.h"
 #include "storage/ShardWriter.h"
 #include "storage/Sqlite.h"
 
@@ -72,11 +73,11 @@ TEST(Errors, NewerFormatVersion) {
   const std::string run = makeRun(dir);
   {
     Db db(run, Db::Mode::ReadWrite);
-    db.exec("PRAGMA user_version = 2");
+    db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion + 1));
   }
   std::string msg;
   EXPECT_EQ(loadError(run, &msg), Kind::NewerVersion);
-  EXPECT_NE(msg.find("version 2"), std::string::npos);
+  EXPECT_NE(msg.find("version " + std::to_string(kSchemaVersion + 1)), std::string::npos);
 }
 
 TEST(Errors, TruncatedCopyOfARealRunFile) {

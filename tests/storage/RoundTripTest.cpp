@@ -4,6 +4,7 @@
 #include "StorageTestUtil.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
+#include "storage/Schema.h"
 #include "storage/ShardWriter.h"
 
 namespace stagescope::storage::test {
@@ -104,6 +105,10 @@ void expectRunInfo(const events::RunInfo& got, const events::RunInfo& want) {
   EXPECT_EQ(got.endUnixMs, want.endUnixMs);
   EXPECT_EQ(got.status, want.status);
   EXPECT_EQ(got.statusReason, want.statusReason);
+  EXPECT_EQ(got.checksumFunction, want.checksumFunction);
+  EXPECT_EQ(got.recordFilter.iterations, want.recordFilter.iterations);
+  EXPECT_EQ(got.recordFilter.modules, want.recordFilter.modules);
+  EXPECT_EQ(got.recordFilter.ranks, want.recordFilter.ranks);
   ASSERT_EQ(got.modules.size(), want.modules.size());
   for (size_t i = 0; i < want.modules.size(); ++i) {
     const auto& g = got.modules[i];
@@ -163,7 +168,7 @@ TEST_P(RoundTrip, EveryRecordKindAndField) {
   LoadOptions opts;
   opts.payloads = true;
   const RunModel m = loadRun(run, opts);
-  EXPECT_EQ(m.schemaVersion, 1);
+  EXPECT_EQ(m.schemaVersion, kSchemaVersion);
   EXPECT_FALSE(m.partial) << (m.notes.empty() ? "" : m.notes.front());
   expectRunInfo(m.info, info);
 

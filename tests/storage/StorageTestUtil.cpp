@@ -45,6 +45,7 @@ events::RunInfo sampleRun(int worldSize, events::RecordLevel level) {
   r.endUnixMs = 0;
   r.status = events::RunStatus::Running;
   r.statusReason = "";
+  r.recordFilter = {{0, 2}, {"llm", "vision"}, {0, 1, 5}};
   return r;
 }
 

@@ -623,7 +623,12 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
               g.stats.mean = (unit(h) - 0.5) * 1e-3;
               g.stats.min = -g.norm / 4;
               g.stats.max = g.norm / 4;
-              model.gradients.push_back(std::move(g));
+              if (phase == events::GradPhase::Reference) {
+                g.rank = -1;  // the single-process reference has its own records
+                model.referenceGradients.push_back(std::move(g));
+              } else {
+                model.gradients.push_back(std::move(g));
+              }
             };
             for (int mb = 0; mb < m; ++mb)
               rec(events::GradPhase::Accumulated, mb,

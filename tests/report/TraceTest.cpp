@@ -1,0 +1,125 @@
+// The Chrome trace's structure (app/report/ChromeTrace.h): properly nested slices per rank
+// track, transfers as async slices, flow arrows inside the send and the receive, never
+// backwards.  The hand-made run plants the shapes a real run produces: two receives of one
+// action overlapping each other, a receive posted long before its send, and an action whose
+// recorded start precedes its predecessor's end.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "TraceCheck.h"
+#include "app/report/ChromeTrace.h"
+#include "core/model/RunModel.h"
+
+namespace stagescope::report {
+namespace {
+
+events::ActionRecord action(int rank, int seq, events::ActionKind kind, int mb, int64_t start,
+                            int64_t end) {
+  events::ActionRecord a;
+  a.rank = rank;
+  a.iteration = 0;
+  a.seq = seq;
+  a.kind = kind;
+  a.microbatch = mb;
+  a.module = "llm";
+  a.stage = rank;
+  a.startNs = start;
+  a.endNs = end;
+  return a;
+}
+
+events::TransferRecord transfer(events::Side side, int mb, int seq, int64_t start, int64_t end) {
+  events::TransferRecord t;
+  t.side = side;
+  t.rank = side == events::Side::Send ? 0 : 1;
+  t.srcRank = 0;
+  t.dstRank = 1;
+  t.edge = "llm:pp0->pp1";
+  t.iteration = 0;
+  t.microbatch = mb;
+  t.actionSeq = seq;
+  t.startNs = start;
+  t.endNs = end;
+  return t;
+}
+
+model::RunModel plantedRun() {
+  using events::ActionKind;
+  using events::Side;
+  model::RunModel run;
+  run.info.modules = {{"llm", "llm", 1, 1, 2, 1, 0, 2, {}}};
+  run.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    run.ranks[r].rank = r;
+    run.ranks[r].module = "llm";
+    run.ranks[r].pp = r;
+  }
+  // Rank 0 sends mb0 and mb1 in two actions; the second's recorded start is 10 ns early.
+  run.actions = {{action(0, 0, ActionKind::SendForward, 0, 1000, 2000),
+                  action(0, 1, ActionKind::SendForward, 1, 1990, 3000)},
+                 {action(1, 0, ActionKind::RecvForward, 0, 500, 3500)}};
+  // Rank 1 receives both in one action: posted early, overlapping each other.
+  run.transfers = {transfer(Side::Send, 0, 0, 1100, 1900), transfer(Side::Recv, 0, 0, 600, 2100),
+                   transfer(Side::Send, 1, 1, 2100, 2900), transfer(Side::Recv, 1, 0, 1500, 3200)};
+  return run;
+}
+
+nlohmann::json exportTrace(const model::RunModel& run, const std::string& name,
+                           ChromeTraceStats* st) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("stagescope_trace_" + name + ".json")).string();
+  *st = writeChromeTrace(run, path);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::filesystem::remove(path);
+  return nlohmann::json::parse(ss.str());
+}
+
+TEST(ChromeTraceShape, PlantedOverlapsStayNestedAndArrowsPointForward) {
+  ChromeTraceStats st;
+  const auto trace = exportTrace(plantedRun(), "planted", &st);
+  testing::TraceCounts counts;
+  const auto problems = testing::traceProblems(trace, &counts);
+  for (const auto& p : problems) ADD_FAILURE() << p;
+  EXPECT_EQ(counts.slices, 3u);       // the actions, alone on their rank tracks
+  EXPECT_EQ(counts.asyncSlices, 4u);  // every send and receive
+  EXPECT_EQ(counts.flows, 2u);
+  EXPECT_EQ(st.flows, 2u);
+  EXPECT_EQ(st.flowsSkipped, 0u);
+}
+
+TEST(ChromeTraceShape, ContradictoryTimesAreCountedNotDrawnBackwards) {
+  auto run = plantedRun();
+  // The receive of mb0 "completes" before its send's action began (clock offset badly off).
+  run.actions[1][0].startNs = 100;
+  run.transfers[1].startNs = 150;
+  run.transfers[1].endNs = 200;
+  ChromeTraceStats st;
+  const auto trace = exportTrace(run, "skewed", &st);
+  testing::TraceCounts counts;
+  for (const auto& p : testing::traceProblems(trace, &counts)) ADD_FAILURE() << p;
+  EXPECT_EQ(st.flows, 1u);
+  EXPECT_EQ(st.flowsSkipped, 1u);
+  EXPECT_EQ(counts.flows, 1u);
+}
+
+TEST(ChromeTraceShape, CheckerSeesBrokenNestingAndBackwardArrows) {
+  // The checker itself must fail on the defects it exists to catch.
+  const auto bad = nlohmann::json::parse(R"({"traceEvents":[
+    {"ph":"X","name":"a","pid":1,"tid":0,"ts":0,"dur":10},
+    {"ph":"X","name":"b","pid":1,"tid":0,"ts":5,"dur":10},
+    {"ph":"X","name":"c","pid":1,"tid":1,"ts":0,"dur":20},
+    {"ph":"s","id":1,"pid":1,"tid":0,"ts":8},
+    {"ph":"f","bp":"e","id":1,"pid":1,"tid":1,"ts":3}]})");
+  const auto problems = testing::traceProblems(bad);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("without nesting"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("before its start"), std::string::npos) << problems[1];
+}
+
+}  // namespace
+}  // namespace stagescope::report

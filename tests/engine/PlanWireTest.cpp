@@ -45,6 +45,9 @@ class NullRecorder final : public events::Recorder {
   void loss(events::LossRecord) override {}
   void input(events::InputRecord) override {}
   void diagnosis(events::DiagnosisRecord) override {}
+  void wait(events::WaitRecord) override {}
+  void referenceLoss(events::LossRecord) override {}
+  void referenceGradient(events::GradientRecord) override {}
   void flush() override {}
   void close() override {}
 };

@@ -1,13 +1,62 @@
 #include "core/analysis/Causal.h"
 
 #include <algorithm>
+#include <map>
 #include <span>
+#include <string>
+#include <tuple>
 #include "core/analysis/Pairing.h"
 
 namespace stagescope::analysis {
 
 using model::RunModel;
 using model::TransferPair;
+
+namespace {
+
+using ActionRef = std::pair<int, int64_t>;  // (rank, index into run.actions[rank])
+using Deps = std::vector<std::vector<std::vector<ActionRef>>>;
+
+// Collectives are not recorded as messages, yet they order events across ranks: the TP
+// all-reduces inside a stage's forward/backward and the boundary broadcast a bridge leader
+// sends its TP peers happen in the action of the same (iteration, kind, microbatch) on every
+// TP peer (same module, pp, dp, cp); the gradient all-reduce happens in DpReduce on every DP
+// peer (same module, pp, tp, cp).  A collective ends on no member before every member has
+// started it, so each member's action depends on the start of every other member's.  Without
+// these links a bridge member's gradient would look concurrent with (and could be named before)
+// the bridge message that fed it through its leader's broadcast.
+void addCollectiveDeps(const RunModel& run, Deps& deps) {
+  using Key = std::tuple<std::string, int, int, int, int, int, int, int>;
+  std::map<Key, std::vector<ActionRef>> groups;
+  for (size_t r = 0; r < run.actions.size(); ++r) {
+    const auto* info = findRank(run, static_cast<int>(r));
+    if (!info) continue;
+    for (size_t i = 0; i < run.actions[r].size(); ++i) {
+      const auto& a = run.actions[r][i];
+      if (a.kind == events::ActionKind::OptimizerStep) continue;
+      const bool dp = a.kind == events::ActionKind::DpReduce;
+      Key key{info->module,
+              info->pp,
+              info->cp,
+              dp ? -1 - info->tp : info->dp,
+              a.iteration,
+              static_cast<int>(a.kind),
+              dp ? -1 : a.microbatch,
+              dp ? 1 : 0};
+      groups[key].emplace_back(static_cast<int>(r), static_cast<int64_t>(i));
+    }
+  }
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    for (const auto& [r, i] : members) {
+      for (const auto& other : members) {
+        if (other.first != r) deps[r][i].push_back(other);
+      }
+    }
+  }
+}
+
+}  // namespace
 
 CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pairs) {
   size_t nRanks = run.actions.size();
@@ -30,6 +79,7 @@ CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pa
     if (si < 0 || vi < 0) continue;
     deps[v.rank][vi].emplace_back(s.rank, si);
   }
+  addCollectiveDeps(run, deps);
   std::vector<size_t> next(nRanks, 0);
   size_t remaining = 0;
   for (size_t r = 0; r < nRanks; ++r) remaining += run.actions[r].size();

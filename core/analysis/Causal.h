@@ -4,8 +4,9 @@
 //   1. iteration (nothing of iteration i+1 happens before anything of iteration i that it
 //      could depend on: messages never cross iterations and each rank runs its iterations in
 //      order);
-//   2. a Lamport clock over the executed actions: plan order within a rank, and a receive
-//      after the send it receives;
+//   2. a Lamport clock over the executed actions: plan order within a rank, a receive after
+//      the send it receives, and a collective (TP peers' action of the same iteration, kind and
+//      microbatch; DP peers' DpReduce) after every member started it;
 //   3. ties (concurrent events) broken by the global pipeline stage of the event's rank,
 //      then by rank, then by the event's position on that rank.
 //

@@ -177,7 +177,10 @@ int64_t CausalOrder::findKind(int rank, int iteration, events::ActionKind kind, 
 }
 
 CausalKey CausalOrder::ofLoss(const events::LossRecord& l) const {
-  int64_t ai = findKind(l.rank, l.iteration, events::ActionKind::Forward, l.microbatch, false);
+  // A per-iteration loss (microbatch -1) exists once the iteration's last Forward has ended.
+  const bool iterationLoss = l.microbatch < 0;
+  int64_t ai =
+      findKind(l.rank, l.iteration, events::ActionKind::Forward, l.microbatch, iterationLoss);
   return key(l.rank, l.iteration, ai, true, 1);
 }
 

@@ -53,7 +53,8 @@ class CausalOrder {
   CausalKey ofAction(int rank, int iteration, int seq, bool atEnd) const;
   // A message side: a send at its action's start, a receive at its action's end.
   CausalKey ofTransfer(int64_t transferIndex) const;
-  // A loss: the end of the Forward of (rank, iteration, microbatch).
+  // A loss: the end of the Forward of (rank, iteration, microbatch); an iteration's loss
+  // (microbatch -1): the end of its last Forward.
   CausalKey ofLoss(const events::LossRecord& loss) const;
   // A gradient record: Accumulated at the end of its microbatch's Backward, Reduced at the end
   // of the rank's DpReduce (else its last Backward), ParamAfterStep at the OptimizerStep.

@@ -29,7 +29,7 @@ using namespace stagescope::testing;
 namespace {
 
 struct Corpus {
-  std::string tp2, pp2, killed, filtered, nan, swapped, scaled, corrupted;
+  std::string tp2, pp2, killed, filtered, nan, nanTp, swapped, scaled, corrupted;
   std::string swappedParam, scaledParam;
 };
 
@@ -157,6 +157,12 @@ const Corpus& corpus() {
     k.filtered = run({"--set", "record.modules=[\"llm\"]"}, "corpus-filtered", true);
     k.nan = run({"--fault", "nan:iteration=1,microbatch=2,module=vision,direction=activation"},
                 "corpus-nan", false);
+    // The same NaN with the encoder on two TP ranks (0-1, leader rank 1): its member rank 0
+    // gets the poisoned step's gradient only through the leader's boundary broadcast, a
+    // collective that is not a recorded message.
+    k.nanTp = run({"--set", "modules.vision.tp=2", "--set", "modules.llm.offset=2", "--fault",
+                   "nan:iteration=1,microbatch=2,module=vision,direction=activation"},
+                  "corpus-nan-tp", false);
     k.swapped = copyOf(k.tp2, "corpus-swapped");
     plantSwappedShards(k.swapped, &k.swappedParam);
     k.scaled = copyOf(k.pp2, "corpus-scaled");
@@ -343,4 +349,24 @@ TEST(Corpus, NaNAtTheBridgeIsFirstInCausalOrderEverywhere) {
   auto c = compareEverywhere(k.pp2, k.nan, "nan");
   EXPECT_NE(c.exitCode, 0) << c.text;
   EXPECT_EQ(c.firstKey, "vision->llm activation it1 gmb2 to dp0") << c.text;
+}
+
+// "First" crosses collectives: with the encoder on two TP ranks, a gradient of the member rank
+// (fed through the leader's broadcast, not a recorded message) must never be named before the
+// poisoned bridge send that caused it.
+TEST(Corpus, NaNAtTheBridgeIsFirstAcrossTheEncodersTpBroadcast) {
+  const auto& k = corpus();
+  auto run = storage::loadRun(k.nanTp);
+  auto list = analysis::nonFiniteInCausalOrder(run);
+  ASSERT_FALSE(list.empty());
+  ASSERT_EQ(list[0].kind, analysis::NonFiniteRecord::Kind::Transfer);
+  const auto& t = run.transfers[list[0].index];
+  EXPECT_EQ(t.edge, "vision->llm");
+  EXPECT_EQ(t.iteration, 1);
+  EXPECT_EQ(t.microbatch, 2);
+  EXPECT_EQ(t.side, events::Side::Send);
+  auto chk = checkEverywhere(k.nanTp, "nan-tp");
+  const auto* nf = checkNamed(chk.json, "nonfinite");
+  ASSERT_NE(nf, nullptr) << chk.text;
+  EXPECT_EQ((*nf)["findings"][0]["edge"], "vision->llm") << chk.text;
 }

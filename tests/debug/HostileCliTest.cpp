@@ -122,7 +122,7 @@ TEST(HostileCorpus, CountsByClass) {
 TEST(HostileCli, VersionNamesEveryComponent) {
   const CliResult r = runCli({"--version"});
   EXPECT_EQ(r.exitCode, 0) << r.output;
-  for (const char* what : {"stagescope 0.", "LibTorch 2.", "SQLite 3.", "run file format 1"}) {
+  for (const char* what : {"stagescope 0.", "LibTorch 2.", "SQLite 3.", "run file format 2"}) {
     EXPECT_NE(r.output.find(what), std::string::npos) << what << " in\n" << r.output;
   }
 }
@@ -173,7 +173,7 @@ TEST(HostileCli, FullDiskFailsTheRunWithAReason) {
   fs::create_directories(dir);
   const std::string out = dir + "/run.db";
   std::string output;
-  const int code = shell("ulimit -f 64 && '" + stagescopeExe() + "' run '" + debugConfig("tiny") +
+  const int code = shell("ulimit -f 128 && '" + stagescopeExe() + "' run '" + debugConfig("tiny") +
                              "' -o '" + out + "' -q",
                          &output);
   EXPECT_EQ(code, 10) << output;

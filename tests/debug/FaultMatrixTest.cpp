@@ -45,8 +45,10 @@ TEST_P(FaultMatrix, DiagnosisNamesTheFault) {
   storage::RunModel run = storage::loadRun(out.runPath);
   EXPECT_EQ(events::toString(run.info.status), c.status);
   if (c.status == "hung") {
-    // A planted hang is diagnosed within the timeout plus a few seconds.
-    EXPECT_LT(seconds, kTimeoutSeconds + 10) << out.output;
+    // A planted hang ends by its timeout, not by a wait that ignores it (Gloo's own default is
+    // 30 min, the store's 5 min): the bound is loose on purpose, so a loaded machine (ranks
+    // starting slowly) cannot fail it while a wait that ignores timeout_seconds still does.
+    EXPECT_LT(seconds, kTimeoutSeconds + 60) << out.output;
   }
   // The injector says what it did to the message (not for kill, which is not a transfer).
   if (c.fault.rfind("kill", 0) != 0) {

@@ -1,5 +1,7 @@
 #include "tests/debug/HostileHarness.h"
 
+#include <cctype>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -269,6 +271,23 @@ const std::vector<int>& documentedExitCodes() {
 std::string label(const HostileCase& c) {
   return fs::path(c.file).filename().string() + ":" + std::to_string(c.line) + " " + c.cls + "/" +
          c.name;
+}
+
+std::string testNameOf(const HostileCase& c) {
+  std::string name = c.cls + "_" + c.name;
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
+std::string describeRuns(const CaseResult& r) {
+  std::string detail;
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    detail += "\n--- run " + std::to_string(i) + " exit " + std::to_string(r.runs[i].exitCode) +
+              "\nstderr:\n" + r.runs[i].err + "stdout:\n" + r.runs[i].out.substr(0, 2000);
+  }
+  return detail;
 }
 
 void PrintTo(const HostileCase& c, std::ostream* os) {

@@ -80,6 +80,10 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
 
 // "file:line CLASS/NAME" for messages.
 std::string label(const HostileCase& c);
+// "CLASS_NAME" with every other character as '_': a GoogleTest parameter name.
+std::string testNameOf(const HostileCase& c);
+// Each command's exit code, stderr and the start of its stdout, for a failure message.
+std::string describeRuns(const CaseResult& r);
 // GoogleTest prints a case by its label (not its bytes).
 void PrintTo(const HostileCase& c, std::ostream* os);
 

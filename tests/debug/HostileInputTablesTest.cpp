@@ -173,11 +173,7 @@ std::vector<HostileCase> allCases() {
 }
 
 std::string testName(const ::testing::TestParamInfo<HostileCase>& info) {
-  std::string name = info.param.cls + "_" + info.param.name;
-  for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return name;
+  return testNameOf(info.param);
 }
 
 class HostileInput : public ::testing::TestWithParam<HostileCase> {};
@@ -185,11 +181,7 @@ class HostileInput : public ::testing::TestWithParam<HostileCase> {};
 TEST_P(HostileInput, OneClearLineAndNothingTouched) {
   const HostileCase& c = GetParam();
   const CaseResult r = runHostileCase(c, fixtures());
-  std::string detail;
-  for (size_t i = 0; i < r.runs.size(); ++i) {
-    detail += "\n--- run " + std::to_string(i) + " exit " + std::to_string(r.runs[i].exitCode) +
-              "\nstderr:\n" + r.runs[i].err + "stdout:\n" + r.runs[i].out.substr(0, 2000);
-  }
+  const std::string detail = describeRuns(r);
   for (const auto& f : r.failures)
     ADD_FAILURE() << c.file << ":" << c.line << " " << c.cls << "/" << c.name << ": " << f
                   << detail;

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Random-layout differential sweep: runs random valid multimodule layouts with
+`--record full --reference --check` and reports every run whose check does not pass.
+
+The single-process reference is recorded next to the run and `check` compares every
+gathered gradient value and loss to it, so a failure here is an engine defect on a layout
+the test suite does not name.  Usage: scripts/layout_sweep.py [--runs N] [--seed S]
+[--max-ranks R] [--keep DIR].  Configs that the validator refuses (exit 2) are skipped and
+counted.  Exit 0 when every run passed, 1 otherwise.
+"""
+import argparse, os, random, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("STAGESCOPE_BIN", os.path.join(ROOT, "build", "default", "app", "stagescope"))
+
+
+def module(name, kind, tp, pp, dp, offset, rng):
+    lines = [f"[[modules]]", f'name = "{name}"', f'kind = "{kind}"', f"tp = {tp}", "cp = 1",
+             f"pp = {pp}", f"dp = {dp}", f"offset = {offset}",
+             f"layers = {pp * rng.choice([1, 2])}", "hidden = 32", "heads = 4", "ffn = 64"]
+    if kind == "encoder":
+        lines += [f"patches = {rng.choice([2, 4])}", "patch_dim = 8"]
+    else:
+        lines += ["vocab = 64", f"text_len = {rng.choice([4, 8])}"]
+    return "\n".join(lines)
+
+
+def random_config(rng, max_ranks):
+    n_enc = rng.choice([1, 1, 2, 2, 3])
+    llm = dict(tp=rng.choice([1, 2]), pp=rng.choice([1, 2, 3]), dp=rng.choice([1, 2]))
+    encs = []
+    for i in range(n_enc):
+        dp = rng.choice([d for d in (1, 2, 4) if d % llm["dp"] == 0 or llm["dp"] % d == 0])
+        encs.append(dict(tp=rng.choice([1, 2]), pp=rng.choice([1, 1, 2]), dp=dp))
+    mods = [("llm", "llm", llm)] + [(f"enc{i}", "encoder", e) for i, e in enumerate(encs)]
+    rng.shuffle(mods)
+    offset, blocks = 0, []
+    for name, kind, g in mods:
+        blocks.append(module(name, kind, g["tp"], g["pp"], g["dp"], offset, rng))
+        offset += g["tp"] * g["pp"] * g["dp"]
+    if offset > max_ranks:
+        return None, offset
+    m = rng.choice([1, 2, 3, 4, 6])
+    head = "\n".join([f"seed = {rng.randrange(1, 10**6)}", "iterations = 2",
+                      f"microbatches = {m}", f"micro_batch_size = {rng.choice([1, 2, 4])}",
+                      'dtype = "float32"', 'device = "cpu"', 'backend = "gloo"',
+                      "timeout_seconds = 120", "loss_scale = 1.0",
+                      f"forward_only = false", "", "[optimizer]",
+                      f'kind = "{rng.choice(["sgd", "adam"])}"', "lr = 0.001", "",
+                      "[record]", 'level = "full"', ""])
+    return head + "\n" + "\n\n".join(blocks) + "\n", offset
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--max-ranks", type=int, default=8)
+    ap.add_argument("--keep", default=None)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    out = a.keep or tempfile.mkdtemp(prefix="sweep-")
+    os.makedirs(out, exist_ok=True)
+    done = refused = 0
+    failures = []
+    while done < a.runs:
+        cfg, ranks = random_config(rng, a.max_ranks)
+        if cfg is None:
+            continue
+        n = done + refused
+        path = os.path.join(out, f"layout{n}.toml")
+        with open(path, "w") as f:
+            f.write(cfg)
+        db = os.path.join(out, f"layout{n}.db")
+        t0 = time.time()
+        p = subprocess.run([BIN, "run", path, "--reference", "--check", "-q", "-o", db],
+                           capture_output=True, text=True)
+        dt = time.time() - t0
+        if p.returncode == 2:
+            refused += 1
+            print(f"refused {path}: {p.stderr.strip().splitlines()[-1] if p.stderr else ''}")
+            continue
+        done += 1
+        status = "ok" if p.returncode == 0 else f"FAIL exit {p.returncode}"
+        print(f"{status:12s} {ranks} ranks {dt:5.1f}s {path}", flush=True)
+        if p.returncode != 0:
+            failures.append(path)
+            print((p.stdout + p.stderr)[-1500:])
+    print(f"{done} runs, {len(failures)} failed, {refused} refused by the validator; seed {a.seed}; files in {out}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

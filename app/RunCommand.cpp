@@ -26,6 +26,7 @@
 #include "app/RunFileLock.h"
 #include "core/engine/Init.h"
 #include "core/engine/Launcher.h"
+#include "core/engine/PreforkedRanks.h"
 #include "core/engine/RunIdentity.h"
 #include "core/plan/Config.h"
 #include "core/plan/ConfigFields.h"
@@ -227,6 +228,17 @@ void recordRankExits(const std::string& out, const engine::LaunchResult& launche
 Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
                    const std::string& out, bool quiet) {
   createRunFile(out, runInfo(cfg, out));
+  // CPU ranks are forked now, before the store's server thread exists, and share this
+  // process's LibTorch pages (engine/PreforkedRanks.h); CUDA ranks are exec'd.
+  std::unique_ptr<engine::PreforkedRanks> preforked;
+  if (cfg.device == "cpu") {
+    preforked = engine::PreforkedRanks::prefork(cfg.worldSize, [configFile, out] {
+      WorkerOptions worker;
+      worker.config = configFile;
+      worker.out = out;
+      return workerCommand(worker);
+    });
+  }
   c10d::TCPStoreOptions so;
   so.port = 0;
   so.isServer = true;
@@ -239,6 +251,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   spec.worldSize = cfg.worldSize;
   spec.masterPort = store->getPort();
   spec.quiet = quiet;
+  spec.preforked = preforked.get();
   // The ranks' run id is the run file's, whatever launcher started `stagescope run`.
   spec.extraEnv.push_back("STAGESCOPE_RUN_ID=" + fs::path(out).stem().string());
   spec.hangGraceSeconds = std::min(10.0, cfg.timeoutSeconds + 2);

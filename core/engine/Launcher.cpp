@@ -13,6 +13,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/engine/PreforkedRanks.h"
+
 namespace stagescope::engine {
 namespace {
 
@@ -151,7 +153,14 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
 
   std::vector<Child> kids(spec.worldSize);
   for (int r = 0; r < spec.worldSize; ++r) {
-    kids[r].pid = spawn(spec, r, &kids[r].out, &kids[r].err);
+    if (spec.preforked && r < spec.preforked->size()) {
+      const PreforkedRank p = spec.preforked->release(r, rankEnvironment(spec, r));
+      kids[r].pid = p.pid;
+      kids[r].out = p.out;
+      kids[r].err = p.err;
+    } else {
+      kids[r].pid = spawn(spec, r, &kids[r].out, &kids[r].err);
+    }
     kids[r].exit.rank = r;
   }
   LaunchResult result;

@@ -10,6 +10,8 @@
 
 namespace stagescope::engine {
 
+class PreforkedRanks;
+
 // Exit codes of a rank process (`stagescope worker`).
 enum WorkerExit : int {
   kWorkerOk = 0,
@@ -27,6 +29,9 @@ struct LaunchSpec {
   std::vector<std::string> extraEnv;  // "KEY=VALUE"
   double hangGraceSeconds = 5;        // after a rank times out, wait this long for the others
   bool quiet = false;                 // do not forward rank output
+  // Ranks already forked from this process (PreforkedRanks.h): each is released with the
+  // environment below instead of exec'ing argv.  nullptr: fork+exec argv per rank.
+  PreforkedRanks* preforked = nullptr;
 };
 
 struct RankExit {

@@ -5,27 +5,12 @@
 
 #include "app/report/CheckReport.h"
 #include "core/analysis/HangGraph.h"
-#include "core/plan/Config.h"
 #include "storage/RunReader.h"
 
 namespace stagescope::app {
 
 int exitCodeFor(events::RunStatus status) {
   return status == events::RunStatus::Completed ? 0 : analysis::exit_code::kRunStatus;
-}
-
-analysis::RecordFilter recordFilterOf(const storage::RunModel& run) {
-  analysis::RecordFilter f;
-  if (run.info.configText.empty()) return f;
-  try {
-    const plan::RunConfig cfg = plan::parseConfig(run.info.configText, run.path);
-    f.iterations = cfg.record.iterations;
-    f.ranks = cfg.record.ranks;
-    f.modules = cfg.record.modules;
-  } catch (const std::exception&) {
-    // A config that no longer parses (another version): judge the run unfiltered.
-  }
-  return f;
 }
 
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files) {
@@ -37,12 +22,12 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     storage::RunModel other;
     analysis::CheckOptions opts;
     opts.tolerance = files.tolerance;
-    opts.filter = recordFilterOf(run);
+    opts.filter = analysis::recordFilterOf(run);
     if (!against.empty()) {
       other = loadWithProgress(against, load);
       opts.against = &other;
       opts.againstBitwise = files.bitwise;
-      opts.againstFilter = recordFilterOf(other);
+      opts.againstFilter = analysis::recordFilterOf(other);
     }
     analysis::CheckReport rep = analysis::checkRun(run, opts);
     std::fputs(report::renderCheckText(rep).c_str(), stdout);

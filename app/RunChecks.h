@@ -22,10 +22,6 @@ struct CheckFiles {
   double tolerance = -1;  // --tol: replaces the tolerance rule (reference gradients, --against)
 };
 
-// The [record] filter of a run, read from its config text (empty when it has none or the text
-// does not parse).
-analysis::RecordFilter recordFilterOf(const storage::RunModel& run);
-
 // Checks a run file (optionally against another); prints the text report; returns the
 // check's exit code (README "Exit codes").
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files);

@@ -62,8 +62,8 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   opts.labelA = a;
   opts.labelB = b;
   opts.tolerance = tol;
-  opts.filterA = recordFilterOf(ra);
-  opts.filterB = recordFilterOf(rb);
+  opts.filterA = analysis::recordFilterOf(ra);
+  opts.filterB = analysis::recordFilterOf(rb);
   analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
   std::fputs(report::renderMarkdown(c).c_str(), stdout);
   std::fflush(stdout);

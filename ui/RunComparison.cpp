@@ -1,5 +1,6 @@
 #include "ui/RunComparison.h"
 
+#include "core/analysis/RecordFilter.h"
 #include "storage/RunReader.h"
 
 namespace stagescope::ui {
@@ -9,6 +10,8 @@ std::shared_ptr<const analysis::Comparison> compareForViewer(const LoadedRun& a,
   analysis::CompareOptions opts;
   opts.labelA = a.model.path;
   opts.labelB = b.model.path;
+  opts.filterA = analysis::recordFilterOf(a.model);
+  opts.filterB = analysis::recordFilterOf(b.model);
   // At level full the comparison judges values, as `stagescope compare` does: the viewer holds
   // its runs without payloads, so the comparison reads them with payloads.
   const bool full = a.model.info.level == events::RecordLevel::Full ||

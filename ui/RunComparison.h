@@ -1,9 +1,9 @@
 // The viewer's compare: analysis::compareRuns over the open run (A) and the compare run (B),
 // with the options `stagescope compare` uses (labels = the paths, payloads at level full), so
 // the panel, the CLI and the reports give the same verdict and name the same first
-// divergence (Comparison::first, in causal order).  No comparison rule lives in the viewer.
-// Not yet shared with the CLI: record filters (app/ reads them from the config text), so on
-// runs recorded with `record.ranks/modules/iterations` the viewer compares without them.
+// divergence (Comparison::first, in causal order).  No comparison rule lives in the viewer:
+// record filters too come from analysis::recordFilterOf, so a run recorded with
+// `record.ranks/modules/iterations` compares in the viewer exactly as in the CLI.
 // ImGui-free.
 #pragma once
 

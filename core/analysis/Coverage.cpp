@@ -13,38 +13,6 @@ using events::ActionKind;
 using events::ActionRecord;
 using model::RunModel;
 
-namespace {
-template <class T>
-bool inList(const std::vector<T>& v, const T& x) {
-  return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
-}
-template <class T>
-std::string listText(const std::vector<T>& v) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-  o << "]";
-  return o.str();
-}
-}  // namespace
-
-bool RecordFilter::wants(int iteration, const std::string& module, int rank) const {
-  return inList(iterations, iteration) && wantsRank(rank, module);
-}
-
-bool RecordFilter::wantsRank(int rank, const std::string& module) const {
-  return inList(ranks, rank) && inList(modules, module);
-}
-
-std::string RecordFilter::describe() const {
-  std::string s;
-  auto add = [&](const std::string& part) { s += (s.empty() ? "" : "; ") + part; };
-  if (!ranks.empty()) add("record.ranks = " + listText(ranks));
-  if (!modules.empty()) add("record.modules = " + listText(modules));
-  if (!iterations.empty()) add("record.iterations = " + listText(iterations));
-  return s.empty() ? "no record filter" : s;
-}
-
 PlannedMessages messagesOf(const ActionRecord& p) {
   PlannedMessages m;
   std::set<int> peers(p.peers.begin(), p.peers.end());

@@ -10,20 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/RecordFilter.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
-
-// The `[record]` filter of a run (empty list = everything).  app/ fills it from the run's
-// config text; analysis does not parse TOML.
-struct RecordFilter {
-  std::vector<int> iterations, ranks;
-  std::vector<std::string> modules;
-  bool any() const { return !iterations.empty() || !ranks.empty() || !modules.empty(); }
-  bool wants(int iteration, const std::string& module, int rank) const;
-  bool wantsRank(int rank, const std::string& module) const;
-  std::string describe() const;  // "record.ranks = [0, 1]; record.iterations = [1]"
-};
 
 // Messages one planned action implies (its peers, counted once per direction and side).
 struct PlannedMessages {

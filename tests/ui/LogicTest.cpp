@@ -6,6 +6,8 @@
 #include <filesystem>
 
 #include "core/analysis/Compare.h"
+#include "core/analysis/HangGraph.h"
+#include "core/analysis/RecordFilter.h"
 #include "ui/FindFilter.h"
 #include "ui/LoadedRun.h"
 #include "ui/RankRows.h"
@@ -198,6 +200,43 @@ TEST(ViewerCompare, NamesTheSameFirstDivergenceAsTheCli) {
   const int64_t t = firstDivergentTransfer(*viewer);
   ASSERT_GE(t, 0);
   EXPECT_EQ(a->model.transfers[t].edge, cli.first->edge);
+}
+
+// A run recorded with a record filter compares in the viewer exactly as in the CLI: both read
+// the filter with analysis::recordFilterOf, so the iteration the filter skipped is "skipped",
+// not "missing" (without the filter the pair would be INCOMPLETE).
+storage::RunModel recordedIterationZeroOnly() {
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());  // 2 iterations
+  auto later = [](const auto& r) { return r.iteration >= 1; };
+  for (auto& actions : m.actions) std::erase_if(actions, later);
+  std::erase_if(m.transfers, later);
+  std::erase_if(m.gradients, later);
+  std::erase_if(m.losses, later);
+  m.transferIds.resize(m.transfers.size());
+  for (size_t i = 0; i < m.transferIds.size(); ++i) m.transferIds[i] = static_cast<int64_t>(i);
+  buildPairs(m);
+  m.info.configText =
+      "seed = 1\niterations = 2\nmicrobatches = 4\n[record]\nlevel = \"stats\"\n"
+      "iterations = [0]\n[[modules]]\nname = \"vision\"\nkind = \"encoder\"\n"
+      "[[modules]]\nname = \"llm\"\nkind = \"llm\"\noffset = 1\n";
+  return m;
+}
+
+TEST(ViewerCompare, RecordFilterIsAppliedAsInTheCli) {
+  auto a = indexRun(recordedIterationZeroOnly());
+  auto b = indexRun(recordedIterationZeroOnly());
+  const analysis::RecordFilter filter = analysis::recordFilterOf(a->model);
+  ASSERT_EQ(filter.iterations, std::vector<int>{0}) << filter.describe();
+  analysis::CompareOptions cliOpts;  // what `stagescope compare` passes
+  cliOpts.filterA = filter;
+  cliOpts.filterB = analysis::recordFilterOf(b->model);
+  const analysis::Comparison cli = analysis::compareRuns(a->model, b->model, cliOpts);
+  const analysis::Comparison unfiltered = analysis::compareRuns(a->model, b->model);
+  ASSERT_EQ(unfiltered.verdict, analysis::Verdict::Incomplete) << unfiltered.verdictReason;
+  EXPECT_EQ(cli.verdict, analysis::Verdict::Identical) << cli.verdictReason;
+  auto viewer = compareForViewer(*a, *b);
+  EXPECT_EQ(viewer->verdict, cli.verdict) << viewer->verdictReason;
+  EXPECT_EQ(viewer->verdictReason, cli.verdictReason);
 }
 
 TEST(FindFilter, MismatchAndNaN) {

@@ -361,6 +361,47 @@ TEST(RunProblems, TheRootOfAWaitCycleIsItsLowestRank) {
   EXPECT_EQ(p.ranks[a].fate, RankFate::Hung);
 }
 
+// The wait-for edges come from the ranks' structured `waits` rows (analysis::waitForGraph, as
+// the CLI's hang graph), never from diagnosis text: here the timeout diagnoses name no peer and
+// their sentences name a wrong one.
+events::WaitRecord waitRow(int rank, int peer, const std::string& edge) {
+  events::WaitRecord w;
+  w.rank = rank;
+  w.peer = peer;
+  w.edge = edge;
+  w.direction = events::Direction::Gradient;
+  w.microbatch = 1;
+  w.timeoutSeconds = 5;
+  return w;
+}
+
+TEST(RunProblems, WaitEdgesComeFromTheWaitsRows) {
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int a = rankAt(m, "llm", 0, 1, 0), b = rankAt(m, "llm", 0, 2, 0),
+            c = rankAt(m, "llm", 0, 0, 0);
+  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
+  m.info.status = events::RunStatus::Hung;
+  m.diagnoses = {record(a, "timeout", -1), record(b, "timeout", -1), record(c, "timeout", -1)};
+  for (auto& d : m.diagnoses) d.message = "rank " + std::to_string(d.rank) + " waits on rank 0";
+  m.waits = {waitRow(a, b, "llm:pp1->pp2"), waitRow(b, a, "llm:pp1->pp2"),
+             waitRow(c, a, "llm:pp0->pp1")};
+  RunProblems p = problemsOf(m);
+  ASSERT_EQ(p.waits.size(), 3u);
+  for (const WaitEdge& w : p.waits) {
+    const int expect = w.rank == a ? b : a;
+    EXPECT_EQ(w.waitsOn, expect) << w.sentence;
+    EXPECT_EQ(p.ranks[w.rank].waitsOnRank, expect);
+    EXPECT_NE(w.sentence.find(w.rank == c ? "llm:pp0->pp1" : "llm:pp1->pp2"), std::string::npos)
+        << w.sentence;
+  }
+  // The CLI's hang graph is the same function over the same rows.
+  const analysis::WaitGraph cli = analysis::waitForGraph(m);
+  ASSERT_EQ(cli.edges.size(), p.waits.size());
+  for (size_t i = 0; i < cli.edges.size(); ++i)
+    EXPECT_EQ(cli.edges[i].sentence(), p.waits[i].sentence);
+  EXPECT_EQ(p.firstStuckRank, std::min(a, b));
+}
+
 TEST(RunProblems, FirstNonFiniteIsCausallyFirstNotFirstByEdgeName) {
   // llm tp1: with tp2 the llm's TP peer receives the bridge activation by a TP broadcast, which
   // is not a recorded message, so no recorded event links it to the bridge (a limit of the

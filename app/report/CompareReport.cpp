@@ -180,6 +180,13 @@ std::string fmt(double v, const char* f = "%.6g") {
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
+// A recorded value: non-finite values print as NaN / Inf / -Inf (as the JSON writes them), never
+// as "-", which in these tables means "not recorded".
+std::string value(double v, const char* f) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Inf" : "-Inf";
+  return fmt(v, f);
+}
 std::string pct(double v) {
   return fmt(100.0 * v, "%.1f%%");
 }
@@ -276,10 +283,12 @@ std::string renderMarkdown(const Comparison& c) {
       << " | " << mdEscape(c.b.label) << " | difference |\n|---:|---:|---:|---:|\n";
     size_t n = std::max(c.iterLossA.size(), c.iterLossB.size());
     for (size_t i = 0; i < n && i < 50; ++i) {
-      double x = i < c.iterLossA.size() ? c.iterLossA[i] : NAN;
-      double y = i < c.iterLossB.size() ? c.iterLossB[i] : NAN;
-      o << "| " << i << " | " << fmt(x, "%.9g") << " | " << fmt(y, "%.9g") << " | "
-        << fmt(y - x, "%.3g") << " |\n";
+      bool hasX = i < c.iterLossCountA.size() && c.iterLossCountA[i] > 0;
+      bool hasY = i < c.iterLossCountB.size() && c.iterLossCountB[i] > 0;
+      double x = hasX ? c.iterLossA[i] : NAN, y = hasY ? c.iterLossB[i] : NAN;
+      o << "| " << i << " | " << (hasX ? value(x, "%.9g") : "-") << " | "
+        << (hasY ? value(y, "%.9g") : "-") << " | " << (hasX && hasY ? value(y - x, "%.3g") : "-")
+        << " |\n";
     }
     if (n > 50) o << "| ... | | | |\n";
     o << "\n";

@@ -159,8 +159,14 @@ void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts
       auto f = m.find(i);
       return f == m.end() || f->second.second == 0 ? NAN : f->second.first / f->second.second;
     };
+    auto count = [&](std::map<int, std::pair<double, int>>& m) {
+      auto f = m.find(i);
+      return f == m.end() ? 0 : f->second.second;
+    };
     c.iterLossA.push_back(mean(sa));
     c.iterLossB.push_back(mean(sb));
+    c.iterLossCountA.push_back(count(sa));
+    c.iterLossCountB.push_back(count(sb));
   }
   (void)a;
   (void)b;

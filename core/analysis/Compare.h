@@ -29,7 +29,7 @@ namespace stagescope::analysis {
 struct CompareOptions {
   std::string labelA = "A", labelB = "B";
   double tolerance = -1;          // --tol: one relative L2 bound for everything; < 0: the rule
-  RecordFilter filterA, filterB;  // the runs' record filters (app/ reads them from the config)
+  RecordFilter filterA, filterB;  // the runs' record filters (recordFilterOf)
   size_t topGradients = 20;       // params that differ most, kept in the report
   size_t maxLossRows = 2000;      // loss rows kept (the verdict uses all)
 };
@@ -109,6 +109,9 @@ struct Comparison {
   size_t lossesCompared = 0, lossesDiffering = 0, lossesOnlyOne = 0;
   double maxLossRelDiff = 0;
   std::vector<double> iterLossA, iterLossB;  // mean loss per iteration (NaN where missing)
+  // Losses averaged into iterLossA/B[i]: 0 means none recorded (missing), so a reader can tell a
+  // missing iteration from a NaN mean.
+  std::vector<int> iterLossCountA, iterLossCountB;
 
   // Gradients.
   std::vector<GradRow> gradTop;                // the params that differ most (largest relDiff)

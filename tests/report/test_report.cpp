@@ -624,7 +624,7 @@ TEST(Compare, SwappedTpShardsDivergeByValuesThoughNormsAgree) {
 }
 
 TEST(Compare, NonFiniteLossIsNeverZeroOrEqual) {
-  auto a = makeRun({.pp = 2});
+  auto a = makeRun({.pp = 2, .iterations = 2});
   auto b = a;
   for (auto& l : b.losses) {
     if (l.iteration == 0 && l.microbatch == 1) l.loss = NAN;
@@ -643,6 +643,16 @@ TEST(Compare, NonFiniteLossIsNeverZeroOrEqual) {
     }
   }
   EXPECT_TRUE(sawNaN);
+  // The Markdown (also compare's stdout) prints the NaN mean of iteration 0 as NaN, not as "-"
+  // (which means "not recorded"), and iteration 1, recorded and finite, as a number.
+  const std::string md = renderMarkdown(c);
+  const auto row0 = md.find("| 0 | ");
+  ASSERT_NE(row0, std::string::npos) << md;
+  const std::string line0 = md.substr(row0, md.find('\n', row0) - row0);
+  EXPECT_EQ(line0.find(" - "), std::string::npos) << line0;
+  EXPECT_NE(line0.find("| NaN | NaN |"), std::string::npos) << line0;
+  EXPECT_NE(md.find("| 1 | "), std::string::npos) << md;
+  EXPECT_EQ(md.find("| 1 | NaN"), std::string::npos) << md;
 }
 
 TEST(Compare, ConfigLineDiff) {

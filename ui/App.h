@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/analysis/Format.h"
 #include "imgui.h"
 #include "ui/LoadedRun.h"
 #include "ui/RunComparison.h"
@@ -193,7 +194,7 @@ constexpr ImU32 kGradArrow = IM_COL32(220, 140, 255, 200);
 // Formatting helpers (Theme.cpp).
 std::string formatDuration(double ns);
 std::string formatBytes(int64_t bytes);
-std::string formatShape(const std::vector<int64_t>& shape);
+using analysis::formatShape;  // one rule for shapes: core/analysis/Format.h
 std::string hex64(uint64_t v);
 
 // Settings file location: $XDG_CONFIG_HOME/stagescope or ~/.config/stagescope.

@@ -4,6 +4,7 @@
 
 #include "app/Commands.h"
 #include "core/plan/Config.h"
+#include "core/plan/MemoryEstimate.h"
 #include "core/plan/Plan.h"
 #include "core/plan/Topology.h"
 
@@ -22,6 +23,14 @@ int planCommand(const std::string& config, const std::vector<std::string>& overr
     }
     std::printf("plan check: ok (every send has its receive; all %d ranks run to completion)\n",
                 p.worldSize);
+    const plan::MemoryEstimate memory = plan::estimateMemory(cfg, p, plan::forkedRanksFor(cfg));
+    std::fputs(plan::renderMemoryEstimate(memory).c_str(), stdout);
+    const double available = plan::availableMemoryBytes();
+    if (available >= 0) {
+      std::printf(
+          "memory available now: %s (MemAvailable)%s\n", plan::formatBytes(available).c_str(),
+          memory.totalBytes() > available ? "; `stagescope run` refuses this without --force" : "");
+    }
     return 0;
   } catch (const plan::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -30,6 +30,7 @@
 #include "core/engine/RunIdentity.h"
 #include "core/plan/Config.h"
 #include "core/plan/ConfigFields.h"
+#include "core/plan/MemoryEstimate.h"
 #include "core/plan/Plan.h"
 #include "core/plan/Topology.h"
 #include "storage/Merge.h"
@@ -348,10 +349,19 @@ int runCommand(const RunOptions& opts) {
     cfg = loadWithFaults(opts.config, overrides, opts.faults);
     checkDeviceAvailable(cfg, opts.config);
     plan::Topology topology(cfg);
-    const std::string stuck = plan::checkPlanProgress(plan::makePlan(cfg, topology));
+    const plan::Plan thePlan = plan::makePlan(cfg, topology);
+    const std::string stuck = plan::checkPlanProgress(thePlan);
     if (!stuck.empty()) {
       std::fprintf(stderr, "error: %s: the 1F1B plan cannot make progress:\n%s\n",
                    opts.config.c_str(), stuck.c_str());
+      return kExitConfig;
+    }
+    // Before any file or process exists: a run the machine cannot hold is refused in one line.
+    const std::string tooBig =
+        plan::memoryRefusal(plan::estimateMemory(cfg, thePlan, plan::forkedRanksFor(cfg)),
+                            plan::availableMemoryBytes());
+    if (!tooBig.empty() && !opts.force) {
+      std::fprintf(stderr, "error: %s: %s\n", opts.config.c_str(), tooBig.c_str());
       return kExitConfig;
     }
   } catch (const plan::ConfigError& e) {

@@ -267,8 +267,10 @@ int cliMain(int argc, char** argv) {
   runCmd->add_flag("--check", run.check, "check the run file afterwards; exit with its code");
   runCmd->add_option("--repeat", run.repeat, "run N times and require bitwise-identical runs")
       ->check(CLI::Range(1, 1000));
-  runCmd->add_flag("--force", run.force,
-                   "replace an existing run file at -o (with its shards); never any other file");
+  runCmd->add_flag(
+      "--force", run.force,
+      "replace an existing run file at -o (with its shards; never any other file), and "
+      "run even when the memory estimate exceeds MemAvailable");
   runCmd->add_flag("-q,--quiet", run.quiet, "do not forward rank output");
 
   WorkerOptions worker;

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Per-rank resident memory of a real `stagescope run` at N ranks (issue 16, "Ranks").
 
-  rank_memory.py --exe BUILD/app/stagescope --ranks 8,32,64,128 [--iterations 4] [--json OUT]
+  rank_memory.py --exe BUILD/app/stagescope --ranks 8,32,64,128 [--modes fork,exec] [--json OUT]
+
+Modes: `fork` (the default launcher: CPU ranks forked from it, core/engine/PreforkedRanks.h)
+and `exec` (STAGESCOPE_EXEC_RANKS=1: every rank fork+exec'd, as before), measured one after
+the other at each size, the order alternating between sizes.
 
 Each run is the tiny LM of assets/configs/llm_pp4.toml (pp 4, dp N/4, h32, L4, T8), recording
 off.  While it runs, every 0.25 s the script reads /proc/PID/smaps_rollup of the launcher and
@@ -59,7 +63,7 @@ def children(pid):
         return []
 
 
-def measure(exe, ranks, iterations, extra_sets, timeout):
+def measure(exe, ranks, iterations, extra_sets, timeout, mode="fork"):
     assert ranks % 4 == 0, "ranks must be a multiple of 4 (pp 4 x dp N/4)"
     tmp = tempfile.mkdtemp(prefix="stagescope-rankmem-")
     out = os.path.join(tmp, f"r{ranks}.db")
@@ -72,7 +76,11 @@ def measure(exe, ranks, iterations, extra_sets, timeout):
     low = avail0
     peak = {}  # pid -> {Pss, Private, Rss} maxima
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    env.pop("STAGESCOPE_EXEC_RANKS", None)
+    if mode == "exec":
+        env["STAGESCOPE_EXEC_RANKS"] = "1"
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     workers = set()
     try:
         while p.poll() is None:
@@ -104,7 +112,7 @@ def measure(exe, ranks, iterations, extra_sets, timeout):
     if len(w) < ranks:
         raise RuntimeError(f"{ranks} ranks: sampled only {len(w)} workers")
     med = lambda k: statistics.median(x[k] for x in w) / 1000.0  # kB -> MB
-    return {"ranks": ranks, "wall_s": round(wall, 1),
+    return {"ranks": ranks, "mode": mode, "wall_s": round(wall, 1),
             "pss_mb_per_rank": round(med("Pss"), 1), "private_mb_per_rank": round(med("Private"), 1),
             "rss_mb_per_rank": round(med("Rss"), 1),
             "pss_mb_sum_workers": round(sum(x["Pss"] for x in w) / 1000.0, 0),
@@ -120,24 +128,27 @@ def main():
     ap.add_argument("--exe", required=True)
     ap.add_argument("--ranks", default="8,32,64,128")
     ap.add_argument("--iterations", type=int, default=4)
+    ap.add_argument("--modes", default="fork", help="fork, exec or both (fork,exec)")
     ap.add_argument("--set", action="append", default=[], dest="sets")
     ap.add_argument("--min-available-gb", type=float, default=12.0, help="needed for 128 ranks")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     rows = []
-    for n in [int(x) for x in a.ranks.split(",")]:
-        need = a.min_available_gb * n / 128
-        have = meminfo_kb("MemAvailable") / 1e6
-        if have < need:
-            rows.append({"ranks": n, "skipped": f"MemAvailable {have:.1f} GB < {need:.1f} GB needed"})
-            print(f"rank memory: SKIP {n} ranks: {rows[-1]['skipped']}", flush=True)
-            continue
-        r = measure(a.exe, n, a.iterations, a.sets, a.timeout)
-        rows.append(r)
-        print(f"rank memory: {n} ranks: Pss {r['pss_mb_per_rank']} MB/rank, private {r['private_mb_per_rank']} MB, "
-              f"Rss {r['rss_mb_per_rank']} MB; MemAvailable drop {r['memavailable_drop_mb']} MB "
-              f"({r['memavailable_drop_mb_per_rank']} MB/rank); {r['wall_s']} s; load {r['load']}", flush=True)
+    modes = a.modes.split(",")
+    for i, n in enumerate(int(x) for x in a.ranks.split(",")):
+        for mode in (modes if i % 2 == 0 else modes[::-1]):
+            need = a.min_available_gb * n / 128
+            have = meminfo_kb("MemAvailable") / 1e6
+            if have < need:
+                rows.append({"ranks": n, "mode": mode, "skipped": f"MemAvailable {have:.1f} GB < {need:.1f} GB needed"})
+                print(f"rank memory: SKIP {n} ranks ({mode}): {rows[-1]['skipped']}", flush=True)
+                continue
+            r = measure(a.exe, n, a.iterations, a.sets, a.timeout, mode)
+            rows.append(r)
+            print(f"rank memory: {n} ranks ({mode}): Pss {r['pss_mb_per_rank']} MB/rank, private {r['private_mb_per_rank']} MB, "
+                  f"Rss {r['rss_mb_per_rank']} MB; MemAvailable drop {r['memavailable_drop_mb']} MB "
+                  f"({r['memavailable_drop_mb_per_rank']} MB/rank); {r['wall_s']} s; load {r['load']}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

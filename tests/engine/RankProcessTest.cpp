@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -24,6 +25,11 @@
 #include <tuple>
 
 #include "core/engine/PreforkedRanks.h"
+#include "core/engine/StageModel.h"
+#include "core/plan/Config.h"
+#include "core/plan/MemoryEstimate.h"
+#include "core/plan/Plan.h"
+#include "core/plan/Topology.h"
 #include "storage/RunReader.h"
 #include "tests/engine/RunHarness.h"
 
@@ -210,6 +216,58 @@ TEST(PreforkedRuns, ForkedRanksShareTheLaunchersLibTorchPages) {
   ASSERT_GT(forked, 0) << "the forked run failed or no rank was sampled";
   EXPECT_LT(forked * 3, execd) << "private memory per rank: forked " << forked << " kB, exec'd "
                                << execd << " kB";
+}
+
+// ---- the memory estimate against the engine ---------------------------------------------------
+
+TEST(MemoryEstimate, ParameterCountsAreThoseOfTheEnginesStageModels) {
+  // Every rank of every asset layout (TP shards, encoders, several stages), plus TP 2 with
+  // an odd ffn/heads split: the estimate's count equals the elements the engine allocates.
+  for (const std::string name :
+       {"default", "fan_in", "fan_out", "llm_first", "llm_pp4", "single", "two_encoders"}) {
+    const plan::RunConfig cfg = plan::loadConfig(assetConfig(name));
+    const plan::Topology topology(cfg);
+    const plan::Plan p = plan::makePlan(cfg, topology);
+    for (const auto& r : p.ranks) {
+      const auto& module = cfg.module(r.module);
+      engine::StageModel model(cfg, module, r.pp, r.tp, nullptr, std::chrono::seconds(1),
+                               at::Device(at::kCPU));
+      int64_t elements = 0;
+      for (const auto& prm : model.params()) elements += prm.value.numel();
+      EXPECT_EQ(static_cast<double>(elements), plan::stageParameterCount(cfg, module, r.pp))
+          << name << " rank " << r.rank << " (" << r.module << " stage " << r.pp << ")";
+    }
+  }
+}
+
+TEST(MemoryEstimate, RunRefusesWhatTheMachineCannotHoldAndForceRunsIt) {
+  // A machine with 2 MB available (STAGESCOPE_MEMINFO: a meminfo-format file): the default
+  // layout's estimate (> 100 MB) does not fit.
+  const std::string meminfo = tempRunPath("meminfo") + ".txt";
+  std::ofstream(meminfo) << "MemTotal: 4000 kB\nMemAvailable: 2000 kB\n";
+  ::setenv("STAGESCOPE_MEMINFO", meminfo.c_str(), 1);
+  const std::string out = tempRunPath("refused");
+  std::filesystem::remove(out);
+  const std::string cmd = "'" + stagescopeExe() + "' run '" + assetConfig("default") + "' -o '" +
+                          out + "' -q 2>&1 >/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string err;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) err.append(buf, n);
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("exceeds the 2.0 MB available"), std::string::npos) << err;
+  EXPECT_NE(err.find("--force"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "a refused run must create nothing";
+  // --force runs it anyway (this machine has the memory the fake file denies).
+  RunOutput forced = runStagescope(assetConfig("default"), {"--force"}, "forced");
+  ::unsetenv("STAGESCOPE_MEMINFO");
+  std::filesystem::remove(meminfo);
+  EXPECT_EQ(forced.exitCode, 0) << forced.output;
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "core/analysis/RecordFilter.h"
 
-#include <algorithm>
 #include <sstream>
 
 #include "core/plan/Config.h"
@@ -8,10 +7,6 @@
 namespace stagescope::analysis {
 
 namespace {
-template <class T>
-bool inList(const std::vector<T>& v, const T& x) {
-  return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
-}
 template <class T>
 std::string listText(const std::vector<T>& v) {
   std::ostringstream o;
@@ -21,14 +16,6 @@ std::string listText(const std::vector<T>& v) {
   return o.str();
 }
 }  // namespace
-
-bool RecordFilter::wants(int iteration, const std::string& module, int rank) const {
-  return inList(iterations, iteration) && wantsRank(rank, module);
-}
-
-bool RecordFilter::wantsRank(int rank, const std::string& module) const {
-  return inList(ranks, rank) && inList(modules, module);
-}
 
 std::string RecordFilter::describe() const {
   std::string s;
@@ -41,6 +28,10 @@ std::string RecordFilter::describe() const {
 
 RecordFilter recordFilterOf(const model::RunModel& run) {
   RecordFilter f;
+  if (run.schemaVersion >= 2 || !run.info.recordFilter.all()) {
+    static_cast<events::RecordFilter&>(f) = run.info.recordFilter;
+    return f;
+  }
   if (run.info.configText.empty()) return f;
   try {
     const plan::RunConfig cfg = plan::parseConfig(run.info.configText, run.path);

@@ -1,28 +1,30 @@
 // The `[record]` filter of a run: which iterations, ranks and modules its ranks recorded.  One
-// rule for every consumer: check, compare and the viewer read it with recordFilterOf and judge
-// a filtered-out record as "skipped", never as "missing".
+// rule for everyone: the engine's FilteringRecorder drops records by events::RecordFilter::keeps,
+// and check, compare and the viewer read the filter a run applied with recordFilterOf and judge
+// by the same keeps() that a filtered-out record is "skipped", never "missing".
 #pragma once
 
 #include <string>
-#include <vector>
 
+#include "core/events/Events.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
 
-// Empty list = everything.
-struct RecordFilter {
-  std::vector<int> iterations, ranks;
-  std::vector<std::string> modules;
-  bool any() const { return !iterations.empty() || !ranks.empty() || !modules.empty(); }
-  bool wants(int iteration, const std::string& module, int rank) const;
-  bool wantsRank(int rank, const std::string& module) const;
+// events::RecordFilter (empty list = everything) with the words the verdicts use.
+struct RecordFilter : events::RecordFilter {
+  bool any() const { return !all(); }
+  bool wants(int iteration, const std::string& module, int rank) const {
+    return keeps(iteration, module, rank);
+  }
+  bool wantsRank(int rank, const std::string& module) const { return keepsRank(rank, module); }
   std::string describe() const;  // "record.ranks = [0, 1]; record.iterations = [1]"
 };
 
-// The filter of a run, read from the `[record]` table of its config text (run.info.configText).
-// Empty when the run has no config text (a captured run) or the text no longer parses (a file
-// of another version): such a run is judged unfiltered.
+// The filter a run's ranks applied: the one its run file recorded (run.info.recordFilter,
+// format 2, or set on a model built in memory).  A format-1 file has none: its config text's
+// `[record]` table is read instead (nothing when the text no longer parses: such a run is judged
+// unfiltered).
 RecordFilter recordFilterOf(const model::RunModel& run);
 
 }  // namespace stagescope::analysis

@@ -118,9 +118,16 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
     const TableDef& t = tableDef(name);
     const std::string cols = dataColumns(t);
     const std::string id = std::to_string(shardId);
-    if (seenBefore) db.exec(std::string("DELETE FROM main.") + name + " WHERE shard_id = " + id);
-    db.exec(std::string("INSERT INTO main.") + name + "(shard_id, " + cols + ") SELECT " + id +
-            ", " + cols + " FROM " + alias + "." + name + " ORDER BY rowid");
+    const std::string stored = "main." + storedTable(t);
+    const std::string source = alias + "." + name;
+    if (seenBefore) db.exec("DELETE FROM " + stored + " WHERE shard_id = " + id);
+    if (t.packed) {  // text into the dictionary first, then the rows with text ids
+      db.exec(collectTextsSql(t, source, "main.texts"));
+      db.exec(copyPackedSql(t, source, stored, "main.texts", id));
+    } else {
+      db.exec("INSERT INTO " + stored + "(shard_id, " + cols + ") SELECT " + id + ", " + cols +
+              " FROM " + source + " ORDER BY rowid");
+    }
     const int64_t n = db.changes();
     total += n;
     update += std::string(", n_") + name + "=" + std::to_string(n);

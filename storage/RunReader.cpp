@@ -32,6 +32,7 @@ class Loader {
       : db_(db), m_(m), opts_(opts), progress_(progress) {}
 
   void load() {
+    readTexts();
     countRows();
     readRun();
     readModules();
@@ -108,7 +109,51 @@ class Loader {
 
   void countRows() {
     for (const char* t : {"plan", "actions", "transfers", "gradients", "losses"})
-      total_ += db_.queryInt(std::string("SELECT count(*) FROM ") + t);
+      total_ += db_.queryInt("SELECT count(*) FROM " + stored(t));
+  }
+
+  // ---- packed tables (format 3 run files; docs/run-file.md "Packed tables") ----
+  // The dictionary `texts`, when the file has one: ids index texts_ directly.
+  static constexpr int64_t kMaxTextId = int64_t{1} << 24;
+  void readTexts() {
+    packed_ = db_.hasTable("texts");
+    if (!packed_) return;
+    Stmt s = db_.prepare("SELECT id, text FROM texts ORDER BY id");
+    while (s.step()) {
+      const int64_t id = s.i64(0);
+      if (id < 0 || id > kMaxTextId)
+        bad("texts", "id " + std::to_string(id) + ", expected 0.." + std::to_string(kMaxTextId));
+      if (texts_.size() <= static_cast<size_t>(id)) {
+        texts_.resize(static_cast<size_t>(id) + 1);
+        known_.resize(static_cast<size_t>(id) + 1);
+      }
+      assign(texts_[static_cast<size_t>(id)], s.text(1));
+      known_[static_cast<size_t>(id)] = true;
+    }
+  }
+  // The table to read logical table `name` from.
+  std::string stored(const char* name) const {
+    return packed_ ? storedTable(tableDef(name)) : std::string(name);
+  }
+  // SELECT list of logical columns of `name` as stored (packed text columns: their ids).
+  std::string columns(const char* name, std::initializer_list<const char*> cols) const {
+    std::string out;
+    for (const char* c : cols) {
+      if (!out.empty()) out += ", ";
+      out += packed_ ? storedReadExpr(tableDef(name), c) : std::string(c);
+    }
+    return out;
+  }
+  // A text column of a logical table: the text itself, or in a packed table its id's text
+  // (NULL reads as "" either way).
+  std::string_view txt(const char* table, const Stmt& s, int c) {
+    if (!packed_) return s.text(c);
+    if (s.isNull(c)) return {};
+    const int64_t id = s.i64(c);
+    if (id < 0 || static_cast<size_t>(id) >= texts_.size() || !known_[static_cast<size_t>(id)])
+      bad(table, "text id " + std::to_string(id) + " (column " + std::to_string(c) +
+                     ") is not in table texts");
+    return texts_[static_cast<size_t>(id)];
   }
   void tick() {
     if (progress_ && (++done_ & 0xffff) == 0 && total_ > 0)
@@ -229,19 +274,20 @@ class Loader {
   void readActions(const char* table, bool withTimes) {
     auto& out = withTimes ? m_.actions : m_.plan;
     out.resize(std::max<size_t>(out.size(), static_cast<size_t>(m_.info.worldSize)));  // bounded
-    std::string cols = "rank, iteration, seq, kind, microbatch, module, stage, peers";
+    std::string cols = columns(
+        table, {"rank", "iteration", "seq", "kind", "microbatch", "module", "stage", "peers"});
     if (withTimes) cols += ", start_ns, end_ns";
-    Stmt s = db_.prepare("SELECT " + cols + " FROM " + table + " ORDER BY rowid");
+    Stmt s = db_.prepare("SELECT " + cols + " FROM " + stored(table) + " ORDER BY rowid");
     while (s.step()) {
       events::ActionRecord a;
       a.rank = bounded(s, 0, table, "rank", 0, kLastRank);
       a.iteration = bounded(s, 1, table, "iteration", 0, kLastIteration);
       a.seq = bounded(s, 2, table, "seq", 0, kInt32Max);
-      a.kind = parse<events::ActionKind>(table, s.text(3), parseActionKindText);
+      a.kind = parse<events::ActionKind>(table, txt(table, s, 3), parseActionKindText);
       a.microbatch = bounded(s, 4, table, "microbatch", -1, kLastMicrobatch);
-      assign(a.module, s.text(5));
+      assign(a.module, txt(table, s, 5));
       a.stage = bounded(s, 6, table, "stage", -1, kLastRank);
-      list(table, s.text(7), &a.peers);
+      list(table, txt(table, s, 7), &a.peers);
       for (int peer : a.peers) {
         if (peer < 0 || peer > kLastRank) bad(table, "peer rank " + std::to_string(peer));
       }
@@ -273,29 +319,33 @@ class Loader {
   void readTransfers() {
     const std::string payload = opts_.payloads ? "payload" : "NULL";
     Stmt s = db_.prepare(
-        "SELECT id, rank, side, src_rank, dst_rank, src_group_rank, dst_group_rank, edge, "
-        "edge_kind, role, direction, iteration, microbatch, action_seq, shape, dtype, bytes, "
-        "checksum, stat_min, stat_max, stat_mean, stat_l2, stat_nan_count, stat_inf_count, "
-        "stat_numel, start_ns, end_ns, " +
-        payload + " FROM transfers ORDER BY rowid");
+        "SELECT " +
+        columns("transfers", {"id",         "rank",           "side",           "src_rank",
+                              "dst_rank",   "src_group_rank", "dst_group_rank", "edge",
+                              "edge_kind",  "role",           "direction",      "iteration",
+                              "microbatch", "action_seq",     "shape",          "dtype",
+                              "bytes",      "checksum",       "stat_min",       "stat_max",
+                              "stat_mean",  "stat_l2",        "stat_nan_count", "stat_inf_count",
+                              "stat_numel", "start_ns",       "end_ns"}) +
+        ", " + payload + " FROM " + stored("transfers") + " ORDER BY rowid");
     while (s.step()) {
       events::TransferRecord t;
       m_.transferIds.push_back(s.i64(0));
       t.rank = bounded(s, 1, "transfers", "rank", 0, kLastRank);
-      t.side = parse<events::Side>("transfers", s.text(2), parseSide);
+      t.side = parse<events::Side>("transfers", txt("transfers", s, 2), parseSide);
       t.srcRank = bounded(s, 3, "transfers", "src_rank", 0, kLastRank);
       t.dstRank = bounded(s, 4, "transfers", "dst_rank", 0, kLastRank);
       t.srcGroupRank = bounded(s, 5, "transfers", "src_group_rank", -1, kLastRank);
       t.dstGroupRank = bounded(s, 6, "transfers", "dst_group_rank", -1, kLastRank);
-      assign(t.edge, s.text(7));
-      t.edgeKind = parse<events::EdgeKind>("transfers", s.text(8), parseEdgeKind);
-      t.role = parse<events::BridgeRole>("transfers", s.text(9), parseBridgeRole);
-      t.direction = parse<events::Direction>("transfers", s.text(10), parseDirection);
+      assign(t.edge, txt("transfers", s, 7));
+      t.edgeKind = parse<events::EdgeKind>("transfers", txt("transfers", s, 8), parseEdgeKind);
+      t.role = parse<events::BridgeRole>("transfers", txt("transfers", s, 9), parseBridgeRole);
+      t.direction = parse<events::Direction>("transfers", txt("transfers", s, 10), parseDirection);
       t.iteration = bounded(s, 11, "transfers", "iteration", 0, kLastIteration);
       t.microbatch = bounded(s, 12, "transfers", "microbatch", -1, kLastMicrobatch);
       t.actionSeq = bounded(s, 13, "transfers", "action_seq", -1, kInt32Max);
-      shape("transfers", "shape", s.text(14), &t.shape);
-      assign(t.dtype, s.text(15));
+      shape("transfers", "shape", txt("transfers", s, 14), &t.shape);
+      assign(t.dtype, txt("transfers", s, 15));
       t.bytes = s.i64(16);
       t.checksum = std::bit_cast<uint64_t>(s.i64(17));
       readStats("transfers", s, 18, &t.hasStats, &t.stats);
@@ -309,28 +359,48 @@ class Loader {
 
   void readGradients() {
     const std::string payload = opts_.payloads ? "payload" : "NULL";
-    Stmt s = db_.prepare(
-        "SELECT rank, iteration, microbatch, phase, param, module, tp, pp, dp, partition_dim, "
-        "partition_offset, shape, full_shape, dtype, norm, checksum, stat_min, stat_max, "
-        "stat_mean, stat_l2, stat_nan_count, stat_inf_count, stat_numel, " +
-        payload + " FROM gradients ORDER BY rowid");
+    Stmt s = db_.prepare("SELECT " +
+                         columns("gradients", {"rank",
+                                               "iteration",
+                                               "microbatch",
+                                               "phase",
+                                               "param",
+                                               "module",
+                                               "tp",
+                                               "pp",
+                                               "dp",
+                                               "partition_dim",
+                                               "partition_offset",
+                                               "shape",
+                                               "full_shape",
+                                               "dtype",
+                                               "norm",
+                                               "checksum",
+                                               "stat_min",
+                                               "stat_max",
+                                               "stat_mean",
+                                               "stat_l2",
+                                               "stat_nan_count",
+                                               "stat_inf_count",
+                                               "stat_numel"}) +
+                         ", " + payload + " FROM " + stored("gradients") + " ORDER BY rowid");
     while (s.step()) {
       events::GradientRecord g;
       g.rank = bounded(s, 0, "gradients", "rank", -1, kLastRank);
       g.iteration = bounded(s, 1, "gradients", "iteration", 0, kLastIteration);
       g.microbatch = bounded(s, 2, "gradients", "microbatch", -1, kLastMicrobatch);
-      g.phase = parse<events::GradPhase>("gradients", s.text(3), parseGradPhase);
-      assign(g.param, s.text(4));
-      assign(g.module, s.text(5));
+      g.phase = parse<events::GradPhase>("gradients", txt("gradients", s, 3), parseGradPhase);
+      assign(g.param, txt("gradients", s, 4));
+      assign(g.module, txt("gradients", s, 5));
       g.tp = bounded(s, 6, "gradients", "tp", -1, kLastRank);
       g.pp = bounded(s, 7, "gradients", "pp", -1, kLastRank);
       g.dp = bounded(s, 8, "gradients", "dp", -1, kLastRank);
       g.partitionDim = s.i32(9);
       g.partitionOffset = s.i64(10);
-      shape("gradients", "shape", s.text(11), &g.shape);
-      shape("gradients", "full_shape", s.text(12), &g.fullShape);
+      shape("gradients", "shape", txt("gradients", s, 11), &g.shape);
+      shape("gradients", "full_shape", txt("gradients", s, 12), &g.fullShape);
       checkPartition(g);
-      assign(g.dtype, s.text(13));
+      assign(g.dtype, txt("gradients", s, 13));
       real("gradients", s, 14, &g.norm, m_.info.level >= events::RecordLevel::Stats);
       g.checksum = std::bit_cast<uint64_t>(s.i64(15));
       readStats("gradients", s, 16, &g.hasStats, &g.stats);
@@ -557,6 +627,9 @@ class Loader {
   const LoadOptions& opts_;
   std::function<void(float)>& progress_;
   int64_t total_ = 0, done_ = 0;
+  bool packed_ = false;             // the file has `texts` (a format-3 run file)
+  std::vector<std::string> texts_;  // texts_[id] = text of that id
+  std::vector<bool> known_;         // ids present in `texts`
 };
 
 // ---- post-processing -----------------------------------------------------------------------

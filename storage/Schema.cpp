@@ -24,10 +24,11 @@ std::vector<ColumnDef> concat(std::vector<ColumnDef> a, const std::vector<Column
 
 std::vector<TableDef> makeTables() {
   const ColumnDef shardId{"shard_id", "INTEGER"};
-  const std::vector<ColumnDef> actionCols = {{"rank", "INTEGER NOT NULL"}, {"iteration", "INTEGER"},
-                                             {"seq", "INTEGER"},           {"kind", "TEXT"},
-                                             {"microbatch", "INTEGER"},    {"module", "TEXT"},
-                                             {"stage", "INTEGER"},         {"peers", "TEXT"}};
+  constexpr Encoding kText = Encoding::Text;
+  const std::vector<ColumnDef> actionCols = {
+      {"rank", "INTEGER NOT NULL"}, {"iteration", "INTEGER"},  {"seq", "INTEGER"},
+      {"kind", "TEXT", kText},      {"microbatch", "INTEGER"}, {"module", "TEXT", kText},
+      {"stage", "INTEGER"},         {"peers", "TEXT", kText}};
   std::vector<TableDef> t;
   t.push_back({"run",
                {{"id", "INTEGER PRIMARY KEY CHECK (id = 1)"},
@@ -79,54 +80,54 @@ std::vector<TableDef> makeTables() {
                 {"clock_offset_uncertainty_ns", "INTEGER"},
                 shardId},
                true});
-  t.push_back({"plan", concat(actionCols, {shardId}), true});
+  t.push_back({"plan", concat(actionCols, {shardId}), true, true});
   t.push_back({"actions",
-               concat(actionCols, {{"start_ns", "INTEGER"}, {"end_ns", "INTEGER"}, shardId}),
+               concat(actionCols, {{"start_ns", "INTEGER"}, {"end_ns", "INTEGER"}, shardId}), true,
                true});
   t.push_back(
       {"transfers",
        concat(concat({{"id", "INTEGER PRIMARY KEY"},
                       {"rank", "INTEGER NOT NULL"},
-                      {"side", "TEXT"},
+                      {"side", "TEXT", kText},
                       {"src_rank", "INTEGER"},
                       {"dst_rank", "INTEGER"},
                       {"src_group_rank", "INTEGER"},
                       {"dst_group_rank", "INTEGER"},
-                      {"edge", "TEXT"},
-                      {"edge_kind", "TEXT"},
-                      {"role", "TEXT"},
-                      {"direction", "TEXT"},
+                      {"edge", "TEXT", kText},
+                      {"edge_kind", "TEXT", kText},
+                      {"role", "TEXT", kText},
+                      {"direction", "TEXT", kText},
                       {"iteration", "INTEGER"},
                       {"microbatch", "INTEGER"},
                       {"action_seq", "INTEGER"},
-                      {"shape", "TEXT"},
-                      {"dtype", "TEXT"},
+                      {"shape", "TEXT", kText},
+                      {"dtype", "TEXT", kText},
                       {"bytes", "INTEGER"},
                       {"checksum", "INTEGER"}},
                      kStatsColumns),
               {{"start_ns", "INTEGER"}, {"end_ns", "INTEGER"}, {"payload", "BLOB"}, shardId}),
-       true});
+       true, true});
   t.push_back({"gradients",
                concat(concat({{"id", "INTEGER PRIMARY KEY"},
                               {"rank", "INTEGER NOT NULL"},
                               {"iteration", "INTEGER"},
                               {"microbatch", "INTEGER"},
-                              {"phase", "TEXT"},
-                              {"param", "TEXT"},
-                              {"module", "TEXT"},
+                              {"phase", "TEXT", kText},
+                              {"param", "TEXT", kText},
+                              {"module", "TEXT", kText},
                               {"tp", "INTEGER"},
                               {"pp", "INTEGER"},
                               {"dp", "INTEGER"},
                               {"partition_dim", "INTEGER"},
                               {"partition_offset", "INTEGER"},
-                              {"shape", "TEXT"},
-                              {"full_shape", "TEXT"},
-                              {"dtype", "TEXT"},
-                              {"norm", "REAL"},
+                              {"shape", "TEXT", kText},
+                              {"full_shape", "TEXT", kText},
+                              {"dtype", "TEXT", kText},
+                              {"norm", "REAL", Encoding::NormOrL2},
                               {"checksum", "INTEGER"}},
                              kStatsColumns),
                       {{"payload", "BLOB"}, shardId}),
-               true});
+               true, true});
   t.push_back({"losses",
                {{"rank", "INTEGER NOT NULL"},
                 {"iteration", "INTEGER"},
@@ -314,6 +315,65 @@ void checkNotTruncated(const std::string& path, const unsigned char* header) {
                                                         std::to_string(pages * pageSize));
 }
 
+// The stored value of logical column `c` of the row `row` ("NEW." in a trigger, "src." in the
+// merge), looking text up in `textsTable`.
+std::string encodeExpr(const ColumnDef& c, const std::string& row, const std::string& textsTable) {
+  const std::string v = row + c.name;
+  switch (c.encoding) {
+    case Encoding::Text:
+      return "(SELECT id FROM " + textsTable + " WHERE text = " + v + ")";
+    case Encoding::NormOrL2:
+      return "CASE WHEN " + v + " IS " + row + "stat_l2 THEN NULL ELSE " + v + " END";
+    case Encoding::Plain:
+      break;
+  }
+  return v;
+}
+
+// The logical value of `c` read from the stored row `r`.
+std::string decodeExpr(const ColumnDef& c) {
+  switch (c.encoding) {
+    case Encoding::Text:
+      return "(SELECT text FROM texts WHERE texts.id = r." + storedColumn(c) + ")";
+    case Encoding::NormOrL2:
+      return "coalesce(r.norm, r.stat_l2)";
+    case Encoding::Plain:
+      break;
+  }
+  return std::string("r.") + c.name;
+}
+
+// A packed table of the run file: `<name>_rows` (an INTEGER PRIMARY KEY `id` first, even where
+// the logical table has none), the view `<name>` with the logical columns (and `id`), and
+// INSTEAD OF triggers that make INSERT / UPDATE / DELETE on the view act on the stored rows.
+std::string packedSchemaSql(const TableDef& t) {
+  const std::string name = t.name;
+  const std::string rows = storedTable(t);
+  std::string stored = "id INTEGER PRIMARY KEY", view = "r.id AS id", texts, cols, values, sets;
+  for (const auto& c : t.columns) {
+    if (std::string_view(c.name) == "id") continue;
+    const std::string type = c.encoding == Encoding::Text ? "INTEGER" : c.type;
+    stored += ", " + storedColumn(c) + " " + type;
+    view += ", " + decodeExpr(c) + " AS " + c.name;
+    if (c.encoding == Encoding::Text)
+      texts += (texts.empty() ? "(NEW." : ", (NEW.") + std::string(c.name) + ")";
+    cols += ", " + storedColumn(c);
+    values += ", " + encodeExpr(c, "NEW.", "texts");
+    sets += (sets.empty() ? "" : ", ") + storedColumn(c) + " = " + encodeExpr(c, "NEW.", "texts");
+  }
+  const std::string addTexts = "INSERT OR IGNORE INTO texts(text) VALUES " + texts + "; ";
+  std::string sql = "CREATE TABLE IF NOT EXISTS " + rows + " (" + stored + ");\n";
+  sql += "CREATE VIEW IF NOT EXISTS " + name + " AS SELECT " + view + " FROM " + rows + " AS r;\n";
+  sql += "CREATE TRIGGER IF NOT EXISTS " + name + "_insert INSTEAD OF INSERT ON " + name +
+         " BEGIN " + addTexts + "INSERT INTO " + rows + "(id" + cols + ") VALUES (NEW.id" + values +
+         "); END;\n";
+  sql += "CREATE TRIGGER IF NOT EXISTS " + name + "_update INSTEAD OF UPDATE ON " + name +
+         " BEGIN " + addTexts + "UPDATE " + rows + " SET " + sets + " WHERE id = OLD.id; END;\n";
+  sql += "CREATE TRIGGER IF NOT EXISTS " + name + "_delete INSTEAD OF DELETE ON " + name +
+         " BEGIN DELETE FROM " + rows + " WHERE id = OLD.id; END;\n";
+  return sql;
+}
+
 }  // namespace
 
 const std::vector<TableDef>& allTables() {
@@ -350,10 +410,18 @@ std::string insertSql(const TableDef& table, const char* verb) {
 void createSchema(Db& db, FileKind kind) {
   std::string sql = "PRAGMA application_id = " + std::to_string(kApplicationId) +
                     "; PRAGMA user_version = " + std::to_string(kSchemaVersion) + ";\n";
+  const bool run = kind == FileKind::Run;
+  if (run)
+    sql +=
+        "CREATE TABLE IF NOT EXISTS texts (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);\n";
   for (const auto& t : allTables()) {
     std::string_view name = t.name;
     if (name == "writer" && kind != FileKind::Shard) continue;
     if (name == "shards" && kind != FileKind::Run) continue;
+    if (run && t.packed) {
+      sql += packedSchemaSql(t);
+      continue;
+    }
     sql += "CREATE TABLE IF NOT EXISTS " + std::string(t.name) + " (";
     for (size_t i = 0; i < t.columns.size(); ++i) {
       sql += (i ? ", " : "") + std::string(t.columns[i].name) + " " + t.columns[i].type;
@@ -365,12 +433,57 @@ void createSchema(Db& db, FileKind kind) {
 
 void createIndexes(Db& db) {
   // Only what queries by logical key need; the reader scans in rowid order and sorts itself.
+  // Text keys are the packed ids (small integers), not the text.
   db.exec(
-      "CREATE INDEX IF NOT EXISTS actions_by_rank ON actions(rank, iteration, seq);"
-      "CREATE INDEX IF NOT EXISTS transfers_by_key ON transfers(iteration, microbatch, edge, "
-      "direction, src_rank, dst_rank, side);"
-      "CREATE INDEX IF NOT EXISTS gradients_by_param ON gradients(iteration, phase, param);"
+      "CREATE INDEX IF NOT EXISTS actions_by_rank ON actions_rows(rank, iteration, seq);"
+      "CREATE INDEX IF NOT EXISTS transfers_by_key ON transfers_rows(iteration, microbatch, "
+      "edge_id, direction_id, src_rank, dst_rank, side_id);"
+      "CREATE INDEX IF NOT EXISTS gradients_by_param ON gradients_rows(iteration, phase_id, "
+      "param_id);"
       "CREATE INDEX IF NOT EXISTS losses_by_iteration ON losses(iteration, microbatch);");
+}
+
+std::string storedTable(const TableDef& table) {
+  return table.packed ? std::string(table.name) + "_rows" : std::string(table.name);
+}
+
+std::string storedColumn(const ColumnDef& column) {
+  return column.encoding == Encoding::Text ? std::string(column.name) + "_id"
+                                           : std::string(column.name);
+}
+
+std::string storedReadExpr(const TableDef& table, std::string_view column) {
+  for (const auto& c : table.columns) {
+    if (column != c.name) continue;
+    if (!table.packed) return c.name;
+    if (c.encoding == Encoding::NormOrL2) return "coalesce(norm, stat_l2)";
+    return storedColumn(c);
+  }
+  throw std::logic_error("table " + std::string(table.name) + " has no column " +
+                         std::string(column));
+}
+
+std::string collectTextsSql(const TableDef& table, const std::string& source,
+                            const std::string& textsTable) {
+  std::string select;
+  for (const auto& c : table.columns) {
+    if (c.encoding != Encoding::Text) continue;
+    if (!select.empty()) select += " UNION ";
+    select += "SELECT " + std::string(c.name) + " FROM " + source;
+  }
+  return "INSERT OR IGNORE INTO " + textsTable + "(text) " + select;
+}
+
+std::string copyPackedSql(const TableDef& table, const std::string& source, const std::string& into,
+                          const std::string& textsTable, const std::string& shardId) {
+  std::string cols, values;
+  for (const auto& c : table.columns) {
+    if (isKeyColumn(c)) continue;
+    cols += ", " + storedColumn(c);
+    values += ", " + encodeExpr(c, "src.", textsTable);
+  }
+  return "INSERT INTO " + into + "(shard_id" + cols + ") SELECT " + shardId + values + " FROM " +
+         source + " AS src ORDER BY src.rowid";
 }
 
 void writeRunInfo(Db& db, const events::RunInfo& info) {

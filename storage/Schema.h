@@ -5,8 +5,15 @@
 // table; the run file additionally holds `shards`.  Event tables carry `shard_id` (NULL in a
 // shard, shards.id in the run file) so that a re-merge can replace exactly one shard's rows.
 //
-// Enumerations are stored as the short text of events::toString (e.g. kind 'SF_RB',
-// side 'send'); list-valued fields (shapes, peers) as comma-separated decimal text "4,2,32".
+// Enumerations are the short text of events::toString (e.g. kind 'SF_RB', side 'send');
+// list-valued fields (shapes, peers) comma-separated decimal text "4,2,32".
+//
+// Packed tables (format 3, run file only).  The four big tables (plan, actions, transfers,
+// gradients) are stored in the run file as `<name>_rows`, whose text columns hold an integer
+// id into the dictionary `texts(id, text)` (column `<col>_id`), and whose gradient `norm` is
+// NULL when it equals `stat_l2` (the usual case: both are the L2 norm).  A view `<name>` with
+// INSTEAD OF triggers shows and accepts the logical columns, so SQL written against the
+// logical tables keeps working.  Shards keep the logical tables (the writer binds text).
 #pragma once
 
 #include <cstdint>
@@ -29,18 +36,28 @@ constexpr int32_t kApplicationId = 0x53544753;
 // Version 2: checksums are XXH3-64 (version 1: a non-standard FNV-1a, read as
 // ChecksumFunction::LegacyFnv1a64); NaN in REAL columns is the text 'NaN' (version 1 stored
 // NULL); the reference has its own tables (version 1: rank -1 rows in losses/gradients).
-constexpr int32_t kSchemaVersion = 2;
+// Version 3: the run file packs plan, actions, transfers and gradients (see above).
+constexpr int32_t kSchemaVersion = 3;
 constexpr int32_t kOldestReadableVersion = 1;
+
+// How a column of a packed table is stored in `<table>_rows` (logical value -> stored value).
+enum class Encoding {
+  Plain,     // as is
+  Text,      // `<name>_id`: the id of the text in `texts`
+  NormOrL2,  // NULL when bit-for-bit equal to stat_l2 (the view shows coalesce(norm, stat_l2))
+};
 
 struct ColumnDef {
   const char* name;
-  const char* type;  // SQL type and constraints
+  const char* type;  // SQL type and constraints (of the logical column)
+  Encoding encoding = Encoding::Plain;
 };
 
 struct TableDef {
   const char* name;
   std::vector<ColumnDef> columns;
   bool perShard;  // an event table with shard_id: merged by INSERT…SELECT, replaced on re-merge
+  bool packed = false;  // run file: stored as `<name>_rows` behind the view `<name>`
 };
 
 // Every table of the format, in creation order (shard-only and run-only tables included).
@@ -54,10 +71,29 @@ std::string dataColumns(const TableDef& table);
 std::string insertSql(const TableDef& table, const char* verb = "INSERT");
 
 enum class FileKind { Shard, Run };
-// Creates tables (IF NOT EXISTS), sets application_id and user_version.  No indexes.
+// Creates tables (IF NOT EXISTS), sets application_id and user_version.  No indexes.  A run
+// file gets the packed tables, `texts`, and the logical views with their triggers.
 void createSchema(Db& db, FileKind kind);
 // Creates the read indexes of the run file (after the bulk load; idempotent).
 void createIndexes(Db& db);
+
+// ---- packed tables (run file, format >= 3) -----------------------------------------------
+// The stored table of `table` in a run file: "<name>_rows" when packed, else the name.
+std::string storedTable(const TableDef& table);
+// The stored column of a logical column ("<name>_id" for Encoding::Text).
+std::string storedColumn(const ColumnDef& column);
+// SQL expression reading logical column `column` from the stored table (aliased or not):
+// text columns yield the id (the reader decodes it), `norm` yields coalesce(norm, stat_l2).
+std::string storedReadExpr(const TableDef& table, std::string_view column);
+// One statement adding every text of `source`'s Text columns (a logical table, e.g.
+// "s0.transfers") to `textsTable` (e.g. "main.texts").
+std::string collectTextsSql(const TableDef& table, const std::string& source,
+                            const std::string& textsTable);
+// "INSERT INTO <into>(shard_id, stored columns) SELECT <shardId>, encoded columns FROM <source>
+// ORDER BY rowid": copies a logical table (a shard's) into the stored table `into`, looking
+// text up in `textsTable` (already holding every text: collectTextsSql).
+std::string copyPackedSql(const TableDef& table, const std::string& source, const std::string& into,
+                          const std::string& textsTable, const std::string& shardId);
 
 // Writes RunInfo into the `run` row (id 1) and its modules (replacing existing ones).
 void writeRunInfo(Db& db, const events::RunInfo& info);

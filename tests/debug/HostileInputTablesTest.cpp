@@ -125,7 +125,7 @@ const Fixtures& fixtures() {
         {"module_tp_zero", "UPDATE modules SET tp = 0"},
         {"ranks_stage_huge", "UPDATE ranks SET global_stage = 2147483647"},
         {"diagnosis_rank", "UPDATE diagnoses SET rank = 2147483647"},
-        {"drop_transfers", "DROP TABLE transfers"},
+        {"drop_transfers", "DROP TABLE transfers_rows"},
         {"newer_version", "PRAGMA user_version = 9999"},
         {"foreign_app", "PRAGMA application_id = 1234"},
     };

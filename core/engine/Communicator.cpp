@@ -561,25 +561,51 @@ void Communicator::deliver(Exchange& ex, std::map<std::string, at::Tensor>* inpu
   }
 }
 
+std::shared_ptr<Group> Communicator::groupOf(const plan::Message& m) {
+  auto group = groups_.get(m.group, m.groupName);
+  if (!group || !group->backend) {
+    throw std::runtime_error("rank " + std::to_string(me_.rank) + ": the plan's message to rank " +
+                             std::to_string(m.peer) + " on edge " + m.edge + " names group " +
+                             m.groupName + " of which this rank is no member");
+  }
+  return group;
+}
+
+void Communicator::prepostRecvs(const CommIds& ids) {
+  preposted_.reset();
+  bool any = false;
+  for (const plan::Message& m : ids.action->messages) any = any || m.side == Side::Recv;
+  if (!any) return;
+  auto ex = std::make_unique<Exchange>();
+  ex->ids = ids;
+  for (const plan::Message& m : ids.action->messages) {
+    if (m.side == Side::Recv) postRecv(*ex, m, groupOf(m));
+  }
+  preposted_ = std::move(ex);
+}
+
 void Communicator::run(const CommIds& ids, const at::Tensor* activation,
                        const std::map<std::string, at::Tensor>* gradients,
                        std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut) {
   Exchange ex;
   ex.ids = ids;
+  // Receives posted ahead for exactly this action (prepostRecvs) are used as they are; their
+  // records start now, when this rank begins to wait for them.
+  const bool preposted = preposted_ && preposted_->ids.action == ids.action &&
+                         preposted_->ids.iteration == ids.iteration &&
+                         preposted_->ids.actionSeq == ids.actionSeq;
+  if (preposted) {
+    ex.recvs = std::move(preposted_->recvs);
+    for (auto& p : ex.recvs) p.rec.startNs = nowNs();
+  }
+  preposted_.reset();
   // Exactly the plan's messages, in its order (sends before receives): every send of the
   // action is in flight before this rank blocks on a receive.
   for (const plan::Message& m : ids.action->messages) {
-    auto group = groups_.get(m.group, m.groupName);
-    if (!group || !group->backend) {
-      throw std::runtime_error("rank " + std::to_string(me_.rank) +
-                               ": the plan's message to rank " + std::to_string(m.peer) +
-                               " on edge " + m.edge + " names group " + m.groupName +
-                               " of which this rank is no member");
-    }
     if (m.side == Side::Send) {
-      postSend(ex, m, group, sendPayload(ex, m, activation, gradients));
-    } else {
-      postRecv(ex, m, group);
+      postSend(ex, m, groupOf(m), sendPayload(ex, m, activation, gradients));
+    } else if (!preposted) {
+      postRecv(ex, m, groupOf(m));
     }
   }
   try {

@@ -137,10 +137,18 @@ class Communicator {
   // Waits (with the timeout) for every send still in flight and records it; call at the end
   // of each iteration.
   void finishSends();
+  // Posts the receives of communication action ids.action now, so that the peer's message can
+  // land while this rank still computes the action before it; the next run() of that same
+  // action (same iteration and sequence number) then waits on these instead of posting them.
+  // Posting never blocks and each message has its own tag (plan::messageTag), so posting
+  // early cannot pair a receive with another message; the recorded transfer still starts
+  // when run() begins.  No-op for an action without receives.
+  void prepostRecvs(const CommIds& ids);
 
  private:
   struct Pending;
   struct Exchange;
+  std::shared_ptr<Group> groupOf(const plan::Message& m);  // the message's group; throws if none
   at::Tensor sendPayload(Exchange& ex, const plan::Message& m, const at::Tensor* activation,
                          const std::map<std::string, at::Tensor>* gradients);
   void postSend(Exchange& ex, const plan::Message& m, const std::shared_ptr<Group>& group,
@@ -165,7 +173,8 @@ class Communicator {
   WaitState* wait_;
   const FaultInjector* faults_;
   ActivationLayout layout_;
-  std::vector<Pending> inflight_;  // posted sends not yet known to be complete
+  std::vector<Pending> inflight_;        // posted sends not yet known to be complete
+  std::unique_ptr<Exchange> preposted_;  // receives of the next action (prepostRecvs)
   // Payload bytes of the previous message per channel (group, peer, direction), on each side:
   // equal sizes travel inline with the header (see the frame comment in the .cpp).
   using Channel = std::tuple<const Group*, int, int>;

@@ -4,6 +4,7 @@
 #include <torch/autograd.h>
 #include <torch/optim/optimizer.h>
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "core/engine/Clock.h"
@@ -35,6 +36,9 @@ Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology
                                         device);
   comm_ = std::make_unique<Communicator>(me_, groups, recorder, device, &wait_,
                                          faults_->empty() ? nullptr : faults_.get());
+  // STAGESCOPE_PREPOST=0 turns pre-posted receives off (the benchmark measures both).
+  const char* prepost = std::getenv("STAGESCOPE_PREPOST");
+  prepost_ = !(prepost && std::string(prepost) == "0");
   std::vector<at::Tensor> values;
   for (auto& p : model_->params()) values.push_back(p.value);
   optimizer_ = makeOptimizer(config.optimizer, values);
@@ -260,6 +264,12 @@ IterationResult Executor::runIteration(int iteration) {
     const plan::Action& a = actions[seq];
     wait_.actionSeq = seq;
     const int64_t start = nowNs();
+    if ((a.kind == ActionKind::Forward || a.kind == ActionKind::Backward) && prepost_ &&
+        seq + 1 < static_cast<int>(actions.size())) {
+      // The next action's receives are posted before this compute (Communicator::prepostRecvs).
+      const plan::Action& next = actions[seq + 1];
+      if (!next.messages.empty()) comm_->prepostRecvs({iteration, seq + 1, &next});
+    }
     switch (a.kind) {
       case ActionKind::Forward:
         forward(iteration, a);

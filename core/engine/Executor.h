@@ -68,6 +68,7 @@ class Executor {
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::shared_ptr<Group> dpGroup_;
+  bool prepost_ = true;  // post the next action's receives before each F/B
 
   // Per-microbatch state of the current iteration.
   std::map<int, std::map<std::string, at::Tensor>> received_;    // inputs from RF

@@ -16,6 +16,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "app/Commands.h"
+#include "app/WorkerLiveness.h"
 #include "core/engine/Communicator.h"
 #include "core/engine/ElasticErrorFile.h"
 #include "core/engine/Executor.h"
@@ -96,7 +97,18 @@ events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdenti
 // one; returns the exit code.
 int stop(storage::ShardWriter* recorder, std::optional<events::RankInfo>& pendingRank, int rank,
          const std::string& errorFile, const std::string& kind, const std::string& message,
-         int waitsOn, int code) {
+         int waitsOn, int code, WorkerLiveness* live = nullptr) {
+  std::string rootCause;
+  if (live) {
+    // The heartbeat thread may already be finishing this process (a dead peer, a signal).
+    if (!WorkerLiveness::claimFinish()) {
+      for (;;) pause();
+    }
+    // A consequence (a wait that timed out, a lost peer): name the root cause first.
+    const bool consequence = kind == "timeout" || kind == "peer_lost";
+    if (consequence) rootCause = live->reportRootCause();
+    live->end((consequence ? "waited " : "failed ") + message);
+  }
   if (kind == "timeout" && waitsOn >= 0)
     std::fprintf(stderr, "%s\n", message.c_str());
   else
@@ -111,7 +123,9 @@ int stop(storage::ShardWriter* recorder, std::optional<events::RankInfo>& pendin
     recorder->diagnosis(std::move(d));
     recorder->close();
   }
-  engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + message);
+  engine::writeElasticErrorFile(
+      errorFile, "rank " + std::to_string(rank) + ": " +
+                     (rootCause.empty() ? "" : "root cause: " + rootCause + "; ") + message);
   return code;
 }
 
@@ -145,6 +159,7 @@ int workerCommand(const WorkerOptions& opts) {
   int rank = -1;
   std::string errorFile;                        // TORCHELASTIC_ERROR_FILE
   std::optional<events::RankInfo> pendingRank;  // until the clock offset is known
+  std::unique_ptr<WorkerLiveness> live;         // heartbeats, once the rendezvous agreed
   try {
     // Ranks share this machine's cores: one intra-op thread each, or they oversubscribe.
     at::set_num_threads(1);
@@ -188,12 +203,22 @@ int workerCommand(const WorkerOptions& opts) {
     recorder->rank(*pendingRank);
     pendingRank.reset();
     recordClock(*recorder, rank, "start", clock);
+    // Liveness: this rank's process and heartbeat in the store, so that any rank can name a
+    // peer that died (whatever launcher started the ranks).
+    live = std::make_unique<WorkerLiveness>(env, timeout, *recorder, plan.ranks[rank]);
+    live->arm(env, cfg.timeoutSeconds);
     engine::ProcessGroups groups(
         store, rank, env.worldSize,
         cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
     groups.setGlooAddress(gloo);
     engine::Communicator::createAllGroups(cfg, topology, groups);
     engine::Executor executor(cfg, topology, plan, rank, groups, filtered, device);
+    live->learnPeers();  // the groups exist: every peer has published its process
+    live->attach(&executor.waitState());
+    struct Detach {  // before the executor goes, the heartbeat stops reading its progress
+      WorkerLiveness* l;
+      ~Detach() { l->attach(nullptr); }
+    } detach{live.get()};
     const auto& me = plan.ranks[rank];
     for (int it = 0; it < cfg.iterations; ++it) {
       // The plan rows of an iteration are written as it starts: the first step does not wait
@@ -219,6 +244,10 @@ int workerCommand(const WorkerOptions& opts) {
       d.message = e.what();
       recorder->diagnosis(std::move(d));
     }
+    if (!WorkerLiveness::claimFinish()) {
+      for (;;) pause();  // the heartbeat thread is ending this process (a signal)
+    }
+    live->end("completed");
     recorder->close();
     return engine::kWorkerOk;
   } catch (const engine::RendezvousError& e) {
@@ -236,6 +265,12 @@ int workerCommand(const WorkerOptions& opts) {
                 engine::kWorkerTimeout);
   } catch (const engine::TransferCorrupt& e) {
     // The Communicator recorded the transfer and the "corrupt_transfer" diagnosis.
+    if (live) {
+      if (!WorkerLiveness::claimFinish()) {
+        for (;;) pause();
+      }
+      live->end(std::string("failed ") + e.what());
+    }
     std::fprintf(stderr, "%s\n", e.what());
     if (recorder) {
       if (pendingRank) recorder->rank(*pendingRank);
@@ -246,7 +281,7 @@ int workerCommand(const WorkerOptions& opts) {
   } catch (const engine::CommTimeout& e) {
     if (recorder) recorder->wait(e.wait());  // the same wait as data: the wait-for graph's edge
     return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), e.peer(),
-                engine::kWorkerTimeout);
+                engine::kWorkerTimeout, live.get());
   } catch (const std::exception& e) {
     // One line: torch errors carry a backtrace and "Exception raised from" after the message.
     const auto* torchError = dynamic_cast<const c10::Error*>(&e);
@@ -258,7 +293,7 @@ int workerCommand(const WorkerOptions& opts) {
                           message.find("Connection reset by peer") != std::string::npos ||
                           message.find("gloo/transport") != std::string::npos;
     return stop(recorder.get(), pendingRank, rank, errorFile, peerLost ? "peer_lost" : "error",
-                message, -1, peerLost ? engine::kWorkerTimeout : engine::kWorkerError);
+                message, -1, peerLost ? engine::kWorkerTimeout : engine::kWorkerError, live.get());
   }
 }
 

@@ -5,8 +5,18 @@
 namespace stagescope::app {
 namespace {
 
-// Severity of how a rank ended: lower is closer to the root cause.
-enum Severity { kSilentStop = 0, kError = 1, kWaited = 2, kNoShard = 3, kCompleted = 4 };
+// Severity of how a rank ended: lower is closer to the root cause.  A rank that stopped
+// without a record of its own (SIGKILL, the OOM killer, a crash) comes first; then one that
+// recorded an unexplained signal (SIGTERM with every peer alive), then an error; ranks that
+// waited on, lost, or were stopped after another rank are consequences.
+enum Severity {
+  kSilentStop = 0,
+  kSignaled = 1,
+  kError = 2,
+  kWaited = 3,
+  kNoShard = 4,
+  kCompleted = 5
+};
 
 struct RankEnd {
   Severity severity = kCompleted;
@@ -18,9 +28,24 @@ bool hasShard(const model::RunModel& run, int rank) {
                      [&](const events::RankInfo& r) { return r.rank == rank; });
 }
 
+// What the surviving ranks saw of rank `r` through its heartbeats (core/engine/Liveness): the
+// first `peer_dead` sentence that names a signal, else the first one, else "".
+std::string seenByPeers(const model::RunModel& run, int r) {
+  const events::DiagnosisRecord* best = nullptr;
+  for (const auto& d : run.diagnoses) {
+    if (d.kind != "peer_dead" || d.waitsOnRank != r) continue;
+    const bool signal = d.message.find("killed by signal") != std::string::npos;
+    if (!best || (signal && best->message.find("killed by signal") == std::string::npos)) best = &d;
+  }
+  return best ? best->message + " (seen by rank " + std::to_string(best->rank) + ")" : "";
+}
+
 RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& cfg, int r) {
   const std::string who = "rank " + std::to_string(r);
   for (const auto& d : run.diagnoses) {  // what the rank itself said
+    if (d.rank == r && d.kind == "rank_killed") return {kSignaled, who + " " + d.message};
+  }
+  for (const auto& d : run.diagnoses) {
     if (d.rank != r) continue;
     if (d.kind == "error" || d.kind == "config_mismatch" || d.kind == "network")
       return {kError, who + ": " + d.message};
@@ -28,6 +53,7 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
   for (const auto& d : run.diagnoses) {
     if (d.rank == r && (d.kind == "timeout" || d.kind == "peer_lost"))
       return {kWaited, who + ": " + d.message};
+    if (d.rank == r && d.kind == "rank_stopped") return {kWaited, who + " " + d.message};
   }
   if (!hasShard(run, r)) return {kNoShard, who + ": no shard was merged for it"};
   const size_t planned = r < static_cast<int>(run.plan.size()) ? run.plan[r].size() : 0;
@@ -44,6 +70,9 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
                                          : "after " + std::to_string(acts.size()) +
                                                " of its actions (the last in " + "iteration " +
                                                std::to_string(acts.back().iteration) + ")";
+  const std::string seen = seenByPeers(run, r);
+  if (!seen.empty())
+    return {kSilentStop, seen + "; it recorded " + std::to_string(acts.size()) + " of its actions"};
   return {kSilentStop, who + " stopped " + where +
                            " without a record of why: it was killed by a signal (SIGKILL, the "
                            "OOM killer) or crashed"};

@@ -13,8 +13,9 @@
 # Host B's monotonic clock is 5000 s ahead (a time namespace, where the kernel has them): the
 # ranks' clock offsets must be estimated within their uncertainty and the merged run must be
 # on one timeline.  Then the same hosts are launched by TORCHRUN (two nodes, the agent's
-# store), and finally host B's ranks are forced onto loopback, which must be diagnosed at
-# rendezvous.
+# store), once to completion and once with rank 2 SIGKILLed on host B (every survivor and merge
+# must name it, not a hang), and finally host B's ranks are forced onto loopback, which must be
+# diagnosed at rendezvous.
 # Exit 77 (CTest SKIP) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
 set -u
 exe=$1
@@ -190,8 +191,109 @@ if [ -n "$torchrun" ] && [ -x "$torchrun" ]; then
     sqlite3 "$work/tr/merged.db" "SELECT rank, host, clock_offset_ns FROM ranks ORDER BY rank"
   fi
   echo "torchrun across the two hosts: completed, bitwise equal to the single-host run"
+
+  # A rank killed on one host under torchrun: rank 2 (host B) SIGKILLs itself in iteration 1 and
+  # records nothing.  Rank 1 (same host) finds its process gone; rank 0 (host A) sees its
+  # heartbeat stop.  Each survivor's first line names rank 2 and its fate (never a hang), and
+  # merge marks the run failed with rank 2 as the cause.
+  mkdir -p "$work/kill/hostA" "$work/kill/hostB"
+  cp "$work/config.toml" "$work/kill.toml"
+  printf '\n[[faults]]\nkind = "kill"\nrank = 2\niteration = 1\n' >>"$work/kill.toml"
+  knode() {  # knode NS HOSTDIR NODE_RANK NPROC
+    ip netns exec "$1" $uts $(timens "$2") env -u STAGESCOPE_GLOO_HOST -u GLOO_SOCKET_IFNAME \
+      HOSTDIR="$2" UTS="$uts" TR="$torchrun" NR="$3" NP="$4" EXE="$exe" CFG="$work/kill.toml" \
+      OUT="$work/$2/run.db" LOGS="$work/$2/logs" \
+      sh -c '[ -n "$UTS" ] && hostname "stagescope-${HOSTDIR##*/}"; exec "$TR" --nnodes 2 \
+        --nproc-per-node "$NP" --node-rank "$NR" --master-addr 10.200.0.1 --master-port 29520 \
+        --rdzv-id nskill --log-dir "$LOGS" --redirects 3 --no-python "$EXE" worker "$CFG" --out "$OUT"' \
+      >"$work/knode$3.log" 2>&1
+  }
+  start=$(date +%s)
+  knode "$nsA" kill/hostA 0 1 &
+  n0=$!
+  knode "$nsB" kill/hostB 1 2 &
+  n1=$!
+  wait $n0 && fail "torchrun node 0 succeeded although rank 2 was killed"
+  wait $n1 && fail "torchrun node 1 succeeded although rank 2 was killed"
+  echo "killed rank 2 on host B: both torchrun nodes failed after $(( $(date +%s) - start )) s"
+  # survivor RANK HOSTDIR LOCAL_RANK WHAT: its first line names rank 2's death (WHAT: how it saw it)
+  survivor() {
+    log=$(find "$work/$2/logs" -path "*/attempt_0/$3/stderr.log" | head -n 1)
+    [ -n "$log" ] || fail "rank $1 left no stderr log under $work/$2/logs"
+    first=$(grep -m 1 . "$log")
+    echo "rank $1: $first"
+    case "$first" in
+      "stagescope: rank $1: root cause: rank 2 (host "*"stopped heartbeating at "*"without a record of why") ;;
+      *) fail "rank $1's first line does not name rank 2's death: $first" ;;
+    esac
+    case "$first" in *"$4"*) ;; *) fail "rank $1 does not say '$4'" ;; esac
+  }
+  survivor 1 kill/hostB 0 "process gone"
+  if [ -n "$uts" ]; then
+    survivor 0 kill/hostA 0 "silent for"  # another host: no /proc to look at, the heartbeat stopped
+  else
+    survivor 0 kill/hostA 0 "rank 2 (host "
+  fi
+  "$exe" merge "$work/kill/merged.db" "$work"/kill/hostA/run.db.rank*.shard \
+    "$work"/kill/hostB/run.db.rank*.shard --config "$work/kill.toml" >"$work/kill/merge.txt" 2>&1
+  mrc=$?
+  cat "$work/kill/merge.txt"
+  [ $mrc -eq 10 ] || fail "merge of the killed run: exit $mrc, expected 10"
+  grep -q "run failed: rank 2 (host .*stopped heartbeating" "$work/kill/merge.txt" ||
+    fail "merge does not name rank 2 as the cause"
+  ! grep -q "run hung" "$work/kill/merge.txt" || fail "merge calls the killed run a hang"
 else
   echo "torchrun phase skipped (no torchrun given)"
+fi
+
+# A rank frozen on host B (SIGSTOP: its sockets stay open, nothing tells its peers) while rank 0
+# on host A waits on it: rank 0's heartbeat thread sees rank 1's heartbeat stop and stops rank 0
+# within seconds, naming rank 1, instead of waiting out timeout_seconds (60 s).
+if command -v sqlite3 >/dev/null 2>&1; then
+  mkdir -p "$work/stop/hostA" "$work/stop/hostB"
+  sed 's/^iterations = .*/iterations = 400/' "$work/config.toml" >"$work/long.toml"
+  port=29502
+  stopworker() {  # like worker, with the long config
+    ip netns exec "$1" $uts $(timens "$2") env -u STAGESCOPE_GLOO_HOST -u GLOO_SOCKET_IFNAME \
+      RANK="$3" LOCAL_RANK="$3" WORLD_SIZE=3 MASTER_ADDR=10.200.0.1 MASTER_PORT=$port \
+      HOSTDIR="$2" EXE="$exe" OUT="$work/$2/run.db" CFG="$work/long.toml" UTS="$uts" \
+      sh -c '[ -n "$UTS" ] && hostname "stagescope-${HOSTDIR##*/}"; exec "$EXE" worker "$CFG" --out "$OUT"' \
+      >"$work/stop$3.log" 2>&1
+  }
+  stopworker "$nsA" stop/hostA 0 &
+  p0=$!
+  stopworker "$nsB" stop/hostB 1 &
+  stopworker "$nsB" stop/hostB 2 &
+  # Rank 1's pid, from its shard's rank row, once the run has done two iterations (rank 2, the
+  # last stage, prints the losses).
+  pid1=""
+  for _ in $(seq 1 240); do
+    if grep -q "^iteration 2 " "$work/stop2.log" 2>/dev/null; then
+      pid1=$(sqlite3 "$work/stop/hostB/run.db.rank1.shard" "SELECT pid FROM ranks WHERE rank = 1" 2>/dev/null)
+      [ -n "$pid1" ] && break
+    fi
+    sleep 0.5
+  done
+  [ -n "$pid1" ] || fail "rank 1 of the long run did not reach iteration 2"
+  kill -STOP "$pid1"
+  stopped=$(date +%s)
+  wait $p0
+  rc0=$?
+  took=$(( $(date +%s) - stopped ))
+  kill -KILL "$pid1" 2>/dev/null
+  for pid in $(ip netns pids "$nsB" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+  echo "rank 1 frozen (SIGSTOP, pid $pid1): rank 0 stopped after $took s with exit $rc0:"
+  grep -v "^iteration" "$work/stop0.log" | head -n 2
+  [ $rc0 -eq 3 ] || fail "rank 0 exit $rc0, expected 3 (it lost its peer)"
+  first=$(grep -v "^iteration" "$work/stop0.log" | grep -m 1 .)
+  case "$first" in
+    "stagescope: rank 0: root cause: rank 1 (host "*"stopped heartbeating at "*) ;;
+    *) fail "rank 0's first line does not name rank 1: $first" ;;
+  esac
+  grep -q "waits on rank 1 (.*), which stopped heartbeating: gave up before timeout_seconds = 60" \
+    "$work/stop0.log" || fail "rank 0 does not say it gave up on rank 1 before the timeout"
+  # The bound is the gross one (not a speed claim): well inside the 60 s timeout.
+  [ "$took" -lt 45 ] || fail "rank 0 needed $took s to notice rank 1 stopped (timeout 60 s)"
 fi
 
 # Host B's ranks forced onto loopback (GLOO_SOCKET_IFNAME=lo) while rank 0 is on host A: every

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -63,6 +64,10 @@ WorkerLiveness::WorkerLiveness(const engine::RankEnv& env, std::chrono::millisec
   }
   engine::Liveness::Options opts;
   opts.storeHost = env.launcherHostsStore || env.agentHostsStore ? -1 : 0;
+  // A waiting rank gives up on a silent peer elsewhere after a third of its timeout, at least
+  // 5 s and at most 30 s (a peer gone from this machine: at once).
+  opts.watchSilentAfter =
+      std::clamp(timeout / 3, std::chrono::milliseconds(5000), std::chrono::milliseconds(30000));
   live_ = std::make_unique<engine::Liveness>(
       store, env.rank, env.worldSize, [this] { return lastAction(); }, opts);
   live_->start();

@@ -71,8 +71,13 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
                                                " of its actions (the last in " + "iteration " +
                                                std::to_string(acts.back().iteration) + ")";
   const std::string seen = seenByPeers(run, r);
-  if (!seen.empty())
-    return {kSilentStop, seen + "; it recorded " + std::to_string(acts.size()) + " of its actions"};
+  if (!seen.empty()) {
+    return {kSilentStop,
+            seen + "; its shard holds " + std::to_string(acts.size()) + " of its actions" +
+                (acts.empty()
+                     ? std::string()
+                     : " (the last in iteration " + std::to_string(acts.back().iteration) + ")")};
+  }
   return {kSilentStop, who + " stopped " + where +
                            " without a record of why: it was killed by a signal (SIGKILL, the "
                            "OOM killer) or crashed"};

@@ -189,7 +189,7 @@ struct Liveness::State {
       if (b.count != watchedCount) {
         watchedCount = b.count;
         watchedSince = Clock::now();
-      } else if (Clock::now() - watchedSince >= opts.silentAfter) {
+      } else if (Clock::now() - watchedSince >= opts.watchSilentAfter) {
         f.kind = PeerFate::Kind::Silent;
         f.silentSeconds = std::chrono::duration<double>(Clock::now() - watchedSince).count();
       }
@@ -236,9 +236,10 @@ std::string PeerFate::sentence() const {
   std::string who = "rank " + std::to_string(rank);
   if (id) who += " (host " + id->host + ", pid " + std::to_string(id->pid) + ")";
   const std::string stoppedAt =
-      lastBeatUnixMs > 0 ? " stopped heartbeating at " + utcText(lastBeatUnixMs) +
-                               (lastAction.empty() ? "" : " (last action: " + lastAction + ")")
-                         : " stopped before its first heartbeat";
+      lastBeatUnixMs > 0
+          ? " stopped heartbeating at " + utcText(lastBeatUnixMs) +
+                (lastAction.empty() ? "" : " (doing at that heartbeat: " + lastAction + ")")
+          : " stopped before its first heartbeat";
   if (!storeLost.empty()) {
     std::string how = "killed, crashed or unreachable";
     if (process.state == ProcessState::Exited && process.signal)

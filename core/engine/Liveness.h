@@ -58,8 +58,8 @@ struct PeerFate {
            kind == Kind::Failed;
   }
   bool recordedItself() const { return kind == Kind::Killed || kind == Kind::Failed; }
-  // "rank 6 (host h, pid p) stopped heartbeating at 2026-12-01 11:52:03.120 UTC (last action:
-  // iteration 1, action 4 F mb 2), process gone: killed by signal 9 (SIGKILL)"
+  // "rank 6 (host h, pid p) stopped heartbeating at 2026-12-01 11:52:03.120 UTC (doing at that
+  // heartbeat: iteration 1, action 4 F mb 2), process gone: killed by signal 9 (SIGKILL)"
   std::string sentence() const;
 };
 
@@ -77,6 +77,9 @@ class Liveness {
   struct Options {
     std::chrono::milliseconds interval{500};      // between two beats
     std::chrono::milliseconds silentAfter{5000};  // no beat this long: stopped heartbeating
+    // watch(): a peer elsewhere this long without a beat stops this rank early.  Longer than
+    // silentAfter: a wrong verdict here would end a healthy run (a starved heartbeat thread).
+    std::chrono::milliseconds watchSilentAfter{5000};
     int storeHost = -1;  // the rank that hosts the store (-1: a launcher or agent hosts it)
   };
   // `store` is this rank's own connection (the heartbeat thread must not queue behind the

@@ -220,7 +220,9 @@ if [ -n "$torchrun" ] && [ -x "$torchrun" ]; then
   survivor() {
     log=$(find "$work/$2/logs" -path "*/attempt_0/$3/stderr.log" | head -n 1)
     [ -n "$log" ] || fail "rank $1 left no stderr log under $work/$2/logs"
-    first=$(grep -m 1 . "$log")
+    # The first line of stagescope's (torch's own c10 log lines, "[W1201 12:04:11.96 socket.cpp:207]
+    # ...", e.g. a reverse DNS lookup that fails inside the namespaces, are not ours to order).
+    first=$(grep -v '^\[[WIE][0-9]' "$log" | grep -m 1 .)
     echo "rank $1: $first"
     case "$first" in
       "stagescope: rank $1: root cause: rank 2 (host "*"stopped heartbeating at "*"without a record of why") ;;
@@ -285,7 +287,7 @@ if command -v sqlite3 >/dev/null 2>&1; then
   echo "rank 1 frozen (SIGSTOP, pid $pid1): rank 0 stopped after $took s with exit $rc0:"
   grep -v "^iteration" "$work/stop0.log" | head -n 2
   [ $rc0 -eq 3 ] || fail "rank 0 exit $rc0, expected 3 (it lost its peer)"
-  first=$(grep -v "^iteration" "$work/stop0.log" | grep -m 1 .)
+  first=$(grep -v -e "^iteration" -e '^\[[WIE][0-9]' "$work/stop0.log" | grep -m 1 .)
   case "$first" in
     "stagescope: rank 0: root cause: rank 1 (host "*"stopped heartbeating at "*) ;;
     *) fail "rank 0's first line does not name rank 1: $first" ;;

@@ -44,7 +44,7 @@ rc=$?
 for r in 0 1; do
   log=$(find logs -path "*/attempt_0/$r/stderr.log" | head -n 1)
   [ -n "$log" ] || fail "no stderr log for rank $r"
-  first=$(grep -m 1 . "$log")
+  first=$(grep -v '^\[[WIE][0-9]' "$log" | grep -m 1 .)  # torch's own c10 log lines aside
   echo "rank $r: $first"
   case "$first" in
     "stagescope: rank $r: root cause: rank 2 (host "*", pid "*") stopped heartbeating at "*"process gone: "*) ;;

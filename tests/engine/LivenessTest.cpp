@@ -41,6 +41,7 @@ Liveness::Options fast() {
   Liveness::Options o;
   o.interval = 50ms;
   o.silentAfter = 600ms;
+  o.watchSilentAfter = 600ms;
   return o;
 }
 
@@ -148,10 +149,11 @@ TEST(Liveness, AKilledProcessOnThisMachineIsGoneWithItsSignalWhileAZombie) {
   const PeerFate& zombie = fateOf(r, 1);
   ASSERT_EQ(zombie.kind, PeerFate::Kind::Gone);
   const std::string s = zombie.sentence();
-  EXPECT_NE(s.find("rank 1 (host " + child.id.host + ", pid " + std::to_string(child.pid) +
-                   ") stopped heartbeating at 2025-12-01 11:45:23.307 UTC (last action: "
-                   "iteration 1, action 4 F), process gone: killed by signal 9 (SIGKILL)"),
-            std::string::npos)
+  EXPECT_NE(
+      s.find("rank 1 (host " + child.id.host + ", pid " + std::to_string(child.pid) +
+             ") stopped heartbeating at 2025-12-01 11:45:23.307 UTC (doing at that heartbeat: "
+             "iteration 1, action 4 F), process gone: killed by signal 9 (SIGKILL)"),
+      std::string::npos)
       << s;
   // Reaped: gone, the signal no longer knowable from here.
   waitpid(child.pid, nullptr, 0);
@@ -194,7 +196,8 @@ TEST(Liveness, APeerElsewhereIsSilentWhenItsBeatStopsAndAliveWhileItMoves) {
   const PeerFate& silent = fateOf(r, 1);
   ASSERT_EQ(silent.kind, PeerFate::Kind::Silent);
   EXPECT_NE(silent.sentence().find("rank 1 (host hostB, pid "), std::string::npos);
-  EXPECT_NE(silent.sentence().find("(last action: iteration 0, action 2 SF_RB) and was silent for"),
+  EXPECT_NE(silent.sentence().find(
+                "(doing at that heartbeat: iteration 0, action 2 SF_RB) and was silent for"),
             std::string::npos)
       << silent.sentence();
   ASSERT_NE(r.rootCause(), nullptr);

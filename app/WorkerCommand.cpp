@@ -159,7 +159,10 @@ int workerCommand(const WorkerOptions& opts) {
   int rank = -1;
   std::string errorFile;                        // TORCHELASTIC_ERROR_FILE
   std::optional<events::RankInfo> pendingRank;  // until the clock offset is known
-  std::unique_ptr<WorkerLiveness> live;         // heartbeats, once the rendezvous agreed
+  // The store outlives the failure paths below (rank 0 may host it: the peers still need it
+  // to say why they stop), and the liveness client is closed before it.
+  c10::intrusive_ptr<c10d::Store> store;
+  std::unique_ptr<WorkerLiveness> live;  // heartbeats, once the rendezvous agreed
   try {
     // Ranks share this machine's cores: one intra-op thread each, or they oversubscribe.
     at::set_num_threads(1);
@@ -186,8 +189,8 @@ int workerCommand(const WorkerOptions& opts) {
     const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
     filtered.run(shardRunInfo(cfg, identity));
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
-    c10::intrusive_ptr<c10d::Store> store = engine::connectStore(
-        env.masterAddr, env.masterPort, env.hostsStore(), env.worldSize, timeout);
+    store = engine::connectStore(env.masterAddr, env.masterPort, env.hostsStore(), env.worldSize,
+                                 timeout);
     if (env.agentHostsStore) {
       // torchrun's agent store outlives restarts: each attempt gets its own key space.
       store = c10::make_intrusive<c10d::PrefixStore>(

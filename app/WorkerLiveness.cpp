@@ -54,7 +54,11 @@ std::mutex gProgressMu;  // guards the WaitState pointer against the executor's 
 
 WorkerLiveness::WorkerLiveness(const engine::RankEnv& env, std::chrono::milliseconds timeout,
                                storage::ShardWriter& recorder, const plan::RankPlan& me)
-    : rank_(env.rank), recorder_(recorder), me_(me) {
+    : rank_(env.rank),
+      hostsStore_(env.hostsStore()),
+      timeout_(timeout),
+      recorder_(recorder),
+      me_(me) {
   // Its own connection: heartbeats must not queue behind the rank's other store traffic.
   c10::intrusive_ptr<c10d::Store> store =
       engine::connectStore(env.masterAddr, env.masterPort, false, env.worldSize, timeout);
@@ -80,6 +84,11 @@ WorkerLiveness::~WorkerLiveness() {
     std::signal(SIGHUP, SIG_DFL);
   }
   live_.reset();
+}
+
+void WorkerLiveness::end(const std::string& how) {
+  live_->end(how);
+  if (hostsStore_) live_->awaitPeers(timeout_ + std::chrono::seconds(10));
 }
 
 void WorkerLiveness::attach(const engine::WaitState* progress) {
@@ -173,7 +182,7 @@ void WorkerLiveness::onPeerDead(const engine::PeerFate& fate, double timeoutSeco
     recorder_.flush();
   } catch (const std::exception&) {
   }
-  live_->end("waited " + message);
+  end("waited " + message);
   engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank_) +
                                                ": root cause: " + fate.sentence() + "; " + message);
   std::_Exit(engine::kWorkerTimeout);
@@ -205,7 +214,7 @@ void WorkerLiveness::onSignal(int sig, const std::string& errorFile) {
   std::fflush(stderr);
   const std::string line = "rank " + std::to_string(rank_) + ": " +
                            (root ? "root cause: " + root->sentence() + "; " : "") + d.message;
-  live_->end((root ? "waited " : "killed ") + d.message);
+  end((root ? "waited " : "killed ") + d.message);
   recorder_.diagnosis(std::move(d));
   try {
     recorder_.flush();

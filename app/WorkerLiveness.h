@@ -46,8 +46,10 @@ class WorkerLiveness {
   // returns the sentence; "" when every peer is alive or a consequence.
   std::string reportRootCause();
 
-  // Publishes how this rank ended ("completed", "failed <why>", "waited <why>").
-  void end(const std::string& how) { live_->end(how); }
+  // Publishes how this rank ended ("completed", "failed <why>", "waited <why>").  The rank that
+  // hosts the store (by hand, Slurm) then keeps it up until its peers have said how they end
+  // (at most timeout_seconds + 10 s: every wait of theirs is bounded by the timeout).
+  void end(const std::string& how);
 
  private:
   void onPeerDead(const engine::PeerFate& fate, double timeoutSeconds,
@@ -57,6 +59,8 @@ class WorkerLiveness {
   void announce(const engine::PeerFate& root);
 
   int rank_;
+  bool hostsStore_;
+  std::chrono::milliseconds timeout_;
   storage::ShardWriter& recorder_;
   const plan::RankPlan& me_;
   std::atomic<const engine::WaitState*> progress_{nullptr};

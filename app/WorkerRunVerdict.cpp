@@ -21,6 +21,7 @@ enum Severity {
 struct RankEnd {
   Severity severity = kCompleted;
   std::string reason;
+  int rank = -1;
 };
 
 bool hasShard(const model::RunModel& run, int rank) {
@@ -90,11 +91,12 @@ WorkerRunVerdict judgeWorkerRun(const model::RunModel& run,
   RankEnd first;
   for (int r = 0; r < cfg.worldSize; ++r) {
     RankEnd e = endOf(run, cfg, r);
+    e.rank = r;
     if (e.severity < first.severity) first = std::move(e);
   }
   if (first.severity == kCompleted) return {};
   return {first.severity == kWaited ? events::RunStatus::Hung : events::RunStatus::Failed,
-          first.reason};
+          first.reason, first.severity == kSilentStop ? first.rank : -1};
 }
 
 }  // namespace stagescope::app

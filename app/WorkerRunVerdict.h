@@ -13,6 +13,9 @@ namespace stagescope::app {
 struct WorkerRunVerdict {
   events::RunStatus status = events::RunStatus::Completed;
   std::string reason;  // one line; empty when completed
+  // The root cause is this rank, which stopped without a record of why (killed or crashed);
+  // -1 otherwise.  `merge` records it as a `rank_killed` diagnosis, as our launcher does.
+  int silentRank = -1;
 };
 
 // Root cause first, as `stagescope run` orders it: a rank that stopped before finishing its

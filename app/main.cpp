@@ -24,6 +24,7 @@
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
 #include "storage/Schema.h"
+#include "storage/ShardWriter.h"
 #ifdef STAGESCOPE_HAVE_UI
 #include "ui/Viewer.h"
 #endif
@@ -86,6 +87,7 @@ int exportCommand(const std::string& run, const std::string& trace) {
 struct Judgement {
   events::RunStatus status = events::RunStatus::Completed;
   std::string reason;
+  int silentRank = -1;  // WorkerRunVerdict::silentRank
 };
 // A failed or timed-out operation recorded by a rank decides the run (hung / failed).
 bool judgeByDiagnoses(const storage::RunModel& m, Judgement* j) {
@@ -111,7 +113,7 @@ bool isCapturedRun(const storage::RunModel& m) {
 Judgement judgeByRecords(const storage::RunModel& m, const plan::RunConfig& cfg) {
   // Root cause first, as `stagescope run` orders it (killed > error > timeouts).
   const WorkerRunVerdict v = judgeWorkerRun(m, cfg);
-  return {v.status, v.reason};
+  return {v.status, v.reason, v.silentRank};
 }
 
 }  // namespace
@@ -128,6 +130,27 @@ std::string runIdOfShards(const std::vector<std::string>& shards) {
     }
   }
   return "";
+}
+
+// A rank that stopped without a record, named by the verdict as the root cause, gets the
+// `rank_killed` row `stagescope run` writes from waitpid (the viewer's "killed" fate), with the
+// verdict's sentence.  Written through a shard of its own next to the run file, as the launcher
+// does; a failure to write it is reported and leaves the run file as judged.
+void recordSilentRank(const std::string& run, int rank, const std::string& reason) {
+  try {
+    const std::string shard = run + ".verdict.shard";
+    auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
+    events::DiagnosisRecord d;
+    d.rank = rank;
+    d.kind = "rank_killed";
+    d.message = "killed or crashed (no record of its own): " + reason;
+    writer->diagnosis(std::move(d));
+    writer->close();
+    storage::MergeResult m = storage::mergeShards(run, {shard});
+    for (const auto& note : m.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "merge: rank %d's fate was not recorded: %s\n", rank, oneLine(e).c_str());
+  }
 }
 
 // Why `merge RUN` without --config cannot go on, and what to add.
@@ -205,6 +228,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
     storage::updateRunStatus(run, next.status, next.reason, now);
+    if (create && next.silentRank >= 0) recordSilentRank(run, next.silentRank, next.reason);
     std::printf("%s %s: run %s%s%s (was %s)\n", create ? "created" : "re-judged", run.c_str(),
                 events::toString(next.status), next.reason.empty() ? "" : ": ", next.reason.c_str(),
                 create ? "new" : events::toString(stored));

@@ -429,6 +429,35 @@ LivenessReport Liveness::observe(std::chrono::milliseconds window) {
   return report;
 }
 
+void Liveness::awaitPeers(std::chrono::milliseconds limit) {
+  const auto t0 = Clock::now();
+  std::map<int, std::pair<int64_t, Clock::time_point>> seen;  // beat count, since when
+  for (;;) {
+    bool pending = false;
+    for (int r = 0; r < state_->worldSize; ++r) {
+      if (r == state_->rank) continue;
+      Beat b;
+      PeerFate f;
+      try {
+        f = state_->read(r, &b);
+      } catch (const std::exception&) {
+        return;  // no store: nothing to wait for
+      }
+      if (f.kind != PeerFate::Kind::Alive && f.kind != PeerFate::Kind::Unknown) continue;
+      if (b.count < 0) continue;  // it never beat: it will not write an end record either
+      auto it = seen.find(r);
+      if (it == seen.end() || it->second.first != b.count) {
+        seen[r] = {b.count, Clock::now()};
+        pending = true;
+      } else if (Clock::now() - it->second.second < state_->opts.silentAfter) {
+        pending = true;
+      }
+    }
+    if (!pending || Clock::now() - t0 >= limit) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 void Liveness::learnPeers() {
   for (int r = 0; r < state_->worldSize; ++r) {
     if (r == state_->rank) continue;

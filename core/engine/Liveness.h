@@ -120,6 +120,11 @@ class Liveness {
   LivenessReport observe(std::chrono::milliseconds window);
   LivenessReport observe() { return observe(opts_.silentAfter); }
 
+  // Waits until every peer has ended (an end record), is gone from this machine, never beat,
+  // or has not beaten for `silentAfter`; at most `limit`.  For the rank that hosts the store:
+  // its exit takes the store away, and its peers still need it to say why they stop.
+  void awaitPeers(std::chrono::milliseconds limit);
+
   const ProcessIdentity& self() const;
   const Options& options() const { return opts_; }
 

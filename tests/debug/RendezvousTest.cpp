@@ -301,8 +301,9 @@ TEST_F(Rendezvous, PortHeldByAnotherProgramIsDiagnosedWithinTheTimeout) {
 
 TEST_F(Rendezvous, MergeNamesTheKilledRankNotAHang) {
   // Ranks started by hand (as torchrun starts them); rank 2 is SIGKILLed in iteration 1 and
-  // records nothing; ranks 0-1 time out waiting for it.  merge --config must name the killed
-  // rank as the cause (failed), not the timeouts (hung), like `stagescope run` does.
+  // records nothing; ranks 0-1 lose it.  Each survivor names it first (heartbeats, /proc);
+  // merge --config must name the killed rank as the cause (failed), not the timeouts (hung),
+  // like `stagescope run` does.
   std::string text = readFile(config("base", "timeout_seconds", "5"));
   text += "\n[[faults]]\nkind = \"kill\"\nrank = 2\niteration = 1\n";
   const std::string cfg = (dir_ / "kill.toml").string();
@@ -312,9 +313,23 @@ TEST_F(Rendezvous, MergeNamesTheKilledRankNotAHang) {
   EXPECT_EQ(exits[2].code, 128 + SIGKILL) << exits[2].output;
   const auto merged = runCli({"merge", out, "--config", cfg});
   EXPECT_EQ(merged.exitCode, 10) << merged.output;
-  EXPECT_NE(merged.output.find("run failed: rank 2 stopped after"), std::string::npos)
-      << merged.output;
+  // Named by what the survivors saw of its heartbeats: host, pid, process gone (same host).
+  EXPECT_NE(merged.output.find("run failed: rank 2 (host "), std::string::npos) << merged.output;
+  EXPECT_NE(merged.output.find("process gone: killed by"), std::string::npos) << merged.output;
   EXPECT_NE(merged.output.find("without a record of why"), std::string::npos) << merged.output;
+  // Each survivor's first line is that root cause, not its own timeout.
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(exits[r].output.rfind(
+                  "stagescope: rank " + std::to_string(r) + ": root cause: rank 2 (host ", 0),
+              0u)
+        << exits[r].output;
+  }
+  storage::Db db = storage::openStagescopeFile(out, false);
+  EXPECT_EQ(db.queryInt("SELECT count(*) FROM diagnoses WHERE kind = 'rank_killed' AND rank = 2"),
+            1);
+  EXPECT_GE(db.queryInt("SELECT count(*) FROM diagnoses WHERE kind = 'peer_dead' AND "
+                        "waits_on_rank = 2"),
+            1);
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ grep -q "run failed: rank 2 (host .*, pid [0-9]*) stopped heartbeating at .*proc
 if command -v sqlite3 >/dev/null 2>&1; then
   n=$(sqlite3 run.db "SELECT count(DISTINCT rank) FROM diagnoses WHERE kind = 'peer_dead' AND waits_on_rank = 2")
   [ "$n" -ge 1 ] || fail "no survivor recorded rank 2's death (peer_dead rows: $n)"
+  k=$(sqlite3 run.db "SELECT count(*) FROM diagnoses WHERE kind = 'rank_killed' AND rank = 2")
+  [ "$k" = 1 ] || fail "merge recorded $k rank_killed rows for rank 2, expected 1 (its fate)"
   status=$(sqlite3 run.db "SELECT status FROM run")
   [ "$status" = failed ] || fail "run status '$status', expected failed"
 fi

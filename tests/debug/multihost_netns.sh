@@ -279,12 +279,19 @@ if command -v sqlite3 >/dev/null 2>&1; then
   [ -n "$pid1" ] || fail "rank 1 of the long run did not reach iteration 2"
   kill -STOP "$pid1"
   stopped=$(date +%s)
-  wait $p0
-  rc0=$?
+  # Rank 0 says so at once when it gives up; it hosts the store, so its process then stays until
+  # its peers have ended (rank 2 waits on the frozen rank until its timeout): the bound is on
+  # the diagnosis, then host B's ranks are killed and rank 0 exits.
+  for _ in $(seq 1 120); do
+    grep -q "which stopped heartbeating" "$work/stop0.log" && break
+    sleep 0.5
+  done
   took=$(( $(date +%s) - stopped ))
   kill -KILL "$pid1" 2>/dev/null
   for pid in $(ip netns pids "$nsB" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-  echo "rank 1 frozen (SIGSTOP, pid $pid1): rank 0 stopped after $took s with exit $rc0:"
+  wait $p0
+  rc0=$?
+  echo "rank 1 frozen (SIGSTOP, pid $pid1): rank 0 gave up on it after $took s (exit $rc0):"
   grep -v "^iteration" "$work/stop0.log" | head -n 2
   [ $rc0 -eq 3 ] || fail "rank 0 exit $rc0, expected 3 (it lost its peer)"
   first=$(grep -v -e "^iteration" -e '^\[[WIE][0-9]' "$work/stop0.log" | grep -m 1 .)
@@ -295,7 +302,7 @@ if command -v sqlite3 >/dev/null 2>&1; then
   grep -q "waits on rank 1 (.*), which stopped heartbeating: gave up before timeout_seconds = 60" \
     "$work/stop0.log" || fail "rank 0 does not say it gave up on rank 1 before the timeout"
   # The bound is the gross one (not a speed claim): well inside the 60 s timeout.
-  [ "$took" -lt 45 ] || fail "rank 0 needed $took s to notice rank 1 stopped (timeout 60 s)"
+  [ "$took" -lt 50 ] || fail "rank 0 needed $took s to notice rank 1 stopped (timeout 60 s)"
 fi
 
 # Host B's ranks forced onto loopback (GLOO_SOCKET_IFNAME=lo) while rank 0 is on host A: every

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "storage/Overview.h"
 #include "storage/RunModel.h"
 #include "storage/Schema.h"
 #include "storage/Sqlite.h"
@@ -292,6 +293,7 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
     for (auto& [pos, alias] : attached) db.exec("DETACH DATABASE " + alias);
   }
   createIndexes(db);
+  writeOverview(db);
 
   for (const auto& s : result.shards) {
     if (s.state == "merged") {

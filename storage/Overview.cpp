@@ -1,0 +1,94 @@
+#include "storage/Overview.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/events/Limits.h"
+#include "storage/RunModel.h"
+#include "storage/Schema.h"
+
+namespace stagescope::storage {
+namespace {
+
+// Actions on rank 0's clock: the offset of each rank subtracted (0 when it has none).
+const char* kShifted =
+    "(SELECT a.rank AS rank, a.iteration AS iteration, a.start_ns - coalesce(o.off, 0) AS s, "
+    "a.end_ns - a.start_ns AS d FROM actions_rows a LEFT JOIN "
+    "(SELECT rank, max(clock_offset_ns) AS off FROM ranks GROUP BY rank) o ON o.rank = a.rank)";
+
+}  // namespace
+
+void writeOverview(Db& db) {
+  Transaction tx(db);
+  db.exec(
+      "CREATE TABLE IF NOT EXISTS overview (rank INTEGER, bucket INTEGER, busy_ns INTEGER, "
+      "items INTEGER, PRIMARY KEY (rank, bucket)) WITHOUT ROWID;"
+      "CREATE TABLE IF NOT EXISTS overview_iterations (iteration INTEGER PRIMARY KEY, "
+      "start_ns INTEGER);"
+      "CREATE TABLE IF NOT EXISTS overview_span (start_ns INTEGER, end_ns INTEGER, "
+      "buckets INTEGER);"
+      "DELETE FROM overview; DELETE FROM overview_iterations; DELETE FROM overview_span;");
+  const std::string n = std::to_string(kOverviewBuckets);
+  db.exec(std::string("CREATE TEMP TABLE overview_shifted AS SELECT * FROM ") + kShifted + ";" +
+          "INSERT INTO overview_iterations SELECT iteration, min(s) FROM overview_shifted "
+          "GROUP BY iteration;"
+          "INSERT INTO overview_span SELECT min(s), max(s + d), " +
+          n +
+          " FROM overview_shifted WHERE s IS NOT NULL;"
+          "INSERT INTO overview SELECT rank, min(" +
+          n + " - 1, CAST((s - t0) * " + n +
+          ".0 / (t1 - t0 + 1) AS INTEGER)) AS b, sum(d), count(*) FROM overview_shifted, "
+          "(SELECT start_ns AS t0, end_ns AS t1 FROM overview_span) GROUP BY rank, b;"
+          "DROP TABLE temp.overview_shifted;");
+  tx.commit();
+}
+
+std::optional<RunOverview> readOverview(const std::string& path) {
+  Db db = openStagescopeFile(path, false);
+  try {
+    if (!db.hasTable("overview") || !db.hasTable("overview_iterations") ||
+        !db.hasTable("overview_span"))
+      return std::nullopt;
+    RunOverview o;
+    {
+      Stmt s = db.prepare("SELECT start_ns, end_ns, buckets FROM overview_span");
+      if (!s.step() || s.isNull(0)) return std::nullopt;  // no actions
+      o.startNs = s.i64(0);
+      o.endNs = s.i64(1);
+      if (s.i64(2) != kOverviewBuckets || o.endNs < o.startNs)
+        throw RunFileError(RunFileError::Kind::Corrupt,
+                           path + ": table overview_span: buckets " + std::to_string(s.i64(2)) +
+                               " (expected " + std::to_string(kOverviewBuckets) + "), span " +
+                               std::to_string(o.startNs) + ".." + std::to_string(o.endNs));
+      o.buckets = kOverviewBuckets;
+    }
+    Stmt s = db.prepare("SELECT rank, bucket, busy_ns, items FROM overview ORDER BY rank, bucket");
+    while (s.step()) {
+      const int64_t rank = s.i64(0), bucket = s.i64(1);
+      if (rank < 0 || rank >= events::limits::kMaxWorldSize || bucket < 0 || bucket >= o.buckets)
+        throw RunFileError(RunFileError::Kind::Corrupt,
+                           path + ": table overview: rank " + std::to_string(rank) + " bucket " +
+                               std::to_string(bucket) + " out of range");
+      if (o.rows.empty() || o.rows.back().rank != rank) {
+        o.rows.push_back({static_cast<int>(rank), std::vector<int64_t>(o.buckets, 0),
+                          std::vector<int64_t>(o.buckets, 0)});
+      }
+      o.rows.back().busyNs[bucket] = s.i64(2);
+      o.rows.back().items[bucket] = s.i64(3);
+      o.items += s.i64(3);
+    }
+    Stmt it = db.prepare("SELECT iteration, start_ns FROM overview_iterations ORDER BY iteration");
+    while (it.step()) {
+      const int64_t i = it.i64(0);
+      if (i < 0 || i >= events::limits::kMaxIterations) continue;
+      if (o.iterationStartNs.size() <= static_cast<size_t>(i))
+        o.iterationStartNs.resize(static_cast<size_t>(i) + 1, INT64_MAX);
+      o.iterationStartNs[static_cast<size_t>(i)] = it.i64(1);
+    }
+    return o;
+  } catch (const SqliteError& e) {
+    throw RunFileError(RunFileError::Kind::Corrupt, std::string(e.what()) + " (overview)");
+  }
+}
+
+}  // namespace stagescope::storage

@@ -74,6 +74,14 @@ App::~App() {
 
 void App::open(const std::string& path) {
   if (path.empty()) return;
+  // The overview first (a few thousand rows): drawn while the run itself loads.
+  overview_.reset();
+  overviewShown_ = false;
+  try {
+    overview_ = storage::readOverview(path);
+  } catch (const std::exception&) {
+    // The full load reports what is wrong with the file.
+  }
   main_.load(path);
   bannerError_.clear();
 }

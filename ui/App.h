@@ -6,12 +6,14 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/analysis/Format.h"
 #include "imgui.h"
+#include "storage/Overview.h"
 #include "ui/LoadedRun.h"
 #include "ui/RunComparison.h"
 #include "ui/TimeIndex.h"
@@ -98,6 +100,8 @@ class App {
   const analysis::Comparison* comparison() const { return other_.comparison.get(); }
   const std::string& compareError() const { return other_.error; }
   const std::string& loadError() const { return main_.error; }
+  // True once a frame drew the run's overview while the run itself was still loading.
+  bool overviewShown() const { return overviewShown_; }
 
  private:
   // Panels (one file each).
@@ -131,6 +135,8 @@ class App {
   void showFirstProblem();
   void advancePlayback(float dt);
   void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
+  // The run file's overview (OverviewLayer.cpp), drawn while the run loads.
+  void drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
   void drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
                   const std::vector<float>& rowY);
 
@@ -146,6 +152,8 @@ class App {
 
   RunSlot main_, other_;
   std::string pendingCompare_;  // opened while the main run was loading: loaded after it
+  std::optional<storage::RunOverview> overview_;  // of the run being opened (none: old file)
+  bool overviewShown_ = false;
   ViewerState view_;
   FrameProbes probes_;
   std::vector<DrawItem> drawScratch_;
@@ -177,6 +185,9 @@ ImU32 actionColour(int moduleIndex, int kind, float alpha = 1.0f);
 ImU32 textOn(ImU32 background);
 ImU32 fateColour(RankFate fate);  // grid cells, timeline badges and stuck actions
 extern ImFont* mono;
+// Fill of a timeline cell by how busy its rank was there (0 idle .. 1 always in an action):
+// dark for a bubble, bright for a busy stretch (OverviewLayer.cpp).
+ImU32 heatColour(float busy);
 constexpr ImU32 kBackground = IM_COL32(24, 25, 28, 255);
 constexpr ImU32 kRowA = IM_COL32(32, 34, 38, 255);
 constexpr ImU32 kRowB = IM_COL32(36, 38, 43, 255);

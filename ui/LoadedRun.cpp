@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "storage/RunReader.h"
+#include "ui/TimeIndex.h"
 
 namespace stagescope::ui {
 
@@ -49,6 +50,8 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
         run->iterationStartNs.resize(a.iteration + 1, INT64_MAX);
       run->iterationStartNs[a.iteration] = std::min(run->iterationStartNs[a.iteration], a.startNs);
     }
+  run->busyPrefixNs.reserve(m.actions.size());
+  for (const auto& acts : m.actions) run->busyPrefixNs.push_back(busyPrefix(acts));
   run->indexSeconds = since(t0);
   return run;
 }

@@ -29,6 +29,7 @@ struct LoadedRun {
   std::vector<int32_t> transferPair;      // transfer index -> pair index (-1)
   RunProblems problems;                   // rank fates, stuck actions, wait-for edges, first NaN
   std::vector<int64_t> iterationStartNs;  // [iteration]: earliest action start (INT64_MAX: none)
+  std::vector<std::vector<int64_t>> busyPrefixNs;  // [rank]: busyPrefix of its actions (TimeIndex)
   double loadSeconds = 0, indexSeconds = 0;
 };
 

@@ -12,9 +12,18 @@ IndexRange visibleRange(const std::vector<events::ActionRecord>& items, int64_t 
   return {static_cast<size_t>(first - items.begin()), static_cast<size_t>(last - items.begin())};
 }
 
+std::vector<int64_t> busyPrefix(const std::vector<events::ActionRecord>& items) {
+  std::vector<int64_t> prefix(items.size() + 1, 0);
+  for (size_t i = 0; i < items.size(); ++i)
+    prefix[i + 1] = prefix[i] + std::max<int64_t>(0, items[i].endNs - items[i].startNs);
+  return prefix;
+}
+
 void foldRange(const std::vector<events::ActionRecord>& items, IndexRange range, double nsPerPx,
-               double minPx, std::vector<DrawItem>& out) {
+               double minPx, std::vector<DrawItem>& out, double maxFoldPx,
+               const std::vector<int64_t>* prefix) {
   const double minNs = minPx * nsPerPx;
+  const double maxNs = std::max(minPx, maxFoldPx) * nsPerPx;
   size_t i = range.first;
   while (i < range.last) {
     const auto& a = items[i];
@@ -27,8 +36,9 @@ void foldRange(const std::vector<events::ActionRecord>& items, IndexRange range,
     // end, found by binary search on end times; a wide item always ends beyond that limit.
     size_t j = i + 1;
     int64_t end = a.endNs;
-    while (j < range.last) {
-      const int64_t limit = end + static_cast<int64_t>(minNs);
+    while (j < range.last && static_cast<double>(end - a.startNs) < maxNs) {
+      const int64_t limit = static_cast<int64_t>(
+          std::min(static_cast<double>(end) + minNs, static_cast<double>(a.startNs) + maxNs));
       auto it =
           std::partition_point(items.begin() + static_cast<std::ptrdiff_t>(j),
                                items.begin() + static_cast<std::ptrdiff_t>(range.last),
@@ -38,8 +48,14 @@ void foldRange(const std::vector<events::ActionRecord>& items, IndexRange range,
       j = k;
       end = items[j - 1].endNs;
     }
-    out.push_back(
-        {i, j, a.startNs, std::max(items[j - 1].endNs, a.startNs + static_cast<int64_t>(minNs))});
+    DrawItem d{i, j, a.startNs,
+               std::max(items[j - 1].endNs, a.startNs + static_cast<int64_t>(minNs))};
+    if (prefix && prefix->size() == items.size() + 1) {
+      const double inside = static_cast<double>((*prefix)[j] - (*prefix)[i]);
+      d.busy = static_cast<float>(std::min(
+          1.0, inside / std::max(1.0, static_cast<double>(items[j - 1].endNs - a.startNs))));
+    }
+    out.push_back(d);
     i = j;
   }
 }

@@ -13,6 +13,7 @@ constexpr float kLabelWidth = 200;
 constexpr float kRulerHeight = 38;  // time labels above, iteration labels below
 constexpr float kHeaderHeight = 18;
 constexpr double kMinItemPx = 3;
+constexpr double kMaxFoldPx = 4;  // a dense row folds into cells this wide, shaded by busy share
 
 using K = events::ActionKind;
 
@@ -124,6 +125,11 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   probes_.timeline = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
   dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kBackground);
   const LoadedRun* run = main_.run.get();
+  if (!run && overview_ && main_.loading()) {
+    drawOverview(dl, pos, size);
+    ImGui::EndChild();
+    return;
+  }
   if (!run) {
     const char* hint =
         main_.loading() ? "Loading..." : "Open a run: File > Open, or drop a file here";
@@ -261,7 +267,9 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     const auto* plan = rank < static_cast<int>(model.plan.size()) ? &model.plan[rank] : nullptr;
     IndexRange range = visibleRange(acts, vStart, vEnd);
     drawScratch_.clear();
-    foldRange(acts, range, nsPerPx, kMinItemPx, drawScratch_);
+    const auto* prefix =
+        rank < static_cast<int>(run->busyPrefixNs.size()) ? &run->busyPrefixNs[rank] : nullptr;
+    foldRange(acts, range, nsPerPx, kMinItemPx, drawScratch_, kMaxFoldPx, prefix);
     const RankReplayState st = run->replay.stateAt(rank, step);
     const bool rowHovered = hovered && mouse.y >= y && mouse.y < y + rowH && mouse.x >= area0.x;
     float prevX1 = -1e9f;
@@ -281,7 +289,9 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       const float alpha = pending ? 0.30f : 1.0f;
       float top = y + 2, bottom = y + rowH - 2;
       if (d.folded()) {
-        ImU32 c = theme::actionColour(mi, static_cast<int>(a.kind), alpha * 0.75f);
+        // A dense stretch: its cell shows how busy the rank was there (bubbles dark).
+        ImU32 c = pending ? theme::actionColour(mi, static_cast<int>(a.kind), alpha * 0.75f)
+                          : theme::heatColour(d.busy);
         dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, bottom), c);
         if (x1 - x0 > 40) {
           char buf[32];

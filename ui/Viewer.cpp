@@ -16,6 +16,7 @@
 #include "backends/imgui_impl_opengl3.h"
 #include "ui/App.h"
 #include "ui/ScriptRunner.h"
+#include "ui/ViewerTiming.h"
 
 namespace stagescope::ui {
 namespace {
@@ -82,9 +83,18 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
   return true;
 }
 
+// "loading", or whether the view spans at least half the run ("out") or less ("in").
+const char* zoomState(App& app) {
+  const LoadedRun* run = app.run();
+  if (!run) return "loading";
+  const double span = static_cast<double>(run->model.maxTimeNs - run->model.minTimeNs);
+  return app.state().viewEnd - app.state().viewStart >= 0.5 * span ? "out" : "in";
+}
+
 }  // namespace
 
 int runViewer(const ViewerOptions& options) {
+  ViewerTiming timing;
   glfwSetErrorCallback(
       [](int code, const char* text) { std::fprintf(stderr, "glfw error %d: %s\n", code, text); });
   if (!glfwInit()) return 1;
@@ -112,6 +122,7 @@ int runViewer(const ViewerOptions& options) {
   theme::apply(io);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+  timing.phase("window");
 
   int rc = 0;
   {
@@ -157,8 +168,9 @@ int runViewer(const ViewerOptions& options) {
       ImGui::NewFrame();
       app.frame(dt);
       ImGui::Render();
-      frameMs.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      const double cpuMs =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      frameMs.push_back(cpuMs);
       int fbw = 0, fbh = 0;
       glfwGetFramebufferSize(window, &fbw, &fbh);
       glViewport(0, 0, fbw, fbh);
@@ -175,7 +187,18 @@ int runViewer(const ViewerOptions& options) {
         pendingShot.clear();
       }
       glfwSwapBuffers(window);
+      if (timing.enabled()) {
+        timing.frame(
+            cpuMs,
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count(),
+            zoomState(app));
+        timing.phase("first-frame");
+        if (app.run() || app.overviewShown()) timing.phase("first-useful-frame");
+        if (app.run()) timing.phase("loaded");
+      }
     }
+    timing.memory();
     if (options.benchmark && !frameMs.empty()) {
       std::sort(frameMs.begin(), frameMs.end());
       std::printf("frames %zu  median %.3f ms  p99 %.3f ms\n", frameMs.size(),

@@ -1,6 +1,7 @@
 // bench_gui: writes a synthetic run of ~1,000,000 events to a real run file, opens it and
 // reports load time and per-frame CPU time (NewFrame..Render)
 // fully zoomed out, zoomed in and while playing.  Headless: ImGui without a renderer.
+// `bench_gui N --write PATH` only writes the run file (to measure `stagescope gui PATH`).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -46,14 +47,18 @@ int main(int argc, char** argv) {
   std::printf("synthetic run: %zu events (%zu ranks, %d iterations) generated in %.2f s\n", events,
               model.ranks.size(), model.info.iterations,
               std::chrono::duration<double>(Clock::now() - tg).count());
+  // bench_gui N --write PATH: only writes the run file (for measuring `stagescope gui PATH`).
+  const bool writeOnly = argc > 3 && std::string(argv[2]) == "--write";
   const std::string path =
-      (std::filesystem::temp_directory_path() / "stagescope_bench_gui.db").string();
-  std::filesystem::remove(path);  // bench_gui's own file from an earlier run
+      writeOnly ? std::string(argv[3])
+                : (std::filesystem::temp_directory_path() / "stagescope_bench_gui.db").string();
+  if (!writeOnly) std::filesystem::remove(path);  // bench_gui's own file from an earlier run
   auto tw = Clock::now();
   stagescope::storage::writeRunFile(model, path);
   std::printf("wrote %s in %.2f s\n", path.c_str(),
               std::chrono::duration<double>(Clock::now() - tw).count());
   model = {};
+  if (writeOnly) return 0;
 
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();

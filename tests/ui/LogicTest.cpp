@@ -154,6 +154,38 @@ TEST(TimeIndex, FoldingCoversEverythingWithFewItems) {
   for (const auto& d : out) EXPECT_FALSE(d.folded());
 }
 
+// Zoomed out over a dense row, folds stay a few pixels wide and carry how busy their stretch
+// was, so a bubble (a stretch at a lower duty cycle) is visible instead of one long bar.
+TEST(TimeIndex, DenseRowFoldsIntoNarrowCellsThatShowTheBubbles) {
+  std::vector<events::ActionRecord> v;
+  int64_t t = 0;
+  for (int i = 0; i < 200000;
+       ++i) {  // first half busy 2/3 (10 on, 5 off); then 1/3 (10 on, 20 off)
+    events::ActionRecord a;
+    a.startNs = t;
+    a.endNs = t + 10;
+    t += i < 100000 ? 15 : 30;
+    v.push_back(a);
+  }
+  const int64_t half = v[100000].startNs;
+  const double nsPerPx = static_cast<double>(t) / 1000;  // everything in 1000 px
+  const auto prefix = busyPrefix(v);
+  std::vector<DrawItem> out;
+  foldRange(v, visibleRange(v, 0, t), nsPerPx, 3, out, 4, &prefix);
+  ASSERT_GE(out.size(), 150u);  // not one bar: about 1000 px / 4 px
+  EXPECT_LE(out.size(), 400u);
+  for (size_t i = 1; i < out.size(); ++i) EXPECT_EQ(out[i].first, out[i - 1].last);
+  EXPECT_EQ(out.back().last, v.size());
+  for (const auto& d : out) {
+    EXPECT_LE(static_cast<double>(d.endNs - d.startNs), 5 * nsPerPx);
+    if (d.endNs < half) {
+      EXPECT_NEAR(d.busy, 2.0 / 3, 0.05);
+    } else if (d.startNs > half) {
+      EXPECT_NEAR(d.busy, 1.0 / 3, 0.05);
+    }
+  }
+}
+
 TEST(RankRows, GroupedByModuleThenGrid) {
   storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
   auto rows = orderRankRows(model);

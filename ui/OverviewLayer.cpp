@@ -1,0 +1,62 @@
+// The overview layer: while a run loads, its run file's overview (storage/Overview.h) is drawn
+// in the timeline's place, one heat row per rank (how busy the rank was in each of the
+// overview's time buckets), iteration boundaries as lines, and the load's progress on top.
+#include <algorithm>
+#include <cstdio>
+
+#include "ui/App.h"
+
+namespace stagescope::ui {
+
+ImU32 theme::heatColour(float busy) {
+  const float b = std::clamp(busy, 0.0f, 1.0f);
+  // Idle: the row background with a red tint (a bubble); busy: bright blue-white.
+  const auto mix = [b](int idle, int full) { return static_cast<int>(idle + (full - idle) * b); };
+  return IM_COL32(mix(70, 150), mix(30, 200), mix(34, 255), 255);
+}
+
+void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
+  const storage::RunOverview& o = *overview_;
+  const float labelW = 200, top = 48;
+  const ImVec2 area0(pos.x + labelW, pos.y + top);
+  const ImVec2 area1(pos.x + size.x, pos.y + size.y);
+  const size_t rows = o.rows.size();
+  if (rows == 0 || o.buckets <= 0) return;
+  const float rowH = std::clamp((area1.y - area0.y) / static_cast<float>(rows), 2.0f, 40.0f);
+  const float cellW = (area1.x - area0.x) / static_cast<float>(o.buckets);
+  const double bucketNs = o.bucketNs();
+  for (size_t r = 0; r < rows; ++r) {
+    const float y = area0.y + static_cast<float>(r) * rowH;
+    if (y > area1.y) break;
+    const auto& row = o.rows[r];
+    for (int b = 0; b < o.buckets; ++b) {
+      const float x = area0.x + static_cast<float>(b) * cellW;
+      const float busy = static_cast<float>(static_cast<double>(row.busyNs[b]) / bucketNs);
+      dl->AddRectFilled(ImVec2(x, y + 1), ImVec2(x + std::max(cellW, 1.0f), y + rowH - 1),
+                        theme::heatColour(busy));
+    }
+    if (rowH >= 12) {
+      char label[32];
+      std::snprintf(label, sizeof label, "rank %d", row.rank);
+      dl->AddText(ImVec2(pos.x + 8, y + (rowH - 14) / 2), theme::kTextDim, label);
+    }
+  }
+  const double span = static_cast<double>(o.endNs - o.startNs + 1);
+  for (int64_t start : o.iterationStartNs) {
+    if (start == INT64_MAX) continue;
+    const float x = area0.x + static_cast<float>((static_cast<double>(start - o.startNs)) / span) *
+                                  (area1.x - area0.x);
+    dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 90), 1.0f);
+  }
+  char title[160];
+  std::snprintf(title, sizeof title,
+                "Overview of %lld actions, %zu iterations: loading details %d%%",
+                static_cast<long long>(o.items), o.iterationStartNs.size(),
+                static_cast<int>(main_.progress() * 100));
+  dl->AddText(ImVec2(pos.x + 8, pos.y + 6), theme::kText, title);
+  ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 24));
+  ImGui::ProgressBar(main_.progress(), ImVec2(std::min(400.0f, size.x - 16), 16));
+  overviewShown_ = true;
+}
+
+}  // namespace stagescope::ui

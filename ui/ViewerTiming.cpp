@@ -1,0 +1,87 @@
+#include "ui/ViewerTiming.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace stagescope::ui {
+namespace {
+
+// Milliseconds since boot at which this process started (/proc/self/stat field 22, in clock
+// ticks), or -1 when unreadable.
+double processStartMs() {
+  std::ifstream in("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string f;
+  for (int k = 3; k <= 22 && fields >> f; ++k) {
+    if (k == 22) return std::strtod(f.c_str(), nullptr) * 1000.0 / sysconf(_SC_CLK_TCK);
+  }
+  return -1;
+}
+
+double bootMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// "VmRSS:    123456 kB" -> MB.
+double statusMb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) return std::strtod(line.c_str() + key.size(), nullptr) / 1024.0;
+  return -1;
+}
+
+const double kStartMs = processStartMs();
+
+}  // namespace
+
+ViewerTiming::ViewerTiming() {
+  const char* where = std::getenv("STAGESCOPE_GUI_TIMING");
+  if (!where || !*where) return;
+  if (std::strcmp(where, "-") == 0) {
+    out_ = stderr;
+    return;
+  }
+  out_ = std::fopen(where, "w");
+  ownsFile_ = out_ != nullptr;
+  if (!out_) std::fprintf(stderr, "STAGESCOPE_GUI_TIMING: cannot write %s\n", where);
+}
+
+ViewerTiming::~ViewerTiming() {
+  if (ownsFile_) std::fclose(out_);
+}
+
+double ViewerTiming::sinceStartMs() const {
+  return kStartMs < 0 ? -1 : bootMs() - kStartMs;
+}
+
+void ViewerTiming::phase(const char* name) {
+  if (!out_) return;
+  const std::string key = std::string(name) + ";";
+  if (seen_.find(key) != std::string::npos) return;
+  seen_ += key;
+  std::fprintf(out_, "%.1f phase %s\n", sinceStartMs(), name);
+  std::fflush(out_);
+}
+
+void ViewerTiming::frame(double cpuMs, double wallMs, const char* state) {
+  if (out_) std::fprintf(out_, "%.1f frame %.3f %.3f %s\n", sinceStartMs(), cpuMs, wallMs, state);
+}
+
+void ViewerTiming::memory() {
+  if (!out_) return;
+  std::fprintf(out_, "%.1f memory %.1f %.1f\n", sinceStartMs(), statusMb("VmRSS:"),
+               statusMb("VmHWM:"));
+  std::fflush(out_);
+}
+
+}  // namespace stagescope::ui

@@ -71,13 +71,14 @@ at::Tensor allocateFromHeader(const at::Tensor& header, const std::string& what,
   return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
 }
 
-// Point-to-point frames.  Every message starts with the 80-byte shape header.  A channel
-// (group, peer, direction) remembers the payload size of its previous message on both sides;
-// when the next payload has that size it travels inside the same frame (one message, the
-// common case: shapes per edge are fixed by the config), otherwise the frame is padded to
-// the size the receiver posted, flagged kSeparate, and the payload follows as its own
-// message.  So shapes are still exchanged at run time, and any change of shape (a variable
-// batch, a fault) still arrives intact.  Over NCCL the payload always travels separately.
+// Point-to-point frames.  Every message starts with the 80-byte shape header.  The plan says
+// what each message carries (plan::Message::shape/dtype), so the receiver posts a frame of
+// header + the planned payload bytes and the payload travels inside it (one message).  A
+// sender whose tensor differs from the plan (a fault, a bug) pads the frame to the planned
+// size, flags it kSeparate, and sends the payload as its own message: it still arrives
+// intact, the receiver records it as it came and stops with a diagnosis naming both shapes
+// (verifyReceived).  The header's shape is a verification, never the source, of a planned
+// message.  Over NCCL the payload always travels separately.
 constexpr int64_t kHeaderBytes = kHeaderLen * static_cast<int64_t>(sizeof(int64_t));
 constexpr int64_t kSeparate = int64_t{1} << 16;  // added to header[0] (ndim)
 
@@ -101,6 +102,26 @@ at::Tensor makeFrame(const at::Tensor& payload, int64_t frameBytes, bool inlined
 
 }  // namespace
 
+namespace {
+
+// The tensor a message is planned to carry; undefined shape when the plan has none (a plan
+// assembled by hand, as the communicator tests do to send batches no config can express:
+// such a message takes its shape from the header).
+bool planned(const plan::Message& m) {
+  return !m.shape.empty() && !m.dtype.empty();
+}
+int64_t plannedBytes(const plan::Message& m) {
+  if (!planned(m)) return 0;
+  int64_t n = 1;
+  for (int64_t d : m.shape) n *= d;
+  return n * static_cast<int64_t>(c10::elementSize(scalarTypeOf(m.dtype)));
+}
+bool asPlanned(const at::Tensor& t, const plan::Message& m) {
+  return planned(m) && t.sizes().vec() == m.shape && t.scalar_type() == scalarTypeOf(m.dtype);
+}
+
+}  // namespace
+
 struct Communicator::Pending {
   events::TransferRecord rec;
   std::shared_ptr<Group> group;
@@ -112,6 +133,8 @@ struct Communicator::Pending {
   bool dropped = false;          // fault injection skipped the send: nothing to wait for or record
   bool hasSentChecksum = false;  // receives: the frame carried the sender's checksum
   uint64_t sentChecksum = 0;
+  std::vector<int64_t> headerShape;  // receives: the shape and dtype the frame's header names
+  std::string headerDtype;
   CommIds ids;  // the action that posted it (sends complete lazily)
 };
 
@@ -123,6 +146,19 @@ struct Communicator::Exchange {
 };
 
 namespace {
+
+// "[12, 2, 16]"
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+std::string hexText(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 std::string describe(const events::TransferRecord& r) {
   const bool recv = r.side == Side::Recv;
@@ -241,13 +277,13 @@ void Communicator::postSend(Exchange& ex, const plan::Message& m,
       recorder_.diagnosis(std::move(d));
     }
   }
-  const auto channel = std::make_tuple(group.get(), p.peer, static_cast<int>(rec.direction));
-  const int64_t expected = wireDevice_.is_cpu() ? lastSent_[channel] : 0;
-  const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
-  const bool inlined = expected > 0 && bytes == expected;
+  // The frame holds the planned payload bytes (what the receiver posted); the payload
+  // travels in it when it is what the plan says, else separately (see "frames" above).
+  const int64_t frameBytes = wireDevice_.is_cpu() ? plannedBytes(m) : 0;
+  const bool inlined = wireDevice_.is_cpu() && asPlanned(p.payload, m);
   const uint64_t* checksum = rec.hasStats ? &rec.checksum : nullptr;
   p.header =
-      makeFrame(p.payload.to(at::kCPU).contiguous(), expected, inlined, checksum).to(wireDevice_);
+      makeFrame(p.payload.to(at::kCPU).contiguous(), frameBytes, inlined, checksum).to(wireDevice_);
   // Copy on post (the ownership contract in Communicator.h): an inline payload was copied
   // into the frame above; a separate one is cloned here, so the caller's tensor (which may
   // share storage with autograd state, e.g. a parameter's .grad) is never read by c10d.
@@ -262,7 +298,6 @@ void Communicator::postSend(Exchange& ex, const plan::Message& m,
     if (!inlined) {
       p.payloadWork = group->backend->send(d, dst, plan::messageTag(ex.ids.iteration, m, true));
     }
-    if (wireDevice_.is_cpu()) lastSent_[channel] = bytes;
   }
   ex.sends.push_back(std::move(p));
 }
@@ -276,8 +311,7 @@ void Communicator::postRecv(Exchange& ex, const plan::Message& m,
   p.payloadTag = plan::messageTag(ex.ids.iteration, m, true);
   p.rec = baseRecord(me_.rank, m, *group, ex.ids);
   p.rec.startNs = nowNs();
-  const auto channel = std::make_tuple(group.get(), p.peer, static_cast<int>(p.rec.direction));
-  const int64_t expected = wireDevice_.is_cpu() ? lastRecv_[channel] : 0;
+  const int64_t expected = wireDevice_.is_cpu() ? plannedBytes(m) : 0;
   p.header = at::empty({kHeaderBytes + expected},
                        at::TensorOptions().dtype(at::kByte).device(wireDevice_));
   std::vector<at::Tensor> h{p.header};
@@ -387,7 +421,17 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
     p.hasSentChecksum = h[kHasChecksumAt] == 1;
     std::memcpy(&p.sentChecksum, &h[kChecksumAt], sizeof(uint64_t));
     const std::string what = "rank " + std::to_string(me_.rank) + " " + describe(p.rec);
-    p.payload = allocateFromHeader(header, what, wireDevice_);
+    // The plan's shape is the source; a separate payload (the sender's tensor is not what the
+    // plan says) is received as the header describes it, to be recorded and diagnosed.
+    const at::Tensor fromHeader = allocateFromHeader(header, what, wireDevice_);
+    p.headerShape = fromHeader.sizes().vec();
+    p.headerDtype = dtypeName(fromHeader);
+    p.payload =
+        planned(*p.message) && !separate
+            ? at::empty(
+                  p.message->shape,
+                  at::TensorOptions().dtype(scalarTypeOf(p.message->dtype)).device(wireDevice_))
+            : fromHeader;
     const int64_t bytes = static_cast<int64_t>(p.payload.nbytes());
     if (separate) {
       std::vector<at::Tensor> d{p.payload};
@@ -400,42 +444,47 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
       std::memcpy(p.payload.data_ptr(),
                   static_cast<const uint8_t*>(frame.data_ptr()) + kHeaderBytes, bytes);
     }
-    if (wireDevice_.is_cpu()) {
-      lastRecv_[std::make_tuple(p.group.get(), p.peer, static_cast<int>(p.rec.direction))] = bytes;
-    }
   }
   for (auto& p : recvs) {
     waitFor(p.payloadWork, p, ex.ids);
     p.rec.endNs = nowNs();
     describeTensor(p.rec, p.payload, recorder_.level());
     if (recorder_.level() > events::RecordLevel::Off) recorder_.transfer(p.rec);
-    verifyChecksum(p, ex.ids);
+    verifyReceived(p, ex.ids);
   }
 }
 
-// In-band verification: the receiver's checksum of what arrived must equal the one the
-// sender put in the frame.  Runs before the payload is used (gathered, broadcast, handed to
-// the model).  A mismatch is recorded as a "corrupt_transfer" diagnosis and stops the rank.
-void Communicator::verifyChecksum(const Pending& p, const CommIds& ids) {
-  if (!p.hasSentChecksum) return;
-  const uint64_t got = p.rec.hasStats ? p.rec.checksum : digest(p.payload).checksum;
-  if (got == p.sentChecksum) return;
-  auto hex = [](uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return std::string(buf);
-  };
-  std::string shape;
-  for (int64_t d : p.payload.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+// In-band verification, before the payload is used (gathered, broadcast, handed to the
+// model): what arrived must be what the plan says (the header's shape and dtype, and the
+// payload's, equal the planned message's) and, at levels stats and full, its checksum must
+// equal the one the sender put in the frame.  A mismatch is recorded as a "corrupt_transfer"
+// diagnosis naming both sides and stops the rank.
+void Communicator::verifyReceived(const Pending& p, const CommIds& ids) {
+  std::string why;
+  if (p.hasSentChecksum) {
+    const uint64_t got = p.rec.hasStats ? p.rec.checksum : digest(p.payload).checksum;
+    if (got != p.sentChecksum) {
+      why = "sender rank " + std::to_string(p.rec.srcRank) + " checksum " +
+            hexText(p.sentChecksum) + ", receiver rank " + std::to_string(me_.rank) + " checksum " +
+            hexText(got) + " of " + std::to_string(p.payload.nbytes()) + " bytes " +
+            shapeText(p.payload.sizes().vec());
+    }
+  }
+  const plan::Message& m = *p.message;
+  if (planned(m)) {
+    if (p.headerShape != m.shape || p.headerDtype != m.dtype || !asPlanned(p.payload, m)) {
+      why += (why.empty() ? "" : "; ") + std::string("the sender's frame says ") +
+             shapeText(p.headerShape) + " " + p.headerDtype + ", the plan " + shapeText(m.shape) +
+             " " + m.dtype;
+    }
+  }
+  if (why.empty()) return;
   const std::string message =
       "corrupted transfer: rank " + std::to_string(me_.rank) + " received the " +
       events::toString(p.rec.direction) + " of microbatch " + std::to_string(p.rec.microbatch) +
       " from rank " + std::to_string(p.rec.srcRank) + " on edge " + p.rec.edge + " (iteration " +
       std::to_string(ids.iteration) + ", action " + std::to_string(ids.actionSeq) + " " +
-      events::toString(ids.action->kind) + "): sender rank " + std::to_string(p.rec.srcRank) +
-      " checksum " + hex(p.sentChecksum) + ", receiver rank " + std::to_string(me_.rank) +
-      " checksum " + hex(got) + " of " + std::to_string(p.payload.nbytes()) + " bytes [" + shape +
-      "]";
+      events::toString(ids.action->kind) + "): " + why;
   events::DiagnosisRecord d;
   d.rank = me_.rank;
   d.kind = "corrupt_transfer";
@@ -522,7 +571,24 @@ at::Tensor Communicator::broadcastFromLeader(const plan::Broadcast& b, at::Tenso
     }
   };
   run(header);
-  if (!leader) value = allocateFromHeader(header, "boundary broadcast " + group->name, wireDevice_);
+  // The plan says what the broadcast carries (the members allocate it); the header verifies
+  // that the leader holds exactly that.
+  const at::Tensor announced =
+      allocateFromHeader(header, "boundary broadcast " + group->name, wireDevice_);
+  if (!b.shape.empty() &&
+      (announced.sizes().vec() != b.shape || announced.scalar_type() != scalarTypeOf(b.dtype))) {
+    throw std::runtime_error(
+        "rank " + std::to_string(me_.rank) + ": the boundary broadcast of " +
+        events::toString(b.direction) + " microbatch " + std::to_string(b.microbatch) +
+        " in group " + group->name + " carries " + shapeText(announced.sizes().vec()) + " " +
+        dtypeName(announced) + ", the plan " + shapeText(b.shape) + " " + b.dtype);
+  }
+  if (!leader) {
+    value = b.shape.empty()
+                ? announced
+                : at::empty(b.shape,
+                            at::TensorOptions().dtype(scalarTypeOf(b.dtype)).device(wireDevice_));
+  }
   value = value.contiguous();
   run(value);
   return value;

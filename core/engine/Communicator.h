@@ -12,10 +12,11 @@
 //
 // Protocol per message, in the message's group under plan::messageTag: a frame starting
 // with the shape header (int64[10]: ndim, dims..., dtype code, the sender's payload checksum
-// and whether it is set) that also carries the payload when its channel's previous message
-// had the same size; otherwise the payload follows as a second message (Communicator.cpp,
-// "frames").  At levels stats and full the receiver verifies the checksum before the payload
-// is used (TransferCorrupt).
+// and whether it is set) that also carries the payload, whose shape and dtype the receiver
+// knows from the plan (plan::Message::shape/dtype); a payload that is not what the plan says
+// follows as a second message (Communicator.cpp, "frames").  Before a payload is used the
+// receiver verifies it: header and payload as planned, and at levels stats and full the
+// sender's checksum (TransferCorrupt).
 //
 // Buffer ownership (the contract every c10d call of this class keeps):
 //  - A posted send owns its bytes until it completes.  The caller's tensor is read only while
@@ -158,7 +159,7 @@ class Communicator {
   // The wait record of a timeout in action `ids` on `peer` (op/edge/direction set by caller).
   events::WaitRecord waitRecord(const CommIds& ids, int peer, const std::string& error) const;
   void completeRecvs(Exchange& ex, std::vector<Pending>& recvs);
-  void verifyChecksum(const Pending& p, const CommIds& ids);
+  void verifyReceived(const Pending& p, const CommIds& ids);
   void completeSends(Exchange& ex);
   void reapSends(bool block);
   void deliver(Exchange& ex, std::map<std::string, at::Tensor>* inputsOut, at::Tensor* gradOut);
@@ -175,10 +176,6 @@ class Communicator {
   ActivationLayout layout_;
   std::vector<Pending> inflight_;        // posted sends not yet known to be complete
   std::unique_ptr<Exchange> preposted_;  // receives of the next action (prepostRecvs)
-  // Payload bytes of the previous message per channel (group, peer, direction), on each side:
-  // equal sizes travel inline with the header (see the frame comment in the .cpp).
-  using Channel = std::tuple<const Group*, int, int>;
-  std::map<Channel, int64_t> lastSent_, lastRecv_;
 };
 
 }  // namespace stagescope::engine

@@ -1,5 +1,7 @@
 #include "core/engine/TensorDigest.h"
 
+#include <stdexcept>
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -98,6 +100,14 @@ std::vector<uint8_t> hostBytes(const at::Tensor& t) {
   std::vector<uint8_t> out(h.nbytes());
   if (!out.empty()) std::memcpy(out.data(), h.data_ptr(), out.size());
   return out;
+}
+
+at::ScalarType scalarTypeOf(const std::string& name) {
+  if (name == "float32") return at::kFloat;
+  if (name == "bfloat16") return at::kBFloat16;
+  if (name == "float64") return at::kDouble;
+  if (name == "float16") return at::kHalf;
+  throw std::invalid_argument("dtype \"" + name + "\": expected float32 or bfloat16");
 }
 
 std::string dtypeName(const at::Tensor& t) {

@@ -32,6 +32,8 @@ struct Link {
   int part, parts;
   std::vector<int> group;
   std::string groupName;
+  // What an activation / a gradient message on this link carries (the same on both sides).
+  std::vector<int64_t> activationShape, gradientShape;
 };
 
 // The boundary broadcasts of one side of a rank: after receiving over bridge b, the leader
@@ -41,6 +43,7 @@ struct BoundaryLink {
   int root;
   std::vector<int> ranks;
   std::string groupName;
+  std::vector<int64_t> shape;  // the concatenation the root broadcasts
 };
 
 std::vector<int> sorted(std::vector<int> v) {
@@ -132,11 +135,12 @@ class RankBuilder {
   void collectLinks(const Grid& grid) {
     const std::vector<int> ppGroup = sorted(grid.groupOf({"pp"}, rank_));
     const std::string& name = module_->name;
+    const std::vector<int64_t> p2p = stageShape(config_, *module_);
     if (pp_ > 0) {
       auto c = coords_;
       c[2] = pp_ - 1;
       in_.push_back({grid.rankOf(c), p2pEdge(name, pp_ - 1), events::EdgeKind::P2P,
-                     events::BridgeRole::None, name, 0, 1, ppGroup, name + "/pp"});
+                     events::BridgeRole::None, name, 0, 1, ppGroup, name + "/pp", p2p, p2p});
     } else {
       for (const Bridge* b : topo_.bridgesInto(name)) bridgeLinks(*b, b->src, &in_, &inBoundary_);
     }
@@ -144,7 +148,7 @@ class RankBuilder {
       auto c = coords_;
       c[2] = pp_ + 1;
       out_.push_back({grid.rankOf(c), p2pEdge(name, pp_), events::EdgeKind::P2P,
-                      events::BridgeRole::None, name, 0, 1, ppGroup, name + "/pp"});
+                      events::BridgeRole::None, name, 0, 1, ppGroup, name + "/pp", p2p, p2p});
     } else {
       for (const Bridge* b : topo_.bridgesOutOf(name)) {
         bridgeLinks(*b, b->dest, &out_, &outBoundary_);
@@ -152,17 +156,40 @@ class RankBuilder {
     }
   }
 
+  // The shape of a bridge message sent by `sender` to `receiver` (leaders): the sender's
+  // part of its batch (its peers in DP order split it, reference §3.3), the encoder's patches,
+  // the receiving side's hidden size (the encoder's projector maps to it).
+  std::vector<int64_t> bridgeShape(const Bridge& b, int sender, int receiver) const {
+    const ModuleConfig& src = config_.module(b.src);
+    const ModuleConfig& dest = config_.module(b.dest);
+    const ModuleConfig& from = src.contains(sender) ? src : dest;
+    const std::vector<int> peers = b.peersOf(sender);
+    const auto at = std::find(peers.begin(), peers.end(), receiver);
+    const int part = static_cast<int>(at - peers.begin());
+    return {src.patches,
+            partOfBatch(stageShape(config_, from)[1], part, static_cast<int>(peers.size())),
+            dest.hidden};
+  }
+
   void bridgeLinks(const Bridge& b, const std::string& peerModule, std::vector<Link>* links,
                    std::vector<BoundaryLink>* boundary) {
     const auto peers = b.peersOf(rank_);
+    const bool source = config_.module(b.src).contains(rank_);
     for (size_t j = 0; j < peers.size(); ++j) {
+      const int srcLeader = source ? rank_ : peers[j], destLeader = source ? peers[j] : rank_;
       links->push_back({peers[j], b.name, events::EdgeKind::Bridge, roleOf(b), peerModule,
                         static_cast<int>(j), static_cast<int>(peers.size()), sorted(b.leaders()),
-                        "bridge:" + b.name});
+                        "bridge:" + b.name, bridgeShape(b, srcLeader, destLeader),
+                        bridgeShape(b, destLeader, srcLeader)});
     }
     const int leader = b.localLeaderOf(rank_);
     if (leader >= 0) {
-      boundary->push_back({peerModule, leader, sorted(b.boundaryOf(rank_)), "boundary:" + b.name});
+      // The leader concatenates what it received: this module's batch, the bridge's width.
+      const ModuleConfig& src = config_.module(b.src);
+      std::vector<int64_t> shape = {src.patches, stageShape(config_, *module_)[1],
+                                    config_.module(b.dest).hidden};
+      boundary->push_back(
+          {peerModule, leader, sorted(b.boundaryOf(rank_)), "boundary:" + b.name, shape});
     }
   }
 
@@ -170,14 +197,16 @@ class RankBuilder {
                    Direction dir, int mb) {
     for (const Link& l : links) {
       out->push_back({side, dir, l.peer, mb, l.edge, l.kind, l.role, l.peerModule, l.part, l.parts,
-                      l.group, l.groupName});
+                      l.group, l.groupName,
+                      dir == Direction::Activation ? l.activationShape : l.gradientShape,
+                      config_.dtype});
     }
   }
 
   void addBroadcasts(std::vector<Broadcast>* out, const std::vector<BoundaryLink>& links,
                      Direction dir, int mb) {
     for (const BoundaryLink& l : links) {
-      out->push_back({dir, mb, l.peerModule, l.root, l.ranks, l.groupName});
+      out->push_back({dir, mb, l.peerModule, l.root, l.ranks, l.groupName, l.shape, config_.dtype});
     }
   }
 
@@ -263,6 +292,20 @@ Plan makePlan(const RunConfig& config, const Topology& topology) {
     plan.ranks.push_back(RankBuilder(config, topology, r).build());
   }
   return plan;
+}
+
+std::vector<int64_t> stageShape(const RunConfig& config, const ModuleConfig& module) {
+  if (module.kind == "encoder") {
+    return {module.patches, config.encoderMicroBatchSize(module), module.hidden};
+  }
+  int64_t sequence = module.textLen;
+  for (const ModuleConfig* enc : config.encoders()) sequence += enc->patches;
+  return {sequence, config.microBatchSize, module.hidden};
+}
+
+int64_t partOfBatch(int64_t batch, int part, int parts) {
+  if (parts <= 1) return batch;
+  return batch / parts + (part < batch % parts ? 1 : 0);
 }
 
 int messageTag(int iteration, const Message& m, bool payload) {

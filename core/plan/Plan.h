@@ -39,6 +39,11 @@ struct Message {
   int part = 0, parts = 1;
   std::vector<int> group;  // ascending global ranks: the module's pp group or the bridge leaders
   std::string groupName;   // "llm/pp", "bridge:vision->llm"
+  // The tensor the message carries, known from the config (messageShape): [sequence, batch,
+  // hidden] with the batch of the sender's part, in the run's dtype ("float32" | "bfloat16").
+  // The receiver allocates from it; the frame header's shape only verifies it.
+  std::vector<int64_t> shape;
+  std::string dtype;
 };
 
 // A boundary broadcast of a bridge (reference §4.5), run after the action's messages
@@ -52,6 +57,9 @@ struct Broadcast {
   int root = -1;           // global rank of the leader
   std::vector<int> ranks;  // the boundary list (TP ranks of one replica's boundary stage)
   std::string groupName;   // "boundary:vision->llm"
+  // What the root broadcasts: its received parts concatenated along the batch axis.
+  std::vector<int64_t> shape;
+  std::string dtype;
 };
 
 struct Action {
@@ -89,6 +97,15 @@ struct Plan {
 };
 
 Plan makePlan(const RunConfig& config, const Topology& topology);
+
+// The activation a stage of `module` exchanges, and its gradient: [sequence, batch, hidden].
+// Sequence: an encoder's patches; the llm's text_len plus every encoder's patches.  Batch: the
+// module's micro-batch size per DP replica (an encoder's: micro_batch_size * llm.dp / dp).  A
+// bridge carries the encoder's sequence projected to the llm's hidden size.
+std::vector<int64_t> stageShape(const RunConfig& config, const ModuleConfig& module);
+// Batch of part `part` of `parts` of a batch of `batch` (tensor_split: the first batch mod
+// parts one larger).
+int64_t partOfBatch(int64_t batch, int part, int parts);
 
 // Static check that the plan cannot deadlock: simulates all ranks, where a communication
 // action completes only when every peer has reached its matching action.  Returns "" when

@@ -121,7 +121,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "failed",
                   {"corrupted transfer: rank 2 received the activation of microbatch 1 from rank 1 "
                    "on edge llm:pp0->pp1",
-                   "of 768 bytes [12, 1, 16]",
+                   "of 768 bytes [12, 1, 16]; the sender's frame says [12, 1, 16] float32, "
+                   "the plan [12, 2, 16] float32",
                    "shape mismatch on " + kP2P +
                        " activation iteration 0 microbatch 1 rank 1 -> rank 2: sent [12, 2, 16] "
                        "float32, received [12, 1, 16] float32",
@@ -230,6 +231,25 @@ TEST(FaultHang, WaitForGraphIsRecorded) {
   EXPECT_NE(check.output.find("waits on rank 1: rank 2 waits for the activation of microbatch 1"),
             std::string::npos)
       << check.output;
+}
+
+// The receiver knows each message's shape from the plan: a payload of another shape stops it
+// even where no checksum travels (level off), naming what the frame said and what the plan
+// says, with the corrupt-transfer exit code and status failed.
+TEST(FaultShape, ThePlanCatchesAWrongShapeWithoutChecksums) {
+  RunOutput out =
+      runStagescope(debugConfig("pipe3"),
+                    {"--set", "record.level=off", "--fault",
+                     "shape:iteration=0,microbatch=1,module=llm,stage=0,direction=activation"},
+                    "shape-level-off", 120);
+  EXPECT_EQ(out.exitCode, 9) << out.output;
+  EXPECT_NE(out.output.find("corrupted transfer: rank 2 received the activation of microbatch 1 "
+                            "from rank 1 on edge llm:pp0->pp1 (iteration 0, action 3 SB_RF): "
+                            "the sender's frame says [12, 1, 16] float32, the plan [12, 2, 16] "
+                            "float32"),
+            std::string::npos)
+      << out.output;
+  EXPECT_EQ(storage::loadRun(out.runPath).info.status, events::RunStatus::Failed);
 }
 
 // A delayed transfer completes and its recorded time is at least the delay.

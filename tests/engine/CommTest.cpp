@@ -333,8 +333,17 @@ plan::Action plannedAction(const plan::RankPlan& me, ActionKind kind, int mb, in
     if (a.kind != kind) continue;
     plan::Action out = a;
     out.microbatch = mb;
-    for (auto& m : out.messages) m.microbatch = mb;
-    for (auto& b : out.broadcasts) b.microbatch = mb;
+    // These scenarios send batches no config can express (uneven splits such as 5 -> 3 + 2,
+    // a 2D payload): their messages carry no planned shape, so the receiver takes the shape
+    // from the frame header (the plan-shaped path is PlanWireTest's and every real run's).
+    for (auto& m : out.messages) {
+      m.microbatch = mb;
+      m.shape.clear();
+    }
+    for (auto& b : out.broadcasts) {
+      b.microbatch = mb;
+      b.shape.clear();
+    }
     return out;
   }
   throw std::runtime_error("rank " + std::to_string(me.rank) + " has no " + events::toString(kind) +

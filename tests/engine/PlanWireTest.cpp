@@ -59,9 +59,21 @@ bool communicates(ActionKind k) {
          k != ActionKind::OptimizerStep;
 }
 
+// The whole tensor a rank sends in `a` (its parts are what the plan's messages carry): the
+// first send's sequence and width, this module's batch (plan::stageShape).
+at::Tensor sentTensor(const plan::RunConfig& cfg, const plan::RankPlan& me, const plan::Action& a,
+                      events::Direction direction) {
+  for (const auto& m : a.messages) {
+    if (m.side != events::Side::Send || m.direction != direction) continue;
+    const int64_t batch = plan::stageShape(cfg, cfg.module(me.module))[1];
+    return at::ones({m.shape[0], batch, m.shape[2]});
+  }
+  return at::Tensor();
+}
+
 // One rank: every communication action of its (mutated) plan, in order, with stand-in
-// tensors ([3, 4, 2]: batch 4 splits for every bridge below).  Reports "done", or where it
-// gave up: "blocked <seq> <peer> <direction> <microbatch>" from its timeout.
+// tensors of the plan's shapes.  Reports "done", or where it gave up: "blocked <seq> <peer>
+// <direction> <microbatch>" from its timeout.
 std::string wireBody(const std::string& toml, const Mutation& mutate, int rank, int world,
                      int port) {
   const plan::RunConfig cfg = plan::parseConfig(toml, "plan_wire_test.toml");
@@ -75,9 +87,6 @@ std::string wireBody(const std::string& toml, const Mutation& mutate, int rank, 
   engine::WaitState wait;
   const plan::RankPlan& me = p.ranks.at(rank);
   engine::Communicator comm(me, groups, rec, at::Device(at::kCPU), &wait);
-  const at::Tensor act = at::ones({3, 4, 2});
-  std::map<std::string, at::Tensor> grads;
-  for (const auto& m : cfg.modules) grads[m.name] = at::ones({3, 4, 2});
   Report r;
   int seq = 0;
   try {
@@ -86,6 +95,10 @@ std::string wireBody(const std::string& toml, const Mutation& mutate, int rank, 
       if (!communicates(a.kind)) continue;
       std::map<std::string, at::Tensor> inputs;
       at::Tensor grad;
+      const at::Tensor act = sentTensor(cfg, me, a, events::Direction::Activation);
+      std::map<std::string, at::Tensor> grads;
+      const at::Tensor g = sentTensor(cfg, me, a, events::Direction::Gradient);
+      for (const auto& m : cfg.modules) grads[m.name] = g;
       comm.run({0, seq, &a}, &act, &grads, &inputs, &grad);
     }
     comm.finishSends();

@@ -3,7 +3,13 @@
 #
 #   scripts/bench.sh [--smoke] [BUILD_DIR] [-- run_bench.py options, e.g. --parts 1,2]
 #
-# Full run: writes bench/results.md and bench/results.json (about 10 minutes on 2 cores).
+# Full run: writes bench/results.md and bench/results.json (about 10 minutes on 2 cores, plus
+#           part 7, whose 10^7-event run takes much longer).
+# One section alone: scripts/bench.sh build/default -- --parts 7 [--scale-events 1000000]
+#           updates that section's rows and keeps the other parts' earlier results.
+#   parts: 1 engine vs PyTorch, 2 recording cost, 3 writer, 4 bubble, 5 viewer/reports
+#   (bench_gui, bench_compare, bytes per row), 6 scaling, 7 the real `stagescope gui` / check /
+#   compare / export paths at 10^6 and 10^7 events (Xvfb; STAGESCOPE_GUI_TIMING), idle and busy.
 # --smoke:  one tiny repetition of every part into BUILD_DIR/bench-smoke/, then checks that
 #           the outputs exist and parse (the CTest test `bench_smoke`, label bench).
 #

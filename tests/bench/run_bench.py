@@ -48,6 +48,8 @@ class Bench:
         self.exe = os.path.join(a.build, "app", "stagescope")
         self.tmp = tempfile.mkdtemp(prefix="stagescope-bench-")
         self.results = {"parts": {}, "skipped": {}}
+        prev = os.path.join(a.out, "results.json")  # earlier results, kept for parts not re-run
+        self.previous = json.load(open(prev)).get("parts", {}) if os.path.exists(prev) else {}
         self.n = 0
         self.runfile_stats = None
 
@@ -393,9 +395,120 @@ class Bench:
         res["load"] = load()
         self.results["parts"]["scale"] = res
 
+    # -- part 7: the real viewer and CLI paths at 10^6 and 10^7 events -------------------------
+    # `stagescope gui FILE` under Xvfb with STAGESCOPE_GUI_TIMING (timestamps from the process:
+    # first useful frame, fully loaded, frame times zoomed out / in, peak RSS), once with the
+    # machine otherwise as it is ("idle") and once next to a 4-rank run ("busy"); then check,
+    # compare (the file against a copy of itself) and export through the CLI, each under
+    # /usr/bin/time for its peak RSS.  Files go under BUILD/bench-scale and are deleted after.
+    def gui_timing(self, path, busy):
+        log_path = os.path.join(self.scale_dir, "gui-timing.log")
+        env = dict(os.environ, STAGESCOPE_GUI_TIMING=log_path)
+        exe = os.path.join(self.a.build, "app", "stagescope")
+        frames = "frames 10" if self.a.smoke else "frames 150"
+        cmd = ["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", exe, "gui", path,
+               "--script", "zoom-fit", "--script", frames, "--script", "zoom 500 520",
+               "--script", frames, "--script", "quit"]
+        load_bg = None
+        if busy:  # a concurrent 4-rank run, restarted until the viewer is done
+            load_bg = subprocess.Popen(
+                ["bash", "-c", f"while true; do '{exe}' run {ROOT}/assets/configs/llm_pp4.toml --record off "
+                 f"--set iterations=200 --out '{self.scale_dir}/busy.db' >/dev/null 2>&1; "
+                 f"rm -f '{self.scale_dir}'/busy.db*; done"], start_new_session=True)
+            time.sleep(3)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+        finally:
+            if load_bg:
+                os.killpg(load_bg.pid, 15)
+                load_bg.wait()
+                subprocess.run(["bash", "-c", f"rm -f '{self.scale_dir}'/busy.db*"])
+        if p.returncode != 0:
+            raise RuntimeError(f"stagescope gui failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        phases, frames, mem = {}, {"out": [], "in": [], "loading": []}, None
+        for line in open(log_path):
+            f = line.split()
+            if f[1] == "phase":
+                phases[f[2]] = float(f[0]) / 1e3
+            elif f[1] == "frame":
+                frames.setdefault(f[4], []).append((float(f[2]), float(f[3])))
+            elif f[1] == "memory":
+                mem = float(f[3])
+        def stats(v, k):
+            xs = sorted(x[k] for x in v)
+            return {"median": xs[len(xs) // 2], "p99": xs[min(len(xs) - 1, len(xs) * 99 // 100)]} if xs else None
+        return {"load_at_start": load(), "phases_s": phases, "peak_rss_mb": mem,
+                "frame_cpu_ms": {k: stats(v, 0) for k, v in frames.items()},
+                "frame_wall_ms": {k: stats(v, 1) for k, v in frames.items()}}
+
+    def cli_timed(self, args):
+        exe = os.path.join(self.a.build, "app", "stagescope")
+        t = time.perf_counter()
+        p = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb %M", exe] + args, capture_output=True,
+                           text=True, timeout=900)
+        wall = time.perf_counter() - t
+        m = re.search(r"maxrss_kb (\d+)", p.stderr)
+        return {"seconds": wall, "exit": p.returncode, "peak_rss_mb": int(m.group(1)) / 1024 if m else None}
+
+    def part_realpath(self):
+        a = self.a
+        gui = os.path.join(a.build, "tests", "ui", "bench_gui")
+        if not os.path.exists(gui) or not shutil.which("xvfb-run"):
+            self.results["skipped"]["realpath"] = "bench_gui not built or xvfb-run missing"
+            log("SKIP part 7: bench_gui not built or xvfb-run missing")
+            return
+        self.scale_dir = os.path.join(a.build, "bench-scale")
+        os.makedirs(self.scale_dir, exist_ok=True)
+        res = {"runs": []}
+        sizes = [20000] if a.smoke else [int(x) for x in a.scale_events.split(",")]
+        prev = {x["events"] // 1000: x for x in self.previous.get("realpath", {}).get("runs", [])}
+        for n in sizes:
+            path = os.path.join(self.scale_dir, f"run{n}.db")
+            copy = os.path.join(self.scale_dir, f"copy{n}.db")
+            for f in (path, copy):
+                if os.path.exists(f):
+                    os.remove(f)
+            try:
+                t = time.perf_counter()
+                p = subprocess.run([gui, str(n), "--write", path], capture_output=True, text=True, timeout=3600)
+                if p.returncode != 0:
+                    raise RuntimeError(f"bench_gui --write failed:\n{p.stdout}\n{p.stderr}")
+                ev = int(re.search(r"synthetic run: (\d+) events", p.stdout).group(1))
+                r = {"events": ev, "file_bytes": os.path.getsize(path), "write_s": time.perf_counter() - t}
+                r["gui_idle"] = self.gui_timing(path, busy=False)
+                if not a.smoke:  # the smoke run checks the outputs parse; keep it short
+                    r["gui_busy"] = self.gui_timing(path, busy=True)
+                shutil.copy(path, copy)
+                r["check"] = self.cli_timed(["check", path])
+                r["compare"] = self.cli_timed(["compare", path, copy])
+                r["export"] = self.cli_timed(["export", path, "--chrome-trace",
+                                              os.path.join(self.scale_dir, "trace.json")])
+                res["runs"].append(r)
+                self.results["parts"]["realpath"] = res
+                self.write()  # each size as soon as it is measured (a 10^7 run takes long)
+                log(f"part 7 {ev} events: first useful frame {r['gui_idle']['phases_s'].get('first-useful-frame')} s, "
+                    f"loaded {r['gui_idle']['phases_s'].get('loaded')} s, check {r['check']['seconds']:.1f} s")
+            finally:
+                for f in (path, copy, os.path.join(self.scale_dir, "trace.json")):
+                    if os.path.exists(f):
+                        os.remove(f)
+        # Sizes not measured this time keep their earlier results.
+        done = {x["events"] // 1000 for x in res["runs"]}
+        res["runs"] += [x for k, x in prev.items() if k not in done and not a.smoke]
+        res["runs"].sort(key=lambda x: x["events"])
+        res["load"] = load()
+        self.results["parts"]["realpath"] = res
+
     # -- output ----------------------------------------------------------------------------------
     def write(self):
         os.makedirs(self.a.out, exist_ok=True)
+        # A run of some parts only keeps the other parts' earlier results (each section runs alone).
+        old = os.path.join(self.a.out, "results.json")
+        if self.a.parts != "1,2,3,4,5,6,7" and os.path.exists(old):
+            with open(old) as f:
+                prev = json.load(f)
+            for k, v in prev.get("parts", {}).items():
+                self.results["parts"].setdefault(k, v)
         with open(os.path.join(self.a.out, "results.json"), "w") as f:
             json.dump(self.results, f, indent=1)
         with open(os.path.join(self.a.out, "results.md"), "w") as f:
@@ -412,7 +525,7 @@ def markdown(r):
     cpus = m["cpus"]  # p ranks on fewer cores: a rank computes at most cpus/p of the time
     L = [f"# stagescope benchmarks{' (smoke run: not for quoting)' if m['smoke'] else ''}", "",
          f"{m['date']} · {m['machine']} · {m['cpus']} CPUs · load average {m['load_start']} at start, "
-         f"{m['load_end']} at end · suite took {m['suite_s']:.0f} s · torch {m.get('torch', '–')}", "",
+         f"{m.get('load_end', '–')} at end · suite took {m.get('suite_s', 0):.0f} s · torch {m.get('torch', '–')}", "",
          "| # | Measure | Result | Target | Note |", "|---|---|---|---|---|"]
     row = lambda *c: L.append("| " + " | ".join(str(x) for x in c) + " |")
     e = P.get("engine_vs_pytorch")
@@ -462,6 +575,27 @@ def markdown(r):
         rf = sc["runfile_default_stats"]
         row("5", "run-file size per row (default config, `stats`)", f"{rf['bytes_per_row']:.0f} B",
             "", f"{rf['bytes']} B / {rf['rows']} rows")
+    rp = P.get("realpath")
+    if rp:
+        for x in rp["runs"]:
+            ev = f"{x['events']:,}"
+            for mode in ("idle", "busy"):
+                g = x.get(f"gui_{mode}")
+                if not g:
+                    continue
+                ph, fc, fw = g["phases_s"], g["frame_cpu_ms"], g["frame_wall_ms"]
+                fmt = lambda d, k: f"{d[k]['median']:.1f}, {d[k]['p99']:.1f}" if d.get(k) else "–"
+                row("7", f"`stagescope gui`, {ev} events, {mode} (load {g['load_at_start']}): first useful frame / "
+                    "fully loaded / frame zoomed out, in (CPU median, p99) / peak RSS",
+                    f"{ph.get('first-useful-frame', float('nan')):.2f} s / {ph.get('loaded', float('nan')):.2f} s / "
+                    f"out {fmt(fc, 'out')} ms, in {fmt(fc, 'in')} ms / {g['peak_rss_mb']:.0f} MB",
+                    "< 1 s / " + ("< 10 s" if x["events"] >= 5000000 else "< 2 s") + " / < 16, < 2 ms p99 / < 2 GB",
+                    f"wall per frame (Xvfb software GL, swap included): out {fmt(fw, 'out')} ms, in {fmt(fw, 'in')} ms; "
+                    f"window at {ph.get('window', float('nan')):.2f} s")
+            row("7", f"check / compare / export, {ev}-event runs (CLI, wall, peak RSS)",
+                " / ".join(f"{x[k]['seconds']:.1f} s, {x[k]['peak_rss_mb']:.0f} MB" for k in ("check", "compare", "export")),
+                "< 10 s, < 2 GB each", f"{x['file_bytes'] / x['events']:.0f} B/event; exit codes "
+                f"{x['check']['exit']}, {x['compare']['exit']}, {x['export']['exit']}")
     s6 = P.get("scaling")
     if s6 and s6["hidden"]:
         row("6", "step time / run file vs m (pp4, stats)",
@@ -482,7 +616,9 @@ def main():
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--peer-python", default="")
     p.add_argument("--peer-reason", default="")
-    p.add_argument("--parts", default="1,2,3,4,5,6")
+    p.add_argument("--parts", default="1,2,3,4,5,6,7")
+    p.add_argument("--scale-events", default="1000000,10000000",
+                   help="part 7: run sizes (events) to measure, comma-separated")
     p.add_argument("--render-only", action="store_true", help="rewrite results.md from results.json")
     a = p.parse_args()
     if a.render_only:
@@ -505,7 +641,8 @@ def main():
     parts = set(a.parts.split(","))
     try:
         for key, fn in (("1", b.part_torch), ("2", b.part_recording), ("3", b.part_writer),
-                        ("4", b.part_pipeline), ("6", b.part_scaling), ("5", b.part_scale)):
+                        ("4", b.part_pipeline), ("6", b.part_scaling), ("5", b.part_scale),
+                        ("7", b.part_realpath)):
             if key in parts:
                 t = time.perf_counter()
                 fn()

@@ -9,7 +9,11 @@
 #           updates that section's rows and keeps the other parts' earlier results.
 #   parts: 1 engine vs PyTorch, 2 recording cost, 3 writer, 4 bubble, 5 viewer/reports
 #   (bench_gui, bench_compare, bytes per row), 6 scaling, 7 the real `stagescope gui` / check /
-#   compare / export paths at 10^6 and 10^7 events (Xvfb; STAGESCOPE_GUI_TIMING), idle and busy.
+#   compare / export paths at 10^6 and 10^7 events (Xvfb; STAGESCOPE_GUI_TIMING), idle and busy,
+#   8 resident memory per rank at 8..128 ranks (forked vs exec'd ranks), 9 the default
+#   encoder -> LLM layout vs PyTorch Schedule1F1B / ScheduleGPipe over the same three stages.
+#   Part 1 also reports the machine floor, the efficiency and pre-posted receives on/off.
+#   Each section's rows carry the date and load (`uptime`) at which it was measured.
 # --smoke:  one tiny repetition of every part into BUILD_DIR/bench-smoke/, then checks that
 #           the outputs exist and parse (the CTest test `bench_smoke`, label bench).
 #
@@ -70,7 +74,8 @@ out = sys.argv[1]
 r = json.load(open(os.path.join(out, "results.json")))
 md = open(os.path.join(out, "results.md")).read()
 assert md.startswith("# stagescope benchmarks") and "| # | Measure |" in md, "results.md malformed"
-need = {"recording_cost", "pipeline", "scaling", "scale"}
+need = {"recording_cost", "pipeline", "scaling", "scale", "ranks"}
+if "multimodule" not in r["skipped"]: need.add("multimodule")
 if "engine_vs_pytorch" not in r["skipped"]: need.add("engine_vs_pytorch")
 if "writer" not in r["skipped"]: need.add("writer")
 missing = need - set(r["parts"])

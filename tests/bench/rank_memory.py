@@ -108,6 +108,15 @@ def measure(exe, ranks, iterations, extra_sets, timeout, mode="fork"):
     os.rmdir(tmp)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {stderr[-2000:]}")
+    # The estimate `plan` prints for the same run (core/plan/MemoryEstimate.h), to set beside
+    # what was measured.
+    plan_env = dict(env)
+    est = None
+    pp = subprocess.run([exe, "plan"] + cmd[2:3] + [x for x in cmd[5:] if x not in ("--record", "off")],
+                        capture_output=True, text=True, env=plan_env)
+    m = re.search(r"memory estimate: ([\d.]+) (\w+) in total", pp.stdout)
+    if m:
+        est = float(m.group(1)) * {"B": 1e-6, "kB": 1e-3, "MB": 1, "GB": 1e3, "TB": 1e6}[m.group(2)]
     w = [peak[pid] for pid in workers if pid in peak]
     if len(w) < ranks:
         raise RuntimeError(f"{ranks} ranks: sampled only {len(w)} workers")
@@ -117,6 +126,8 @@ def measure(exe, ranks, iterations, extra_sets, timeout, mode="fork"):
             "rss_mb_per_rank": round(med("Rss"), 1),
             "pss_mb_sum_workers": round(sum(x["Pss"] for x in w) / 1000.0, 0),
             "launcher_pss_mb": round(peak.get(p.pid, {}).get("Pss", 0) / 1000.0, 1),
+            "pss_mb_total": round((sum(x["Pss"] for x in w) + peak.get(p.pid, {}).get("Pss", 0)) / 1000.0, 0),
+            "estimate_mb_total": est,
             "memavailable_drop_mb": round((avail0 - low) / 1000.0, 0),
             "memavailable_drop_mb_per_rank": round((avail0 - low) / 1000.0 / ranks, 1),
             "memavailable_before_mb": round(avail0 / 1000.0, 0),

@@ -54,7 +54,7 @@ class Bench:
         self.runfile_stats = None
 
     # -- running stagescope ------------------------------------------------------------------
-    def stagescope(self, config, sets, record, keep=False, name=None):
+    def stagescope(self, config, sets, record, keep=False, name=None, env=None):
         """One `stagescope run`; returns {times, losses, file, bytes, seconds}."""
         self.n += 1
         out = os.path.join(self.tmp, (name or f"run{self.n}") + ".db")
@@ -62,7 +62,8 @@ class Bench:
         for s in sets:
             cmd += ["--set", s]
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, **env) if env else None)
         wall = time.perf_counter() - t0
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -151,28 +152,38 @@ class Bench:
             if not rel0 < LOSS_TOL:
                 raise RuntimeError(f"loss mismatch at size {size}: rel diff {rel0} >= {LOSS_TOL}")
             # 2. Timing, alternating which system goes first.
-            ss_t, py_t, ratios = [], [], []
+            # Three systems per repetition, the order rotating: stagescope, PyTorch, and
+            # stagescope with pre-posted receives off (STAGESCOPE_PREPOST=0: the ablation).
+            ss_t, py_t, ratios, ss0_t, prepost_ratios = [], [], [], [], []
+            systems = ["ss", "py", "ss0"]
             for r in range(1 if a.smoke else reps_of[size]):
-                order = ["ss", "py"] if r % 2 == 0 else ["py", "ss"]
+                order = systems[r % 3:] + systems[:r % 3]
                 got = {}
                 if a.smoke:  # one tiny repetition: the peer's timing comes from the check run
-                    order = ["ss"]
+                    order = ["ss", "ss0"]
                     got["py"] = self.step_time(py["times"])
                 for who in order:
-                    if who == "ss":
-                        run = self.stagescope("assets/configs/llm_pp4.toml", sets_for(s, s["iterations"]), "off")
-                        got["ss"] = self.step_time(run["times"])
+                    if who in ("ss", "ss0"):
+                        env = {"STAGESCOPE_PREPOST": "0"} if who == "ss0" else None
+                        run = self.stagescope("assets/configs/llm_pp4.toml", sets_for(s, s["iterations"]), "off",
+                                              env=env)
+                        got[who] = self.step_time(run["times"])
                         self.drop(run)
                     else:
                         pout, _ = peer(s, s["iterations"])
                         got["py"] = self.step_time(json.loads(pout.split("RESULT ", 1)[1])["times"])
                 ss_t.append(got["ss"])
                 py_t.append(got["py"])
+                ss0_t.append(got["ss0"])
                 ratios.append(got["ss"] / got["py"])
+                prepost_ratios.append(got["ss"] / got["ss0"])
                 log(f"part 1 [{size}] rep {r}: stagescope {got['ss']*1e3:.2f} ms  pytorch {got['py']*1e3:.2f} ms  "
-                    f"ratio {ratios[-1]:.3f}  (load {load()})")
+                    f"ratio {ratios[-1]:.3f}; without pre-posted receives {got['ss0']*1e3:.2f} ms "
+                    f"(with/without {prepost_ratios[-1]:.3f})  (load {load()})")
             entry.update(stagescope_step_s=ss_t, pytorch_step_s=py_t, ratios=ratios,
-                         ratio_median=median(ratios), load=load())
+                         ratio_median=median(ratios), no_prepost_step_s=ss0_t,
+                         prepost_ratios=prepost_ratios, prepost_ratio_median=median(prepost_ratios),
+                         load=load())
             # Where stagescope's step time goes: mean ms per iteration by action kind (meta run).
             if a.smoke:
                 continue
@@ -180,6 +191,17 @@ class Bench:
             entry["stagescope_breakdown_ms"] = self.breakdown(run["file"])
             self.drop(run)
             log(f"part 1 [{size}] stagescope ms/iteration by kind: {entry['stagescope_breakdown_ms']}")
+            # The machine floor: every rank's compute (F + B) must run on min(cores, ranks)
+            # cores, so no schedule finishes an iteration faster than sum(compute) / that.
+            bd = entry["stagescope_breakdown_ms"]
+            compute = sum(k.get("F", 0) + k.get("B", 0) for k in bd.values())
+            cores = min(os.cpu_count(), len(bd))
+            entry["floor_ms"] = compute / cores
+            entry["compute_ms_sum"] = compute
+            entry["floor_cores"] = cores
+            entry["efficiency"] = entry["floor_ms"] / (median(ss_t) * 1e3)
+            log(f"part 1 [{size}] floor {entry['floor_ms']:.1f} ms (sum of F+B {compute:.1f} ms / {cores} cores); "
+                f"efficiency {entry['efficiency']:.2f}")
 
     def breakdown(self, path):
         """{rank: {kind: mean ms per iteration}} over iterations after the first."""
@@ -499,20 +521,98 @@ class Bench:
         res["load"] = load()
         self.results["parts"]["realpath"] = res
 
+    # -- part 8: resident memory per rank ------------------------------------------------------------
+    def part_ranks(self):
+        """tests/bench/rank_memory.py: Pss / private / Rss per rank at 8..128 ranks of a tiny
+        model, ranks forked from the launcher (default) and exec'd (STAGESCOPE_EXEC_RANKS=1),
+        the two modes one after the other at each size."""
+        out = os.path.join(self.tmp, "rank_memory.json")
+        cmd = [sys.executable, os.path.join(ROOT, "tests", "bench", "rank_memory.py"), "--exe", self.exe,
+               "--ranks", "8" if self.a.smoke else "8,32,64,128", "--modes", "fork,exec", "--json", out]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"rank_memory.py failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        log(p.stdout.strip())
+        with open(out) as f:
+            rows = json.load(f)
+        self.results["parts"]["ranks"] = {"rows": rows, "model": "llm_pp4.toml: pp 4, dp N/4, h32, L4, T8, m8",
+                                          "load": load()}
+
+    # -- part 9: multimodule layout vs PyTorch pipelining ---------------------------------------------
+    def part_multimodule(self):
+        """stagescope's default layout (vision tp2 dp2 -> llm tp2 pp2, 8 ranks) and the same three
+        stages on three ranks, against PyTorch Schedule1F1B and ScheduleGPipe over those three
+        stages (tests/bench/torch_pipeline_multimodule.py: what the peer can express)."""
+        a = self.a
+        if not a.peer_python:
+            self.results["skipped"]["multimodule"] = a.peer_reason or "PyTorch peer unavailable"
+            log(f"SKIP part 9: {self.results['skipped']['multimodule']}")
+            return
+        iters = 3 if a.smoke else 20
+        reps = 1 if a.smoke else 3
+        three = ["modules.vision.tp=1", "modules.vision.dp=1", "modules.llm.tp=1", "modules.llm.offset=1"]
+        systems = {"ss8": ("stagescope default layout, 8 ranks", []),
+                   "ss3": ("stagescope, the same 3 stages on 3 ranks", three),
+                   "py1f1b": ("PyTorch Schedule1F1B, 3 stages on 3 ranks", "1f1b"),
+                   "pygpipe": ("PyTorch ScheduleGPipe, 3 stages on 3 ranks", "gpipe")}
+        names = list(systems)
+        steps = {k: [] for k in names}
+        loss0 = {}
+        for r in range(reps):
+            order = names[r % 4:] + names[:r % 4]
+            for k in order:
+                what = systems[k][1]
+                if k.startswith("ss"):
+                    run = self.stagescope("assets/configs/default.toml", [f"iterations={iters}"] + what, "off")
+                    times, losses = run["times"], run["losses"]
+                    self.drop(run)
+                else:
+                    cmd = [a.peer_python, os.path.join(ROOT, "tests", "bench", "torch_pipeline_multimodule.py"),
+                           "--iterations", str(iters), "--schedule", what]
+                    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                    if p.returncode != 0:
+                        raise RuntimeError(f"multimodule peer failed:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+                    res = json.loads(p.stdout.split("RESULT ", 1)[1])
+                    times, losses = res["times"], res["losses"]
+                steps[k].append(self.step_time(times))
+                loss0.setdefault(k, losses[0])
+            log(f"part 9 rep {r}: " + "  ".join(f"{k} {steps[k][-1]*1e3:.1f} ms" for k in names) + f"  (load {load()})")
+        ref = loss0["ss8"]
+        rel = {k: abs(v - ref) / abs(ref) for k, v in loss0.items()}
+        if max(rel.values()) >= LOSS_TOL:
+            raise RuntimeError(f"part 9: iteration-0 losses differ: {loss0}")
+        ratio = lambda x, y: [p / q for p, q in zip(steps[x], steps[y])]
+        self.results["parts"]["multimodule"] = {
+            "iterations": iters, "reps": reps, "systems": {k: v[0] for k, v in systems.items()},
+            "step_s": steps, "loss_it0": loss0, "loss_rel_diff": rel,
+            "ratios": {"ss8/py1f1b": ratio("ss8", "py1f1b"), "ss8/pygpipe": ratio("ss8", "pygpipe"),
+                       "ss3/py1f1b": ratio("ss3", "py1f1b"), "ss3/pygpipe": ratio("ss3", "pygpipe")},
+            "load": load()}
+
     # -- output ----------------------------------------------------------------------------------
     def write(self):
         os.makedirs(self.a.out, exist_ok=True)
         # A run of some parts only keeps the other parts' earlier results (each section runs alone).
         old = os.path.join(self.a.out, "results.json")
-        if self.a.parts != "1,2,3,4,5,6,7" and os.path.exists(old):
+        if self.a.parts != "1,2,3,4,5,6,7,8,9" and not self.a.smoke and os.path.exists(old):
             with open(old) as f:
                 prev = json.load(f)
             for k, v in prev.get("parts", {}).items():
-                self.results["parts"].setdefault(k, v)
+                if k not in self.results["parts"] and k not in self.results["skipped"]:
+                    # a kept part says when it was measured (older files: their run's date)
+                    v.setdefault("measured", {"date": prev["meta"]["date"], "load_start": prev["meta"]["load_start"],
+                                              "load_end": prev["meta"].get("load_end")})
+                    self.results["parts"][k] = v
         with open(os.path.join(self.a.out, "results.json"), "w") as f:
             json.dump(self.results, f, indent=1)
         with open(os.path.join(self.a.out, "results.md"), "w") as f:
             f.write(markdown(self.results))
+
+
+def measured(part):
+    """' · measured DATE, load A→B' for a part that carries its own measurement time."""
+    m = part.get("measured")
+    return f" · measured {m['date']}, load {m['load_start']}→{m.get('load_end')}" if m else ""
 
 
 def fmt_ms(s):
@@ -525,8 +625,18 @@ def markdown(r):
     cpus = m["cpus"]  # p ranks on fewer cores: a rank computes at most cpus/p of the time
     L = [f"# stagescope benchmarks{' (smoke run: not for quoting)' if m['smoke'] else ''}", "",
          f"{m['date']} · {m['machine']} · {m['cpus']} CPUs · load average {m['load_start']} at start, "
-         f"{m.get('load_end', '–')} at end · suite took {m.get('suite_s', 0):.0f} s · torch {m.get('torch', '–')}", "",
-         "| # | Measure | Result | Target | Note |", "|---|---|---|---|---|"]
+         f"{m.get('load_end', '–')} at end · sections {', '.join(m.get('parts_run', [])) or 'all'} took {m.get('suite_s', 0):.0f} s · "
+         f"torch {m.get('torch', '–')}", "",
+         ]
+    # Sections kept from earlier runs carry their own date and load: list each.
+    stamps = sorted({(k, v["measured"]["date"], v["measured"]["load_start"], v["measured"].get("load_end"),
+                      v["measured"].get("uptime", "")) for k, v in P.items() if isinstance(v, dict) and v.get("measured")},
+                    key=lambda x: x[1])
+    if stamps:
+        L += ["When each part was measured (load average at its start → end; `uptime` at its start):", ""]
+        L += [f"- `{k}`: {d}, load {a} → {b}" + (f" (`{u}`)" if u else "") for k, d, a, b, u in stamps]
+        L += [""]
+    L += ["| # | Measure | Result | Target | Note |", "|---|---|---|---|---|"]
     row = lambda *c: L.append("| " + " | ".join(str(x) for x in c) + " |")
     e = P.get("engine_vs_pytorch")
     if e:
@@ -536,9 +646,20 @@ def markdown(r):
                 f"T{c['text_len']}, m{c['microbatches']}, mbs{c['mbs']}, pp4)",
                 f"**{s['ratio_median']:.2f}** (reps {', '.join(f'{x:.2f}' for x in s['ratios'])}; "
                 f"{fmt_ms(median(s['stagescope_step_s']))} vs {fmt_ms(median(s['pytorch_step_s']))})",
-                "≤ 1.00" + (", < 1 (overhead-bound)" if size == "small" else ""),
+                "≤ 0.50" if size == "small" else "≤ 0.85",
                 f"loss rel diff {s['loss_check']['rel_diff_it0']:.1e}, weights identical "
-                f"({s['loss_check']['params_compared']} params, max diff {s['loss_check']['weights_max_abs_diff']})")
+                f"({s['loss_check']['params_compared']} params, max diff {s['loss_check']['weights_max_abs_diff']})"
+                + measured(e))
+            if "floor_ms" in s:
+                row("1", f"{size}: machine floor Σ(F+B) ÷ min(cores, ranks); efficiency = floor ÷ step",
+                    f"floor **{s['floor_ms']:.1f} ms** ({s['compute_ms_sum']:.1f} ms ÷ {s['floor_cores']}); "
+                    f"efficiency **{s['efficiency']:.2f}** (step {fmt_ms(median(s['stagescope_step_s']))})",
+                    "step ≤ 1.3 × floor (efficiency ≥ 0.77)", "F+B per rank from a `meta` run of the same size")
+            if s.get("prepost_ratios"):
+                row("1", f"{size}: step with / without pre-posted receives (`STAGESCOPE_PREPOST=0`)",
+                    f"**{s['prepost_ratio_median']:.2f}** (reps {', '.join(f'{x:.2f}' for x in s['prepost_ratios'])}; "
+                    f"{fmt_ms(median(s['stagescope_step_s']))} vs {fmt_ms(median(s['no_prepost_step_s']))})",
+                    "< 1", "same invocation, order rotating")
     else:
         row("1", "stagescope / PyTorch pipelining", "skipped", "", r["skipped"].get("engine_vs_pytorch", ""))
     rc = P.get("recording_cost")
@@ -604,6 +725,42 @@ def markdown(r):
             "; ".join(f"h{x['hidden']}: {fmt_ms(x['step_s'])}, {x['file_bytes']//1024} KiB" for x in s6["hidden"]), "", "")
         row("6", "step time / run file vs world size (pp, m8)",
             "; ".join(f"{x['world']} ranks: {fmt_ms(x['step_s'])}, {x['file_bytes']//1024} KiB" for x in s6["world_size_m8"]), "", "")
+    rk = P.get("ranks")
+    if rk:
+        by = {}
+        for x in rk["rows"]:
+            by.setdefault(x["ranks"], {})[x.get("mode", "fork")] = x
+        for n, modes in sorted(by.items()):
+            f, x = modes.get("fork"), modes.get("exec")
+            if f and "skipped" not in f:
+                res = (f"Pss **{f['pss_mb_per_rank']:.1f} MB**/rank (private {f['private_mb_per_rank']:.1f}, "
+                       f"Rss {f['rss_mb_per_rank']:.0f}); run {f['wall_s']:.0f} s")
+            else:
+                res = "skipped: " + (f or {}).get("skipped", "not run")
+            note = ""
+            if x and "skipped" not in x:
+                note = (f"exec'd ranks (before): Pss {x['pss_mb_per_rank']:.1f} MB (private {x['private_mb_per_rank']:.1f}, "
+                        f"Rss {x['rss_mb_per_rank']:.0f}), run {x['wall_s']:.0f} s")
+                if f and "skipped" not in f:
+                    note += f"; forked/exec'd Pss {f['pss_mb_per_rank'] / x['pss_mb_per_rank']:.2f}"
+            elif x:
+                note = "exec'd: " + x["skipped"]
+            if f and f.get("estimate_mb_total"):
+                note += (f"; `plan`'s estimate {f['estimate_mb_total']:.0f} MB vs measured Σ Pss "
+                         f"{f['pss_mb_total']:.0f} MB (forked)")
+                if x and x.get("estimate_mb_total"):
+                    note += f", {x['estimate_mb_total']:.0f} vs {x['pss_mb_total']:.0f} MB (exec'd)"
+            row("8", f"resident memory per rank, {n} ranks (tiny LM, pp4 × dp{n // 4})", res,
+                "128 ranks run; MB/rank measured and reduced", note + measured(rk))
+    mm = P.get("multimodule")
+    if mm:
+        st = mm["step_s"]
+        for k in ("ss8", "ss3", "py1f1b", "pygpipe"):
+            row("9", f"multimodule step: {mm['systems'][k]}", fmt_ms(median(st[k])),
+                "", f"reps {', '.join(f'{x*1e3:.0f}' for x in st[k])} ms; loss it0 rel diff {mm['loss_rel_diff'][k]:.1e}"
+                + (measured(mm) if k == "ss8" else ""))
+        for k, v in mm["ratios"].items():
+            row("9", f"ratio {k}", f"**{median(v):.2f}** (reps {', '.join(f'{x:.2f}' for x in v)})", "", "")
     for k, v in r["skipped"].items():
         L.append(f"\nSkipped `{k}`: {v}")
     return "\n".join(L) + "\n"
@@ -616,7 +773,8 @@ def main():
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--peer-python", default="")
     p.add_argument("--peer-reason", default="")
-    p.add_argument("--parts", default="1,2,3,4,5,6,7")
+    p.add_argument("--parts", default="1,2,3,4,5,6,7,8,9",
+                   help="comma-separated sections; each runs alone, the others keep their earlier results")
     p.add_argument("--scale-events", default="1000000,10000000",
                    help="part 7: run sizes (events) to measure, comma-separated")
     p.add_argument("--render-only", action="store_true", help="rewrite results.md from results.json")
@@ -642,16 +800,33 @@ def main():
     try:
         for key, fn in (("1", b.part_torch), ("2", b.part_recording), ("3", b.part_writer),
                         ("4", b.part_pipeline), ("6", b.part_scaling), ("5", b.part_scale),
-                        ("7", b.part_realpath)):
+                        ("7", b.part_realpath), ("8", b.part_ranks), ("9", b.part_multimodule)):
             if key in parts:
                 t = time.perf_counter()
+                before = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "load_start": load(),
+                          "uptime": uptime()}
                 fn()
                 b.results["meta"].setdefault("part_seconds", {})[key] = round(time.perf_counter() - t, 1)
+                for name in PART_KEYS[key]:
+                    if name in b.results["parts"]:
+                        b.results["parts"][name]["measured"] = dict(before, load_end=load())
     finally:
-        b.results["meta"].update(load_end=load(), suite_s=time.perf_counter() - t0)
+        b.results["meta"].update(load_end=load(), suite_s=time.perf_counter() - t0, parts_run=sorted(parts))
         b.write()
         shutil.rmtree(b.tmp, ignore_errors=True)
     log(f"wrote {os.path.join(a.out, 'results.md')} and results.json in {time.perf_counter() - t0:.0f} s")
+
+
+# Section number -> the result parts it writes.
+PART_KEYS = {"1": ["engine_vs_pytorch"], "2": ["recording_cost"], "3": ["writer"], "4": ["pipeline"],
+             "5": ["scale"], "6": ["scaling"], "7": ["realpath"], "8": ["ranks"], "9": ["multimodule"]}
+
+
+def uptime():
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
 
 
 def cpu_model():

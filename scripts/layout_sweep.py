@@ -5,7 +5,7 @@
 The single-process reference is recorded next to the run and `check` compares every
 gathered gradient value and loss to it, so a failure here is an engine defect on a layout
 the test suite does not name.  Usage: scripts/layout_sweep.py [--runs N] [--seed S]
-[--max-ranks R] [--keep DIR].  Configs that the validator refuses (exit 2) are skipped and
+[--max-ranks R] [--colocate P] [--keep DIR].  Configs that the validator refuses (exit 2) are skipped and
 counted.  Exit 0 when every run passed, 1 otherwise.
 """
 import argparse, os, random, subprocess, sys, tempfile, time
@@ -25,7 +25,48 @@ def module(name, kind, tp, pp, dp, offset, rng):
     return "\n".join(lines)
 
 
-def random_config(rng, max_ranks):
+def colocated_config(rng, max_ranks):
+    """Layouts with shared ranks: encoders on one slot, or on the llm's first stage, or both;
+    sometimes one more encoder on ranks of its own."""
+    llm = dict(tp=rng.choice([1, 2]), pp=rng.choice([1, 2, 3]), dp=1)
+    if llm["pp"] == 1:
+        llm["dp"] = rng.choice([1, 2])
+    # ranks of the llm's first stage: contiguous from its offset when dp is 1 or pp is 1
+    slot = llm["tp"] * llm["dp"]
+    mode = rng.choice(["encoders", "on_llm", "both"])
+    mods, offset = [], 0
+    shared = []
+    for i in range(rng.choice([2, 3]) if mode != "on_llm" else rng.choice([1, 2])):
+        tp = rng.choice([t for t in (1, 2) if slot % t == 0])
+        shared.append(dict(tp=tp, pp=1, dp=slot // tp))  # dp > llm dp: a fan-in
+    if mode == "encoders":  # the shared encoders on their own slot, llm after them
+        enc_off, llm_off = 0, slot
+    else:  # the shared encoders on the llm's first stage
+        enc_off, llm_off = 0, 0
+    blocks = [module("llm", "llm", llm["tp"], llm["pp"], llm["dp"], llm_off, rng)]
+    end = llm_off + llm["tp"] * llm["pp"] * llm["dp"]
+    for i, e in enumerate(shared):
+        blocks.append(module(f"enc{i}", "encoder", e["tp"], e["pp"], e["dp"], enc_off, rng))
+    if mode == "both":  # plus an encoder of its own (pp 1 or 2) in front of nothing else
+        tp, pp = rng.choice([1, 2]), rng.choice([1, 2])
+        blocks.append(module(f"enc{len(shared)}", "encoder", tp, pp, 1, end, rng))
+        end += tp * pp
+    if end > max_ranks:
+        return None, end
+    rng.shuffle(blocks)
+    return blocks, end
+
+
+def random_config(rng, max_ranks, colocate=0.0):
+    if rng.random() < colocate:
+        blocks, offset = colocated_config(rng, max_ranks)
+        if blocks is None:
+            return None, offset
+        return header(rng) + "\n" + "\n\n".join(blocks) + "\n", offset
+    return separate_config(rng, max_ranks)
+
+
+def separate_config(rng, max_ranks):
     n_enc = rng.choice([1, 1, 2, 2, 3])
     llm = dict(tp=rng.choice([1, 2]), pp=rng.choice([1, 2, 3]), dp=rng.choice([1, 2]))
     encs = []
@@ -40,15 +81,18 @@ def random_config(rng, max_ranks):
         offset += g["tp"] * g["pp"] * g["dp"]
     if offset > max_ranks:
         return None, offset
+    return header(rng) + "\n" + "\n\n".join(blocks) + "\n", offset
+
+
+def header(rng):
     m = rng.choice([1, 2, 3, 4, 6])
-    head = "\n".join([f"seed = {rng.randrange(1, 10**6)}", "iterations = 2",
+    return "\n".join([f"seed = {rng.randrange(1, 10**6)}", "iterations = 2",
                       f"microbatches = {m}", f"micro_batch_size = {rng.choice([1, 2, 4])}",
                       'dtype = "float32"', 'device = "cpu"', 'backend = "gloo"',
                       "timeout_seconds = 120", "loss_scale = 1.0",
                       f"forward_only = false", "", "[optimizer]",
                       f'kind = "{rng.choice(["sgd", "adam"])}"', "lr = 0.001", "",
                       "[record]", 'level = "full"', ""])
-    return head + "\n" + "\n\n".join(blocks) + "\n", offset
 
 
 def main():
@@ -57,6 +101,8 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--max-ranks", type=int, default=8)
     ap.add_argument("--keep", default=None)
+    ap.add_argument("--colocate", type=float, default=0.0,
+                    help="share of layouts whose modules share ranks (0..1)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     out = a.keep or tempfile.mkdtemp(prefix="sweep-")
@@ -64,7 +110,7 @@ def main():
     done = refused = 0
     failures = []
     while done < a.runs:
-        cfg, ranks = random_config(rng, a.max_ranks)
+        cfg, ranks = random_config(rng, a.max_ranks, a.colocate)
         if cfg is None:
             continue
         n = done + refused

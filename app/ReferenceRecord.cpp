@@ -12,7 +12,11 @@
 namespace stagescope::app {
 
 void recordReference(const plan::RunConfig& config, const std::string& runPath) {
-  const auto iterations = engine::runReference(config, config.iterations);
+  // The reference is the float32 truth whatever the run computes in: a bfloat16 run is judged
+  // against it with the low-precision bound (core/analysis/Tolerance.h, docs/analysis.md).
+  plan::RunConfig float32 = config;
+  float32.dtype = "float32";
+  const auto iterations = engine::runReference(float32, config.iterations);
   const std::string shard = runPath + ".reference.shard";
   auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Full, -1);
   for (int it = 0; it < static_cast<int>(iterations.size()); ++it) {

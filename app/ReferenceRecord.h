@@ -1,6 +1,7 @@
-// `stagescope run --reference`: computes the single-process reference of the configured run
-// and stores it in the run file's own reference tables (reference_gradients with full values,
-// reference_losses), so `check` can compare every gathered gradient with it.
+// `stagescope run --reference`: computes the single-process reference of the configured run,
+// in float32 whatever the run's dtype, and stores it in the run file's own reference tables
+// (reference_gradients with full values, reference_losses), so `check` can compare every gathered
+// gradient with it.
 #pragma once
 
 #include <string>

@@ -19,8 +19,9 @@
 // A file whose two TP shards of one gradient were swapped differs by ~1.41; one gradient scaled
 // by 1.5 by 0.33: both far outside every bound.
 //
-// bfloat16/float16 runs: 0.15 for every iteration and kind (bf16 has 8 mantissa bits; a bf16 run
-// against its reference measured up to 0.085 over 3 iterations x 108 parameters).
+// bfloat16/float16 runs: 0.15 for every iteration and kind (bf16 has 8 mantissa bits; bf16 runs
+// of four layouts against the float32 reference measured up to 0.063 over 3 iterations,
+// docs/analysis.md).
 // `--tol X` replaces the rule by X for every iteration and kind.
 #pragma once
 

@@ -3,25 +3,18 @@
 // what it skipped (one rule: events::RecordFilter::keeps, in the ranks and in the analysis).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <string>
 
 #include "storage/Schema.h"
 #include "storage/Sqlite.h"
 #include "tests/debug/DebugUtil.h"
+#include "tests/engine/RunHarness.h"
 
 namespace stagescope::testing {
 namespace {
 
-namespace fs = std::filesystem;
-
 TEST(RecordFilterRun, WritesOnlyTheFilteredRowsAndCheckSaysWhatItSkipped) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("stagescope-recfilter-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const std::string out = (dir / "filtered.db").string();
+  const std::string out = tempRunPath("record-filter-run");
   // pipe3: vision on rank 0, llm pp0 on rank 1, llm pp1 on rank 2.  The filter keeps rank 2
   // only (rank 0 is listed but is not an llm rank) in iteration 1 of 3.
   const CliResult run =
@@ -49,7 +42,6 @@ TEST(RecordFilterRun, WritesOnlyTheFilteredRowsAndCheckSaysWhatItSkipped) {
   EXPECT_NE(check.output.find("outside the record filter (" + filter + ") skipped"),
             std::string::npos)
       << check.output;
-  if (!HasFailure()) fs::remove_all(dir);
 }
 
 }  // namespace

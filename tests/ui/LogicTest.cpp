@@ -376,12 +376,20 @@ TEST(RunProblems, ARunThatWasInterruptedStopsItsUnfinishedRanks) {
   for (const auto& r : p.ranks) EXPECT_EQ(r.fate, RankFate::Stopped);
 }
 
-TEST(RunProblems, TheRootOfAWaitCycleIsItsLowestRank) {
+// A run hung half-way; a, b, c: the llm's stage 1, 2 and 0 ranks (the waiters of the tests below).
+struct HungRun {
   storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
-  const int a = rankAt(m, "llm", 0, 1, 0), b = rankAt(m, "llm", 0, 2, 0),
-            c = rankAt(m, "llm", 0, 0, 0);
-  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
-  m.info.status = events::RunStatus::Hung;
+  int a = rankAt(m, "llm", 0, 1, 0), b = rankAt(m, "llm", 0, 2, 0), c = rankAt(m, "llm", 0, 0, 0);
+  HungRun() {
+    endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
+    m.info.status = events::RunStatus::Hung;
+  }
+};
+
+TEST(RunProblems, TheRootOfAWaitCycleIsItsLowestRank) {
+  HungRun h;
+  auto& m = h.m;
+  const int a = h.a, b = h.b, c = h.c;
   // c waits on a, a and b wait on each other.
   m.diagnoses = {record(b, "timeout", a), record(a, "timeout", b), record(c, "timeout", a)};
   RunProblems p = problemsOf(m);
@@ -405,11 +413,9 @@ events::WaitRecord waitRow(int rank, int peer, const std::string& edge) {
 }
 
 TEST(RunProblems, WaitEdgesComeFromTheWaitsRows) {
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
-  const int a = rankAt(m, "llm", 0, 1, 0), b = rankAt(m, "llm", 0, 2, 0),
-            c = rankAt(m, "llm", 0, 0, 0);
-  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
-  m.info.status = events::RunStatus::Hung;
+  HungRun h;
+  auto& m = h.m;
+  const int a = h.a, b = h.b, c = h.c;
   m.diagnoses = {record(a, "timeout", -1), record(b, "timeout", -1), record(c, "timeout", -1)};
   for (auto& d : m.diagnoses) d.message = "rank " + std::to_string(d.rank) + " waits on rank 0";
   m.waits = {waitRow(a, b, "llm:pp1->pp2"), waitRow(b, a, "llm:pp1->pp2"),

@@ -11,7 +11,9 @@
 #   (bench_gui, bench_compare, bytes per row), 6 scaling, 7 the real `stagescope gui` / check /
 #   compare / export paths at 10^6 and 10^7 events (Xvfb; STAGESCOPE_GUI_TIMING), idle and busy,
 #   8 resident memory per rank at 8..128 ranks (forked vs exec'd ranks), 9 the default
-#   encoder -> LLM layout vs PyTorch Schedule1F1B / ScheduleGPipe over the same three stages.
+#   encoder -> LLM layout vs PyTorch Schedule1F1B / ScheduleGPipe over the same three stages,
+#   10 in-band verification: step time at record `stats` / `off`, alternating (target <= 1.03;
+#   alone: scripts/bench.sh build/default -- --parts 10).
 #   Part 1 also reports the machine floor, the efficiency and pre-posted receives on/off.
 #   Each section's rows carry the date and load (`uptime`) at which it was measured.
 # --smoke:  one tiny repetition of every part into BUILD_DIR/bench-smoke/, then checks that
@@ -74,7 +76,7 @@ out = sys.argv[1]
 r = json.load(open(os.path.join(out, "results.json")))
 md = open(os.path.join(out, "results.md")).read()
 assert md.startswith("# stagescope benchmarks") and "| # | Measure |" in md, "results.md malformed"
-need = {"recording_cost", "pipeline", "scaling", "scale", "ranks"}
+need = {"recording_cost", "pipeline", "scaling", "scale", "ranks", "verification"}
 if "multimodule" not in r["skipped"]: need.add("multimodule")
 if "engine_vs_pytorch" not in r["skipped"]: need.add("engine_vs_pytorch")
 if "writer" not in r["skipped"]: need.add("writer")

@@ -250,6 +250,32 @@ class Bench:
             "ratio_median": {l: median(v) for l, v in ratios.items()}, "target_stats": 1.05,
             "load": load()}
 
+    # -- part 10: in-band verification -----------------------------------------------------------
+    def part_verification(self):
+        """Step time at level stats (every receiver verifies the sender's checksum and the
+        plan's shape before using a payload) / level off (no checksum travels), same config
+        otherwise; off and stats alternate in each repetition (who runs first alternates too),
+        so both see the same machine load.  Target <= 1.03 (engine-trust issue)."""
+        a = self.a
+        iters = 3 if a.smoke else 20
+        reps = 1 if a.smoke else 7
+        times = {"off": [], "stats": []}
+        ratios = []
+        for r in range(reps):
+            got = {}
+            for level in (("off", "stats") if r % 2 == 0 else ("stats", "off")):
+                run = self.stagescope("assets/configs/default.toml", [f"iterations={iters}"], level)
+                got[level] = self.step_time(run["times"])
+                times[level].append(got[level])
+                self.drop(run)
+            ratios.append(got["stats"] / got["off"])
+            log(f"part 10 rep {r}: off {got['off']*1e3:.1f} ms  stats {got['stats']*1e3:.1f} ms  "
+                f"ratio {ratios[-1]:.3f}  (load {load()})")
+        self.results["parts"]["verification"] = {
+            "config": "assets/configs/default.toml", "iterations": iters, "reps": reps,
+            "step_s": times, "ratios": ratios, "ratio_median": median(ratios), "target": 1.03,
+            "load": load()}
+
     # -- part 3: writer throughput ---------------------------------------------------------------
     def part_writer(self):
         exe = os.path.join(self.a.build, "tests", "storage", "bench_writer")
@@ -669,6 +695,12 @@ def markdown(r):
                 f"**{rc['ratio_median'][l]:.3f}** (reps {', '.join(f'{x:.3f}' for x in rc['ratios'][l])})",
                 "≤ 1.05" if l == "stats" else "", f"off {fmt_ms(median(rc['step_s']['off']))}, "
                 f"{l} {fmt_ms(median(rc['step_s'][l]))}")
+    v = P.get("verification")
+    if v:
+        row("10", "step time at `stats` (in-band verification) / `off` (default config, 8 ranks)",
+            f"**{v['ratio_median']:.3f}** (reps {', '.join(f'{x:.3f}' for x in v['ratios'])})",
+            "≤ 1.03", f"off {fmt_ms(median(v['step_s']['off']))}, stats {fmt_ms(median(v['step_s']['stats']))}; "
+            "alternating order")
     w = P.get("writer")
     if w:
         row("3", "ShardWriter rows/s (one writer thread)", f"**{w['writer_rows_per_s']/1e6:.2f} M/s**", "≥ 1 M/s",
@@ -773,7 +805,7 @@ def main():
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--peer-python", default="")
     p.add_argument("--peer-reason", default="")
-    p.add_argument("--parts", default="1,2,3,4,5,6,7,8,9",
+    p.add_argument("--parts", default="1,2,3,4,5,6,7,8,9,10",
                    help="comma-separated sections; each runs alone, the others keep their earlier results")
     p.add_argument("--scale-events", default="1000000,10000000",
                    help="part 7: run sizes (events) to measure, comma-separated")
@@ -800,7 +832,8 @@ def main():
     try:
         for key, fn in (("1", b.part_torch), ("2", b.part_recording), ("3", b.part_writer),
                         ("4", b.part_pipeline), ("6", b.part_scaling), ("5", b.part_scale),
-                        ("7", b.part_realpath), ("8", b.part_ranks), ("9", b.part_multimodule)):
+                        ("7", b.part_realpath), ("8", b.part_ranks), ("9", b.part_multimodule),
+                        ("10", b.part_verification)):
             if key in parts:
                 t = time.perf_counter()
                 before = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "load_start": load(),
@@ -819,7 +852,8 @@ def main():
 
 # Section number -> the result parts it writes.
 PART_KEYS = {"1": ["engine_vs_pytorch"], "2": ["recording_cost"], "3": ["writer"], "4": ["pipeline"],
-             "5": ["scale"], "6": ["scaling"], "7": ["realpath"], "8": ["ranks"], "9": ["multimodule"]}
+             "5": ["scale"], "6": ["scaling"], "7": ["realpath"], "8": ["ranks"], "9": ["multimodule"],
+             "10": ["verification"]}
 
 
 def uptime():

@@ -49,7 +49,8 @@ class Bench:
         self.tmp = tempfile.mkdtemp(prefix="stagescope-bench-")
         self.results = {"parts": {}, "skipped": {}}
         prev = os.path.join(a.out, "results.json")  # earlier results, kept for parts not re-run
-        self.previous = json.load(open(prev)).get("parts", {}) if os.path.exists(prev) else {}
+        prev = json.load(open(prev)) if os.path.exists(prev) else {}
+        self.previous = prev.get("parts", {})
         self.n = 0
         self.runfile_stats = None
 

@@ -100,6 +100,9 @@ void drain(int fd, std::string& buf, int rank, bool isErr, bool quiet, RankExit&
     if (isErr && !line.empty()) exit.lastLine = line;
     if (!quiet) std::fprintf(isErr ? stderr : stdout, "[rank %d] %s\n", rank, line.c_str());
   }
+  // Line by line even when stdout is a pipe (`stagescope run … | tee`): a rank's progress
+  // must show when it happens, not when a 4 KiB buffer fills.
+  if (!quiet && !isErr) std::fflush(stdout);
 }
 
 void signalAll(std::vector<Child>& kids, int sig) {

@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = nullptr;
+  // As the viewer's OpenGL 3.3 renderer declares: draw lists may exceed 64K vertices (split by
+  // VtxOffset).  Without it a dense timeline frame trips ImGui's 16-bit index assertion here,
+  // which the real viewer never does.
+  io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
   io.DisplaySize = ImVec2(1600, 1000);
   theme::apply(io);
   unsigned char* px = nullptr;

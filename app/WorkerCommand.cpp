@@ -42,22 +42,27 @@ std::string hostName() {
   return buf;
 }
 
-events::RankInfo rankInfo(const plan::RankPlan& me, const plan::Plan& p,
-                          const std::string& device) {
-  events::RankInfo info;
-  info.rank = me.rank;
-  info.module = me.module;
-  info.tp = me.tp;
-  info.cp = me.cp;
-  info.pp = me.pp;
-  info.dp = me.dp;
-  info.globalStage = me.globalStage;
-  info.totalStages = p.totalStages;
-  info.warmup = me.warmup;
-  info.host = hostName();
-  info.device = device;
-  info.pid = getpid();
-  return info;
+// One `ranks` row per (rank, module) the rank holds: a colocated rank has several.
+std::vector<events::RankInfo> rankInfos(const plan::RankPlan& me, const plan::Plan& p,
+                                        const std::string& device) {
+  std::vector<events::RankInfo> out;
+  for (const plan::RankStage& s : me.stages) {
+    events::RankInfo info;
+    info.rank = me.rank;
+    info.module = s.module;
+    info.tp = s.tp;
+    info.cp = s.cp;
+    info.pp = s.pp;
+    info.dp = s.dp;
+    info.globalStage = me.globalStage;
+    info.totalStages = p.totalStages;
+    info.warmup = me.warmup;
+    info.host = hostName();
+    info.device = device;
+    info.pid = getpid();
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 engine::RunIdentity identityOf(const plan::RunConfig& cfg, const std::string& out,
@@ -95,7 +100,7 @@ events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdenti
 // Stops this rank: one line on stderr (a CommTimeout's text is already a full sentence), the
 // diagnosis in its shard, the shard closed, torchrun's error file written when it asks for
 // one; returns the exit code.
-int stop(storage::ShardWriter* recorder, std::optional<events::RankInfo>& pendingRank, int rank,
+int stop(storage::ShardWriter* recorder, std::vector<events::RankInfo>& pendingRank, int rank,
          const std::string& errorFile, const std::string& kind, const std::string& message,
          int waitsOn, int code, WorkerLiveness* live = nullptr) {
   std::string rootCause;
@@ -114,7 +119,7 @@ int stop(storage::ShardWriter* recorder, std::optional<events::RankInfo>& pendin
   else
     std::fprintf(stderr, "error: rank %d: %s\n", rank, message.c_str());
   if (recorder) {
-    if (pendingRank) recorder->rank(*pendingRank);  // stopped before the clock estimate
+    for (auto& info : pendingRank) recorder->rank(info);  // stopped before the clock estimate
     events::DiagnosisRecord d;
     d.rank = rank;
     d.kind = kind;
@@ -157,8 +162,8 @@ at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
 int workerCommand(const WorkerOptions& opts) {
   std::unique_ptr<storage::ShardWriter> recorder;
   int rank = -1;
-  std::string errorFile;                        // TORCHELASTIC_ERROR_FILE
-  std::optional<events::RankInfo> pendingRank;  // until the clock offset is known
+  std::string errorFile;                      // TORCHELASTIC_ERROR_FILE
+  std::vector<events::RankInfo> pendingRank;  // until the clock offset is known
   // The store outlives the failure paths below (rank 0 may host it: the peers still need it
   // to say why they stop), and the liveness client is closed before it.
   c10::intrusive_ptr<c10d::Store> store;
@@ -181,10 +186,11 @@ int workerCommand(const WorkerOptions& opts) {
     events::parseRecordLevel(cfg.record.level, &level);
     recorder = storage::ShardWriter::open(storage::shardPathFor(opts.out, rank), level, rank);
     // Every record of this rank passes the [record] filters, whichever part emits it.
-    events::FilteringRecorder filtered(*recorder, cfg.record.filter(), rank,
-                                       plan.ranks[rank].module);
+    std::vector<std::string> modules;
+    for (const auto& s : plan.ranks[rank].stages) modules.push_back(s.module);
+    events::FilteringRecorder filtered(*recorder, cfg.record.filter(), rank, modules);
     const at::Device device = deviceFor(cfg, env);
-    pendingRank = rankInfo(plan.ranks[rank], plan, device.str());
+    pendingRank = rankInfos(plan.ranks[rank], plan, device.str());
     const engine::GlooAddress gloo = engine::chooseGlooAddress(env.masterAddr, env.masterPort);
     const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
     filtered.run(shardRunInfo(cfg, identity));
@@ -201,10 +207,12 @@ int workerCommand(const WorkerOptions& opts) {
     // e.g. another host's boot time, lands on one timeline when readers subtract it).
     const engine::ClockEstimate clock =
         engine::estimateClockOffset(*store, rank, env.worldSize, "start", timeout);
-    pendingRank->clockOffsetNs = clock.offsetNs;
-    pendingRank->clockOffsetUncertaintyNs = clock.uncertaintyNs;
-    recorder->rank(*pendingRank);
-    pendingRank.reset();
+    for (auto& info : pendingRank) {
+      info.clockOffsetNs = clock.offsetNs;
+      info.clockOffsetUncertaintyNs = clock.uncertaintyNs;
+      recorder->rank(info);
+    }
+    pendingRank.clear();
     recordClock(*recorder, rank, "start", clock);
     // Liveness: this rank's process and heartbeat in the store, so that any rank can name a
     // peer that died (whatever launcher started the ranks).
@@ -226,12 +234,14 @@ int workerCommand(const WorkerOptions& opts) {
     for (int it = 0; it < cfg.iterations; ++it) {
       // The plan rows of an iteration are written as it starts: the first step does not wait
       // for the plan of every iteration, and the rows grow with the iterations executed.
-      if (cfg.record.wants(it, me.module, rank))
-        for (auto& a : plan::toRecords(me, it)) filtered.planned(std::move(a));
+      for (auto& a : plan::toRecords(me, it)) {
+        if (cfg.record.wants(it, a.module, rank)) filtered.planned(std::move(a));
+      }
 
       engine::IterationResult r = executor.runIteration(it);
       recorder->flush();  // every iteration is durable before the next starts
-      if (r.hasLoss && me.tp == 0 && me.dp == 0) {
+      const plan::RankStage* llm = me.stage(cfg.llm().name);
+      if (r.hasLoss && llm && llm->tp == 0 && llm->dp == 0) {
         std::printf("iteration %d  loss %.6f  time %.3f s\n", it, r.loss, r.seconds);
         std::fflush(stdout);
       }
@@ -276,7 +286,7 @@ int workerCommand(const WorkerOptions& opts) {
     }
     std::fprintf(stderr, "%s\n", e.what());
     if (recorder) {
-      if (pendingRank) recorder->rank(*pendingRank);
+      for (auto& info : pendingRank) recorder->rank(info);
       recorder->close();
     }
     engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + e.what());

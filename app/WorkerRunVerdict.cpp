@@ -60,10 +60,13 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
   const size_t planned = r < static_cast<int>(run.plan.size()) ? run.plan[r].size() : 0;
   const auto& acts = r < static_cast<int>(run.actions.size()) ? run.actions[r]
                                                               : std::vector<events::ActionRecord>{};
-  const auto* module = cfg.moduleOfRank(r);
+  const auto modules = cfg.modulesOfRank(r);
   int wanted = 0, started = 0;
-  for (int it = 0; module && it < cfg.iterations; ++it)
-    wanted += cfg.record.wants(it, module->name, r) ? 1 : 0;
+  for (int it = 0; it < cfg.iterations; ++it) {
+    bool any = false;
+    for (const auto* module : modules) any = any || cfg.record.wants(it, module->name, r);
+    wanted += any ? 1 : 0;
+  }
   for (size_t k = 0; k < planned; ++k)
     started += k == 0 || run.plan[r][k].iteration != run.plan[r][k - 1].iteration ? 1 : 0;
   if (planned > 0 && acts.size() >= planned && started >= wanted) return {};

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -131,6 +132,7 @@ struct Communicator::Pending {
   at::Tensor header, payload;
   c10::intrusive_ptr<c10d::Work> headerWork, payloadWork;
   bool dropped = false;          // fault injection skipped the send: nothing to wait for or record
+  bool local = false;            // receives: a local hand-off, already taken and recorded
   bool hasSentChecksum = false;  // receives: the frame carried the sender's checksum
   uint64_t sentChecksum = 0;
   std::vector<int64_t> headerShape;  // receives: the shape and dtype the frame's header names
@@ -258,25 +260,12 @@ void Communicator::postSend(Exchange& ex, const plan::Message& m,
   p.group = group;
   p.peer = rec.dstRank;
   p.payload = wire;
-  if (faults_) faults_->beforeDigest(rec, p.payload);
+  const FaultInjector* faults = faultsFor(ex.ids);
+  if (faults) faults->beforeDigest(rec, p.payload);
   describeTensor(rec, p.payload, recorder_.level());
   const int64_t posted = nowNs();  // an injected delay counts into this send's time
-  const bool drop = faults_ && faults_->beforeSend(rec, p.payload);
-  if (faults_) {
-    const std::string kinds = faults_->matchingKinds(rec);
-    if (!kinds.empty()) {  // say what was done to this message, for the diagnosis
-      events::DiagnosisRecord d;
-      d.rank = me_.rank;
-      d.kind = "fault_injected";
-      d.iteration = rec.iteration;
-      d.actionSeq = rec.actionSeq;
-      d.waitsOnRank = rec.dstRank;
-      d.message = "fault injection (" + kinds + ") on rank " + std::to_string(me_.rank) +
-                  "'s send of " + describe(rec) + " in iteration " + std::to_string(rec.iteration);
-      d.timeNs = nowNs();
-      recorder_.diagnosis(std::move(d));
-    }
-  }
+  const bool drop = faults && faults->beforeSend(rec, p.payload);
+  noteFault(faults, rec);
   // The frame holds the planned payload bytes (what the receiver posted); the payload
   // travels in it when it is what the plan says, else separately (see "frames" above).
   const int64_t frameBytes = wireDevice_.is_cpu() ? plannedBytes(m) : 0;
@@ -300,6 +289,91 @@ void Communicator::postSend(Exchange& ex, const plan::Message& m,
     }
   }
   ex.sends.push_back(std::move(p));
+}
+
+// Says what fault injection did to this send, as a diagnosis.
+void Communicator::noteFault(const FaultInjector* faults, const events::TransferRecord& rec) {
+  if (!faults) return;
+  const std::string kinds = faults->matchingKinds(rec);
+  if (kinds.empty()) return;
+  events::DiagnosisRecord d;
+  d.rank = me_.rank;
+  d.kind = "fault_injected";
+  d.iteration = rec.iteration;
+  d.actionSeq = rec.actionSeq;
+  d.waitsOnRank = rec.dstRank;
+  d.message = "fault injection (" + kinds + ") on rank " + std::to_string(me_.rank) +
+              "'s send of " + describe(rec) + " in iteration " + std::to_string(rec.iteration);
+  d.timeNs = nowNs();
+  recorder_.diagnosis(std::move(d));
+}
+
+const FaultInjector* Communicator::faultsFor(const CommIds& ids) const {
+  if (ids.action) {
+    auto it = faultsByModule_.find(ids.action->module);
+    if (it != faultsByModule_.end()) return it->second;
+  }
+  return faults_;
+}
+
+void Communicator::useFaults(const std::string& module, const FaultInjector* faults) {
+  faultsByModule_[module] = faults;
+}
+
+// ---- local hand-off (Communicator.h) ------------------------------------------------------
+
+struct Communicator::Parcel {
+  at::Tensor payload;  // a private clone on the wire device
+  bool hasChecksum = false;
+  uint64_t checksum = 0;  // the sender's, taken before any fault touched the payload
+};
+
+void Communicator::handOff(Exchange& ex, const plan::Message& m,
+                           const std::shared_ptr<Group>& group, const at::Tensor& wire) {
+  events::TransferRecord rec = baseRecord(me_.rank, m, *group, ex.ids);
+  rec.startNs = nowNs();
+  at::Tensor payload = wire;
+  const FaultInjector* faults = faultsFor(ex.ids);
+  if (faults) faults->beforeDigest(rec, payload);
+  describeTensor(rec, payload, recorder_.level());
+  const bool drop = faults && faults->beforeSend(rec, payload);
+  noteFault(faults, rec);
+  if (drop) return;
+  auto parcel = std::make_shared<Parcel>();
+  parcel->payload = payload.clone(at::MemoryFormat::Contiguous);  // the send owns its bytes
+  parcel->hasChecksum = rec.hasStats;
+  parcel->checksum = rec.checksum;
+  mailbox_[{ex.ids.iteration, m.edge, static_cast<int>(m.direction), m.microbatch}] = parcel;
+  rec.endNs = nowNs();
+  if (recorder_.level() > events::RecordLevel::Off) recorder_.transfer(std::move(rec));
+}
+
+void Communicator::takeLocal(Exchange& ex, const plan::Message& m,
+                             const std::shared_ptr<Group>& group) {
+  Pending p;
+  p.group = group;
+  p.peer = m.peer;
+  p.message = &m;
+  p.local = true;
+  p.rec = baseRecord(me_.rank, m, *group, ex.ids);
+  p.rec.startNs = nowNs();
+  auto it = mailbox_.find({ex.ids.iteration, m.edge, static_cast<int>(m.direction), m.microbatch});
+  if (it == mailbox_.end()) {
+    throw std::runtime_error(
+        "rank " + std::to_string(me_.rank) + " has no local hand-off of " + describe(p.rec) +
+        " to receive (iteration " + std::to_string(ex.ids.iteration) + ", action " +
+        std::to_string(ex.ids.actionSeq) + " " + events::toString(ex.ids.action->kind) +
+        "): this rank's own send of it was dropped or never ran");
+  }
+  p.payload = it->second->payload;
+  p.hasSentChecksum = it->second->hasChecksum;
+  p.sentChecksum = it->second->checksum;
+  mailbox_.erase(it);
+  p.rec.endNs = nowNs();
+  describeTensor(p.rec, p.payload, recorder_.level());
+  if (recorder_.level() > events::RecordLevel::Off) recorder_.transfer(p.rec);
+  verifyChecksum(p, ex.ids);
+  ex.recvs.push_back(std::move(p));
 }
 
 void Communicator::postRecv(Exchange& ex, const plan::Message& m,
@@ -411,6 +485,7 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
 
 void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
   for (auto& p : recvs) {
+    if (p.local) continue;
     waitFor(p.headerWork, p, ex.ids);
     const at::Tensor frame = p.header.to(at::kCPU);
     at::Tensor header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
@@ -446,6 +521,7 @@ void Communicator::completeRecvs(Exchange& ex, std::vector<Pending>& recvs) {
     }
   }
   for (auto& p : recvs) {
+    if (p.local) continue;
     waitFor(p.payloadWork, p, ex.ids);
     p.rec.endNs = nowNs();
     describeTensor(p.rec, p.payload, recorder_.level());
@@ -615,13 +691,19 @@ void Communicator::deliver(Exchange& ex, std::map<std::string, at::Tensor>* inpu
     }
   }
   for (const plan::Broadcast& b : ex.ids.action->broadcasts) {
-    std::vector<at::Tensor> parts;
+    // In the plan's part order (receives pre-posted on the wire come before local hand-offs
+    // in ex.recvs, so the order there is not the concatenation order).
+    std::vector<std::pair<int, at::Tensor>> ordered;
     for (const auto& p : ex.recvs) {
       if (p.message->edgeKind == events::EdgeKind::Bridge && p.message->direction == b.direction &&
           p.message->peerModule == b.peerModule) {
-        parts.push_back(p.payload);
+        ordered.emplace_back(p.message->part, p.payload);
       }
     }
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<at::Tensor> parts;
+    for (auto& [part, payload] : ordered) parts.push_back(payload);
     at::Tensor value = parts.empty() ? at::Tensor() : at::cat(parts, layout_.batchAxis);
     put(b.direction, b.peerModule, broadcastFromLeader(b, value, ex.ids));
   }
@@ -639,13 +721,16 @@ std::shared_ptr<Group> Communicator::groupOf(const plan::Message& m) {
 
 void Communicator::prepostRecvs(const CommIds& ids) {
   preposted_.reset();
+  // Local hand-offs are taken from the mailbox in run(), after this rank's own send.
   bool any = false;
-  for (const plan::Message& m : ids.action->messages) any = any || m.side == Side::Recv;
+  for (const plan::Message& m : ids.action->messages) {
+    any = any || (m.side == Side::Recv && m.peer != me_.rank);
+  }
   if (!any) return;
   auto ex = std::make_unique<Exchange>();
   ex->ids = ids;
   for (const plan::Message& m : ids.action->messages) {
-    if (m.side == Side::Recv) postRecv(*ex, m, groupOf(m));
+    if (m.side == Side::Recv && m.peer != me_.rank) postRecv(*ex, m, groupOf(m));
   }
   preposted_ = std::move(ex);
 }
@@ -668,6 +753,16 @@ void Communicator::run(const CommIds& ids, const at::Tensor* activation,
   // Exactly the plan's messages, in its order (sends before receives): every send of the
   // action is in flight before this rank blocks on a receive.
   for (const plan::Message& m : ids.action->messages) {
+    if (m.peer == me_.rank) {  // a local hand-off: no wire (its group may be this rank alone)
+      auto group = groups_.get(m.group, m.groupName);
+      if (!group) groupOf(m);  // throws: not a member
+      if (m.side == Side::Send) {
+        handOff(ex, m, group, sendPayload(ex, m, activation, gradients));
+      } else {
+        takeLocal(ex, m, group);
+      }
+      continue;
+    }
     if (m.side == Side::Send) {
       postSend(ex, m, groupOf(m), sendPayload(ex, m, activation, gradients));
     } else if (!preposted) {

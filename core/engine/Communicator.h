@@ -10,6 +10,14 @@
 // their received parts in the plan's (DP) order and broadcast the result over their
 // boundary TP group; bridge members receive that broadcast.
 //
+// Local hand-off: a message whose peer is this rank itself (a colocated encoder's last stage
+// handing its output to the llm's first stage on the same rank, and the gradient back) does
+// not touch the wire.  The send digests its payload, clones it into this rank's local mailbox
+// (keyed by iteration, edge, direction, microbatch) and records an ordinary `send` row; the
+// receive takes that clone, records the `recv` row (src_rank == dst_rank marks the hand-off)
+// and verifies the sender's checksum like any receive.  The plan puts the send in an earlier
+// action than the receive (PlanCheck proves it), so the mailbox never waits.
+//
 // Protocol per message, in the message's group under plan::messageTag: a frame starting
 // with the shape header (int64[10]: ndim, dims..., dtype code, the sender's payload checksum
 // and whether it is set) that also carries the payload, whose shape and dtype the receiver
@@ -145,11 +153,20 @@ class Communicator {
   // early cannot pair a receive with another message; the recorded transfer still starts
   // when run() begins.  No-op for an action without receives.
   void prepostRecvs(const CommIds& ids);
+  // The fault injector for the actions of `module` (a rank holding several stages has one per
+  // stage); actions of other modules use the one given to the constructor.
+  void useFaults(const std::string& module, const FaultInjector* faults);
 
  private:
   struct Pending;
   struct Exchange;
   std::shared_ptr<Group> groupOf(const plan::Message& m);  // the message's group; throws if none
+  struct Parcel;                                           // a local hand-off in the mailbox
+  const FaultInjector* faultsFor(const CommIds& ids) const;
+  void handOff(Exchange& ex, const plan::Message& m, const std::shared_ptr<Group>& group,
+               const at::Tensor& wire);
+  void takeLocal(Exchange& ex, const plan::Message& m, const std::shared_ptr<Group>& group);
+  void noteFault(const FaultInjector* faults, const events::TransferRecord& rec);
   at::Tensor sendPayload(Exchange& ex, const plan::Message& m, const at::Tensor* activation,
                          const std::map<std::string, at::Tensor>* gradients);
   void postSend(Exchange& ex, const plan::Message& m, const std::shared_ptr<Group>& group,
@@ -176,6 +193,10 @@ class Communicator {
   ActivationLayout layout_;
   std::vector<Pending> inflight_;        // posted sends not yet known to be complete
   std::unique_ptr<Exchange> preposted_;  // receives of the next action (prepostRecvs)
+  std::map<std::string, const FaultInjector*> faultsByModule_;
+  // Local hand-offs posted and not yet taken: (iteration, edge, direction, microbatch).
+  using ParcelKey = std::tuple<int, std::string, int, int>;
+  std::map<ParcelKey, std::shared_ptr<Parcel>> mailbox_;
 };
 
 }  // namespace stagescope::engine

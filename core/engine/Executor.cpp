@@ -5,6 +5,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
 
 #include "core/engine/Clock.h"
@@ -17,6 +18,31 @@ namespace stagescope::engine {
 
 using events::ActionKind;
 
+// One stage this rank holds, with everything that executes it.
+struct Executor::Unit {
+  const plan::ModuleConfig* module = nullptr;
+  plan::RankStage role;
+  std::unique_ptr<FaultInjector> faults;
+  std::unique_ptr<StageModel> model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::shared_ptr<Group> dpGroup;
+
+  // Per-microbatch state of the current iteration.
+  std::map<int, std::map<std::string, at::Tensor>> received;    // inputs from RF
+  std::map<int, std::map<std::string, at::Tensor>> inputs;      // leaves used by F
+  std::map<int, at::Tensor> outputs;                            // F outputs (loss at the end)
+  std::map<int, at::Tensor> outputGrads;                        // from RB
+  std::map<int, std::map<std::string, at::Tensor>> inputGrads;  // from B, for SB
+
+  void clear() {
+    received.clear();
+    inputs.clear();
+    outputs.clear();
+    outputGrads.clear();
+    inputGrads.clear();
+  }
+};
+
 Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology,
                    const plan::Plan& plan, int rank, ProcessGroups& groups,
                    events::Recorder& recorder, at::Device device)
@@ -27,71 +53,106 @@ Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology
       groups_(groups),
       recorder_(recorder),
       device_(device) {
-  const auto& module = config.module(me_.module);
-  const auto& grid = topology.grid(me_.module);
-  auto tpGroup = groups.get(grid.groupOf({"tp"}, rank), me_.module + "/tp");
-  dpGroup_ = groups.get(grid.groupOf({"dp"}, rank), me_.module + "/dp");
-  faults_ = std::make_unique<FaultInjector>(config.faults, config, rank, me_.module, me_.pp);
-  model_ = std::make_unique<StageModel>(config, module, me_.pp, me_.tp, tpGroup, groups.timeout(),
-                                        device);
-  comm_ = std::make_unique<Communicator>(me_, groups, recorder, device, &wait_,
-                                         faults_->empty() ? nullptr : faults_.get());
+  comm_ = std::make_unique<Communicator>(me_, groups, recorder, device, &wait_, nullptr);
   // STAGESCOPE_PREPOST=0 turns pre-posted receives off (the benchmark measures both).
   const char* prepost = std::getenv("STAGESCOPE_PREPOST");
   prepost_ = !(prepost && std::string(prepost) == "0");
-  std::vector<at::Tensor> values;
-  for (auto& p : model_->params()) values.push_back(p.value);
-  optimizer_ = makeOptimizer(config.optimizer, values);
+  // The last action of each (module, microbatch) that sends input gradients: after it, that
+  // microbatch's input gradients of the module are dropped.
+  std::set<std::pair<std::string, int>> seen;
+  for (int seq = static_cast<int>(me_.actions.size()) - 1; seq >= 0; --seq) {
+    const plan::Action& a = me_.actions[seq];
+    if (a.kind == ActionKind::SendBackward && seen.insert({a.module, a.microbatch}).second) {
+      lastGradientSend_.insert(seq);
+    }
+    if (a.kind == ActionKind::SendBackwardRecvForward &&
+        seen.insert({a.module, a.gradMicrobatch}).second) {
+      lastGradientSend_.insert(seq);
+    }
+  }
+  for (const plan::RankStage& role : me_.stages) {
+    auto u = std::make_unique<Unit>();
+    u->module = &config.module(role.module);
+    u->role = role;
+    const auto& grid = topology.grid(role.module);
+    auto tpGroup = groups.get(grid.groupOf({"tp"}, rank), role.module + "/tp");
+    u->dpGroup = groups.get(grid.groupOf({"dp"}, rank), role.module + "/dp");
+    u->faults = std::make_unique<FaultInjector>(config.faults, config, rank, role.module, role.pp);
+    u->model = std::make_unique<StageModel>(config, *u->module, role.pp, role.tp, tpGroup,
+                                            groups.timeout(), device);
+    std::vector<at::Tensor> values;
+    for (auto& p : u->model->params()) values.push_back(p.value);
+    u->optimizer = makeOptimizer(config.optimizer, values);
+    if (u->model->computesLoss()) lossDpGroup_ = u->dpGroup;
+    comm_->useFaults(role.module, u->faults->empty() ? nullptr : u->faults.get());
+    units_.push_back(std::move(u));
+  }
 }
 
 Executor::~Executor() = default;
 
-bool Executor::recording(int iteration) const {
-  return recorder_.level() > events::RecordLevel::Off &&
-         config_.record.wants(iteration, me_.module, rank_);
+Executor::Unit& Executor::unit(const std::string& module) {
+  for (auto& u : units_) {
+    if (u->role.module == module) return *u;
+  }
+  throw std::runtime_error("rank " + std::to_string(rank_) + " holds no stage of module '" +
+                           module + "' (it holds " + me_.modules() + ")");
 }
 
-StageInput Executor::dataFor(int iteration, int microbatch) const {
+StageModel& Executor::model(const std::string& module) {
+  return module.empty() ? *units_.front()->model : *unit(module).model;
+}
+
+bool Executor::recording(int iteration, const std::string& module) const {
+  return recorder_.level() > events::RecordLevel::Off &&
+         config_.record.wants(iteration, module, rank_);
+}
+
+StageInput Executor::dataFor(const Unit& u, int iteration, int microbatch) const {
   // Global sample layout (issue "Engine", data): llm replica r, microbatch j holds samples
   // j*(mbs*dp_llm) + r*mbs ...; encoder replica e holds j*(mbs*dp_llm) + e*mbs_enc ...
   const auto& llm = config_.llm();
   const int64_t perMicrobatch = static_cast<int64_t>(config_.microBatchSize) * llm.dp;
-  const auto& module = config_.module(me_.module);
+  const auto& module = *u.module;
   StageInput in;
   if (module.kind == "encoder") {
     const int mbs = config_.encoderMicroBatchSize(module);
     in.patches = batchPatches(config_.seed, iteration,
-                              microbatch * perMicrobatch + static_cast<int64_t>(me_.dp) * mbs, mbs,
-                              module.name, module.patches, module.patchDim);
+                              microbatch * perMicrobatch + static_cast<int64_t>(u.role.dp) * mbs,
+                              mbs, module.name, module.patches, module.patchDim);
   } else {
     const int mbs = config_.microBatchSize;
     in.tokens = batchTokens(config_.seed, iteration,
-                            microbatch * perMicrobatch + static_cast<int64_t>(me_.dp) * mbs, mbs,
+                            microbatch * perMicrobatch + static_cast<int64_t>(u.role.dp) * mbs, mbs,
                             module.textLen, module.vocab);
   }
   return in;
 }
 
 void Executor::forward(int iteration, const plan::Action& a) {
-  faults_->atCompute(iteration, a.microbatch, false);
+  Unit& u = unit(a.module);
+  StageModel& model = *u.model;
+  u.faults->atCompute(iteration, a.microbatch, false);
   StageInput in;
-  const bool needsData = model_->isFirst() || model_->computesLoss();
-  if (needsData) in = dataFor(iteration, a.microbatch);
-  auto& leaves = inputs_[a.microbatch];
-  auto rec = received_.find(a.microbatch);
-  if (rec != received_.end()) {
+  const bool needsData = model.isFirst() || model.computesLoss();
+  if (needsData) in = dataFor(u, iteration, a.microbatch);
+  auto& leaves = u.inputs[a.microbatch];
+  auto rec = u.received.find(a.microbatch);
+  if (rec != u.received.end()) {
     for (auto& [key, t] : rec->second)
       leaves[key] = t.detach().requires_grad_(!config_.forwardOnly);
-    received_.erase(rec);
+    u.received.erase(rec);
   }
-  if (model_->isFirst() && recording(iteration) && recorder_.level() >= events::RecordLevel::Full) {
-    recordInput(iteration, a.microbatch, in);
+  if (model.isFirst() && recording(iteration, a.module) &&
+      recorder_.level() >= events::RecordLevel::Full) {
+    recordInput(u, iteration, a.microbatch, in);
   }
-  if (!model_->isFirst()) {
-    auto it = leaves.find(me_.module);
+  if (!model.isFirst()) {
+    auto it = leaves.find(a.module);
     if (it == leaves.end()) {
       throw std::runtime_error("rank " + std::to_string(rank_) + ": forward of microbatch " +
-                               std::to_string(a.microbatch) + " has no received activation");
+                               std::to_string(a.microbatch) + " of " + a.module +
+                               " has no received activation");
     }
     in.hidden = it->second;
   } else {
@@ -101,29 +162,29 @@ void Executor::forward(int iteration, const plan::Action& a) {
   {
     std::optional<at::NoGradGuard> noGrad;
     if (config_.forwardOnly) noGrad.emplace();
-    out = model_->forward(in);
+    out = model.forward(in);
   }
-  if (model_->computesLoss()) {
+  if (model.computesLoss()) {
     const double loss = out.item<double>();
     losses_.push_back(loss);
-    if (recording(iteration)) {
-      recorder_.loss({rank_, iteration, a.microbatch, me_.dp, loss});
+    if (recording(iteration, a.module)) {
+      recorder_.loss({rank_, iteration, a.microbatch, u.role.dp, loss});
     }
   }
-  outputs_[a.microbatch] = out;
+  u.outputs[a.microbatch] = out;
 }
 
-void Executor::recordInput(int iteration, int microbatch, const StageInput& in) {
+void Executor::recordInput(const Unit& u, int iteration, int microbatch, const StageInput& in) {
   // Inputs at level full: with the initial parameters, enough to recompute the step from the
   // file alone.  Encoder first stages hold patches [mbs_enc, P, d]; the llm first stage
   // holds tokens [mbs, T+1] (inputs and labels).
-  const bool encoder = config_.module(me_.module).kind == "encoder";
+  const bool encoder = u.module->kind == "encoder";
   const at::Tensor& t = encoder ? in.patches : in.tokens;
   events::InputRecord r;
   r.rank = rank_;
   r.iteration = iteration;
   r.microbatch = microbatch;
-  r.module = me_.module;
+  r.module = u.role.module;
   r.name = encoder ? "patches" : "tokens";
   r.shape = shapeOf(t);
   r.dtype = dtypeName(t);
@@ -132,93 +193,101 @@ void Executor::recordInput(int iteration, int microbatch, const StageInput& in) 
 }
 
 void Executor::backward(int iteration, const plan::Action& a) {
-  faults_->atCompute(iteration, a.microbatch, true);
-  at::Tensor out = outputs_.at(a.microbatch);
-  if (model_->computesLoss()) {
+  Unit& u = unit(a.module);
+  u.faults->atCompute(iteration, a.microbatch, true);
+  at::Tensor out = u.outputs.at(a.microbatch);
+  if (u.model->computesLoss()) {
     // Normalise by m and apply the loss scale once, here on the global last stage only.
     at::Tensor scaled = out * (config_.lossScale / config_.microbatches);
     scaled.backward();
   } else {
-    auto g = outputGrads_.find(a.microbatch);
-    if (g == outputGrads_.end()) {
+    auto g = u.outputGrads.find(a.microbatch);
+    if (g == u.outputGrads.end()) {
       throw std::runtime_error("rank " + std::to_string(rank_) + ": backward of microbatch " +
-                               std::to_string(a.microbatch) + " has no output gradient");
+                               std::to_string(a.microbatch) + " of " + a.module +
+                               " has no output gradient");
     }
     torch::autograd::backward({out}, {g->second});
-    outputGrads_.erase(g);
+    u.outputGrads.erase(g);
   }
   // Kept by reference: at micro-batch size 1 autograd may let leaf.grad() share storage
   // with a parameter's .grad (cat + broadcast add), which the next backward accumulates into.
   // It is read once, by the SB / SB_RF that follows this backward in every plan (no backward
-  // runs in between), and the Communicator copies it on post (Communicator.h, "Buffer
-  // ownership"), so what travels is this microbatch's gradient.
-  auto& grads = inputGrads_[a.microbatch];
-  for (auto& [key, leaf] : inputs_[a.microbatch]) {
+  // of this stage runs in between), and the Communicator copies it on post (Communicator.h,
+  // "Buffer ownership"), so what travels is this microbatch's gradient.
+  auto& grads = u.inputGrads[a.microbatch];
+  for (auto& [key, leaf] : u.inputs[a.microbatch]) {
     if (leaf.requires_grad() && leaf.grad().defined()) grads[key] = leaf.grad();
   }
-  inputs_.erase(a.microbatch);
-  outputs_.erase(a.microbatch);
-  if (recording(iteration) && recorder_.level() >= events::RecordLevel::Stats) {
-    recordGradients(iteration, a.microbatch, events::GradPhase::Accumulated);
+  u.inputs.erase(a.microbatch);
+  u.outputs.erase(a.microbatch);
+  if (recording(iteration, a.module) && recorder_.level() >= events::RecordLevel::Stats) {
+    recordGradients(u, iteration, a.microbatch, events::GradPhase::Accumulated);
   }
 }
 
 void Executor::communicate(int iteration, int seq, const plan::Action& a) {
+  Unit& u = unit(a.module);
   CommIds ids{iteration, seq, &a};
   const at::Tensor* activation = nullptr;
   at::Tensor act;
   if (a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward) {
-    act = outputs_.at(a.microbatch);
+    act = u.outputs.at(a.microbatch);
     activation = &act;
   }
   const std::map<std::string, at::Tensor>* grads = nullptr;
   int gradMb = a.kind == ActionKind::SendBackward ? a.microbatch : a.gradMicrobatch;
-  if (a.kind == ActionKind::SendBackward || a.kind == ActionKind::SendBackwardRecvForward) {
-    grads = &inputGrads_.at(gradMb);
-  }
+  const bool sendsGradient =
+      a.kind == ActionKind::SendBackward || a.kind == ActionKind::SendBackwardRecvForward;
+  if (sendsGradient) grads = &u.inputGrads.at(gradMb);
   std::map<std::string, at::Tensor> inputs;
   at::Tensor grad;
   comm_->run(ids, activation, grads, &inputs, &grad);
-  if (a.kind == ActionKind::SendForward && config_.forwardOnly) outputs_.erase(a.microbatch);
-  if (grads) inputGrads_.erase(gradMb);
-  if (!inputs.empty()) received_[a.microbatch] = std::move(inputs);
+  if (a.kind == ActionKind::SendForward && config_.forwardOnly && !a.internal) {
+    u.outputs.erase(a.microbatch);
+  }
+  if (sendsGradient && lastGradientSend_.count(seq)) u.inputGrads.erase(gradMb);
+  for (auto& [key, value] : inputs) u.received[a.microbatch][key] = value;
   if (grad.defined()) {
     const int mb = a.kind == ActionKind::RecvBackward ? a.microbatch : a.gradMicrobatch;
-    outputGrads_[mb] = grad;
+    u.outputGrads[mb] = grad;
   }
 }
 
-void Executor::reduceGradients(int iteration) {
-  // One flat buffer per rank: SUM over the module's DP group, then / dp_llm / loss scale.
+void Executor::reduceGradients(int iteration, Unit& u) {
+  // One flat buffer per stage: SUM over the module's DP group, then / dp_llm / loss scale.
   std::vector<at::Tensor> grads;
-  for (auto& p : model_->params()) {
+  for (auto& p : u.model->params()) {
     if (!p.value.grad().defined()) p.value.mutable_grad() = at::zeros_like(p.value);
     grads.push_back(p.value.grad().reshape({-1}));
   }
   at::Tensor flat = at::cat(grads);
-  if (dpGroup_) allReduceSum(*dpGroup_, flat, groups_.timeout());
+  if (u.dpGroup) allReduceSum(*u.dpGroup, flat, groups_.timeout());
   flat.div_(static_cast<double>(config_.llm().dp) * config_.lossScale);
   int64_t offset = 0;
-  for (auto& p : model_->params()) {
+  for (auto& p : u.model->params()) {
     const int64_t n = p.value.numel();
     p.value.mutable_grad().copy_(flat.narrow(0, offset, n).view_as(p.value));
     offset += n;
   }
-  if (recording(iteration)) recordGradients(iteration, -1, events::GradPhase::Reduced);
-}
-
-void Executor::optimizerStep(int iteration) {
-  optimizer_->step();
-  optimizer_->zero_grad(true);
-  if (recording(iteration) && recorder_.level() >= events::RecordLevel::Stats) {
-    recordGradients(iteration, -1, events::GradPhase::ParamAfterStep);
+  if (recording(iteration, u.role.module)) {
+    recordGradients(u, iteration, -1, events::GradPhase::Reduced);
   }
 }
 
-void Executor::recordGradients(int iteration, int microbatch, events::GradPhase phase) {
+void Executor::optimizerStep(int iteration, Unit& u) {
+  u.optimizer->step();
+  u.optimizer->zero_grad(true);
+  if (recording(iteration, u.role.module) && recorder_.level() >= events::RecordLevel::Stats) {
+    recordGradients(u, iteration, -1, events::GradPhase::ParamAfterStep);
+  }
+}
+
+void Executor::recordGradients(const Unit& u, int iteration, int microbatch,
+                               events::GradPhase phase) {
   const bool values =
       phase == events::GradPhase::ParamAfterStep || phase == events::GradPhase::ParamInitial;
-  for (const auto& p : model_->params()) {
+  for (const auto& p : u.model->params()) {
     at::Tensor t = values ? p.value.detach() : p.value.grad();
     if (!t.defined()) continue;
     // Accumulated gradients still carry the loss scale; record them unscaled.
@@ -231,10 +300,10 @@ void Executor::recordGradients(int iteration, int microbatch, events::GradPhase 
     r.microbatch = microbatch;
     r.phase = phase;
     r.param = p.name;
-    r.module = me_.module;
-    r.tp = me_.tp;
-    r.pp = me_.pp;
-    r.dp = me_.dp;
+    r.module = u.role.module;
+    r.tp = u.role.tp;
+    r.pp = u.role.pp;
+    r.dp = u.role.dp;
     r.partitionDim = p.partitionDim;
     r.partitionOffset = p.partitionOffset;
     r.shape = shapeOf(t);
@@ -256,8 +325,12 @@ IterationResult Executor::runIteration(int iteration) {
   const int64_t t0 = nowNs();
   losses_.clear();
   wait_.iteration = iteration;
-  if (iteration == 0 && recording(iteration) && recorder_.level() >= events::RecordLevel::Full) {
-    recordGradients(iteration, -1, events::GradPhase::ParamInitial);
+  if (iteration == 0 && recorder_.level() >= events::RecordLevel::Full) {
+    for (auto& u : units_) {
+      if (recording(iteration, u->role.module)) {
+        recordGradients(*u, iteration, -1, events::GradPhase::ParamInitial);
+      }
+    }
   }
   const auto& actions = me_.actions;
   for (int seq = 0; seq < static_cast<int>(actions.size()); ++seq) {
@@ -278,17 +351,17 @@ IterationResult Executor::runIteration(int iteration) {
         backward(iteration, a);
         break;
       case ActionKind::DpReduce:
-        reduceGradients(iteration);
+        reduceGradients(iteration, unit(a.module));
         break;
       case ActionKind::OptimizerStep:
-        optimizerStep(iteration);
+        optimizerStep(iteration, unit(a.module));
         break;
       default:
         communicate(iteration, seq, a);
         break;
     }
     const int64_t end = nowNs();
-    if (recording(iteration)) {
+    if (recording(iteration, a.module)) {
       events::ActionRecord rec = plan::toRecord(me_, static_cast<size_t>(seq), iteration);
       rec.startNs = start;
       rec.endNs = end;
@@ -303,16 +376,14 @@ IterationResult Executor::runIteration(int iteration) {
     double sum = 0;
     for (double l : losses_) sum += l;
     at::Tensor t = at::full({1}, sum / losses_.size(), at::TensorOptions().dtype(at::kDouble));
-    if (dpGroup_) allReduceSum(*dpGroup_, t, groups_.timeout());
+    if (lossDpGroup_) allReduceSum(*lossDpGroup_, t, groups_.timeout());
     result.loss = t.item<double>() / config_.llm().dp;
     result.hasLoss = true;
-    if (recording(iteration)) recorder_.loss({rank_, iteration, -1, me_.dp, result.loss});
+    if (recording(iteration, config_.llm().name)) {
+      recorder_.loss({rank_, iteration, -1, unit(config_.llm().name).role.dp, result.loss});
+    }
   }
-  received_.clear();
-  inputs_.clear();
-  outputs_.clear();
-  outputGrads_.clear();
-  inputGrads_.clear();
+  for (auto& u : units_) u->clear();
   result.seconds = static_cast<double>(nowNs() - t0) / 1e9;
   return result;
 }

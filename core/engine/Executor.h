@@ -12,6 +12,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "core/engine/Communicator.h"
@@ -34,6 +36,10 @@ struct IterationResult {
   double seconds = 0;  // wall time of the iteration on this rank
 };
 
+// A rank holding several stages (colocated modules, core/plan/Colocation.h) runs one Unit per
+// stage: its own StageModel, optimizer, DP group, fault injector and per-microbatch state;
+// every action of the plan names the module whose unit executes it.  Each module's gradients
+// are reduced over that module's DP group and recorded under its name.
 class Executor {
  public:
   Executor(const plan::RunConfig& config, const plan::Topology& topology, const plan::Plan& plan,
@@ -41,19 +47,22 @@ class Executor {
   ~Executor();
 
   IterationResult runIteration(int iteration);
-  StageModel& model() { return *model_; }
+  // The stage model of `module` on this rank (the first stage's when empty).
+  StageModel& model(const std::string& module = "");
   WaitState& waitState() { return wait_; }
 
  private:
+  struct Unit;
+  Unit& unit(const std::string& module);
   void forward(int iteration, const plan::Action& a);
   void backward(int iteration, const plan::Action& a);
   void communicate(int iteration, int seq, const plan::Action& a);
-  void reduceGradients(int iteration);
-  void optimizerStep(int iteration);
-  StageInput dataFor(int iteration, int microbatch) const;
-  void recordGradients(int iteration, int microbatch, events::GradPhase phase);
-  void recordInput(int iteration, int microbatch, const StageInput& in);
-  bool recording(int iteration) const;
+  void reduceGradients(int iteration, Unit& u);
+  void optimizerStep(int iteration, Unit& u);
+  StageInput dataFor(const Unit& u, int iteration, int microbatch) const;
+  void recordGradients(const Unit& u, int iteration, int microbatch, events::GradPhase phase);
+  void recordInput(const Unit& u, int iteration, int microbatch, const StageInput& in);
+  bool recording(int iteration, const std::string& module) const;
 
   const plan::RunConfig& config_;
   const plan::Topology& topology_;
@@ -63,20 +72,12 @@ class Executor {
   events::Recorder& recorder_;
   at::Device device_;
   WaitState wait_;
-  std::unique_ptr<FaultInjector> faults_;
-  std::unique_ptr<StageModel> model_;
+  std::vector<std::unique_ptr<Unit>> units_;  // me_.stages order
   std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::shared_ptr<Group> dpGroup_;
   bool prepost_ = true;  // post the next action's receives before each F/B
-
-  // Per-microbatch state of the current iteration.
-  std::map<int, std::map<std::string, at::Tensor>> received_;    // inputs from RF
-  std::map<int, std::map<std::string, at::Tensor>> inputs_;      // leaves used by F
-  std::map<int, at::Tensor> outputs_;                            // F outputs (loss at the end)
-  std::map<int, at::Tensor> outputGrads_;                        // from RB
-  std::map<int, std::map<std::string, at::Tensor>> inputGrads_;  // from B, for SB
   std::vector<double> losses_;
+  std::shared_ptr<Group> lossDpGroup_;  // the llm's DP group on its last stage
+  std::set<int> lastGradientSend_;      // seqs (see the constructor)
 };
 
 }  // namespace stagescope::engine

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/events/Events.h"
 
@@ -67,7 +68,13 @@ namespace stagescope::events {
 class FilteringRecorder final : public Recorder {
  public:
   FilteringRecorder(Recorder& inner, RecordFilter filter, int32_t rank, std::string module)
-      : inner_(inner), filter_(std::move(filter)), keepsRank_(filter_.keepsRank(rank, module)) {}
+      : FilteringRecorder(inner, std::move(filter), rank, std::vector<std::string>{module}) {}
+  // A rank holding stages of several modules (colocated) is kept when any of them is.
+  FilteringRecorder(Recorder& inner, RecordFilter filter, int32_t rank,
+                    const std::vector<std::string>& modules)
+      : inner_(inner), filter_(std::move(filter)) {
+    for (const auto& m : modules) keepsRank_ = keepsRank_ || filter_.keepsRank(rank, m);
+  }
   RecordLevel level() const override { return inner_.level(); }
   void run(RunInfo info) override { inner_.run(std::move(info)); }
   void rank(RankInfo info) override { inner_.rank(std::move(info)); }
@@ -103,7 +110,7 @@ class FilteringRecorder final : public Recorder {
   bool keeps(int32_t iteration) const { return keepsRank_ && filter_.keepsIteration(iteration); }
   Recorder& inner_;
   RecordFilter filter_;
-  bool keepsRank_;
+  bool keepsRank_ = false;
 };
 
 }  // namespace stagescope::events

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "core/plan/Colocation.h"
 #include "core/plan/FaultCheck.h"
 #include "core/plan/Plan.h"
 #include "core/plan/Topology.h"
@@ -585,11 +586,8 @@ void validateBatch(const Failer& fail, const RunConfig& c, const ModuleConfig& l
   }
 }
 
-std::string rangeText(const ModuleConfig& m) {
-  return std::to_string(m.offset) + ".." + std::to_string(m.offset + m.size() - 1);
-}
-
-// One llm; encoder DP compatible with the llm's; grids tile [0, world) without overlap.
+// One llm; encoder DP compatible with the llm's; grids cover [0, world), overlapping only as
+// colocated whole stages (Colocation.h).
 void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root) {
   if (c->modules.empty()) {
     fail("modules", "(none)", "expected at least one [[modules]] table with kind = \"llm\"");
@@ -632,15 +630,7 @@ void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root
                        limits::kMaxPlannedMicrobatches, "the most microbatches planned per run");
   std::vector<const ModuleConfig*> owner(static_cast<size_t>(world), nullptr);
   for (const auto& m : c->modules) {
-    for (int r = m.offset; r < m.offset + m.size(); ++r) {
-      if (owner[r]) {
-        fail("modules." + m.name + ".offset", std::to_string(m.offset),
-             "grid of \"" + m.name + "\" (ranks " + rangeText(m) + ") overlaps grid of \"" +
-                 owner[r]->name + "\" (ranks " + rangeText(*owner[r]) + ") at rank " +
-                 std::to_string(r));
-      }
-      owner[r] = &m;
-    }
+    for (int r = m.offset; r < m.offset + m.size(); ++r) owner[r] = &m;
   }
   for (int r = 0; r < world; ++r) {
     if (!owner[r]) {
@@ -657,6 +647,22 @@ void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root
     }
   }
   c->worldSize = world;
+  // Grids may overlap when whole stages share ranks and the slots they form have an order
+  // (Colocation.h); this throws a one-line ConfigError naming the rank and stages otherwise.
+  analyzeColocation(*c);
+}
+
+// A colocated layout must also pass the plan's static progress proof: every colocated config
+// that parses has a 1F1B order that cannot deadlock.
+void requireColocatedProgress(const RunConfig& c) {
+  const Topology topology(c);
+  if (!topology.colocation().any()) return;
+  const PlanProgress progress = analyzePlanProgress(makePlan(c, topology));
+  if (progress.ok) return;
+  throw ConfigError("modules", c.sourceName +
+                                   ": modules: the colocated layout has no "
+                                   "deadlock-free 1F1B order: " +
+                                   progress.text);
 }
 
 void readOptimizer(const Failer& fail, const toml::table* table, OptimizerConfig* o) {
@@ -761,11 +767,13 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
          "a delay fault needs delay_seconds > 0");
   }
   if (f.rank >= 0 && !f.module.empty()) {
-    const ModuleConfig* owner = c.moduleOfRank(f.rank);
-    if (owner && owner->name != f.module) {
+    const auto owners = c.modulesOfRank(f.rank);
+    const bool owned = std::any_of(owners.begin(), owners.end(),
+                                   [&](const ModuleConfig* m) { return m->name == f.module; });
+    if (!owners.empty() && !owned) {
       fail(s.field("rank"), std::to_string(f.rank),
-           "rank " + std::to_string(f.rank) + " belongs to module \"" + owner->name + "\", not \"" +
-               f.module + "\"; give one of rank or module");
+           "rank " + std::to_string(f.rank) + " belongs to module \"" + owners.front()->name +
+               "\", not \"" + f.module + "\"; give one of rank or module");
     }
   }
   bool byRank = f.kind == "kill" && f.rank >= 0;
@@ -828,11 +836,12 @@ std::vector<const ModuleConfig*> RunConfig::encoders() const {
   return out;
 }
 
-const ModuleConfig* RunConfig::moduleOfRank(int rank) const {
+std::vector<const ModuleConfig*> RunConfig::modulesOfRank(int rank) const {
+  std::vector<const ModuleConfig*> out;
   for (const auto& m : modules) {
-    if (m.contains(rank)) return &m;
+    if (m.contains(rank)) out.push_back(&m);
   }
-  return nullptr;
+  return out;
 }
 
 int RunConfig::encoderMicroBatchSize(const ModuleConfig& enc) const {
@@ -877,6 +886,7 @@ RunConfig parseConfig(const std::string& text, const std::string& sourceName,
   for (size_t i = 0; i < faultTables.size(); ++i) {
     c.faults.push_back(readFault(fail, *faultTables[i], i, c));
   }
+  requireColocatedProgress(c);
   if (!c.faults.empty()) checkFaultsCanFire(c, makePlan(c, Topology(c)));
   return c;
 }

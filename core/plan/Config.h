@@ -2,9 +2,9 @@
 // any rank starts.  Torch-free.
 //
 // Contract: parseConfig() either returns a RunConfig that every later stage can trust
-// (grids fit the world, no overlap, every rank in exactly one module, all divisibility
-// rules hold) or throws ConfigError whose message names the field, the value and what was
-// expected, e.g.
+// (grids fit the world, every rank in at least one module, grids overlap only as whole
+// stages in an order without deadlock (Colocation.h), all divisibility rules hold) or throws
+// ConfigError whose message names the field, the value and what was expected, e.g.
 //   "config.toml: modules.vision.dp = 3: the llm dp (2) and this dp must divide one another"
 #pragma once
 
@@ -130,7 +130,8 @@ struct RunConfig {
   const ModuleConfig& module(const std::string& name) const;
   const ModuleConfig& llm() const;
   std::vector<const ModuleConfig*> encoders() const;  // config order
-  const ModuleConfig* moduleOfRank(int rank) const;   // nullptr if none
+  // The modules whose grids hold `rank` (config order; several when modules are colocated).
+  std::vector<const ModuleConfig*> modulesOfRank(int rank) const;
   // Micro-batch size of an encoder replica: microBatchSize * llm.dp / enc.dp.
   int encoderMicroBatchSize(const ModuleConfig& enc) const;
   // Global batch per iteration: microbatches * microBatchSize * llm.dp.

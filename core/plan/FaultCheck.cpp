@@ -30,15 +30,19 @@ std::vector<int> targets(const FaultConfig& f, const RunConfig& c, const Plan& p
   const ModuleConfig& m = c.module(f.module);
   const int stage = f.stage < 0 ? m.pp - 1 : f.stage;
   for (const RankPlan& rp : plan.ranks) {
-    if (rp.module == m.name && rp.pp == stage) ranks.push_back(rp.rank);
+    const RankStage* s = rp.stage(m.name);
+    if (s && s->pp == stage) ranks.push_back(rp.rank);
   }
   *who =
       "module " + m.name + " stage " + std::to_string(stage) + (f.stage < 0 ? " (the last)" : "");
   return ranks;
 }
 
-bool sends(const RankPlan& rp, events::Direction direction, int microbatch) {
+// `module`: only that module's actions ("" = any).
+bool sends(const RankPlan& rp, events::Direction direction, int microbatch,
+           const std::string& module = "") {
   for (const Action& a : rp.actions) {
+    if (!module.empty() && a.module != module) continue;
     for (const Message& msg : a.messages) {
       if (msg.side == events::Side::Send && msg.direction == direction &&
           msg.microbatch == microbatch) {
@@ -49,9 +53,10 @@ bool sends(const RankPlan& rp, events::Direction direction, int microbatch) {
   return false;
 }
 
-bool computes(const RankPlan& rp, bool backward, int microbatch) {
+bool computes(const RankPlan& rp, bool backward, int microbatch, const std::string& module = "") {
   const auto kind = backward ? events::ActionKind::Backward : events::ActionKind::Forward;
   for (const Action& a : rp.actions) {
+    if (!module.empty() && a.module != module) continue;
     if (a.kind == kind && a.microbatch == microbatch) return true;
   }
   return false;
@@ -62,11 +67,13 @@ std::string sendersHint(const Plan& plan, events::Direction direction, int micro
   std::string out;
   std::string last;
   for (const RankPlan& rp : plan.ranks) {
-    if (!sends(rp, direction, microbatch)) continue;
-    const std::string item = rp.module + " stage " + std::to_string(rp.pp);
-    if (item == last || out.find(item) != std::string::npos) continue;
-    out += (out.empty() ? "" : ", ") + item;
-    last = item;
+    for (const RankStage& s : rp.stages) {
+      if (!sends(rp, direction, microbatch, s.module)) continue;
+      const std::string item = s.module + " stage " + std::to_string(s.pp);
+      if (item == last || out.find(item) != std::string::npos) continue;
+      out += (out.empty() ? "" : ", ") + item;
+      last = item;
+    }
   }
   return out.empty() ? "none" : out;
 }
@@ -91,12 +98,13 @@ void checkFaultsCanFire(const RunConfig& config, const Plan& plan) {
     for (int r : ranks) {
       if (r < 0 || r >= static_cast<int>(plan.ranks.size())) continue;
       const RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
+      const std::string module = f.rank >= 0 ? "" : f.module;  // a module's faults: its actions
       fires =
           fires ||
           (f.kind == "kill"
-               ? computes(rp, gradient, f.microbatch)
+               ? computes(rp, gradient, f.microbatch, module)
                : sends(rp, gradient ? events::Direction::Gradient : events::Direction::Activation,
-                       f.microbatch));
+                       f.microbatch, module));
     }
     if (fires) continue;
     if (f.kind == "kill") {

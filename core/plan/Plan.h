@@ -67,23 +67,40 @@ struct Action {
   int microbatch = -1;      // F/B: the microbatch; comm: the activation's (or gradient's) mb
   int gradMicrobatch = -1;  // combined ops: the microbatch of the gradient half
   std::string module;
-  int stage = -1;                     // pp index within the module
+  int stage = -1;  // pp index within the module
+  // A hand-off between two stages on the same ranks (an encoder's last stage and the llm's
+  // first stage, colocated): its peers are ranks of this rank's own slot, often itself.
+  bool internal = false;
   std::vector<Message> messages;      // in the order they must be posted
   std::vector<Broadcast> broadcasts;  // in the order they run, after the messages
 };
 
 // The c10d tag of a message in `iteration`: it names the message (iteration, microbatch,
-// direction, header or payload frame), so a lost or reordered message leaves its receiver
+// edge, direction, header or payload frame), so a lost or reordered message leaves its receiver
 // waiting for exactly that message instead of silently pairing it with another.
 int messageTag(int iteration, const Message& message, bool payload);
 
-struct RankPlan {
-  int rank = -1;
+// One (module, pipeline stage) a rank holds, with the rank's coordinates in that module's grid.
+struct RankStage {
   std::string module;
   int tp = 0, cp = 0, pp = 0, dp = 0;
-  int globalStage = 0;
+};
+
+// One rank's plan.  A rank holding several stages (colocated modules, Colocation.h) runs them
+// in ONE 1F1B order at its slot's position: per microbatch the forwards of its stages in
+// `stages` order (encoders, then the llm stage consuming them), the backwards in reverse;
+// the communication with other positions follows the 1F1B template (one action per stage
+// and kind, in `stages` order), the hand-offs between its own stages sit between their
+// computations (RF/SF before/after a forward, RB/SB around a backward).  Every action names
+// its module and stage.
+struct RankPlan {
+  int rank = -1;
+  std::vector<RankStage> stages;  // forward order: encoders (config order), then the llm
+  int globalStage = 0;            // position of the rank's slot in the combined pipeline
   int warmup = 0, steady = 0, cooldown = 0;
   std::vector<Action> actions;  // one iteration, ending with DP_REDUCE and OPT_STEP (training)
+  const RankStage* stage(const std::string& module) const;  // nullptr when not held
+  std::string modules() const;                              // "vision+audio", for messages
 };
 
 struct Plan {

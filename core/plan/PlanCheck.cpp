@@ -3,7 +3,9 @@
 // member of each of its boundary broadcasts has reached its matching broadcast.  This is
 // rendezvous semantics: a send counts as complete only when its receiver got there.  The
 // engine's sends complete lazily, so the engine can finish some plans this check rejects,
-// but it never hangs on a plan this check accepts.
+// but it never hangs on a plan this check accepts.  A message whose peer is the rank itself (the
+// local hand-off between colocated stages) is buffered: the send never waits, the receive
+// waits for the rank's own send, so a receive planned before its send is a deadlock.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -128,6 +130,9 @@ PlanProgress analyzePlanProgress(const Plan& plan) {
     for (const auto side : {events::Side::Recv, events::Side::Send}) {
       for (const Message& m : a.messages) {
         if (m.side != side) continue;
+        // A local hand-off (peer == this rank) is buffered: its send completes at once; its
+        // receive waits, like any other, until the rank itself has posted the send.
+        if (m.peer == r && m.side == events::Side::Send) continue;
         const Where& w = posted.at(keyOf(r, m, true));
         if (pos[w.rank] < w.action) {
           if (out) *out = {r, pos[r], w.rank, false, m};

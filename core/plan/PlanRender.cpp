@@ -16,7 +16,11 @@ std::string pad(const std::string& s, size_t width) {
 
 std::string renderPlan(const Plan& plan, const RunConfig& config) {
   size_t width = 10;
-  for (const auto& r : plan.ranks) width = std::max(width, r.module.size() + 2);
+  for (const auto& r : plan.ranks) {
+    width = std::max(width, r.modules().size() + 2);
+    if (r.stages.size() < 2) continue;
+    for (const Action& a : r.actions) width = std::max(width, a.module.size() + 10);
+  }
   std::ostringstream os;
   os << "1F1B plan: " << plan.worldSize << " ranks, " << plan.totalStages << " global stages, "
      << plan.microbatches << " microbatches" << (plan.forwardOnly ? ", forward only" : "") << " ("
@@ -27,9 +31,14 @@ std::string renderPlan(const Plan& plan, const RunConfig& config) {
     os << "\n";
   };
   row("rank", [](const RankPlan& r) { return std::to_string(r.rank); });
-  row("module", [](const RankPlan& r) { return r.module; });
+  row("module", [](const RankPlan& r) { return r.modules(); });
   row("tp/pp/dp", [](const RankPlan& r) {
-    return std::to_string(r.tp) + "/" + std::to_string(r.pp) + "/" + std::to_string(r.dp);
+    std::string out;
+    for (const RankStage& s : r.stages) {
+      out += (out.empty() ? "" : "+") + std::to_string(s.tp) + "/" + std::to_string(s.pp) + "/" +
+             std::to_string(s.dp);
+    }
+    return out;
   });
   row("stage", [](const RankPlan& r) { return std::to_string(r.globalStage); });
   os << std::string(10 + width * plan.ranks.size(), '-') << "\n";
@@ -37,7 +46,10 @@ std::string renderPlan(const Plan& plan, const RunConfig& config) {
   for (const auto& r : plan.ranks) steps = std::max(steps, r.actions.size());
   for (size_t i = 0; i < steps; ++i) {
     row(std::to_string(i), [&](const RankPlan& r) {
-      return i < r.actions.size() ? actionLabel(r.actions[i]) : std::string(".");
+      if (i >= r.actions.size()) return std::string(".");
+      // A rank holding several stages names the module of each action: "audio:F0".
+      const Action& a = r.actions[i];
+      return r.stages.size() > 1 ? a.module + ":" + actionLabel(a) : actionLabel(a);
     });
   }
   os << std::string(10 + width * plan.ranks.size(), '-') << "\n";

@@ -65,13 +65,54 @@ int Bridge::localLeaderOf(int rank) const {
   return -1;
 }
 
+std::vector<int> Bridge::sendPeersOf(int rank) const {
+  auto it = sendTo.find(rank);
+  return it == sendTo.end() ? std::vector<int>{} : it->second;
+}
+
+std::vector<int> Bridge::recvPeersOf(int rank) const {
+  auto it = recvFrom.find(rank);
+  return it == recvFrom.end() ? std::vector<int>{} : it->second;
+}
+
+std::vector<int> Bridge::srcBoundaryOf(int rank) const {
+  for (const auto& list : srcBoundary) {
+    if (holds(list, rank)) return list;
+  }
+  return {};
+}
+
+std::vector<int> Bridge::destBoundaryOf(int rank) const {
+  for (const auto& list : destBoundary) {
+    if (holds(list, rank)) return list;
+  }
+  return {};
+}
+
+int Bridge::srcLocalLeaderOf(int rank) const {
+  for (size_t i = 0; i < srcBoundary.size(); ++i) {
+    if (holds(srcBoundary[i], rank)) return srcLeaders[i];
+  }
+  return -1;
+}
+
+int Bridge::destLocalLeaderOf(int rank) const {
+  for (size_t i = 0; i < destBoundary.size(); ++i) {
+    if (holds(destBoundary[i], rank)) return destLeaders[i];
+  }
+  return -1;
+}
+
 std::vector<int> Bridge::leaders() const {
   std::vector<int> l = srcLeaders;
   l.insert(l.end(), destLeaders.begin(), destLeaders.end());
+  std::sort(l.begin(), l.end());
+  l.erase(std::unique(l.begin(), l.end()), l.end());
   return l;
 }
 
-Bridge makeBridge(const ModuleConfig& src, const ModuleConfig& dest, int worldSize) {
+Bridge makeBridge(const ModuleConfig& src, const ModuleConfig& dest, int worldSize,
+                  bool colocated) {
   Grid srcGrid = moduleGrid(src.tp, src.cp, src.pp, src.dp, src.offset, worldSize);
   Grid destGrid = moduleGrid(dest.tp, dest.cp, dest.pp, dest.dp, dest.offset, worldSize);
   Bridge b;
@@ -82,12 +123,28 @@ Bridge makeBridge(const ModuleConfig& src, const ModuleConfig& dest, int worldSi
   b.destBoundary = boundary(destGrid, 0);
   b.srcLeaders = leaders(srcGrid, /*last=*/true);
   b.destLeaders = leaders(destGrid, /*last=*/false);
+  b.colocated = colocated;
   size_t s = b.srcLeaders.size(), d = b.destLeaders.size();
   if (s % d != 0 && d % s != 0) {
     throw ConfigError("modules." + src.name + ".dp",
                       "bridge " + b.name + ": modules." + src.name + ".dp = " + std::to_string(s) +
                           ": the dp of " + dest.name + " (" + std::to_string(d) +
                           ") and this dp must divide one another");
+  }
+  if (colocated) {
+    // Every TP rank of a src replica's last stage holds the same full activation (reference
+    // §3.4), so any of them may lead: take the one that is a dest leader this replica sends
+    // to, making that hand-off local.  The comm map below is by DP index, so it is unchanged.
+    for (size_t i = 0; i < s; ++i) {
+      const size_t lo = s > d ? i / (s / d) : i * (d / s);
+      const size_t hi = s > d ? lo + 1 : lo + d / s;
+      for (size_t j = lo; j < hi; ++j) {
+        if (holds(b.srcBoundary[i], b.destLeaders[j])) {
+          b.srcLeaders[i] = b.destLeaders[j];
+          break;
+        }
+      }
+    }
   }
   if (s > d) {  // fan-in: dest leader i receives from k consecutive src leaders
     size_t k = s / d;
@@ -109,20 +166,18 @@ Bridge makeBridge(const ModuleConfig& src, const ModuleConfig& dest, int worldSi
   return b;
 }
 
-Topology::Topology(const RunConfig& config) {
+Topology::Topology(const RunConfig& config) : colocation_(analyzeColocation(config)) {
   const ModuleConfig& llm = config.llm();
-  int maxEncoderPp = 0;
-  for (const ModuleConfig* enc : config.encoders()) maxEncoderPp = std::max(maxEncoderPp, enc->pp);
   for (const auto& m : config.modules) {
     order_.push_back(m.name);
     grids_.push_back(moduleGrid(m.tp, m.cp, m.pp, m.dp, m.offset, config.worldSize));
-    // Right alignment: every encoder's last stage sits just before the llm's first stage.
-    firstStage_.push_back(m.kind == "llm" ? maxEncoderPp : maxEncoderPp - m.pp);
   }
+  const int llmFirst = colocation_.node(llm.name, 0);
   for (const ModuleConfig* enc : config.encoders()) {
-    bridges_.push_back(makeBridge(*enc, llm, config.worldSize));
+    const int last = colocation_.node(enc->name, enc->pp - 1);
+    const bool colocated = colocation_.slotOf[last] == colocation_.slotOf[llmFirst];
+    bridges_.push_back(makeBridge(*enc, llm, config.worldSize, colocated));
   }
-  totalStages_ = maxEncoderPp + llm.pp;
 }
 
 std::vector<const Bridge*> Topology::bridgesInto(const std::string& dest) const {
@@ -155,15 +210,31 @@ int Topology::indexOf(const std::string& module) const {
 }
 
 int Topology::globalStage(const std::string& module, int ppIndex) const {
-  return firstStage_[indexOf(module)] + ppIndex;
+  const int node = colocation_.node(module, ppIndex);
+  if (node < 0) {
+    throw std::invalid_argument("unknown stage " + std::to_string(ppIndex) + " of module " +
+                                module);
+  }
+  return colocation_.globalStage(node);
 }
 
 int Topology::firstStageOf(const std::string& module) const {
-  return firstStage_[indexOf(module)];
+  return globalStage(module, 0);
+}
+
+std::vector<const StageNode*> Topology::stagesOf(int rank) const {
+  std::vector<const StageNode*> out;
+  for (const auto& slot : colocation_.slotNodes) {
+    const StageNode& first = colocation_.nodes[static_cast<size_t>(slot.front())];
+    if (!holds(first.ranks, rank)) continue;
+    for (int n : slot) out.push_back(&colocation_.nodes[static_cast<size_t>(n)]);
+    break;
+  }
+  return out;
 }
 
 int Topology::warmup(const std::string& module, int ppIndex, int microbatches) const {
-  return std::min(totalStages_ - globalStage(module, ppIndex) - 1, microbatches);
+  return std::min(totalStages() - globalStage(module, ppIndex) - 1, microbatches);
 }
 
 const Grid& Topology::grid(const std::string& module) const {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan/Colocation.h"
 #include "core/plan/Config.h"
 #include "core/plan/Grid.h"
 
@@ -25,6 +26,10 @@ struct Bridge {
   // The comm map (reference §3.3): sender leader -> its dest leaders, receiver leader -> its
   // src leaders, both in DP order.
   std::map<int, std::vector<int>> sendTo, recvFrom;
+  // The src's last stage and the dest's first stage hold the same ranks (Colocation.h): the
+  // bridge runs inside one slot, and a src leader is chosen among its boundary ranks to be the
+  // dest leader it sends to where it can, so that hand-off is local (no wire).
+  bool colocated = false;
   // Fan factor: fan-in when srcLeaders > destLeaders (k = S/D), fan-out when fewer (k = D/S).
   bool fanIn() const { return srcLeaders.size() > destLeaders.size(); }
   bool fanOut() const { return srcLeaders.size() < destLeaders.size(); }
@@ -35,13 +40,23 @@ struct Bridge {
   std::vector<int> boundaryOf(int rank) const;
   // The leader of the boundary list holding `rank` (the rank that broadcasts to it), -1 if none.
   int localLeaderOf(int rank) const;
-  // Every leader, src then dest: the members of the bridge's c10d group.
+  // Side-specific forms, for a rank that is on both sides of a colocated bridge: its peers as a
+  // src leader (send_to) or as a dest leader (recv_from); its boundary list and that list's
+  // leader on the src side (last stage) or the dest side (first stage).
+  std::vector<int> sendPeersOf(int rank) const;
+  std::vector<int> recvPeersOf(int rank) const;
+  std::vector<int> srcBoundaryOf(int rank) const;
+  std::vector<int> destBoundaryOf(int rank) const;
+  int srcLocalLeaderOf(int rank) const;
+  int destLocalLeaderOf(int rank) const;
+  // Every leader, ascending, each once: the members of the bridge's c10d group.
   std::vector<int> leaders() const;
 };
 
 // Builds the bridge; throws ConfigError naming both modules when neither DP size divides
-// the other.
-Bridge makeBridge(const ModuleConfig& src, const ModuleConfig& dest, int worldSize);
+// the other.  `colocated`: see Bridge::colocated.
+Bridge makeBridge(const ModuleConfig& src, const ModuleConfig& dest, int worldSize,
+                  bool colocated = false);
 
 class Topology {
  public:
@@ -53,12 +68,18 @@ class Topology {
   bool isSource(const std::string& module) const;  // no incoming edge
   bool isSink(const std::string& module) const;    // no outgoing edge
 
-  // Longest path through the DAG, each module weighted by its pp size.
-  int totalStages() const { return totalStages_; }
-  // Global stage of pp index `ppIndex` of `module`.  The sink chain follows the longest
-  // path; a shorter branch is right-aligned so that stage(src last) = stage(dest first) - 1
-  // on every edge (fixes the warmup mismatch of reference §7.5).
+  // Positions of the combined pipeline: the longest path through the slots (Colocation.h);
+  // without colocation, the longest path through the DAG, each module weighted by its pp size.
+  int totalStages() const { return colocation_.totalStages; }
+  // Global stage of pp index `ppIndex` of `module`: totalStages - 1 - the height of its slot.
+  // Without colocation the sink chain follows the longest path and a shorter branch is
+  // right-aligned so that stage(src last) = stage(dest first) - 1 on every edge (fixes the
+  // warmup mismatch of reference §7.5); stages on the same ranks share one position.
   int globalStage(const std::string& module, int ppIndex) const;
+  const Colocation& colocation() const { return colocation_; }
+  // The stage nodes rank `rank` holds, in its forward order (encoders in config order, then the
+  // llm); empty when none.
+  std::vector<const StageNode*> stagesOf(int rank) const;
   int firstStageOf(const std::string& module) const;
   // 1F1B warmup forwards for a rank: min(totalStages - globalStage - 1, m).
   int warmup(const std::string& module, int ppIndex, int microbatches) const;
@@ -68,9 +89,8 @@ class Topology {
  private:
   std::vector<std::string> order_;
   std::vector<Grid> grids_;
-  std::vector<int> firstStage_;
   std::vector<Bridge> bridges_;
-  int totalStages_ = 0;
+  Colocation colocation_;
   int indexOf(const std::string& module) const;
 };
 

@@ -358,6 +358,7 @@ std::string bridgeBody(const Scenario& sc, int rank, int world, int port) {
   ChildEnv env(configToml(&sc.enc, sc.llm), rank, world, port);
   plan::Plan plan = plan::makePlan(env.cfg, env.topo);
   const plan::RankPlan& me = plan.ranks.at(rank);
+  const plan::RankStage& st = me.stages.at(0);
   MemoryRecorder rec;
   Communicator comm(me, *env.groups, rec, at::Device(at::kCPU), nullptr);
   int seq = 0;
@@ -373,11 +374,11 @@ std::string bridgeBody(const Scenario& sc, int rank, int world, int port) {
   };
   Report r;
   const auto& enc = env.cfg.module("enc");
-  if (me.module == "enc" && me.pp == enc.pp - 1) {
+  if (st.module == "enc" && st.pp == enc.pp - 1) {
     // Only the src leader (tp = T-1) holds the real activation; the others hold garbage.
-    const bool leader = me.tp == enc.tp - 1;
+    const bool leader = st.tp == enc.tp - 1;
     auto activation = [&](int mb) {
-      at::Tensor t = samplesTensor(srcSamples(sc, me.dp), mb, 1, 0);
+      at::Tensor t = samplesTensor(srcSamples(sc, st.dp), mb, 1, 0);
       return leader ? t : at::full_like(t, kGarbage);
     };
     at::Tensor a0 = activation(0), a1 = activation(1), g0, g1;
@@ -387,8 +388,8 @@ std::string bridgeBody(const Scenario& sc, int rank, int world, int port) {
     putTensor(r, "grad0", g0);
     putTensor(r, "grad1", g1);
   }
-  if (me.module == "llm" && me.pp == 0) {
-    const bool leader = me.tp == 0;  // the dest leader; only its gradient may travel
+  if (st.module == "llm" && st.pp == 0) {
+    const bool leader = st.tp == 0;  // the dest leader; only its gradient may travel
     auto gradientOf = [&](const at::Tensor& x) {
       at::Tensor g = -x - 0.25;
       return std::map<std::string, at::Tensor>{{"enc", leader ? g : at::full_like(g, kGarbage)}};
@@ -406,20 +407,20 @@ std::string bridgeBody(const Scenario& sc, int rank, int world, int port) {
     putTensor(r, "act1", in1.at("enc"));
   }
   if (sc.p2p) {
-    const auto& mod = env.cfg.module(me.module);
-    if (mod.pp == 2 && me.pp == 0) {  // 2D payload [2,3] = 100*rank + index
+    const auto& mod = env.cfg.module(st.module);
+    if (mod.pp == 2 && st.pp == 0) {  // 2D payload [2,3] = 100*rank + index
       at::Tensor x = at::arange(6, at::kFloat).reshape({2, 3}) + 100.0 * rank;
       at::Tensor g;
       run(ActionKind::SendForward, 2, -1, &x, nullptr, nullptr, nullptr);
       run(ActionKind::RecvBackward, 2, -1, nullptr, nullptr, nullptr, &g);
       putTensor(r, "p2pgrad", g);
     }
-    if (mod.pp == 2 && me.pp == 1) {
+    if (mod.pp == 2 && st.pp == 1) {
       std::map<std::string, at::Tensor> in;
       run(ActionKind::RecvForward, 2, -1, nullptr, nullptr, &in, nullptr);
-      putTensor(r, "p2pact", in.at(me.module));
+      putTensor(r, "p2pact", in.at(st.module));
       std::map<std::string, at::Tensor> g = {
-          {me.module, -(at::arange(6, at::kFloat).reshape({2, 3}) + 100.0 * rank)}};
+          {st.module, -(at::arange(6, at::kFloat).reshape({2, 3}) + 100.0 * rank)}};
       run(ActionKind::SendBackward, 2, -1, nullptr, &g, nullptr, nullptr);
     }
   }

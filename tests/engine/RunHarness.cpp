@@ -1,5 +1,7 @@
 #include "tests/engine/RunHarness.h"
 
+#include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,6 +130,32 @@ double relativeError(const std::vector<float>& got, const std::vector<float>& wa
     norm += double(want[i]) * want[i];
   }
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+void expectSameMaths(const storage::RunModel& run, const storage::RunModel& other, bool reference,
+                     const std::string& what) {
+  auto losses = iterationLosses(run, false), want = iterationLosses(other, reference);
+  ASSERT_EQ(losses.size(), static_cast<size_t>(run.info.iterations)) << what;
+  ASSERT_EQ(want.size(), losses.size()) << what;
+  for (const auto& [it, loss] : losses) {
+    EXPECT_NEAR(loss, want[it], 1e-6 * std::abs(want[it])) << what << " iteration " << it;
+  }
+  auto grads = gatherReduced(run);
+  auto ref = reference ? referenceGradients(other) : gatherReduced(other);
+  ASSERT_FALSE(ref.empty()) << what;
+  EXPECT_EQ(grads.size(), ref.size()) << what << ": every parameter has a reduced gradient";
+  for (const auto& [key, w] : ref) {
+    auto it = grads.find(key);
+    ASSERT_NE(it, grads.end()) << what << ": no gradient for " << key.second << " iteration "
+                               << key.first;
+    if (l2norm(w) < 1e-6) {
+      EXPECT_LE(l2norm(it->second), 1e-5)
+          << what << ": " << key.second << " iteration " << key.first;
+      continue;
+    }
+    EXPECT_LE(relativeError(it->second, w), 1e-5)
+        << what << ": " << key.second << " iteration " << key.first;
+  }
 }
 
 }  // namespace stagescope::testing

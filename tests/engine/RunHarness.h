@@ -44,4 +44,13 @@ std::map<int, double> iterationLosses(const storage::RunModel& run, bool referen
 double l2norm(const std::vector<float>& v);
 double relativeError(const std::vector<float>& got, const std::vector<float>& want);
 
+// The differential rule (gtest expectations): per iteration, the loss of `run` within 1e-6
+// relative of `want`'s, and every parameter's final (DP-reduced, TP-gathered) gradient within
+// ||g - g_want|| / ||g_want|| <= 1e-5 (parameters whose wanted gradient has norm < 1e-6, e.g.
+// the attention key bias whose true gradient is zero, within 1e-5 absolute).  Both runs must be
+// recorded at level full.  `reference`: compare with the run's own single-process reference
+// (`run --reference`); otherwise with the ranks of `other` (another layout of the same model).
+void expectSameMaths(const storage::RunModel& run, const storage::RunModel& other, bool reference,
+                     const std::string& what);
+
 }  // namespace stagescope::testing

@@ -104,9 +104,9 @@ TEST(AssetConfigs, DefaultValues) {
   EXPECT_EQ(c.llm().offset, 4);
   EXPECT_EQ(c.encoderMicroBatchSize(vision), 1);  // 2 * 1 / 2
   EXPECT_EQ(c.globalBatch(), 8);
-  EXPECT_EQ(c.moduleOfRank(3)->name, "vision");
-  EXPECT_EQ(c.moduleOfRank(4)->name, "llm");
-  EXPECT_EQ(c.moduleOfRank(8), nullptr);
+  EXPECT_EQ(c.modulesOfRank(3).at(0)->name, "vision");
+  EXPECT_EQ(c.modulesOfRank(4).at(0)->name, "llm");
+  EXPECT_TRUE(c.modulesOfRank(8).empty());
   ASSERT_EQ(c.encoders().size(), 1u);
 }
 

@@ -115,13 +115,15 @@ TEST(Plan, BackwardsInMicrobatchOrderEverywhere) {  // §10.13
   for (const auto& name : assetNames()) {
     Plan p = planOf(asset(name));
     for (const auto& r : p.ranks) {
-      int next = 0;
+      std::map<std::string, int> next;  // per stage the rank holds (colocated: several)
       for (const auto& a : r.actions) {
         if (a.kind == ActionKind::Backward) {
-          EXPECT_EQ(a.microbatch, next++) << name;
+          EXPECT_EQ(a.microbatch, next[a.module]++) << name << " " << a.module;
         }
       }
-      EXPECT_EQ(next, p.microbatches) << name << " rank " << r.rank;
+      for (const auto& s : r.stages) {
+        EXPECT_EQ(next[s.module], p.microbatches) << name << " rank " << r.rank << " " << s.module;
+      }
     }
   }
 }
@@ -238,11 +240,12 @@ TEST(Plan, BridgeLeadersCarryMessagesMembersDoNot) {
   EXPECT_EQ(sf4.messages[0].edge, "llm:pp0->pp1");
   EXPECT_EQ(p.ranks[5].actions[2].messages[0].peer, 7);
   // Header facts.
-  EXPECT_EQ(p.ranks[5].module, "llm");
-  EXPECT_EQ((std::vector<int>{p.ranks[5].tp, p.ranks[5].pp, p.ranks[5].dp}),
-            (std::vector<int>{1, 0, 0}));
+  ASSERT_EQ(p.ranks[5].stages.size(), 1u);
+  const RankStage& s5 = p.ranks[5].stages[0];
+  EXPECT_EQ(s5.module, "llm");
+  EXPECT_EQ((std::vector<int>{s5.tp, s5.pp, s5.dp}), (std::vector<int>{1, 0, 0}));
   EXPECT_EQ(p.ranks[5].globalStage, 1);
-  EXPECT_EQ(p.ranks[2].dp, 1);
+  EXPECT_EQ(p.ranks[2].stages.at(0).dp, 1);
 }
 
 TEST(Plan, FanOutRoles) {

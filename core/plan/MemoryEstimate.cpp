@@ -59,10 +59,12 @@ double activationElements(const RunConfig& c, const ModuleConfig& m, int stage) 
 
 // The most microbatches this rank holds activations for at once: forwards minus backwards
 // over its action list (one in forward-only runs, where nothing is kept for a backward).
-int peakMicrobatches(const RankPlan& r, bool forwardOnly) {
+// Of the actions of `module` on this rank (a colocated rank holds several stages).
+int peakMicrobatches(const RankPlan& r, const std::string& module, bool forwardOnly) {
   if (forwardOnly) return 1;
   int live = 0, peak = 0;
   for (const Action& a : r.actions) {
+    if (a.module != module) continue;
     if (a.kind == events::ActionKind::Forward) peak = std::max(peak, ++live);
     if (a.kind == events::ActionKind::Backward) --live;
   }
@@ -131,16 +133,19 @@ MemoryEstimate estimateMemory(const RunConfig& c, const Plan& plan, bool forkedR
   // value + gradient + optimizer state + the flat gradient buffer of the DP reduction
   const double copies = 3 + (c.forwardOnly ? -2 : optimizerStates(c.optimizer));
   for (const RankPlan& r : plan.ranks) {
-    const ModuleConfig& m = c.module(r.module);
     RankMemory rm;
     rm.rank = r.rank;
-    rm.module = r.module;
-    rm.stage = r.pp;
-    rm.parameters = stageParameterCount(c, m, r.pp);
+    rm.module = r.modules();
+    rm.stage = r.stages.size() == 1 ? r.stages.front().pp : -1;
     rm.processBytes = forkedRanks ? kForkedRankBytes : kExecRankBytes;
+    for (const RankStage& s : r.stages) {  // a colocated rank: the sum over its stages
+      const ModuleConfig& m = c.module(s.module);
+      const int peak = peakMicrobatches(r, s.module, plan.forwardOnly);
+      rm.parameters += stageParameterCount(c, m, s.pp);
+      rm.activationBytes += activationElements(c, m, s.pp) * elt * peak;
+      rm.peakMicrobatches = std::max(rm.peakMicrobatches, peak);
+    }
     rm.stateBytes = rm.parameters * elt * copies;
-    rm.peakMicrobatches = peakMicrobatches(r, plan.forwardOnly);
-    rm.activationBytes = activationElements(c, m, r.pp) * elt * rm.peakMicrobatches;
     e.ranks.push_back(rm);
   }
   return e;
@@ -176,10 +181,11 @@ std::string renderMemoryEstimate(const MemoryEstimate& e) {
     const auto& rs = groups[key];
     const RankMemory& r = **std::max_element(
         rs.begin(), rs.end(), [](auto* a, auto* b) { return a->total() < b->total(); });
-    o << "  " << key.first << " stage " << key.second << " (" << rs.size()
-      << (rs.size() == 1 ? " rank" : " ranks") << "): " << formatBytes(r.total())
-      << " per rank = process " << formatBytes(r.processBytes) << " + parameters "
-      << formatBytes(r.stateBytes) << " (" << static_cast<long long>(r.parameters)
+    o << "  " << key.first << (key.second >= 0 ? " stage " + std::to_string(key.second) : "")
+      << " (" << rs.size() << (rs.size() == 1 ? " rank" : " ranks")
+      << "): " << formatBytes(r.total()) << " per rank = process " << formatBytes(r.processBytes)
+      << " + parameters " << formatBytes(r.stateBytes) << " ("
+      << static_cast<long long>(r.parameters)
       << " elements with gradients and optimizer state) + activations "
       << formatBytes(r.activationBytes) << " (" << r.peakMicrobatches
       << (r.peakMicrobatches == 1 ? " microbatch" : " microbatches") << " held at once)\n";

@@ -27,8 +27,8 @@ namespace stagescope::plan {
 
 struct RankMemory {
   int rank = -1;
-  std::string module;
-  int stage = 0;
+  std::string module;     // "vision+audio+llm" for a rank holding several stages (colocated)
+  int stage = 0;          // pp index; -1 for a rank holding several stages
   double parameters = 0;  // elements held by this rank (its TP shard of its stage)
   double processBytes = 0, stateBytes = 0, activationBytes = 0;
   int peakMicrobatches = 0;  // the most microbatches whose activations are held at once

@@ -223,19 +223,26 @@ TEST(PreforkedRuns, ForkedRanksShareTheLaunchersLibTorchPages) {
 TEST(MemoryEstimate, ParameterCountsAreThoseOfTheEnginesStageModels) {
   // Every rank of every asset layout (TP shards, encoders, several stages), plus TP 2 with
   // an odd ffn/heads split: the estimate's count equals the elements the engine allocates.
-  for (const std::string name :
-       {"default", "fan_in", "fan_out", "llm_first", "llm_pp4", "single", "two_encoders"}) {
+  for (const std::string name : {"default", "fan_in", "fan_out", "llm_first", "llm_pp4", "single",
+                                 "two_encoders", "colocated"}) {
     const plan::RunConfig cfg = plan::loadConfig(assetConfig(name));
     const plan::Topology topology(cfg);
     const plan::Plan p = plan::makePlan(cfg, topology);
+    const plan::MemoryEstimate e = plan::estimateMemory(cfg, p, true);
     for (const auto& r : p.ranks) {
-      const auto& module = cfg.module(r.module);
-      engine::StageModel model(cfg, module, r.pp, r.tp, nullptr, std::chrono::seconds(1),
-                               at::Device(at::kCPU));
-      int64_t elements = 0;
-      for (const auto& prm : model.params()) elements += prm.value.numel();
-      EXPECT_EQ(static_cast<double>(elements), plan::stageParameterCount(cfg, module, r.pp))
-          << name << " rank " << r.rank << " (" << r.module << " stage " << r.pp << ")";
+      int64_t rankElements = 0;  // a colocated rank holds several stage models
+      for (const auto& s : r.stages) {
+        const auto& module = cfg.module(s.module);
+        engine::StageModel model(cfg, module, s.pp, s.tp, nullptr, std::chrono::seconds(1),
+                                 at::Device(at::kCPU));
+        int64_t elements = 0;
+        for (const auto& prm : model.params()) elements += prm.value.numel();
+        EXPECT_EQ(static_cast<double>(elements), plan::stageParameterCount(cfg, module, s.pp))
+            << name << " rank " << r.rank << " (" << s.module << " stage " << s.pp << ")";
+        rankElements += elements;
+      }
+      EXPECT_EQ(static_cast<double>(rankElements), e.ranks.at(r.rank).parameters)
+          << name << " rank " << r.rank;
     }
   }
 }

@@ -372,7 +372,9 @@ void Communicator::takeLocal(Exchange& ex, const plan::Message& m,
   p.rec.endNs = nowNs();
   describeTensor(p.rec, p.payload, recorder_.level());
   if (recorder_.level() > events::RecordLevel::Off) recorder_.transfer(p.rec);
-  verifyChecksum(p, ex.ids);
+  p.headerShape = p.payload.sizes().vec();  // what the "frame" says is what was handed over
+  p.headerDtype = dtypeName(p.payload);
+  verifyReceived(p, ex.ids);
   ex.recvs.push_back(std::move(p));
 }
 

@@ -61,11 +61,11 @@ bool communicates(ActionKind k) {
 
 // The whole tensor a rank sends in `a` (its parts are what the plan's messages carry): the
 // first send's sequence and width, this module's batch (plan::stageShape).
-at::Tensor sentTensor(const plan::RunConfig& cfg, const plan::RankPlan& me, const plan::Action& a,
-                      events::Direction direction) {
+at::Tensor sentTensor(const plan::RunConfig& cfg, const plan::RankPlan& /*me*/,
+                      const plan::Action& a, events::Direction direction) {
   for (const auto& m : a.messages) {
     if (m.side != events::Side::Send || m.direction != direction) continue;
-    const int64_t batch = plan::stageShape(cfg, cfg.module(me.module))[1];
+    const int64_t batch = plan::stageShape(cfg, cfg.module(a.module))[1];
     return at::ones({m.shape[0], batch, m.shape[2]});
   }
   return at::Tensor();

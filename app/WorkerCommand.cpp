@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -104,15 +105,14 @@ int stop(storage::ShardWriter* recorder, std::vector<events::RankInfo>& pendingR
          const std::string& errorFile, const std::string& kind, const std::string& message,
          int waitsOn, int code, WorkerLiveness* live = nullptr) {
   std::string rootCause;
+  const bool consequence = kind == "timeout" || kind == "peer_lost";
   if (live) {
     // The heartbeat thread may already be finishing this process (a dead peer, a signal).
     if (!WorkerLiveness::claimFinish()) {
       for (;;) pause();
     }
     // A consequence (a wait that timed out, a lost peer): name the root cause first.
-    const bool consequence = kind == "timeout" || kind == "peer_lost";
     if (consequence) rootCause = live->reportRootCause();
-    live->end((consequence ? "waited " : "failed ") + message);
   }
   if (kind == "timeout" && waitsOn >= 0)
     std::fprintf(stderr, "%s\n", message.c_str());
@@ -131,6 +131,7 @@ int stop(storage::ShardWriter* recorder, std::vector<events::RankInfo>& pendingR
   engine::writeElasticErrorFile(
       errorFile, "rank " + std::to_string(rank) + ": " +
                      (rootCause.empty() ? "" : "root cause: " + rootCause + "; ") + message);
+  if (live) live->end((consequence ? "waited " : "failed ") + message);  // last: may linger
   return code;
 }
 
@@ -216,19 +217,27 @@ int workerCommand(const WorkerOptions& opts) {
     recordClock(*recorder, rank, "start", clock);
     // Liveness: this rank's process and heartbeat in the store, so that any rank can name a
     // peer that died (whatever launcher started the ranks).
-    live = std::make_unique<WorkerLiveness>(env, timeout, *recorder, plan.ranks[rank]);
-    live->arm(env, cfg.timeoutSeconds);
+    // STAGESCOPE_LIVENESS=0 turns it off: only for measuring what it costs (bench).
+    const char* liveness = std::getenv("STAGESCOPE_LIVENESS");
+    if (!liveness || std::string(liveness) != "0") {
+      live = std::make_unique<WorkerLiveness>(env, timeout, *recorder, plan.ranks[rank]);
+      live->arm(env, cfg.timeoutSeconds);
+    }
     engine::ProcessGroups groups(
         store, rank, env.worldSize,
         cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
     groups.setGlooAddress(gloo);
     engine::Communicator::createAllGroups(cfg, topology, groups);
     engine::Executor executor(cfg, topology, plan, rank, groups, filtered, device);
-    live->learnPeers();  // the groups exist: every peer has published its process
-    live->attach(&executor.waitState());
+    if (live) {
+      live->learnPeers();  // the groups exist: every peer has published its process
+      live->attach(&executor.waitState());
+    }
     struct Detach {  // before the executor goes, the heartbeat stops reading its progress
       WorkerLiveness* l;
-      ~Detach() { l->attach(nullptr); }
+      ~Detach() {
+        if (l) l->attach(nullptr);
+      }
     } detach{live.get()};
     const auto& me = plan.ranks[rank];
     for (int it = 0; it < cfg.iterations; ++it) {
@@ -257,11 +266,13 @@ int workerCommand(const WorkerOptions& opts) {
       d.message = e.what();
       recorder->diagnosis(std::move(d));
     }
-    if (!WorkerLiveness::claimFinish()) {
-      for (;;) pause();  // the heartbeat thread is ending this process (a signal)
+    if (live) {
+      if (!WorkerLiveness::claimFinish()) {
+        for (;;) pause();  // the heartbeat thread is ending this process (a signal)
+      }
     }
-    live->end("completed");
     recorder->close();
+    if (live) live->end("completed");  // last: the store's host waits for its peers
     return engine::kWorkerOk;
   } catch (const engine::RendezvousError& e) {
     using Kind = engine::RendezvousError::Kind;
@@ -278,11 +289,8 @@ int workerCommand(const WorkerOptions& opts) {
                 engine::kWorkerTimeout);
   } catch (const engine::TransferCorrupt& e) {
     // The Communicator recorded the transfer and the "corrupt_transfer" diagnosis.
-    if (live) {
-      if (!WorkerLiveness::claimFinish()) {
-        for (;;) pause();
-      }
-      live->end(std::string("failed ") + e.what());
+    if (live && !WorkerLiveness::claimFinish()) {
+      for (;;) pause();
     }
     std::fprintf(stderr, "%s\n", e.what());
     if (recorder) {
@@ -290,6 +298,7 @@ int workerCommand(const WorkerOptions& opts) {
       recorder->close();
     }
     engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + e.what());
+    if (live) live->end(std::string("failed ") + e.what());  // last: may linger
     return engine::kWorkerCorrupt;
   } catch (const engine::CommTimeout& e) {
     if (recorder) recorder->wait(e.wait());  // the same wait as data: the wait-for graph's edge

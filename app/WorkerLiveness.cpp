@@ -21,6 +21,8 @@ std::atomic<bool> gFinishing{false};
 
 // The signal being handled, for the SIGALRM fallback below.
 volatile std::sig_atomic_t gPendingSignal = 0;
+// Set once this rank has written everything and only keeps the store up for its peers.
+volatile std::sig_atomic_t gLingering = 0;
 
 // SIGTERM/SIGINT/SIGHUP: the heartbeat thread records who stopped first, then dies of the same
 // signal.  A second signal, or the alarm when that takes longer than kSignalBoundSeconds (a
@@ -33,7 +35,7 @@ extern "C" void onAlarm(int) {
 }
 
 extern "C" void onTerminate(int sig) {
-  if (gPendingSignal) {
+  if (gPendingSignal || gLingering) {
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
@@ -88,7 +90,11 @@ WorkerLiveness::~WorkerLiveness() {
 
 void WorkerLiveness::end(const std::string& how) {
   live_->end(how);
-  if (hostsStore_) live_->awaitPeers(timeout_ + std::chrono::seconds(10));
+  if (!hostsStore_) return;
+  // Everything of this rank is written (callers end last): while it keeps the store up for its
+  // peers, a signal ends the process at once.
+  gLingering = 1;
+  live_->awaitPeers(timeout_ + std::chrono::seconds(10));
 }
 
 void WorkerLiveness::attach(const engine::WaitState* progress) {
@@ -182,9 +188,9 @@ void WorkerLiveness::onPeerDead(const engine::PeerFate& fate, double timeoutSeco
     recorder_.flush();
   } catch (const std::exception&) {
   }
-  end("waited " + message);
   engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank_) +
                                                ": root cause: " + fate.sentence() + "; " + message);
+  end("waited " + message);  // last: the store's host waits for its peers
   std::_Exit(engine::kWorkerTimeout);
 }
 
@@ -214,13 +220,14 @@ void WorkerLiveness::onSignal(int sig, const std::string& errorFile) {
   std::fflush(stderr);
   const std::string line = "rank " + std::to_string(rank_) + ": " +
                            (root ? "root cause: " + root->sentence() + "; " : "") + d.message;
-  end((root ? "waited " : "killed ") + d.message);
+  const std::string ending = (root ? "waited " : "killed ") + d.message;
   recorder_.diagnosis(std::move(d));
   try {
     recorder_.flush();
   } catch (const std::exception&) {
   }
   engine::writeElasticErrorFile(errorFile, line);
+  end(ending);  // last: the store's host waits for its peers
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }

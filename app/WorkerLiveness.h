@@ -46,9 +46,10 @@ class WorkerLiveness {
   // returns the sentence; "" when every peer is alive or a consequence.
   std::string reportRootCause();
 
-  // Publishes how this rank ended ("completed", "failed <why>", "waited <why>").  The rank that
-  // hosts the store (by hand, Slurm) then keeps it up until its peers have said how they end
-  // (at most timeout_seconds + 10 s: every wait of theirs is bounded by the timeout).
+  // Publishes how this rank ended ("completed", "failed <why>", "waited <why>"); call it last,
+  // once everything else of the rank is written.  The rank that hosts the store (by hand,
+  // Slurm) then keeps it up until its peers have said how they end (at most timeout_seconds +
+  // 10 s: every wait of theirs is bounded by the timeout); a signal meanwhile ends it at once.
   void end(const std::string& how);
 
  private:

@@ -10,11 +10,17 @@
 namespace stagescope::storage {
 namespace {
 
-// Actions on rank 0's clock: the offset of each rank subtracted (0 when it has none).
-const char* kShifted =
-    "(SELECT a.rank AS rank, a.iteration AS iteration, a.start_ns - coalesce(o.off, 0) AS s, "
-    "a.end_ns - a.start_ns AS d FROM actions_rows a LEFT JOIN "
-    "(SELECT rank, max(clock_offset_ns) AS off FROM ranks GROUP BY rank) o ON o.rank = a.rank)";
+// The start of an action of `actions_rows` on rank 0's clock: start_ns minus its rank's
+// clock_offset_ns, as a CASE over the ranks whose offset is not 0 (usually none).
+std::string shiftedStart(Db& db) {
+  std::string cases;
+  Stmt s = db.prepare(
+      "SELECT rank, max(clock_offset_ns) FROM ranks GROUP BY rank HAVING max(clock_offset_ns) != "
+      "0");
+  while (s.step())
+    cases += " WHEN " + std::to_string(s.i64(0)) + " THEN " + std::to_string(s.i64(1));
+  return cases.empty() ? "start_ns" : "(start_ns - CASE rank" + cases + " ELSE 0 END)";
+}
 
 }  // namespace
 
@@ -29,17 +35,18 @@ void writeOverview(Db& db) {
       "buckets INTEGER);"
       "DELETE FROM overview; DELETE FROM overview_iterations; DELETE FROM overview_span;");
   const std::string n = std::to_string(kOverviewBuckets);
-  db.exec(std::string("CREATE TEMP TABLE overview_shifted AS SELECT * FROM ") + kShifted + ";" +
-          "INSERT INTO overview_iterations SELECT iteration, min(s) FROM overview_shifted "
-          "GROUP BY iteration;"
-          "INSERT INTO overview_span SELECT min(s), max(s + d), " +
-          n +
-          " FROM overview_shifted WHERE s IS NOT NULL;"
-          "INSERT INTO overview SELECT rank, min(" +
-          n + " - 1, CAST((s - t0) * " + n +
-          ".0 / (t1 - t0 + 1) AS INTEGER)) AS b, sum(d), count(*) FROM overview_shifted, "
-          "(SELECT start_ns AS t0, end_ns AS t1 FROM overview_span) GROUP BY rank, b;"
-          "DROP TABLE temp.overview_shifted;");
+  const std::string s = shiftedStart(db);
+  // Three passes over actions_rows, none materialised: span, iterations, buckets.
+  db.exec(
+      "INSERT INTO overview_span SELECT min(" + s + "), max(" + s + " + end_ns - start_ns), " + n +
+      " FROM actions_rows HAVING count(*) > 0;"
+      "INSERT INTO overview_iterations SELECT iteration, min(" +
+      s +
+      ") FROM actions_rows GROUP BY iteration;"
+      "INSERT INTO overview SELECT rank, min(" +
+      n + " - 1, CAST((" + s + " - t0) * " + n +
+      ".0 / (t1 - t0 + 1) AS INTEGER)) AS b, sum(end_ns - start_ns), count(*) FROM "
+      "actions_rows, (SELECT start_ns AS t0, end_ns AS t1 FROM overview_span) GROUP BY rank, b;");
   tx.commit();
 }
 

@@ -1,5 +1,5 @@
 // Moves activations and gradients for one rank: pipeline P2P inside a module and bridges
-// between modules (reference §3, §4), recording every message on both sides.
+// between modules (schedule.md §3, §4), recording every message on both sides.
 //
 // The plan drives the wire: each communication action of the rank's plan lists its messages
 // (peer, c10d group, direction, microbatch, batch-axis split) in posting order and its
@@ -64,7 +64,7 @@ struct ActivationLayout {
   int batchAxis = 1;
 };
 
-// 2D <-> 3D adaptation for P2P (reference §4.4): [a,b] -> [a,b,1]; a 3D [a,b,1] is
+// 2D <-> 3D adaptation for P2P (schedule.md §4.4): [a,b] -> [a,b,1]; a 3D [a,b,1] is
 // ambiguous and rejected; everything else passes unchanged.
 at::Tensor prepareForComm(const at::Tensor& t);
 at::Tensor restoreFromComm(const at::Tensor& t);

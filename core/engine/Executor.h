@@ -4,7 +4,7 @@
 //
 // Loss normalisation: each microbatch loss is divided by m and multiplied by the constant
 // loss scale once, on the global last stage only; every module's gradients are SUMMED over
-// its DP group and divided by the language model's DP size (not its own: reference §7.1),
+// its DP group and divided by the language model's DP size (not its own: schedule.md §7.1),
 // then unscaled, so the final gradients are those of the mean loss over the global batch.
 #pragma once
 

@@ -1,4 +1,4 @@
-// HyperCommGrid semantics (reference §1): first name fastest, contiguous ranks from offset.
+// HyperCommGrid semantics (schedule.md §1): first name fastest, contiguous ranks from offset.
 #include "core/plan/Grid.h"
 
 #include <algorithm>

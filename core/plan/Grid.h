@@ -1,4 +1,4 @@
-// HyperCommGrid semantics (reference §1) without any process group: named dimensions,
+// HyperCommGrid semantics (schedule.md §1) without any process group: named dimensions,
 // first name fastest, a contiguous rank range starting at `offset`.  Torch-free; the engine
 // turns enumerations into c10d groups (core/engine/GridGroups).
 #pragma once

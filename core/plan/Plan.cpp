@@ -1,4 +1,4 @@
-// Per-rank 1F1B action lists (reference §5.3) with the messages every communication posts.
+// Per-rank 1F1B action lists (schedule.md §5.3) with the messages every communication posts.
 #include "core/plan/Plan.h"
 
 #include <algorithm>
@@ -117,7 +117,7 @@ class RankBuilder {
   }
 
  private:
-  // Reference §5.3: warmup RF F SF; one RF; steady F SF_RB B SB_RF (last: SB); cooldown RB B SB.
+  // schedule.md §5.3: warmup RF F SF; one RF; steady F SF_RB B SB_RF (last: SB); cooldown RB B SB.
   // F and B are the rank's chains (forwardChain / backwardChain); the communication actions
   // with other positions hold one action per stage, in stage order.
   void training(int w, int m) {
@@ -183,7 +183,7 @@ class RankBuilder {
   static constexpr int kExternal = 0, kInternal = 1;
 
   // P2P inside the module (the pp group), bridges at its first / last stage (the bridge's
-  // leader group; peers in DP order, reference §3.3).  A bridge rank on a boundary also
+  // leader group; peers in DP order, schedule.md §3.3).  A bridge rank on a boundary also
   // takes part in the boundary broadcast of what its leader received.
   StageLinks links(const ModuleConfig& module) {
     StageLinks s;
@@ -245,7 +245,7 @@ class RankBuilder {
 
   // The shape of a bridge message from leader `sender` to leader `receiver`, in direction
   // `activation` (src -> dest) or not (dest -> src): the sender's part of its batch (its peers
-  // in DP order split it, reference §3.3), the encoder's patches, the dest's hidden size (the
+  // in DP order split it, schedule.md §3.3), the encoder's patches, the dest's hidden size (the
   // encoder's projector maps to it).  Side-specific: on a colocated bridge one rank may lead
   // both sides.
   std::vector<int64_t> bridgeShape(const Bridge& b, bool activation, int sender,

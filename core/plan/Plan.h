@@ -1,4 +1,4 @@
-// The per-rank 1F1B action lists (reference §5.3), computed before any rank starts.  The
+// The per-rank 1F1B action lists (schedule.md §5.3), computed before any rank starts.  The
 // engine executes exactly this list: the executor runs its actions in order and the
 // Communicator posts exactly the messages of each communication action (peer, group, order,
 // tag, split) and runs exactly its boundary broadcasts; the topology is consulted here, once.
@@ -6,7 +6,7 @@
 // should have happened, and checkPlanProgress() proves the messages that actually run make
 // progress.  Torch-free.
 //
-// No-op communications are omitted, as in reference §10.13: there is no RF/SB at the first
+// No-op communications are omitted, as in schedule.md §10.13: there is no RF/SB at the first
 // stage of a source module and no SF/RB at the last stage of the sink module; a combined op
 // whose one half is a no-op degenerates to the other half (SF_RB -> SF, etc.) or vanishes.
 #pragma once
@@ -46,7 +46,7 @@ struct Message {
   std::string dtype;
 };
 
-// A boundary broadcast of a bridge (reference §4.5), run after the action's messages
+// A boundary broadcast of a bridge (schedule.md §4.5), run after the action's messages
 // completed: the leader `root` concatenates what it received from `peerModule` (its messages
 // with that peerModule and direction, in order) and broadcasts it to every rank of `ranks`,
 // which all hold this broadcast in their matching action.
@@ -152,7 +152,7 @@ events::ActionRecord toRecord(const RankPlan& rankPlan, size_t index, int iterat
 // ActionRecords (iteration, seq, kind, mb, module, stage, peers) for the recorder.
 std::vector<events::ActionRecord> toRecords(const RankPlan& rankPlan, int iteration);
 
-// Short label of an action as in reference §10.13: "F3", "B0", "RF", "SF_RB", "DP_REDUCE".
+// Short label of an action as in schedule.md §10.13: "F3", "B0", "RF", "SF_RB", "DP_REDUCE".
 std::string actionLabel(const Action& action);
 // A rank's actions as space-separated labels, e.g. "F0 SF F1 SF ... DP_REDUCE OPT_STEP".
 std::string orderString(const RankPlan& rankPlan);

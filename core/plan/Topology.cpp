@@ -1,4 +1,4 @@
-// Module DAG, global stages and bridges (reference §3.2, §3.3, §4.5).
+// Module DAG, global stages and bridges (schedule.md §3.2, §3.3, §4.5).
 #include "core/plan/Topology.h"
 
 #include <algorithm>

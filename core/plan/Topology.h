@@ -1,6 +1,6 @@
 // The module DAG (every encoder -> the language model), global stage indices, and the
 // bridge topology between a module's last stage and the next module's first stage
-// (reference §3.2, §3.3, §4.5).  Torch-free.
+// (schedule.md §3.2, §3.3, §4.5).  Torch-free.
 #pragma once
 
 #include <map>
@@ -23,7 +23,7 @@ struct Bridge {
   std::vector<std::vector<int>> destBoundary;  // per dest DP replica: TP ranks of pp stage 0
   std::vector<int> srcLeaders;                 // per src DP replica: (tp=T-1, pp=last)
   std::vector<int> destLeaders;                // per dest DP replica: (tp=0, pp=0)
-  // The comm map (reference §3.3): sender leader -> its dest leaders, receiver leader -> its
+  // The comm map (schedule.md §3.3): sender leader -> its dest leaders, receiver leader -> its
   // src leaders, both in DP order.
   std::map<int, std::vector<int>> sendTo, recvFrom;
   // The src's last stage and the dest's first stage hold the same ranks (Colocation.h): the
@@ -74,7 +74,7 @@ class Topology {
   // Global stage of pp index `ppIndex` of `module`: totalStages - 1 - the height of its slot.
   // Without colocation the sink chain follows the longest path and a shorter branch is
   // right-aligned so that stage(src last) = stage(dest first) - 1 on every edge (fixes the
-  // warmup mismatch of reference §7.5); stages on the same ranks share one position.
+  // warmup mismatch of schedule.md §7.5); stages on the same ranks share one position.
   int globalStage(const std::string& module, int ppIndex) const;
   const Colocation& colocation() const { return colocation_; }
   // The stage nodes rank `rank` holds, in its forward order (encoders in config order, then the

@@ -1,4 +1,4 @@
-// Communicator facts of reference §10 (grid 2-3, bridge topology 5-6, bridge payloads 7-9,
+// Communicator facts of schedule.md §10 (grid 2-3, bridge topology 5-6, bridge payloads 7-9,
 // communicator 10) over real multi-process Gloo groups: the test process hosts a TCPStore and
 // forks one child per rank (tests/engine/MultiProcess.h); every child builds the engine's
 // ProcessGroups and Communicator, moves real tensors, and reports what it received and what

@@ -1,4 +1,4 @@
-// Grid facts of reference §10.1-10.4.
+// Grid facts of schedule.md §10.1-10.4.
 #include <gtest/gtest.h>
 
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// The 1F1B plan (reference §5.2, §5.3, §8, §10.12-10.16), its messages, the progress check
+// The 1F1B plan (schedule.md §5.2, §5.3, §8, §10.12-10.16), its messages, the progress check
 // and the renderer.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Bridge leaders, boundaries and comm maps (reference §3.2, §3.3, §10.5-10.6) and global
+// Bridge leaders, boundaries and comm maps (schedule.md §3.2, §3.3, §10.5-10.6) and global
 // stages (§4.5, §10.11, right alignment of §7.5).
 #include <gtest/gtest.h>
 

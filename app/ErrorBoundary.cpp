@@ -1,6 +1,8 @@
 #include "app/ErrorBoundary.h"
 
+#ifdef STAGESCOPE_HAVE_ENGINE
 #include <c10/util/Exception.h>
+#endif
 
 #include <csignal>
 #include <cstdio>
@@ -11,14 +13,22 @@
 #include "app/OutputPolicy.h"
 #include "app/RunFileLock.h"
 #include "core/analysis/Check.h"
+#include "core/events/Printable.h"
 #include "core/plan/Config.h"
 
 namespace stagescope::app {
 
 std::string oneLine(const std::exception& e) {
-  const auto* torchError = dynamic_cast<const c10::Error*>(&e);
-  std::string message = torchError ? torchError->what_without_backtrace() : e.what();
-  message = message.substr(0, message.find('\n'));
+  std::string message = e.what();
+#ifdef STAGESCOPE_HAVE_ENGINE
+  if (const auto* torchError = dynamic_cast<const c10::Error*>(&e)) {
+    message = torchError->what_without_backtrace();
+  }
+#endif
+  if (message != e.what()) message = message.substr(0, message.find('\n'));  // torch: line 1
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  // Paths and values inside the message may hold newlines or escape sequences.
+  message = events::printableLine(message);
   return message.empty() ? std::string("internal error (an exception without a message)") : message;
 }
 

@@ -23,6 +23,7 @@
 #include "app/OutputPolicy.h"
 #include "app/ReferenceRecord.h"
 #include "app/RunChecks.h"
+#include "app/RunFileCreation.h"
 #include "app/RunFileLock.h"
 #include "core/engine/Init.h"
 #include "core/engine/Launcher.h"
@@ -41,12 +42,6 @@ namespace stagescope::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-int64_t unixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string defaultOut(const std::string& config) {
   char stamp[32];
@@ -91,22 +86,6 @@ class ResolvedConfig {
   std::string dir_, path_;
 };
 
-// storage::createRunFile; a run file this call started but could not finish (no space, no
-// permission) is removed again, so that the path stays free.
-void createRunFile(const std::string& out, const events::RunInfo& info) {
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(out, ec))) {
-    throw OutputRefused(out + ": appeared while the run was starting; expected no file there");
-  }
-  try {
-    storage::createRunFile(out, info);
-  } catch (...) {
-    fs::remove(out, ec);
-    fs::remove(out + "-journal", ec);
-    throw;
-  }
-}
-
 // Writes the run's status.  When even that fails (e.g. the disk is full) the run file keeps
 // status `running`; the message says how to finish it.
 void recordStatus(const std::string& out, const events::RunStatus status,
@@ -123,36 +102,6 @@ void recordStatus(const std::string& out, const events::RunStatus status,
 
 std::string selfExe() {
   return fs::read_symlink("/proc/self/exe").string();
-}
-
-events::RunInfo runInfo(const plan::RunConfig& cfg, const std::string& out) {
-  events::RunInfo info;
-  info.runId = fs::path(out).stem().string();
-  info.configText = cfg.text;
-  info.configHash = plan::configHash(cfg);  // the hash the ranks compare at rendezvous
-  info.worldSize = cfg.worldSize;
-  info.iterations = cfg.iterations;
-  info.microbatches = cfg.microbatches;
-  events::parseRecordLevel(cfg.record.level, &info.level);
-  info.recordFilter = cfg.record.filter();
-  for (const auto& m : cfg.modules) {
-    events::ModuleInfo mi;
-    mi.name = m.name;
-    mi.kind = m.kind;
-    mi.tp = m.tp;
-    mi.cp = m.cp;
-    mi.pp = m.pp;
-    mi.dp = m.dp;
-    mi.offset = m.offset;
-    mi.layers = m.layers;
-    if (m.kind == "encoder") mi.downstream = {cfg.llm().name};
-    info.modules.push_back(mi);
-  }
-  info.versionStagescope = engine::kStagescopeVersion;
-  info.versionTorch = TORCH_VERSION;
-  info.compiler = std::string("g++ ") + __VERSION__;
-  info.startUnixMs = unixMs();
-  return info;
 }
 
 // The device and backend must exist on this machine before any rank starts.
@@ -228,7 +177,7 @@ void recordRankExits(const std::string& out, const engine::LaunchResult& launche
 // One launch of the configured job into `out`.  Returns the outcome; throws on setup errors.
 Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
                    const std::string& out, bool quiet) {
-  createRunFile(out, runInfo(cfg, out));
+  createNewRunFile(out, runInfoFor(cfg, out));
   // CPU ranks are forked now, before the store's server thread exists, and share this
   // process's LibTorch pages (engine/PreforkedRanks.h); CUDA ranks are exec'd.
   std::unique_ptr<engine::PreforkedRanks> preforked;
@@ -317,9 +266,11 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
 // The config with each --fault appended as one more [[faults]] table, validated together.
 plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::string>& overrides,
                                const std::vector<std::string>& faults) {
-  if (faults.empty()) return plan::loadConfig(path, overrides);
+  plan::RunConfig base = plan::loadConfig(path, overrides);
+  if (faults.empty()) return base;
+  // Each flag's numbers are checked against the config it is added to (their valid ranges).
   std::string extra;
-  for (const auto& f : faults) extra += faultFlagToToml(f);
+  for (const auto& f : faults) extra += faultFlagToToml(f, base);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     throw plan::ConfigError("",
@@ -332,14 +283,6 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
 }
 
 }  // namespace
-
-void createRunFileFor(const std::string& config, const std::string& out, const std::string& runId) {
-  const plan::RunConfig cfg = plan::loadConfig(config);
-  createParentDirectories(out);
-  events::RunInfo info = runInfo(cfg, out);
-  if (!runId.empty()) info.runId = runId;
-  createRunFile(out, info);
-}
 
 int runCommand(const RunOptions& opts) {
   std::vector<std::string> overrides = opts.overrides;

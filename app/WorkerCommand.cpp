@@ -26,6 +26,7 @@
 #include "core/engine/RankEnv.h"
 #include "core/engine/Rendezvous.h"
 #include "core/engine/RunIdentity.h"
+#include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "core/plan/ConfigFields.h"
 #include "core/plan/Plan.h"
@@ -98,12 +99,41 @@ events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdenti
   return info;
 }
 
+// Opens this rank's shard "<out>.rank<N>.shard" as a new file.  A file already there (or its
+// -wal/-shm/-journal) was not created by this run's rank, so it is never removed or
+// overwritten: the rank stops with one line (exit 1).  The one exception is torchrun restarting
+// the job (TORCHELASTIC_RESTART_COUNT > 0): the shard an earlier attempt of the same run (the
+// same run id) wrote for this rank is replaced, as that attempt's records are superseded.
+std::unique_ptr<storage::ShardWriter> openOwnShard(const std::string& out, int rank,
+                                                   events::RecordLevel level,
+                                                   const engine::RankEnv& env) {
+  const std::string shard = storage::shardPathFor(out, rank);
+  storage::ShardWriterOptions opts;
+  opts.replaceExisting = false;
+  if (env.restartCount > 0) {
+    try {
+      const auto earlier = storage::readShardRunInfo(shard);
+      opts.replaceExisting = earlier && earlier->runId == engine::runIdFor(out);
+    } catch (const std::exception&) {
+      // missing, not a shard, unreadable: not ours to replace
+    }
+  }
+  try {
+    return storage::ShardWriter::open(shard, level, rank, opts);
+  } catch (const storage::ShardExists& e) {
+    throw std::runtime_error(
+        e.path() + ": already exists (left by an earlier run?); a worker never replaces a file " +
+        "it did not create: move it away, or give another -o");
+  }
+}
+
 // Stops this rank: one line on stderr (a CommTimeout's text is already a full sentence), the
 // diagnosis in its shard, the shard closed, torchrun's error file written when it asks for
 // one; returns the exit code.
 int stop(storage::ShardWriter* recorder, std::vector<events::RankInfo>& pendingRank, int rank,
-         const std::string& errorFile, const std::string& kind, const std::string& message,
+         const std::string& errorFile, const std::string& kind, const std::string& text,
          int waitsOn, int code, WorkerLiveness* live = nullptr) {
+  const std::string message = events::printableLine(text);  // one line, whatever it quotes
   std::string rootCause;
   const bool consequence = kind == "timeout" || kind == "peer_lost";
   if (live) {
@@ -116,6 +146,8 @@ int stop(storage::ShardWriter* recorder, std::vector<events::RankInfo>& pendingR
   }
   if (kind == "timeout" && waitsOn >= 0)
     std::fprintf(stderr, "%s\n", message.c_str());
+  else if (rank < 0)  // stopped before its rank was known (the environment named none)
+    std::fprintf(stderr, "error: %s\n", message.c_str());
   else
     std::fprintf(stderr, "error: rank %d: %s\n", rank, message.c_str());
   if (recorder) {
@@ -185,7 +217,7 @@ int workerCommand(const WorkerOptions& opts) {
     const plan::Plan plan = plan::makePlan(cfg, topology);
     events::RecordLevel level = events::RecordLevel::Stats;
     events::parseRecordLevel(cfg.record.level, &level);
-    recorder = storage::ShardWriter::open(storage::shardPathFor(opts.out, rank), level, rank);
+    recorder = openOwnShard(opts.out, rank, level, env);
     // Every record of this rank passes the [record] filters, whichever part emits it.
     std::vector<std::string> modules;
     for (const auto& s : plan.ranks[rank].stages) modules.push_back(s.module);

@@ -1,6 +1,8 @@
 // stagescope: the command-line entry.  Thin: parse arguments, call the part, print, exit.
 #include <sqlite3.h>
+#ifdef STAGESCOPE_HAVE_ENGINE
 #include <torch/version.h>
+#endif
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -20,6 +22,7 @@
 #include "app/report/CompareReport.h"
 #include "app/report/Progress.h"
 #include "core/engine/RunIdentity.h"
+#include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
@@ -245,9 +248,16 @@ namespace {
 
 using namespace stagescope::app;
 
+#ifdef STAGESCOPE_HAVE_ENGINE
+constexpr const char* kTorchLine = "LibTorch " TORCH_VERSION;
+#else
+constexpr const char* kTorchLine =
+    "LibTorch: none (built without the engine; run and worker unavailable)";
+#endif
+
 std::string versionText() {
-  return std::string("stagescope ") + stagescope::engine::kStagescopeVersion + "\nLibTorch " +
-         TORCH_VERSION + "\nSQLite " + sqlite3_libversion() + "\nrun file format " +
+  return std::string("stagescope ") + stagescope::engine::kStagescopeVersion + "\n" + kTorchLine +
+         "\nSQLite " + sqlite3_libversion() + "\nrun file format " +
          std::to_string(stagescope::storage::kSchemaVersion) + " (application_id 0x53544753)";
 }
 
@@ -370,8 +380,8 @@ int cliMain(int argc, char** argv) {
     if (!known) {
       std::string names;
       for (const auto* sub : cli.get_subcommands({})) names += " " + sub->get_name();
-      std::fprintf(stderr, "error: unknown command '%s'; expected one of:%s\n", argv[1],
-                   names.c_str());
+      std::fprintf(stderr, "error: unknown command '%s'; expected one of:%s\n",
+                   stagescope::events::printableLine(argv[1]).c_str(), names.c_str());
       std::fprintf(stderr, "usage: stagescope --help\n");
       return stagescope::analysis::exit_code::kUsage;
     }
@@ -383,12 +393,20 @@ int cliMain(int argc, char** argv) {
     // Usage errors: one line naming what was wrong, one line saying where help is; exit 2.
     std::string where = "stagescope";
     for (const auto* sub : cli.get_subcommands()) where += " " + sub->get_name();
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", stagescope::events::printableLine(e.what()).c_str());
     std::fprintf(stderr, "usage: %s --help\n", where.c_str());
     return stagescope::analysis::exit_code::kUsage;
   }
+#ifdef STAGESCOPE_HAVE_ENGINE
   if (*runCmd) return runCommand(run);
   if (*workerCmd) return workerCommand(worker);
+#else
+  if (*runCmd || *workerCmd) {
+    throw UsageError(std::string("`stagescope ") + (*runCmd ? "run" : "worker") +
+                     "` needs the engine, which this build leaves out (STAGESCOPE_WITH_TORCH=OFF); "
+                     "use a build with LibTorch");
+  }
+#endif
   if (*planCmd) return planCommand(planConfig, planSet);
   if (*checkCmd) {
     files.bitwise = !tolerant;

@@ -1,6 +1,10 @@
 #include "storage/ShardWriter.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <bit>
 #include <chrono>
@@ -330,6 +334,18 @@ std::unique_ptr<ShardWriter> ShardWriter::open(const std::string& shardPath, Rec
   if (opts.replaceExisting) {
     for (const char* suffix : {"", "-wal", "-shm", "-journal"})
       ::unlink((shardPath + suffix).c_str());  // files only; a directory stays and fails below
+  } else {
+    // Sidecars first: SQLite would apply or delete a -wal/-journal left next to a new shard.
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+      struct stat st;
+      if (::lstat((shardPath + suffix).c_str(), &st) == 0) {
+        throw ShardExists(shardPath + suffix, shardPath + suffix + ": exists");
+      }
+    }
+    // Exclusive creation: of two writers of one path, exactly one gets it.
+    const int fd = ::open(shardPath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) throw ShardExists(shardPath, shardPath + ": exists");
+    if (fd >= 0) ::close(fd);  // an empty file: SQLite starts a new database in it
   }
   Db db(shardPath, Db::Mode::Create);
   db.setBusyTimeout(opts.busyTimeoutMs);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,13 +26,29 @@
 namespace stagescope::storage {
 
 struct ShardWriterOptions {
-  int commitIntervalMs = 50;    // longest time a record waits before its batch commits
-  size_t batchRows = 8192;      // a batch of this many pending records commits at once
-  int busyTimeoutMs = 10000;    // SQLite busy_timeout on the shard connection
-  bool replaceExisting = true;  // remove an existing shard (and its -wal/-shm) at open
+  int commitIntervalMs = 50;  // longest time a record waits before its batch commits
+  size_t batchRows = 8192;    // a batch of this many pending records commits at once
+  int busyTimeoutMs = 10000;  // SQLite busy_timeout on the shard connection
+  // true: remove an existing shard (and its -wal/-shm/-journal) at open - for callers that
+  // own the path (a launcher that checked it, a test).  false: the shard must not exist yet;
+  // the file is created exclusively and open throws ShardExists when it, or one of its
+  // -wal/-shm/-journal files, is already there (nothing is removed or changed).
+  bool replaceExisting = true;
   // Back-pressure: a recording call blocks while this much is pending (records / payload bytes).
   size_t maxPendingRows = size_t{1} << 22;
   size_t maxPendingBytes = size_t{1} << 30;
+};
+
+// ShardWriter::open with replaceExisting = false found a file at the shard's path (or one of
+// its -wal/-shm/-journal files).  what() = "<path>: exists".
+class ShardExists : public std::runtime_error {
+ public:
+  ShardExists(std::string path, const std::string& message)
+      : std::runtime_error(message), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }  // the file that was in the way
+
+ private:
+  std::string path_;
 };
 
 class ShardWriter final : public events::Recorder {

@@ -23,13 +23,7 @@ namespace {
 // A buffered writer over stdio (much faster than building a DOM for millions of events).
 class Out {
  public:
-  explicit Out(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
-    if (!f_) throw std::runtime_error("cannot write '" + path + "': could not open the file");
-    buf_.reserve(1 << 20);
-  }
-  ~Out() {
-    if (f_) std::fclose(f_);
-  }
+  explicit Out(const std::string& path) : file_(path) { buf_.reserve(1 << 20); }
   Out& operator<<(const std::string& s) {
     buf_ += s;
     spill();
@@ -72,13 +66,9 @@ class Out {
     if (!first_) buf_ += ",\n";
     first_ = false;
   }
-  void close() {
+  void close() {  // the trace replaces `path` only now, complete (report::AtomicFile)
     flush();
-    if (std::fclose(f_) != 0) {
-      f_ = nullptr;
-      throw std::runtime_error("cannot write '" + path_ + "': close failed");
-    }
-    f_ = nullptr;
+    file_.commit();
   }
 
  private:
@@ -86,13 +76,10 @@ class Out {
     if (buf_.size() > (1 << 20)) flush();
   }
   void flush() {
-    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) {
-      throw std::runtime_error("cannot write '" + path_ + "': write failed");
-    }
+    file_.write(buf_.data(), buf_.size());
     buf_.clear();
   }
-  std::string path_;
-  FILE* f_;
+  AtomicFile file_;
   std::string buf_;
   bool first_ = true;
 };

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "core/events/Printable.h"
 #include "core/plan/Colocation.h"
 #include "core/plan/FaultCheck.h"
 #include "core/plan/Plan.h"
@@ -51,36 +52,10 @@ std::string show(const toml::node& node) {
   return text;
 }
 
-// Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when it is not one.
-size_t utf8Length(const std::string& s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  return n;
-}
-
-// The message as one printable line: control characters and bytes that are not UTF-8 become
-// \xNN escapes, so a hostile key or value can neither break the line nor drive the terminal.
+// The message as one printable line (events::printableLine): a hostile key or value can
+// neither break the line nor drive the terminal.
 std::string oneLine(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = utf8Length(s, i);
-    if (n == 0 || c < 0x20 || c == 0x7F) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\x%02X", c);
-      out += esc;
-      ++i;
-    } else {
-      out.append(s, i, n);
-      i += n;
-    }
-  }
-  return out;
+  return events::printableLine(s);
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {

@@ -17,9 +17,13 @@ std::string debugConfig(const std::string& name) {
 }
 
 CliResult runCli(const std::vector<std::string>& args, int timeoutSeconds) {
+  return runCliWith(stagescopeExe(), args, timeoutSeconds);
+}
+
+CliResult runCliWith(const std::string& exe, const std::vector<std::string>& args,
+                     int timeoutSeconds) {
   CliResult r;
-  std::string cmd =
-      "timeout -s KILL " + std::to_string(timeoutSeconds) + " '" + stagescopeExe() + "'";
+  std::string cmd = "timeout -s KILL " + std::to_string(timeoutSeconds) + " '" + exe + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " 2>&1";
   const auto t0 = std::chrono::steady_clock::now();

@@ -15,6 +15,9 @@ struct CliResult {
 };
 // Runs `stagescope ARGS...` (no implicit arguments) with a hard time limit.
 CliResult runCli(const std::vector<std::string>& args, int timeoutSeconds = 120);
+// The same with another stagescope executable `exe` (e.g. the one that makes fixtures).
+CliResult runCliWith(const std::string& exe, const std::vector<std::string>& args,
+                     int timeoutSeconds = 120);
 
 // Non-empty lines of `text`.
 std::vector<std::string> lines(const std::string& text);

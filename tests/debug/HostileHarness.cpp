@@ -63,6 +63,7 @@ std::vector<std::string> words(const std::string& line, const std::string& where
 
 std::string expand(std::string arg, const std::string& sandbox) {
   for (size_t at; (at = arg.find("{d}")) != std::string::npos;) arg.replace(at, 3, sandbox);
+  for (size_t at; (at = arg.find("{nl}")) != std::string::npos;) arg.replace(at, 4, "\n");
   for (size_t at; (at = arg.find("{long}")) != std::string::npos;) {
     arg.replace(at, 6, std::string(5000, 'x'));
   }
@@ -118,6 +119,7 @@ struct Prepared {
   bool twice = false;
   int maxLines = 2;
   std::vector<std::string> mayChange;
+  std::vector<std::pair<std::string, std::string>> env;  // set in the command's environment
 };
 
 void makeSpecial(const std::string& path, bool device) {
@@ -137,7 +139,8 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
     const std::string name = expand(rest.substr(0, eq), sandbox);
     const std::string value = eq == std::string::npos ? "" : rest.substr(eq + 1);
     const std::string path = sandbox + "/" + name;
-    if (kind != "fsize" && kind != "lines" && kind != "twice" && kind != "mayChange") {
+    if (kind != "fsize" && kind != "lines" && kind != "twice" && kind != "mayChange" &&
+        kind != "env") {
       fs::create_directories(fs::path(path).parent_path());
     }
     if (kind == "file") {
@@ -168,6 +171,10 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
       p.maxLines = std::stoi(rest);
     } else if (kind == "twice") {
       p.twice = true;
+    } else if (kind == "env") {
+      std::string text = expand(value, sandbox);
+      for (size_t at; (at = text.find("\\n")) != std::string::npos;) text.replace(at, 2, "\n");
+      p.env.emplace_back(rest.substr(0, eq), text);
     } else {
       throw std::runtime_error(label(c) + ": unknown setup '" + s + "'");
     }
@@ -192,6 +199,18 @@ Child start(const std::vector<std::string>& args, const Prepared& p, const std::
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  // The environment, prepared before fork (the child only calls async-signal-safe functions).
+  std::vector<std::string> envText;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const auto& kv : p.env) replaced = replaced || entry.rfind(kv.first + "=", 0) == 0;
+    if (!replaced) envText.push_back(entry);
+  }
+  for (const auto& [name, value] : p.env) envText.push_back(name + "=" + value);
+  std::vector<char*> cenv;
+  for (auto& e : envText) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   ch.pid = ::fork();
   if (ch.pid == 0) {
     ::setpgid(0, 0);
@@ -204,7 +223,7 @@ Child start(const std::vector<std::string>& args, const Prepared& p, const std::
       ::setrlimit(RLIMIT_FSIZE, &lim);
     }
     if (p.asNobody && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(120);
-    ::execv(cargv[0], cargv.data());
+    ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }
   ::setpgid(ch.pid, ch.pid);
@@ -253,8 +272,8 @@ void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mu
   if (!mustSucceed && !c.expect.empty() && r.err.find(c.expect) == std::string::npos) {
     failures.push_back("stderr does not contain '" + c.expect + "'");
   }
-  for (const char* bad :
-       {"terminate called", "Aborted", "Segmentation fault", "Exception raised from"}) {
+  for (const char* bad : {"terminate called", "Aborted", "Segmentation fault",
+                          "Exception raised from", "Sanitizer", "runtime error:"}) {
     if (r.err.find(bad) != std::string::npos || r.out.find(bad) != std::string::npos) {
       failures.push_back(std::string("output contains '") + bad + "'");
     }
@@ -266,6 +285,15 @@ void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mu
 const std::vector<int>& documentedExitCodes() {
   static const std::vector<int> codes = {0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
   return codes;
+}
+
+bool needsEngine(const HostileCase& c) {
+  return !c.args.empty() && (c.args[0] == "run" || c.args[0] == "worker");
+}
+
+std::vector<HostileCase> runnable(std::vector<HostileCase> all, bool haveEngine) {
+  if (!haveEngine) std::erase_if(all, [](const HostileCase& c) { return needsEngine(c); });
+  return all;
 }
 
 std::string label(const HostileCase& c) {

@@ -31,10 +31,12 @@
 //             mayChange:NAME     NAME may be replaced by the command (e.g. `run --force`)
 //             fsize:BYTES        RLIMIT_FSIZE of the command (a "disk" that is full)
 //             lines:N            allow N lines on stderr instead of 2
+//             env:NAME=VALUE     set NAME in the command's environment ("{d}" and "\n"
+//                                expand in VALUE)
 //             twice              start the command twice at once; one must succeed (0) and
 //                                the other fail with a code of CODES and EXPECT
 //   ARG     arguments after `stagescope`; "{d}" expands to the sandbox directory, "{long}"
-//           to a 5000-character file name.
+//           to a 5000-character file name, "{nl}" to a newline (also in SETUP names).
 #pragma once
 
 #include <map>
@@ -77,6 +79,11 @@ struct CaseResult {
 // Runs one case: sandbox, setup, command(s), every assertion above.  The sandbox is removed
 // when the case passed and kept (its path in the failures) when it did not.
 CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int timeoutSeconds = 120);
+
+// The case runs `run` or `worker`, which builds without the engine do not have.
+bool needsEngine(const HostileCase& c);
+// The cases of `all` this build can run (all of them when `haveEngine`).
+std::vector<HostileCase> runnable(std::vector<HostileCase> all, bool haveEngine);
 
 // "file:line CLASS/NAME" for messages.
 std::string label(const HostileCase& c);

@@ -27,6 +27,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The stagescope that makes the fixture runs (this build's, or another build's with the engine
+// when this one has none), and whether this build can run `run`/`worker` cases.
+const std::string kFixtureExe = STAGESCOPE_FIXTURE_EXE;
+#ifdef STAGESCOPE_HAVE_ENGINE
+constexpr bool kHaveEngine = true;
+#else
+constexpr bool kHaveEngine = false;
+#endif
+
 const std::string kTables = std::string(STAGESCOPE_SOURCE_DIR) + "/tests/debug/hostile/";
 
 std::string readAll(const fs::path& p) {
@@ -76,13 +85,13 @@ const Fixtures& fixtures() {
     f["run"] = run.string();
     const fs::path ready = dir / "ready";
     std::error_code ec;
-    const bool fresh = fs::exists(ready) &&
-                       fs::last_write_time(ready, ec) > fs::last_write_time(stagescopeExe(), ec);
+    const bool fresh =
+        fs::exists(ready) && fs::last_write_time(ready, ec) > fs::last_write_time(kFixtureExe, ec);
     if (!fresh) {
       for (const auto& e : fs::directory_iterator(dir)) {
         if (e.path().filename() != ".lock") fs::remove_all(e.path());
       }
-      const CliResult r = runCli({"run", f["cfg"], "-o", run.string(), "-q"});
+      const CliResult r = runCliWith(kFixtureExe, {"run", f["cfg"], "-o", run.string(), "-q"});
       if (r.exitCode != 0) throw std::runtime_error("fixture run failed: " + r.output);
     }
     const std::string bytes = readAll(run);
@@ -187,7 +196,8 @@ TEST_P(HostileInput, OneClearLineAndNothingTouched) {
                   << detail;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, HostileInput, ::testing::ValuesIn(allCases()), testName);
+INSTANTIATE_TEST_SUITE_P(Corpus, HostileInput,
+                         ::testing::ValuesIn(runnable(allCases(), kHaveEngine)), testName);
 
 // The classes and their sizes (printed for the record; the tables must keep their breadth).
 TEST(HostileInputCorpus, CountsByClass) {

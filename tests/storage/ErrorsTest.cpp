@@ -1,6 +1,8 @@
 // Typed errors for files that are not (readable) run files.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <filesystem>
 
 #include "StorageTestUtil.h"
@@ -117,9 +119,40 @@ TEST(Errors, ScribbledPagesNeverCrash) {
 
 TEST(Errors, ShardCannotBeOpenedOverADirectory) {
   TempDir dir;
+  EXPECT_THROW(ShardWriter::open(dir.path(), events::RecordLevel::Stats, 0), SqliteError);
   EXPECT_THROW(ShardWriter::open(dir.path(), events::RecordLevel::Stats, 0,
                                  ShardWriterOptions{.replaceExisting = false}),
-               SqliteError);
+               ShardExists);
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path()));
+}
+
+// replaceExisting = false (a hand-started worker): whatever is at the shard's path, or at its
+// -wal/-journal, is refused and left byte-identical.
+TEST(Errors, ShardThatMustBeNewRefusesAnExistingFile) {
+  TempDir dir;
+  for (const char* existing : {"", "-wal", "-shm", "-journal"}) {
+    const std::string shard = dir.file(std::string("s") + existing + ".shard");
+    const std::string blocker = shard + existing;
+    writeText(blocker, "user data");
+    try {
+      ShardWriter::open(shard, events::RecordLevel::Stats, 0,
+                        ShardWriterOptions{.replaceExisting = false});
+      ADD_FAILURE() << blocker << " was not refused";
+    } catch (const ShardExists& e) {
+      EXPECT_EQ(e.path(), blocker);
+    }
+    std::ifstream in(blocker);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(text, "user data") << blocker;
+  }
+  // A new path is created, once: a second writer of it is refused.
+  const std::string fresh = dir.file("new.shard");
+  auto w = ShardWriter::open(fresh, events::RecordLevel::Stats, 0,
+                             ShardWriterOptions{.replaceExisting = false});
+  EXPECT_THROW(ShardWriter::open(fresh, events::RecordLevel::Stats, 0,
+                                 ShardWriterOptions{.replaceExisting = false}),
+               ShardExists);
+  w->close();
 }
 
 }  // namespace

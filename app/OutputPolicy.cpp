@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "storage/Merge.h"
+#include "storage/RunModel.h"
 #include "storage/Schema.h"
 
 namespace stagescope::app {
@@ -148,9 +149,14 @@ bool isStagescopeFile(const std::string& path) {
 
 bool isRunFile(const std::string& path) {
   if (!isStagescopeFile(path)) return false;
+  storage::checkCompanions(path);  // a FIFO named like its journal: say so, never open it
   try {
     storage::Db db = storage::openStagescopeFile(path, /*writable=*/false);
     return db.hasTable("shards");
+  } catch (const storage::RunFileError& e) {
+    if (e.kind() == storage::RunFileError::Kind::Busy) throw;  // not "not a run file"
+    std::error_code ec;
+    return fs::exists(path + "-journal", ec);
   } catch (const std::exception&) {
     // Ours by its header, but a read-only open cannot get past the hot journal of a writer that
     // died mid-transaction: a writer (merge, run --force) rolls it back.

@@ -28,6 +28,7 @@
 #include "storage/RunReader.h"
 #include "storage/Schema.h"
 #include "storage/ShardWriter.h"
+#include "storage/Sqlite.h"
 #ifdef STAGESCOPE_HAVE_UI
 #include "ui/Viewer.h"
 #endif
@@ -165,6 +166,27 @@ std::string missingRunFileHint(const std::string& run, const std::vector<std::st
          "--config CONFIG, the config the ranks ran, to create the run file and merge them";
 }
 
+// A shard named on the command line: a regular file (links followed) holding a stagescope
+// shard, and not the run file itself; anything else is refused before the merge writes.
+void checkShardArgument(const std::string& shard, const std::string& run) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(shard, ec);
+  const std::string what = "merge: shard " + shard;
+  if (ec == std::errc::too_many_symbolic_link_levels)
+    throw UsageError(what + ": a loop of symbolic links; expected a shard file");
+  if (st.type() == fs::file_type::not_found)
+    throw UsageError(what + ": no such file; expected a shard file (" + run + ".rank<N>.shard)");
+  if (st.type() != fs::file_type::regular)
+    throw UsageError(what +
+                     ": not a regular file (a directory, FIFO or device); expected a shard file");
+  if (fs::equivalent(shard, run, ec))
+    throw UsageError(what + ": is the run file itself; expected one of its shards");
+  if (!isStagescopeFile(shard) || isRunFile(shard))
+    throw UsageError(what +
+                     ": not a stagescope shard; expected a file written by `stagescope worker`");
+}
+
 }  // namespace
 
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
@@ -174,12 +196,22 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   const bool exists = std::filesystem::exists(std::filesystem::symlink_status(run, ec));
   if (!exists && config.empty()) throw UsageError(missingRunFileHint(run, inputs));
   const bool create = !exists;
+  for (const auto& shard : shards) checkShardArgument(shard, run);
   // The run file must be one (merge writes into it; it never replaces anything): `force`
   // here only means "an existing run file is what we want".
   RunFileLock::throwIfHeld(run);
   checkRunOutput(run, {config}, /*force=*/true, "RUN", /*ownShards=*/true);
   if (create) createParentDirectories(run);
   const RunFileLock lock = RunFileLock::acquire(run);
+  // An existing run file is read whole before anything is written into it: a file this build
+  // cannot read (tampered schema, a view or trigger, a config it cannot parse) is refused
+  // unchanged.
+  if (!create) {
+    // A writer's open rolls back the hot journal of a writer that died (merge's job).
+    { const storage::Db recovered = storage::openStagescopeFile(run, /*writable=*/true); }
+    const storage::RunModel existing = storage::loadRun(run);
+    if (!isCapturedRun(existing)) (void)plan::parseConfig(existing.info.configText, run);
+  }
   if (create) createRunFileFor(config, run, runIdOfShards(inputs));
   storage::MergeResult result;
   try {

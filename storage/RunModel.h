@@ -17,7 +17,13 @@ using model::TransferPair;
 // Why a file could not be read.  The message names the file and the reason.
 class RunFileError : public std::runtime_error {
  public:
-  enum class Kind { NotFound, NotARunFile, NewerVersion, Corrupt };
+  enum class Kind {
+    NotFound,
+    NotARunFile,
+    NewerVersion,
+    Corrupt,
+    Busy
+  };  // Busy: locked by another process
   RunFileError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
 

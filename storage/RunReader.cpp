@@ -69,14 +69,37 @@ class Loader {
   }
   // A column that counts, sizes or indexes something: read in 64 bits and checked against
   // [lo, hi] (hi <= INT32_MAX) before it is used.
+  // Only an INTEGER (or NULL, read as 0, where `nullable`): SQLite would quietly read text,
+  // a blob or a real as some number.
   int32_t bounded(const Stmt& s, int c, const char* table, const char* column, int64_t lo,
-                  int64_t hi) {
+                  int64_t hi, bool nullable = true) {
+    integer(s, c, table, column, nullable);
     const int64_t v = s.i64(c);
     if (v < lo || v > hi) {
       bad(table, std::string(column) + " = " + std::to_string(v) + ", expected " +
                      std::to_string(lo) + ".." + std::to_string(hi));
     }
     return static_cast<int32_t>(v);
+  }
+  // Fails unless column c holds an INTEGER (or NULL where `nullable`).
+  void integer(const Stmt& s, int c, const char* table, const char* column, bool nullable) {
+    const int type = sqlite3_column_type(s.handle(), c);
+    if (type == SQLITE_INTEGER || (type == SQLITE_NULL && nullable)) return;
+    const char* what = type == SQLITE_NULL    ? "NULL"
+                       : type == SQLITE_FLOAT ? "a real number"
+                       : type == SQLITE_TEXT  ? "text"
+                                              : "a blob";
+    bad(table, std::string(column) + " holds " + what + ", expected an integer");
+  }
+  // A size in bytes: an INTEGER in 0..2^36 elements of 8 bytes.
+  int64_t byteCount(const Stmt& s, int c, const char* table, const char* column) {
+    integer(s, c, table, column, true);
+    const int64_t v = s.i64(c);
+    if (v < 0 || v > lim::kMaxElements * 8) {
+      bad(table, std::string(column) + " = " + std::to_string(v) + ", expected 0.." +
+                     std::to_string(lim::kMaxElements * 8));
+    }
+    return v;
   }
   // A tensor shape: every extent >= 0 and at most kMaxElements elements in all.
   void shape(const char* table, const char* column, std::string_view text,
@@ -175,9 +198,9 @@ class Loader {
     assign(r.runId, s.text(0));
     assign(r.configText, s.text(1));
     assign(r.configHash, s.text(2));
-    r.worldSize = bounded(s, 3, "run", "world_size", 0, lim::kMaxWorldSize);
-    r.iterations = bounded(s, 4, "run", "iterations", 0, lim::kMaxIterations);
-    r.microbatches = bounded(s, 5, "run", "microbatches", 0, lim::kMaxMicrobatches);
+    r.worldSize = bounded(s, 3, "run", "world_size", 0, lim::kMaxWorldSize, false);
+    r.iterations = bounded(s, 4, "run", "iterations", 0, lim::kMaxIterations, false);
+    r.microbatches = bounded(s, 5, "run", "microbatches", 0, lim::kMaxMicrobatches, false);
     r.level = parse<events::RecordLevel>("run", s.text(6), [](std::string_view t, auto* o) {
       return events::parseRecordLevel(std::string(t), o);
     });
@@ -346,7 +369,7 @@ class Loader {
       t.actionSeq = bounded(s, 13, "transfers", "action_seq", -1, kInt32Max);
       shape("transfers", "shape", txt("transfers", s, 14), &t.shape);
       assign(t.dtype, txt("transfers", s, 15));
-      t.bytes = s.i64(16);
+      t.bytes = byteCount(s, 16, "transfers", "bytes");
       t.checksum = std::bit_cast<uint64_t>(s.i64(17));
       readStats("transfers", s, 18, &t.hasStats, &t.stats);
       t.startNs = s.i64(25);
@@ -570,7 +593,7 @@ class Loader {
       assign(c.reduceOp, s.text(10));
       shape("collectives", "shape", s.text(11), &c.shape);
       assign(c.dtype, s.text(12));
-      c.bytes = s.i64(13);
+      c.bytes = byteCount(s, 13, "collectives", "bytes");
       c.inChecksum = std::bit_cast<uint64_t>(s.i64(14));
       c.outChecksum = std::bit_cast<uint64_t>(s.i64(15));
       readStats("collectives", s, 16, &c.hasStats, &c.stats);

@@ -1,5 +1,8 @@
 #include "storage/Schema.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -540,11 +543,90 @@ void writeRunInfo(Db& db, const events::RunInfo& info) {
   }
 }
 
+namespace {
+
+const char* typeName(std::filesystem::file_type t) {
+  using T = std::filesystem::file_type;
+  switch (t) {
+    case T::directory:
+      return "a directory";
+    case T::fifo:
+      return "a FIFO";
+    case T::block:
+    case T::character:
+      return "a device";
+    case T::socket:
+      return "a socket";
+    case T::symlink:
+      return "a symbolic link";
+    default:
+      return "not a regular file";
+  }
+}
+
+}  // namespace
+
+void checkCompanions(const std::string& path) {
+  using Kind = RunFileError::Kind;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const char* suffix : {"-journal", "-wal", "-shm"}) {
+    const std::string companion = path + suffix;
+    const fs::file_status cs = fs::symlink_status(companion, ec);
+    if (cs.type() == fs::file_type::not_found || cs.type() == fs::file_type::none) continue;
+    if (cs.type() != fs::file_type::regular) {
+      throw RunFileError(Kind::NotARunFile,
+                         companion + ": is " + typeName(cs.type()) + ", not SQLite's " +
+                             (suffix[1] == 'j'   ? "journal"
+                              : suffix[1] == 'w' ? "WAL"
+                                                 : "index") +
+                             " of " + path + "; move it away to read the run file");
+    }
+  }
+}
+
+namespace {
+
+// The file itself must be a regular file (links followed), and its companions regular files
+// too (checkCompanions).
+void checkFileAndCompanions(const std::string& path) {
+  using Kind = RunFileError::Kind;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec == std::errc::too_many_symbolic_link_levels)
+    throw RunFileError(Kind::NotARunFile, path + ": a loop of symbolic links, not a run file");
+  if (st.type() == fs::file_type::not_found || (ec && st.type() == fs::file_type::none))
+    throw RunFileError(Kind::NotFound, path + ": no such file" +
+                                           (ec && ec != std::errc::no_such_file_or_directory
+                                                ? " (" + ec.message() + ")"
+                                                : std::string()));
+  if (st.type() != fs::file_type::regular)
+    throw RunFileError(Kind::NotARunFile,
+                       path + ": is " + typeName(st.type()) + ", not a run file");
+  if (::access(path.c_str(), R_OK) != 0)
+    throw RunFileError(Kind::NotFound, path + ": cannot be read: " + std::strerror(errno));
+  checkCompanions(path);
+}
+
+// Only stagescope's own tables and indexes: a view (data that is not stored) or a trigger
+// (code that would run inside a writer such as `merge`) is never ours.
+void checkNoForeignSchema(Db& db, const std::string& path) {
+  Stmt s = db.prepare(
+      "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger') ORDER BY type LIMIT "
+      "1");
+  if (s.step()) {
+    throw RunFileError(RunFileError::Kind::Corrupt,
+                       path + ": has a " + std::string(s.text(0)) + " '" + std::string(s.text(1)) +
+                           "', which stagescope never writes (an edited file?); not used");
+  }
+}
+
+}  // namespace
+
 Db openStagescopeFile(const std::string& path, bool writable) {
   using Kind = RunFileError::Kind;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw RunFileError(Kind::NotFound, path + ": no such file");
+  checkFileAndCompanions(path);
   unsigned char header[100] = {};
   std::ifstream in(path, std::ios::binary);
   in.read(reinterpret_cast<char*>(header), sizeof header);
@@ -575,6 +657,7 @@ Db openStagescopeFile(const std::string& path, bool writable) {
                                                  " is newer than this build reads (" +
                                                  std::to_string(kSchemaVersion) +
                                                  "); upgrade stagescope");
+    checkNoForeignSchema(db, path);
     return db;
   } catch (const SqliteError& e) {
     // A read-only reader cannot roll back the journal a dead writer left: the data is intact
@@ -586,6 +669,11 @@ Db openStagescopeFile(const std::string& path, bool writable) {
                          path + ": the writer died mid-transaction (hot journal " + path +
                              "-journal); `stagescope merge " + path +
                              "` recovers it (rolls the unfinished transaction back)");
+    }
+    if (e.code() == SQLITE_BUSY) {
+      throw RunFileError(Kind::Busy, path +
+                                         ": locked by another process for more than 10 s (an "
+                                         "SQLite writer at work?); try again once it has finished");
     }
     throw RunFileError(Kind::Corrupt, std::string(e.what()) + " (corrupt or truncated file)");
   }

@@ -100,6 +100,10 @@ void writeRunInfo(Db& db, const events::RunInfo& info);
 
 // Opens an existing stagescope file and checks its format; throws RunFileError (NotFound,
 // NotARunFile, NewerVersion, Corrupt) naming the file and the reason.
+// Fails (RunFileError) when SQLite's companions of `path` - "-journal", "-wal", "-shm" - exist
+// but are not regular files: SQLite would block forever opening a FIFO named like its journal,
+// or write through a link named like it.
+void checkCompanions(const std::string& path);
 Db openStagescopeFile(const std::string& path, bool writable);
 
 // Non-finite REAL values (docs/run-file.md "Non-finite values").  SQLite stores ±Inf as REAL

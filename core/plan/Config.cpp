@@ -263,6 +263,50 @@ void requireSecondsInRange(const Failer& fail, const std::string& field, const s
   }
 }
 
+// ---- nesting -----------------------------------------------------------------------------
+
+// The TOML library nests a table per dotted-key part recursively, without a limit (arrays and
+// inline tables it limits itself): a key of 50 000 parts overflows the stack.  So, before
+// parsing, no stretch of text between TOML's separators (= { } [ ] , newline), outside
+// strings and comments, may hold more than kMaxKeyParts dots.  (A value with that many dots is
+// not valid TOML either.)
+constexpr int kMaxKeyParts = 128;
+
+void checkKeyDepth(const std::string& text, const std::string& source) {
+  int dots = 0, line = 1;
+  char quote = 0;  // the open string's quote, or 0
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '\n') {
+      ++line;
+      comment = false;
+      dots = 0;
+      continue;
+    }
+    if (comment) continue;
+    if (quote) {
+      if (quote == '"' && ch == '\\')
+        ++i;  // an escape in a basic string
+      else if (ch == quote)
+        quote = 0;
+      continue;
+    }
+    if (ch == '#')
+      comment = true;
+    else if (ch == '"' || ch == '\'')
+      quote = ch;
+    else if (ch == '=' || ch == '{' || ch == '}' || ch == '[' || ch == ']' || ch == ',')
+      dots = 0;
+    else if (ch == '.' && ++dots > kMaxKeyParts) {
+      throw ConfigError("", oneLine(source + ":" + std::to_string(line) + ": a key of more than " +
+                                    std::to_string(kMaxKeyParts) +
+                                    " dotted parts; expected a config key such as "
+                                    "optimizer.lr"));
+    }
+  }
+}
+
 // ---- overrides ---------------------------------------------------------------------------
 
 std::vector<std::string> splitDots(const std::string& key) {
@@ -305,6 +349,12 @@ void applyOverride(toml::table& root, const std::string& item, const Failer& fai
   std::string key = trim(item.substr(0, eq));
   std::string text = trim(item.substr(eq + 1));
   std::vector<std::string> parts = splitDots(key);
+  if (parts.size() > 4) {  // the deepest config key is modules.<name>.<key>
+    fail("--set", quote(item.substr(0, 60) + (item.size() > 60 ? "..." : "")),
+         "a key of " + std::to_string(parts.size()) +
+             " dotted parts; expected a config key such as optimizer.lr (at most 4 parts)");
+  }
+  checkKeyDepth(text, "--set " + key.substr(0, 60));
   for (const auto& p : parts) {
     if (p.empty()) fail("--set", quote(item), "expected a dotted key like optimizer.lr=0.1");
   }
@@ -828,6 +878,7 @@ int RunConfig::encoderMicroBatchSize(const ModuleConfig& enc) const {
 RunConfig parseConfig(const std::string& text, const std::string& sourceName,
                       const std::vector<std::string>& overrides) {
   Failer fail(sourceName);
+  checkKeyDepth(text, sourceName);
   toml::table root;
   try {
     root = toml::parse(text, sourceName);

@@ -295,16 +295,20 @@ TEST(FaultKill, RunWithoutCheckExitsWithRunStatus) {
 TEST(FaultFlag, MalformedValuesAreRejected) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"explode:iteration=0", "unknown kind 'explode'"},
-      {"drop:iteration=x,module=llm", "iteration = 'x': expected an integer"},
+      {"drop:iteration=x,module=llm",
+       "iteration = 'x': not an integer; expected an integer in 0.."},
       {"drop:iteration=0,module=llm,colour=red", "unknown key 'colour'"},
       {"drop:iteration=0", "module=NAME is required"},
       {"delay:iteration=0,module=llm", "a delay fault needs delay=SECONDS"},
       {"drop:iteration=0,module=llm,iteration=1", "'iteration' given twice"},
       {"drop:iteration=0,microbatch,module=llm", "'microbatch': expected key=value"},
+      // Numbers are checked against the config's ranges, and named with them.
+      {"drop:iteration=7,module=llm", "iteration = 7: expected an integer in 0.."},
+      {"drop:iteration=2147483647,module=llm",
+       "iteration = 2147483647: expected an integer in 0.."},
       // Validated with the config like a [[faults]] table: names the field and the value.
-      {"drop:iteration=7,module=llm", "faults[0].iteration"},
       {"drop:iteration=0,module=audio", "\"audio\""},
-      {"drop:iteration=0,module=llm,stage=5", "faults[0].stage"},
+      {"drop:iteration=0,module=llm,stage=5", "stage = 5: expected an integer in -1.."},
       {"drop:iteration=0,module=llm,direction=sideways", "faults[0].direction"},
   };
   for (const auto& [spec, fragment] : cases) {

@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -64,6 +66,14 @@ std::vector<std::string> words(const std::string& line, const std::string& where
 std::string expand(std::string arg, const std::string& sandbox) {
   for (size_t at; (at = arg.find("{d}")) != std::string::npos;) arg.replace(at, 3, sandbox);
   for (size_t at; (at = arg.find("{nl}")) != std::string::npos;) arg.replace(at, 4, "\n");
+  for (size_t at = 0; (at = arg.find("{x", at)) != std::string::npos;) {  // {xNN}: a byte
+    if (at + 5 <= arg.size() && arg[at + 4] == '}' &&
+        std::isxdigit(static_cast<unsigned char>(arg[at + 2])) &&
+        std::isxdigit(static_cast<unsigned char>(arg[at + 3]))) {
+      arg.replace(at, 5, 1, static_cast<char>(std::stoi(arg.substr(at + 2, 2), nullptr, 16)));
+    }
+    ++at;
+  }
   for (size_t at; (at = arg.find("{long}")) != std::string::npos;) {
     arg.replace(at, 6, std::string(5000, 'x'));
   }
@@ -75,25 +85,33 @@ std::string readFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// What was in the sandbox: relative path -> "type:content" (links: their target).
-std::map<std::string, std::string> snapshot(const std::string& root) {
-  std::map<std::string, std::string> out;
+// What was in the sandbox: relative path -> "type:content" (links: their target, never
+// followed - a link may point nowhere or at itself).
+void snapshotInto(const fs::path& root, const fs::path& dir,
+                  std::map<std::string, std::string>& out) {
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec),
-       end;
+  for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
        !ec && it != end; it.increment(ec)) {
-    const std::string rel = fs::relative(it->path(), root).string();
-    const auto st = it->symlink_status(ec);
+    const fs::path path = it->path();
+    const std::string rel = path.lexically_relative(root).string();
+    std::error_code sec;
+    const auto st = fs::symlink_status(path, sec);
     if (fs::is_symlink(st)) {
-      out[rel] = "link:" + fs::read_symlink(it->path(), ec).string();
+      out[rel] = "link:" + fs::read_symlink(path, sec).string();
     } else if (fs::is_regular_file(st)) {
-      out[rel] = "file:" + readFile(it->path().string());
+      out[rel] = "file:" + readFile(path.string());
     } else if (fs::is_directory(st)) {
       out[rel] = "dir";
+      snapshotInto(root, path, out);
     } else {
       out[rel] = "special";
     }
   }
+}
+
+std::map<std::string, std::string> snapshot(const std::string& root) {
+  std::map<std::string, std::string> out;
+  snapshotInto(root, root, out);
   return out;
 }
 
@@ -120,7 +138,76 @@ struct Prepared {
   int maxLines = 2;
   std::vector<std::string> mayChange;
   std::vector<std::pair<std::string, std::string>> env;  // set in the command's environment
+  int signal = 0, signalAfterMs = 0;                     // sent to the command (signal:)
+  std::vector<std::string> sqliteLocks, flocks;          // held by another process (…lock:)
 };
+
+// The text of file:/append:/prepend: values: "\n", "\r", "\t", "\xNN" and
+// "{repeat:N:TEXT}" (TEXT N times) expand.
+std::string fileText(const std::string& value) {
+  std::string out;
+  for (size_t i = 0; i < value.size();) {
+    if (value.compare(i, 8, "{repeat:") == 0) {
+      const size_t colon = value.find(':', i + 8), close = value.find('}', i + 8);
+      if (colon != std::string::npos && close != std::string::npos && colon < close) {
+        const long n = std::stol(value.substr(i + 8, colon - i - 8));
+        const std::string unit = fileText(value.substr(colon + 1, close - colon - 1));
+        for (long k = 0; k < n; ++k) out += unit;
+        i = close + 1;
+        continue;
+      }
+    }
+    if (value[i] == '\\' && i + 1 < value.size()) {
+      const char e = value[i + 1];
+      if (e == 'n' || e == 'r' || e == 't') {
+        out += e == 'n' ? '\n' : e == 'r' ? '\r' : '\t';
+        i += 2;
+        continue;
+      }
+      if (e == 'x' && i + 3 < value.size()) {
+        out += static_cast<char>(std::stoi(value.substr(i + 2, 2), nullptr, 16));
+        i += 4;
+        continue;
+      }
+    }
+    out += value[i++];
+  }
+  return out;
+}
+
+// A process that holds a lock on `path` until killed: SQLite's exclusive lock (BEGIN
+// EXCLUSIVE: no reader or writer gets in; nothing is written) or flock(LOCK_EX).  Returns once
+// the lock is held.
+pid_t holdLock(const std::string& path, bool sqliteLock) {
+  int ready[2];
+  if (::pipe(ready) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    bool held = false;
+    if (sqliteLock) {
+      sqlite3* db = nullptr;
+      held = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK &&
+             sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK;
+    } else {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      held = fd >= 0 && ::flock(fd, LOCK_EX) == 0;
+    }
+    const char byte = held ? '1' : '0';
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char byte = '0';
+  const bool ok = ::read(ready[0], &byte, 1) == 1 && byte == '1';
+  ::close(ready[0]);
+  if (!ok) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    throw std::runtime_error(path + ": could not take the lock of the case's setup");
+  }
+  return pid;
+}
 
 void makeSpecial(const std::string& path, bool device) {
   if (device && ::mknod(path.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) return;
@@ -140,13 +227,33 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
     const std::string value = eq == std::string::npos ? "" : rest.substr(eq + 1);
     const std::string path = sandbox + "/" + name;
     if (kind != "fsize" && kind != "lines" && kind != "twice" && kind != "mayChange" &&
-        kind != "env") {
+        kind != "env" && kind != "signal" && kind != "sqlitelock" && kind != "flock" &&
+        kind != "append" && kind != "prepend" && kind != "crlf" && kind != "mode") {
       fs::create_directories(fs::path(path).parent_path());
     }
     if (kind == "file") {
-      std::string text = value;
-      for (size_t at; (at = text.find("\\n")) != std::string::npos;) text.replace(at, 2, "\n");
-      std::ofstream(path, std::ios::binary) << text;
+      std::ofstream(path, std::ios::binary) << fileText(value);
+    } else if (kind == "append" || kind == "prepend") {
+      const std::string old = readFile(path);
+      std::ofstream(path, std::ios::binary | std::ios::trunc)
+          << (kind == "append" ? old + fileText(value) : fileText(value) + old);
+    } else if (kind == "crlf") {
+      std::string text, old = readFile(path);
+      for (char ch : old) text += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+    } else if (kind == "signal") {
+      const size_t at = rest.find('@');
+      const std::string sig = rest.substr(0, at);
+      p.signal = sig == "INT" ? SIGINT : sig == "TERM" ? SIGTERM : sig == "HUP" ? SIGHUP : 0;
+      if (p.signal == 0 || at == std::string::npos) throw std::runtime_error(label(c) + ": " + s);
+      p.signalAfterMs = std::stoi(rest.substr(at + 1));
+    } else if (kind == "mode") {  // permissions (octal); the command then runs as nobody
+      fs::permissions(path, static_cast<fs::perms>(std::stoi(value, nullptr, 8)));
+      p.asNobody = ::geteuid() == 0;
+    } else if (kind == "sqlitelock") {
+      p.sqliteLocks.push_back(path);
+    } else if (kind == "flock") {
+      p.flocks.push_back(path);
     } else if (kind == "copy") {
       auto it = fixtures.find(value);
       if (it == fixtures.end()) throw std::runtime_error(label(c) + ": no fixture " + value);
@@ -254,14 +361,16 @@ bool contains(const std::vector<int>& v, int x) {
 void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mustSucceed,
               std::vector<std::string>& failures) {
   const std::string tag = mustSucceed ? " (the run that must succeed)" : "";
-  if (mustSucceed ? r.exitCode != 0 : !contains(c.codes, r.exitCode)) {
+  if (mustSucceed ? r.exitCode != 0
+                  : !contains(c.codes, r.exitCode) && !(p.signal && r.exitCode == 128 + p.signal)) {
     std::string want;
     for (int code : mustSucceed ? std::vector<int>{0} : c.codes) {
       want += (want.empty() ? "" : ",") + std::to_string(code);
     }
     failures.push_back("exit code " + std::to_string(r.exitCode) + ", expected " + want + tag);
   }
-  if (!contains(documentedExitCodes(), r.exitCode)) {
+  const bool diedOfOurSignal = p.signal != 0 && r.exitCode == 128 + p.signal;
+  if (!diedOfOurSignal && !contains(documentedExitCodes(), r.exitCode)) {
     failures.push_back("exit code " + std::to_string(r.exitCode) + " is not a documented one");
   }
   const auto errLines = lines(r.err);
@@ -375,8 +484,17 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
   std::vector<std::string> args;
   for (const auto& a : c.args) args.push_back(expand(a, sandbox));
 
+  // Locks held by another process for the whole command (it must not wait for them forever).
+  std::vector<pid_t> holders;
+  for (const auto& path : p.sqliteLocks) holders.push_back(holdLock(path, true));
+  for (const auto& path : p.flocks) holders.push_back(holdLock(path, false));
+
   std::vector<Child> children;
   for (int i = 0; i < (p.twice ? 2 : 1); ++i) children.push_back(start(args, p, logs, i));
+  if (p.signal != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(p.signalAfterMs));
+    for (const auto& ch : children) ::kill(-ch.pid, p.signal);  // like Ctrl-C: the group
+  }
   for (const auto& ch : children) {
     CaseRun r;
     r.exitCode = finish(ch, timeoutSeconds);
@@ -409,8 +527,18 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 
+  for (pid_t h : holders) {
+    ::kill(h, SIGKILL);
+    ::waitpid(h, nullptr, 0);
+  }
+
   // Every pre-existing file is still there, byte for byte.
   const auto after = snapshot(sandbox);
+  for (const auto& [rel, what] : after) {
+    if (!before.count(rel) && rel.find(".tmp-") != std::string::npos) {
+      result.failures.push_back("temporary file " + rel + " left behind");
+    }
+  }
   for (const auto& [rel, what] : before) {
     if (std::find(p.mayChange.begin(), p.mayChange.end(), rel) != p.mayChange.end()) continue;
     auto it = after.find(rel);

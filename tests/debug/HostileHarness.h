@@ -7,6 +7,7 @@
 //     and contains the case's fragment naming what was wrong;
 //   * every file that existed before the command is byte-identical afterwards (unless the case
 //     names it as one the command may replace), and still there;
+//   * no temporary file (a name with ".tmp-") is left behind;
 //   * no process of the command is left behind (its process group is empty and no process
 //     mentions the sandbox on its command line).
 //
@@ -33,10 +34,21 @@
 //             lines:N            allow N lines on stderr instead of 2
 //             env:NAME=VALUE     set NAME in the command's environment ("{d}" and "\n"
 //                                expand in VALUE)
+//             append:NAME=TEXT   TEXT added at the end of NAME (e.g. of a copied config);
+//             prepend:NAME=TEXT  ... at its start;   crlf:NAME  its "\n" become "\r\n"
+//                                (file:, append: and prepend: TEXT expand "\n", "\r", "\t",
+//                                "\xNN" and "{repeat:N:UNIT}"; quote with '...')
+//             signal:SIG@MS      send SIG (INT, TERM, HUP) to the command's process group MS
+//                                ms after it started; dying of it (128+SIG) is then allowed
+//             mode:NAME=OCTAL    chmod NAME (the command then runs as user nobody when the
+//                                harness runs as root)
+//             sqlitelock:NAME    another process holds SQLite's exclusive lock on NAME
+//             flock:NAME         another process holds flock(LOCK_EX) on NAME
 //             twice              start the command twice at once; one must succeed (0) and
 //                                the other fail with a code of CODES and EXPECT
 //   ARG     arguments after `stagescope`; "{d}" expands to the sandbox directory, "{long}"
-//           to a 5000-character file name, "{nl}" to a newline (also in SETUP names).
+//           to a 5000-character file name, "{nl}" to a newline, "{xNN}" to the byte NN (also
+//           in SETUP names).
 #pragma once
 
 #include <map>

@@ -49,11 +49,17 @@ void writeAll(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// Runs `statements` on p; a statement that fails stops the fixture build (an unmutated copy
+// would make its cases pass for nothing).
 void sql(const fs::path& p, const std::string& statements) {
   sqlite3* db = nullptr;
   sqlite3_open(p.c_str(), &db);
-  sqlite3_exec(db, statements.c_str(), nullptr, nullptr, nullptr);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, statements.c_str(), nullptr, nullptr, &error);
+  const std::string message = error ? error : "";
+  sqlite3_free(error);
   sqlite3_close(db);
+  if (rc != SQLITE_OK) throw std::runtime_error(p.string() + ": " + statements + ": " + message);
 }
 
 // A copy of `run` whose writer was killed mid-transaction (a hot rollback journal).
@@ -83,6 +89,7 @@ const Fixtures& fixtures() {
     f["cfg"] = debugConfig("tiny");
     const fs::path run = dir / "run.db";
     f["run"] = run.string();
+    f["shard"] = run.string() + ".rank0.shard";
     const fs::path ready = dir / "ready";
     std::error_code ec;
     const bool fresh =
@@ -137,6 +144,64 @@ const Fixtures& fixtures() {
         {"drop_transfers", "DROP TABLE transfers_rows"},
         {"newer_version", "PRAGMA user_version = 9999"},
         {"foreign_app", "PRAGMA application_id = 1234"},
+        // Mutated schemas: missing tables and columns, wrong types, huge and negative values,
+        // views in place of tables, triggers (which a writer such as `merge` would fire).
+        {"drop_run", "DROP TABLE run"},
+        {"drop_modules", "DROP TABLE modules"},
+        {"drop_ranks", "DROP TABLE ranks"},
+        {"drop_plan", "DROP TABLE plan"},
+        {"drop_actions", "DROP TABLE actions"},
+        {"drop_gradients", "DROP TABLE gradients"},
+        {"drop_losses", "DROP TABLE losses"},
+        {"drop_diagnoses", "DROP TABLE diagnoses"},
+        {"drop_waits", "DROP TABLE waits"},
+        {"drop_shards", "DROP TABLE shards"},
+        {"drop_everything",
+         "DROP TABLE run; DROP TABLE modules; DROP TABLE ranks; DROP TABLE plan;"
+         "DROP TABLE actions; DROP TABLE transfers; DROP TABLE shards"},
+        {"no_column_actions_seq",
+         "CREATE TABLE a2 AS SELECT rank, iteration, kind FROM actions; DROP TABLE actions;"
+         "ALTER TABLE a2 RENAME TO actions"},
+        {"no_column_run_status", "ALTER TABLE run DROP COLUMN status"},
+        {"no_column_transfers_shape", "ALTER TABLE transfers DROP COLUMN shape"},
+        {"extra_column", "ALTER TABLE actions ADD COLUMN surprise TEXT DEFAULT 'x'"},
+        {"text_in_integer", "UPDATE actions SET iteration = 'abc', seq = 'x'"},
+        {"blob_in_text", "UPDATE run SET config_text = x'00ff00fe', run_id = x'1b5b326a'"},
+        {"real_world_size", "UPDATE run SET world_size = 2.5"},
+        {"null_world_size", "UPDATE run SET world_size = NULL, iterations = NULL"},
+        {"null_everything",
+         "UPDATE actions SET iteration = NULL, seq = NULL, kind = NULL,"
+         " microbatch = NULL, module = NULL, stage = NULL, peers = NULL"},
+        {"huge_blob",
+         "UPDATE transfers SET payload = zeroblob(16000000) WHERE id = "
+         "(SELECT min(id) FROM transfers)"},
+        {"negative_bytes", "UPDATE transfers SET bytes = -1, stat_numel = -5"},
+        {"huge_bytes", "UPDATE transfers SET bytes = 9223372036854775807"},
+        {"huge_text",
+         "UPDATE run SET status_reason = (SELECT group_concat(x, '') FROM "
+         "(WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE "
+         "n < 200000) SELECT 'reason-' AS x FROM r))"},
+        {"empty_run_row", "DELETE FROM run"},
+        {"empty_tables",
+         "DELETE FROM actions; DELETE FROM transfers; DELETE FROM plan;"
+         "DELETE FROM ranks"},
+        {"view_actions", "DROP TABLE actions; CREATE VIEW actions AS SELECT * FROM plan"},
+        {"view_run",
+         "CREATE TABLE r2 AS SELECT * FROM run; DROP TABLE run;"
+         "CREATE VIEW run AS SELECT * FROM r2"},
+        {"trigger_wipe",
+         "CREATE TRIGGER wipe AFTER UPDATE ON run BEGIN DELETE FROM actions;"
+         " DELETE FROM transfers; END"},
+        {"trigger_raise",
+         "CREATE TRIGGER stop BEFORE INSERT ON actions BEGIN"
+         " SELECT RAISE(ABORT, 'trigger says no'); END"},
+        {"config_text_garbage", "UPDATE run SET config_text = 'iterations = = 2'"},
+        {"config_text_html", "UPDATE run SET config_text = '<script>alert(1)</script>'"},
+        {"run_id_newline", "UPDATE run SET run_id = 'a' || char(10) || 'b' || char(27) || '[2J'"},
+        {"module_name_sql",
+         "UPDATE modules SET name = 'x''; DROP TABLE run; --' WHERE name = "
+         "'vision'"},
+        {"wal_mode_no_wal", "PRAGMA journal_mode=WAL"},
     };
     for (const auto& [name, statement] : mutations) {
       add("sql_" + name, [&](const fs::path& p) {
@@ -175,7 +240,7 @@ const Fixtures& fixtures() {
 
 std::vector<HostileCase> allCases() {
   std::vector<HostileCase> all;
-  for (const char* table : {"config.cases", "runfile.cases"}) {
+  for (const char* table : {"config.cases", "runfile.cases", "inputs.cases"}) {
     for (auto& c : loadCases(kTables + table)) all.push_back(std::move(c));
   }
   return all;
@@ -206,6 +271,9 @@ TEST(HostileInputCorpus, CountsByClass) {
   for (const auto& [cls, n] : count) std::printf("%-14s %d cases\n", cls.c_str(), n);
   EXPECT_GE(count["config"], 50);
   EXPECT_GE(count["run-file"], 50);
+  EXPECT_GE(count["run-file-schema"], 40);
+  EXPECT_GE(count["config-syntax"], 25);
+  EXPECT_GE(count["input-path"], 30);
 }
 
 }  // namespace

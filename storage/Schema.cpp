@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 
 namespace stagescope::storage {
@@ -609,16 +611,42 @@ void checkFileAndCompanions(const std::string& path) {
   checkCompanions(path);
 }
 
-// Only stagescope's own tables and indexes: a view (data that is not stored) or a trigger
-// (code that would run inside a writer such as `merge`) is never ours.
+// The views and triggers stagescope writes (packedSchemaSql), name -> their SQL as SQLite keeps
+// it in sqlite_master (without "IF NOT EXISTS" and the final ';').
+const std::map<std::string, std::string>& ownViewsAndTriggers() {
+  static const std::map<std::string, std::string> own = [] {
+    std::map<std::string, std::string> out;
+    for (const auto& t : allTables()) {
+      if (!t.packed) continue;
+      std::istringstream in(packedSchemaSql(t));
+      for (std::string stmt; std::getline(in, stmt);) {
+        for (const char* kind : {"CREATE VIEW IF NOT EXISTS ", "CREATE TRIGGER IF NOT EXISTS "}) {
+          if (stmt.rfind(kind, 0) != 0) continue;
+          const std::string head = std::string(kind).substr(0, std::string(kind).find(" IF "));
+          std::string rest = stmt.substr(std::strlen(kind));
+          if (!rest.empty() && rest.back() == ';') rest.pop_back();
+          out[rest.substr(0, rest.find(' '))] = head + " " + rest;
+        }
+      }
+    }
+    return out;
+  }();
+  return own;
+}
+
+// Only stagescope's own schema: a view (data that is not stored) or a trigger (code that would
+// run inside a writer such as `merge`) other than the ones stagescope writes, word for word,
+// is refused.
 void checkNoForeignSchema(Db& db, const std::string& path) {
-  Stmt s = db.prepare(
-      "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger') ORDER BY type LIMIT "
-      "1");
-  if (s.step()) {
+  Stmt s =
+      db.prepare("SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'trigger')");
+  while (s.step()) {
+    const std::string name(s.text(1));
+    const auto it = ownViewsAndTriggers().find(name);
+    if (it != ownViewsAndTriggers().end() && it->second == s.text(2)) continue;
     throw RunFileError(RunFileError::Kind::Corrupt,
-                       path + ": has a " + std::string(s.text(0)) + " '" + std::string(s.text(1)) +
-                           "', which stagescope never writes (an edited file?); not used");
+                       path + ": has a " + std::string(s.text(0)) + " '" + name +
+                           "' that stagescope does not write (an edited file?); not used");
   }
 }
 

@@ -149,51 +149,49 @@ const Fixtures& fixtures() {
         {"drop_run", "DROP TABLE run"},
         {"drop_modules", "DROP TABLE modules"},
         {"drop_ranks", "DROP TABLE ranks"},
-        {"drop_plan", "DROP TABLE plan"},
-        {"drop_actions", "DROP TABLE actions"},
-        {"drop_gradients", "DROP TABLE gradients"},
+        {"drop_plan", "DROP VIEW plan; DROP TABLE plan_rows"},
+        {"drop_actions", "DROP VIEW actions; DROP TABLE actions_rows"},
+        {"drop_gradients", "DROP VIEW gradients; DROP TABLE gradients_rows"},
         {"drop_losses", "DROP TABLE losses"},
         {"drop_diagnoses", "DROP TABLE diagnoses"},
         {"drop_waits", "DROP TABLE waits"},
         {"drop_shards", "DROP TABLE shards"},
         {"drop_everything",
-         "DROP TABLE run; DROP TABLE modules; DROP TABLE ranks; DROP TABLE plan;"
-         "DROP TABLE actions; DROP TABLE transfers; DROP TABLE shards"},
+         "DROP TABLE run; DROP TABLE modules; DROP TABLE ranks; DROP VIEW plan;"
+         "DROP VIEW actions; DROP VIEW transfers; DROP TABLE shards"},
         {"no_column_actions_seq",
-         "CREATE TABLE a2 AS SELECT rank, iteration, kind FROM actions; DROP TABLE actions;"
-         "ALTER TABLE a2 RENAME TO actions"},
+         "DROP VIEW actions; DROP INDEX IF EXISTS actions_by_rank;"
+         "ALTER TABLE actions_rows DROP COLUMN seq"},
         {"no_column_run_status", "ALTER TABLE run DROP COLUMN status"},
-        {"no_column_transfers_shape", "ALTER TABLE transfers DROP COLUMN shape"},
-        {"extra_column", "ALTER TABLE actions ADD COLUMN surprise TEXT DEFAULT 'x'"},
-        {"text_in_integer", "UPDATE actions SET iteration = 'abc', seq = 'x'"},
+        {"extra_column", "ALTER TABLE actions_rows ADD COLUMN surprise TEXT DEFAULT 'x'"},
+        {"text_in_integer", "UPDATE actions_rows SET iteration = 'abc', seq = 'x'"},
         {"blob_in_text", "UPDATE run SET config_text = x'00ff00fe', run_id = x'1b5b326a'"},
         {"real_world_size", "UPDATE run SET world_size = 2.5"},
         {"null_world_size", "UPDATE run SET world_size = NULL, iterations = NULL"},
         {"null_everything",
-         "UPDATE actions SET iteration = NULL, seq = NULL, kind = NULL,"
-         " microbatch = NULL, module = NULL, stage = NULL, peers = NULL"},
+         "UPDATE actions_rows SET iteration = NULL, seq = NULL, microbatch = NULL, stage = NULL"},
         {"huge_blob",
-         "UPDATE transfers SET payload = zeroblob(16000000) WHERE id = "
-         "(SELECT min(id) FROM transfers)"},
-        {"negative_bytes", "UPDATE transfers SET bytes = -1, stat_numel = -5"},
-        {"huge_bytes", "UPDATE transfers SET bytes = 9223372036854775807"},
+         "UPDATE transfers_rows SET payload = zeroblob(16000000) WHERE id = "
+         "(SELECT min(id) FROM transfers_rows)"},
+        {"negative_bytes", "UPDATE transfers_rows SET bytes = -1, stat_numel = -5"},
+        {"huge_bytes", "UPDATE transfers_rows SET bytes = 9223372036854775807"},
         {"huge_text",
          "UPDATE run SET status_reason = (SELECT group_concat(x, '') FROM "
          "(WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE "
          "n < 200000) SELECT 'reason-' AS x FROM r))"},
         {"empty_run_row", "DELETE FROM run"},
         {"empty_tables",
-         "DELETE FROM actions; DELETE FROM transfers; DELETE FROM plan;"
+         "DELETE FROM actions_rows; DELETE FROM transfers_rows; DELETE FROM plan_rows;"
          "DELETE FROM ranks"},
-        {"view_actions", "DROP TABLE actions; CREATE VIEW actions AS SELECT * FROM plan"},
+        {"view_actions", "DROP VIEW actions; CREATE VIEW actions AS SELECT * FROM plan"},
         {"view_run",
          "CREATE TABLE r2 AS SELECT * FROM run; DROP TABLE run;"
          "CREATE VIEW run AS SELECT * FROM r2"},
         {"trigger_wipe",
-         "CREATE TRIGGER wipe AFTER UPDATE ON run BEGIN DELETE FROM actions;"
-         " DELETE FROM transfers; END"},
+         "CREATE TRIGGER wipe AFTER UPDATE ON run BEGIN DELETE FROM actions_rows;"
+         " DELETE FROM transfers_rows; END"},
         {"trigger_raise",
-         "CREATE TRIGGER stop BEFORE INSERT ON actions BEGIN"
+         "CREATE TRIGGER stop BEFORE INSERT ON actions_rows BEGIN"
          " SELECT RAISE(ABORT, 'trigger says no'); END"},
         {"config_text_garbage", "UPDATE run SET config_text = 'iterations = = 2'"},
         {"config_text_html", "UPDATE run SET config_text = '<script>alert(1)</script>'"},

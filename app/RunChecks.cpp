@@ -5,7 +5,9 @@
 
 #include "app/report/CheckReport.h"
 #include "core/analysis/HangGraph.h"
+#include "storage/Merge.h"
 #include "storage/RunReader.h"
+#include "storage/ShardWriter.h"
 
 namespace stagescope::app {
 
@@ -55,8 +57,7 @@ HangAnalysis analyzeHang(const std::string& runPath) {
       h.iteration = e.iteration;
       h.actionSeq = e.actionSeq;
       h.waitsOnRank = e.waitsOn;
-      h.message =
-          "rank " + std::to_string(e.rank) + " waits for " + e.waitsFor + "; " + e.lastDone + ".";
+      h.message = "rank " + std::to_string(e.rank) + " " + e.waiting() + "; " + e.lastDone + ".";
       out.records.push_back(h);
     }
     for (const auto& v : g.verdicts) {
@@ -71,6 +72,22 @@ HangAnalysis analyzeHang(const std::string& runPath) {
     out.text = out.verdict;
   }
   return out;
+}
+
+void recordHangDiagnoses(const std::string& runPath, HangAnalysis& hang) {
+  if (hang.records.empty()) return;
+  try {
+    const std::string shard = runPath + ".launcher.shard";
+    auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
+    for (auto& d : hang.records) writer->diagnosis(std::move(d));
+    writer->close();
+    storage::MergeResult m = storage::mergeShards(runPath, {shard});
+    for (const auto& note : m.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::fprintf(stderr, "merge: the wait-for graph was not recorded: %s\n",
+                 what.substr(0, what.find('\n')).c_str());
+  }
 }
 
 std::string describeHang(const std::string& runPath) {

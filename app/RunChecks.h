@@ -38,6 +38,9 @@ struct HangAnalysis {
   std::string error;
 };
 HangAnalysis analyzeHang(const std::string& runPath);
+// Records `hang.records` in the run file through "<run>.launcher.shard" (written, then merged);
+// problems go to stderr as one line (the graph was already printed).
+void recordHangDiagnoses(const std::string& runPath, HangAnalysis& hang);
 // analyzeHang(runPath).text
 std::string describeHang(const std::string& runPath);
 

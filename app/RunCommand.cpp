@@ -235,19 +235,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
     HangAnalysis hang = analyzeHang(out);
     std::printf("stagescope: %s\n", hang.text.c_str());
     std::fflush(stdout);
-    if (!hang.records.empty()) {
-      try {
-        const std::string shard = out + ".launcher.shard";
-        auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
-        for (auto& d : hang.records) writer->diagnosis(std::move(d));
-        writer->close();
-        storage::MergeResult m = storage::mergeShards(out, {shard});
-        for (const auto& note : m.notes) std::fprintf(stderr, "merge: %s\n", note.c_str());
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "merge: the wait-for graph was not recorded: %s\n",
-                     oneLine(e).c_str());
-      }
-    }
+    recordHangDiagnoses(out, hang);
     const size_t detail = outcome.reason.find("; gave up");  // the backend's error text
     if (detail != std::string::npos) outcome.reason.erase(detail);
     outcome.reason += "; " + hang.verdict;

@@ -21,6 +21,7 @@
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
 #include "app/report/Progress.h"
+#include "core/analysis/HangGraph.h"
 #include "core/engine/RunIdentity.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
@@ -96,6 +97,9 @@ struct Judgement {
 // A failed or timed-out operation recorded by a rank decides the run (hung / failed).
 bool judgeByDiagnoses(const storage::RunModel& m, Judgement* j) {
   for (const auto& d : m.diagnoses) {
+    if (d.kind == "timeout" && analysis::completedLate(m, d.rank, d.iteration, d.actionSeq)) {
+      continue;  // a captured job's operation reported stuck that completed after all
+    }
     if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost" ||
         d.kind == "config_mismatch" || d.kind == "op_failed") {
       j->status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
@@ -240,8 +244,12 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // The config the run file recorded (the one given to --config when it was just created).
   Judgement judged{m.info.status, m.info.statusReason};
   if (isCapturedRun(m) && !create) {
-    // Its status is what rank 0 recorded at exit, unless a rank recorded a failed operation.
-    if (judged.status == events::RunStatus::Completed) judgeByDiagnoses(m, &judged);
+    // Its status is what rank 0 recorded at exit, unless a rank recorded a failed or stuck
+    // operation; a job killed while hanging left `running` and its watchdog's records.
+    if (judged.status == events::RunStatus::Completed ||
+        judged.status == events::RunStatus::Running) {
+      judgeByDiagnoses(m, &judged);
+    }
   } else {
     const plan::RunConfig cfg =
         create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);
@@ -257,6 +265,18 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   }
   if (!result.ok() && next.status == events::RunStatus::Completed) {
     next = {events::RunStatus::Failed, "some shards were not merged"};
+  }
+  if (isCapturedRun(m) && next.status == events::RunStatus::Hung) {
+    // As `stagescope run` does for its own runs: the wait-for graph to the terminal and, once,
+    // as "hang" diagnoses into the run file (check and the viewer read them).
+    HangAnalysis hang = analyzeHang(run);
+    std::printf("%s\n", hang.text.c_str());
+    bool recorded = false;
+    for (const auto& d : m.diagnoses) recorded = recorded || d.kind == "hang";
+    if (!recorded) recordHangDiagnoses(run, hang);
+    if (!hang.verdict.empty() && next.reason.find(hang.verdict) == std::string::npos) {
+      next.reason += "; " + hang.verdict;
+    }
   }
   if (next.status != stored || next.reason != m.info.statusReason) {
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(

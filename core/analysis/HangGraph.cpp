@@ -160,10 +160,72 @@ const events::ActionRecord* plannedAt(const model::RunModel& run, int rank, int 
   return i >= 0 ? &run.plan[rank][i] : nullptr;
 }
 
+// Who has not joined collective number `seq` of `group` in `iteration` that `rank` waits in:
+// the members (from the waiting rank's own row of it) without a row of that collective and
+// without a wait in it.  Empty when every member joined or the row is missing.
+std::vector<int> notJoined(const model::RunModel& run, const events::WaitRecord& w,
+                           std::string* op) {
+  const events::CollectiveRecord* mine = nullptr;
+  std::set<int> joined;
+  for (const auto& c : run.collectives) {
+    if (c.group != w.edge || c.iteration != w.iteration || c.groupSeq != w.microbatch) continue;
+    joined.insert(c.rank);
+    if (c.rank == w.rank) mine = &c;
+  }
+  for (const auto& o : run.waits) {
+    if (o.op == events::WaitOp::Collective && o.edge == w.edge && o.iteration == w.iteration &&
+        o.microbatch == w.microbatch) {
+      joined.insert(o.rank);
+    }
+  }
+  std::vector<int> out;
+  if (!mine) return out;
+  *op = mine->op;
+  for (int m : mine->groupRanks) {
+    if (!joined.count(m)) out.push_back(m);
+  }
+  return out;
+}
+
+std::string collectiveName(const std::string& op, const events::WaitRecord& w) {
+  return (op.empty() ? std::string("collective") : op) + " #" + std::to_string(w.microbatch) +
+         " of group " + w.edge;
+}
+
+// Whether `other`'s wait is the partner of `w`: the same message seen from the other side.
+bool isPartner(const events::WaitRecord& w, const events::WaitRecord& other) {
+  if (w.op == events::WaitOp::Collective) {
+    return other.op == events::WaitOp::Collective && other.edge == w.edge &&
+           other.iteration == w.iteration && other.microbatch == w.microbatch;
+  }
+  const bool opposite = (w.op == events::WaitOp::Send && other.op == events::WaitOp::Recv) ||
+                        (w.op == events::WaitOp::Recv && other.op == events::WaitOp::Send);
+  return opposite && other.peer == w.rank && other.edge == w.edge &&
+         other.direction == w.direction && other.iteration == w.iteration &&
+         other.microbatch == w.microbatch;
+}
+
 }  // namespace
 
+bool completedLate(const model::RunModel& run, int rank, int iteration, int actionSeq) {
+  for (const auto& d : run.diagnoses) {
+    if (d.kind == "late_completion" && d.rank == rank && d.iteration == iteration &&
+        d.actionSeq == actionSeq) {
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {}  // namespace
+
+std::string WaitEdge::waiting() const {
+  // describeAwaited() starts a send with "to send ..."
+  return (waitsFor.rfind("to send ", 0) == 0 ? "waits " : "waits for ") + waitsFor;
+}
+
 std::string WaitEdge::sentence() const {
-  return "rank " + std::to_string(rank) + " waits for " + waitsFor + " (" +
+  return "rank " + std::to_string(rank) + " " + waiting() + " (" +
          (edge.empty() ? "" : "edge " + edge + ", ") + "iteration " + std::to_string(iteration) +
          ", action " + std::to_string(actionSeq) + (action.empty() ? "" : " " + action) + ")";
 }
@@ -187,10 +249,12 @@ std::string WaitGraph::text() const {
 WaitGraph waitForGraph(const model::RunModel& run) {
   WaitGraph g;
   std::map<int, WaitEdge> waits;
+  std::map<int, const events::WaitRecord*> rows;  // the waits row behind each edge
   // The waits rows (format 2) say exactly what each rank waited on; format-1 files, which
   // have none, fall back to the timeout diagnosis's fields and the plan order below.
   for (const auto& r : run.waits) {
-    if (waits.count(r.rank)) continue;
+    if (waits.count(r.rank) || completedLate(run, r.rank, r.iteration, r.actionSeq)) continue;
+    rows[r.rank] = &r;
     WaitEdge e;
     e.rank = r.rank;
     e.waitsOn = r.peer;
@@ -204,12 +268,30 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                      ? "the boundary broadcast from rank " + std::to_string(r.peer)
                      : describeAwaited({e.sending, r.direction, r.microbatch, true}, r.peer);
     e.edge = r.edge;
+    if (r.op == events::WaitOp::Collective) {
+      // A captured job's collective: it waits on the first member that has not joined.
+      std::string op;
+      const std::vector<int> missing = notJoined(run, r, &op);
+      e.waitsOn = missing.empty() ? -1 : missing.front();
+      e.edge.clear();
+      e.waitsFor = collectiveName(op, r);
+      if (!missing.empty()) {
+        e.waitsFor += ", not joined by rank";
+        if (missing.size() > 1) e.waitsFor += "s";
+        for (size_t i = 0; i < missing.size(); ++i) {
+          e.waitsFor += (i ? ", " : " ") + std::to_string(missing[i]);
+        }
+      } else {
+        e.waitsFor += " (every member posted it)";
+      }
+    }
     e.lastDone = lastDoneOf(run, r.rank);
     waits[r.rank] = e;
   }
   std::vector<const events::DiagnosisRecord*> faults;
   for (const auto& d : run.diagnoses) {
-    if (d.kind == "timeout" && !waits.count(d.rank)) {
+    if (d.kind == "timeout" && !waits.count(d.rank) &&
+        !completedLate(run, d.rank, d.iteration, d.actionSeq)) {
       WaitEdge e;
       e.rank = d.rank;
       e.waitsOn = d.waitsOnRank;
@@ -246,6 +328,7 @@ WaitGraph waitForGraph(const model::RunModel& run) {
       path.push_back(at);
       at = waits[at].waitsOn;
     }
+    if (at < 0) continue;  // waits on nobody known (a collective every member joined)
     if (waits.count(at)) {
       std::vector<int> cycle(std::find(path.begin(), path.end(), at), path.end());
       std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
@@ -271,6 +354,33 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     }
     g.verdicts.push_back({r, "rank " + std::to_string(r) + " is the missing partner: " + why +
                                  " and never posted the matching operation"});
+  }
+  // A partner that waits on something else never posted the matching operation: name it.
+  for (const auto& [rank, e] : waits) {
+    auto mine = rows.find(rank);
+    auto theirs = rows.find(e.waitsOn);
+    if (mine == rows.end() || theirs == rows.end()) continue;
+    const events::WaitRecord& w = *mine->second;
+    if (isPartner(w, *theirs->second)) continue;
+    std::string missingOp;
+    if (w.op == events::WaitOp::Collective) {
+      std::string op;
+      notJoined(run, w, &op);
+      missingOp = "has not joined " + collectiveName(op, w) + " (iteration " +
+                  std::to_string(w.iteration) + ")";
+    } else if (w.op == events::WaitOp::Send || w.op == events::WaitOp::Recv) {
+      const bool theySend = w.op == events::WaitOp::Recv;
+      missingOp = std::string("has not posted the ") + (theySend ? "send" : "receive") +
+                  " of the " + events::toString(w.direction) + " of microbatch " +
+                  std::to_string(w.microbatch) + (theySend ? " to rank " : " from rank ") +
+                  std::to_string(rank) + " (edge " + w.edge + ", iteration " +
+                  std::to_string(w.iteration) + ")";
+    } else {
+      continue;
+    }
+    g.verdicts.push_back({e.waitsOn, "rank " + std::to_string(e.waitsOn) + " " + missingOp +
+                                         " that rank " + std::to_string(rank) + " waits for: it " +
+                                         waits[e.waitsOn].waiting() + " instead"});
   }
   // A fault injected by the awaited rank in the same iteration, at an action that exchanges the
   // awaited microbatch with the waiting rank, explains the wait.

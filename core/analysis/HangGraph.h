@@ -23,6 +23,8 @@ struct WaitEdge {
   std::string waitsFor;  // "the activation of microbatch 3 from rank 2", "to send ... to rank 4"
   std::string lastDone;  // "last completed: iteration 1 F mb 2" / "nothing completed"
   std::string edge;      // the edge the two ranks exchange on ("" when none was recorded)
+  // "waits for the activation of microbatch 1 from rank 1" / "waits to send the ..."
+  std::string waiting() const;
   // "rank 2 waits for the activation of microbatch 1 from rank 1 (edge E, iteration 0,
   // action 3 RF)"
   std::string sentence() const;
@@ -45,5 +47,11 @@ struct WaitGraph {
 };
 
 WaitGraph waitForGraph(const model::RunModel& run);
+
+// Whether the wait of `rank` at (iteration, actionSeq) ended after all: a captured job's hang
+// watchdog reports an operation stuck while it still runs, and writes a `late_completion`
+// diagnosis if it completes later.  Such a wait is not a hang (waitForGraph skips it; the
+// run's status ignores its timeout diagnosis).
+bool completedLate(const model::RunModel& run, int rank, int iteration, int actionSeq);
 
 }  // namespace stagescope::analysis

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/engine/Clock.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
 #include "storage/ShardWriter.h"
@@ -38,6 +40,17 @@ std::string runIdFromEnvironment() {
   return "";
 }
 
+std::chrono::milliseconds parseHangTimeout(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == text.c_str() || *end != '\0' || !std::isfinite(seconds) ||
+      seconds <= 0 || seconds > 1e6) {
+    throw std::invalid_argument(what + "='" + text +
+                                "': expected a number of seconds > 0 (e.g. 30 or 2.5)");
+  }
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(seconds * 1000)));
+}
+
 CaptureConfig configFromEnvironment(bool* ok) {
   CaptureConfig cfg;
   const char* run = std::getenv("STAGESCOPE_RUN");
@@ -48,6 +61,9 @@ CaptureConfig configFromEnvironment(bool* ok) {
       throw std::invalid_argument(std::string("STAGESCOPE_LEVEL='") + level +
                                   "': expected one of off, meta, stats, full");
     }
+  }
+  if (const char* t = std::getenv("STAGESCOPE_HANG_TIMEOUT"); t && *t) {
+    cfg.hangTimeout = parseHangTimeout(t, "STAGESCOPE_HANG_TIMEOUT");
   }
   cfg.runId = runIdFromEnvironment();
   return cfg;
@@ -126,6 +142,50 @@ void CaptureSession::start(int globalRank, int worldSize) {
   writer_->rank(std::move(info));
   // Every shard names its run, so merge refuses a stale shard of another job.
   writer_->run(runInfo(RunStatus::Running, ""));
+  watchdog_ = std::make_unique<HangWatchdog>(
+      [this](events::WaitRecord w, const std::string& what, int64_t stuckNs) {
+        stuck(std::move(w), what, stuckNs);
+      });
+}
+
+HangWatchdog* CaptureSession::watchdog() {
+  std::lock_guard lock(mu_);
+  return finished_ ? nullptr : watchdog_.get();
+}
+
+std::chrono::milliseconds CaptureSession::hangTimeoutFor(
+    std::chrono::milliseconds groupTimeout) const {
+  std::lock_guard lock(mu_);
+  if (cfg_.hangTimeout.count() > 0) return cfg_.hangTimeout;
+  return groupTimeout.count() > 0 ? groupTimeout : std::chrono::milliseconds(30 * 60 * 1000);
+}
+
+void CaptureSession::stuck(events::WaitRecord w, const std::string& what, int64_t stuckNs) {
+  char text[96];
+  std::snprintf(text, sizeof text, "not complete after %.1f s (the hang timeout is %g s)",
+                static_cast<double>(stuckNs) / 1e9, w.timeoutSeconds);
+  w.error = text;
+  events::DiagnosisRecord d;
+  d.rank = rank_;
+  d.kind = "timeout";
+  d.iteration = w.iteration;
+  d.actionSeq = w.actionSeq;
+  d.waitsOnRank = w.peer;
+  d.message = what + ": " + text;
+  d.timeNs = engine::nowNs();
+  w.rank = rank_;
+  w.timeNs = d.timeNs;
+  std::lock_guard lock(mu_);
+  ++stuckNow_;
+  if (firstStuck_.empty()) firstStuck_ = d.message;
+  if (!writer_ || finished_) return;
+  writer_->wait(std::move(w));
+  writer_->diagnosis(std::move(d));
+  try {
+    writer_->flush();
+  } catch (const std::exception&) {
+    // the writer keeps its error (see failure())
+  }
 }
 
 bool CaptureSession::started() const {
@@ -198,6 +258,55 @@ CaptureSession::OpIds CaptureSession::nextCollective(const std::string& group) {
   return {iteration_, seq_++, collectives_[group]++};
 }
 
+void CaptureSession::lateCompletion(const events::WaitRecord& w, const std::string& what,
+                                    int64_t tookNs) {
+  char text[64];
+  std::snprintf(text, sizeof text, "completed after %.1f s", static_cast<double>(tookNs) / 1e9);
+  events::DiagnosisRecord d;
+  d.rank = rank_;
+  d.kind = "late_completion";
+  d.iteration = w.iteration;
+  d.actionSeq = w.actionSeq;
+  d.waitsOnRank = w.peer;
+  d.message = what + ": " + text + " (reported stuck at the hang timeout)";
+  d.timeNs = engine::nowNs();
+  std::lock_guard lock(mu_);
+  stuckNow_ = std::max(0, stuckNow_ - 1);
+  if (writer_ && !finished_) writer_->diagnosis(std::move(d));
+}
+
+namespace {
+bool looksLikeTimeout(const std::string& error) {
+  return error.find("imed out") != std::string::npos || error.find("imeout") != std::string::npos;
+}
+std::string firstLine(const std::string& text) {
+  return text.substr(0, std::min(text.find('\n'), size_t{300}));
+}
+}  // namespace
+
+void CaptureSession::failed(events::WaitRecord w, const std::string& what, const std::string& error,
+                            bool reported) {
+  events::DiagnosisRecord d;
+  d.rank = rank_;
+  d.kind = looksLikeTimeout(error) ? "timeout" : "op_failed";
+  d.iteration = w.iteration;
+  d.actionSeq = w.actionSeq;
+  d.waitsOnRank = w.peer;
+  d.message = what + " did not complete: " + error;
+  d.timeNs = engine::nowNs();
+  {
+    std::lock_guard lock(mu_);
+    if (reported) stuckNow_ = std::max(0, stuckNow_ - 1);  // now a failure, counted below
+    if (d.kind == "timeout" && !reported && writer_ && !finished_) {
+      w.rank = rank_;
+      w.error = firstLine(error);
+      w.timeNs = d.timeNs;
+      writer_->wait(std::move(w));
+    }
+  }
+  failure(std::move(d));
+}
+
 void CaptureSession::failure(events::DiagnosisRecord d) {
   std::lock_guard lock(mu_);
   failed_ = true;
@@ -213,6 +322,13 @@ void CaptureSession::failure(events::DiagnosisRecord d) {
 }
 
 void CaptureSession::finish(RunStatus status, const std::string& reason) {
+  // Stop the watchdog first, without the lock: its reports take the lock.
+  HangWatchdog* dog = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    dog = finished_ ? nullptr : watchdog_.get();
+  }
+  if (dog) dog->stop();
   std::lock_guard lock(mu_);
   if (!writer_ || finished_) return;
   finished_ = true;
@@ -220,6 +336,10 @@ void CaptureSession::finish(RunStatus status, const std::string& reason) {
     // The job ended normally but an operation of this rank did not complete.
     return finishLocked(timedOut_ ? RunStatus::Hung : RunStatus::Failed,
                         "rank " + std::to_string(rank_) + ": " + firstFailure_);
+  }
+  if (status == RunStatus::Completed && stuckNow_ > 0) {
+    // The job is leaving while an operation the watchdog reported is still pending.
+    return finishLocked(RunStatus::Hung, "rank " + std::to_string(rank_) + ": " + firstStuck_);
   }
   finishLocked(status, reason);
 }

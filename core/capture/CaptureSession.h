@@ -19,6 +19,7 @@
 // enqueue (also thread-safe).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/capture/HangWatchdog.h"
 #include "core/events/Recorder.h"
 
 namespace stagescope::capture {
@@ -34,15 +36,22 @@ struct CaptureConfig {
   std::string runPath;  // the run file; rank N writes <runPath>.rank<N>.shard
   events::RecordLevel level = events::RecordLevel::Stats;
   std::string runId;  // default: runIdFromEnvironment(), else the run file's name
+  // How long an operation may stay incomplete before the hang watchdog records what the rank
+  // waits on; 0: each group's own timeout (init_process_group(timeout=...)).
+  std::chrono::milliseconds hangTimeout{0};
 };
 
 // The run id every rank of one job agrees on: STAGESCOPE_RUN_ID, else torchrun's
 // TORCHELASTIC_RUN_ID, else "" (then the run file's name is used).
 std::string runIdFromEnvironment();
 
-// Reads STAGESCOPE_RUN (run file) and STAGESCOPE_LEVEL (off|meta|stats|full, default stats).
-// `ok` is false when STAGESCOPE_RUN is unset; throws std::invalid_argument naming the
-// variable, its value and the accepted values when STAGESCOPE_LEVEL is not a level.
+// Parses a hang timeout in seconds (> 0, finite) named `what` in the error.
+std::chrono::milliseconds parseHangTimeout(const std::string& text, const std::string& what);
+
+// Reads STAGESCOPE_RUN (run file), STAGESCOPE_LEVEL (off|meta|stats|full, default stats) and
+// STAGESCOPE_HANG_TIMEOUT (seconds > 0).  `ok` is false when STAGESCOPE_RUN is unset; throws
+// std::invalid_argument naming the variable, its value and the accepted values when
+// STAGESCOPE_LEVEL or STAGESCOPE_HANG_TIMEOUT is not valid.
 CaptureConfig configFromEnvironment(bool* ok);
 
 class CaptureSession {
@@ -88,6 +97,25 @@ class CaptureSession {
   // flushed at once, so it survives the job being killed next.
   void failure(events::DiagnosisRecord d);
 
+  // The hang watchdog of this process (started with the session; null before).
+  HangWatchdog* watchdog();
+  // The timeout after which an operation of a group whose own timeout is `groupTimeout`
+  // counts as stuck: the configured hang timeout, else the group's.
+  std::chrono::milliseconds hangTimeoutFor(std::chrono::milliseconds groupTimeout) const;
+  // What the watchdog found: the rank has waited `stuckNs` on `w` (`what`: the operation in
+  // words).  Records the `waits` row and a `timeout` diagnosis, flushed at once; the run
+  // ends `hung`.
+  void stuck(events::WaitRecord w, const std::string& what, int64_t stuckNs);
+  // A reported operation completed after all, `tookNs` after its post: a `late_completion`
+  // diagnosis (rank, iteration, action_seq of its waits row) says so; the run is no longer
+  // hung on its account.
+  void lateCompletion(const events::WaitRecord& w, const std::string& what, int64_t tookNs);
+  // An operation's wait failed with `error` (c10d's own timeout, a lost peer): a `timeout` or
+  // `op_failed` diagnosis, and for a timeout the `waits` row unless the watchdog (`reported`)
+  // wrote it already; flushed at once.
+  void failed(events::WaitRecord w, const std::string& what, const std::string& error,
+              bool reported);
+
  private:
   CaptureSession() = default;
   ~CaptureSession();
@@ -103,9 +131,11 @@ class CaptureSession {
   int iteration_ = 0, maxIteration_ = 0, seq_ = 0;
   int64_t startUnixMs_ = 0;
   bool finished_ = false, failed_ = false, timedOut_ = false;
-  std::string firstFailure_;
+  int stuckNow_ = 0;  // operations reported stuck that have not completed or failed since
+  std::string firstFailure_, firstStuck_;
   std::map<std::tuple<std::string, int, int, int>, int> channels_;
   std::map<std::string, int> collectives_;
+  std::unique_ptr<HangWatchdog> watchdog_;
 };
 
 }  // namespace stagescope::capture

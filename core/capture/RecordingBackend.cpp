@@ -66,8 +66,19 @@ const char* reduceOpName(const c10d::ReduceOp& op) {
   }
 }
 
-bool looksLikeTimeout(const std::string& error) {
-  return error.find("imed out") != std::string::npos || error.find("imeout") != std::string::npos;
+// Registers a posted operation with the hang watchdog; returns its id (0: no watchdog).
+uint64_t watch(HangWatchdog* dog, events::WaitRecord w, std::string what,
+               std::chrono::milliseconds timeout, int64_t postNs,
+               std::function<void()> onStuck = {}) {
+  if (!dog) return 0;
+  w.timeoutSeconds = static_cast<double>(timeout.count()) / 1000.0;
+  PendingOp op;
+  op.wait = std::move(w);
+  op.what = std::move(what);
+  op.timeout = timeout;
+  op.postNs = postNs;
+  op.onStuck = std::move(onStuck);
+  return dog->add(std::move(op));
 }
 
 }  // namespace
@@ -212,26 +223,34 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   action.peers = {side == Side::Send ? dst : src};
   action.startNs = start;
 
+  // What this rank waits on while the operation is pending (the hang watchdog's row).
+  events::WaitRecord wait;
+  wait.rank = session.rank();
+  wait.iteration = ids.iteration;
+  wait.actionSeq = ids.seq;
+  wait.action = action.kind;
+  wait.microbatch = ids.index;
+  wait.peer = action.peers.front();
+  wait.op = side == Side::Send ? events::WaitOp::Send : events::WaitOp::Recv;
+  wait.edge = edge.str();
+  wait.direction = direction;
+  std::ostringstream what;
+  what << (side == Side::Send ? "send to" : "recv from") << " rank " << action.peers.front()
+       << " on " << edge.str() << " (iteration " << ids.iteration << ", message #" << ids.index
+       << ", op #" << ids.seq << ")";
+  HangWatchdog* dog = session.watchdog();
+  const uint64_t watchId = watch(dog, wait, what.str(), session.hangTimeoutFor(timeout_), start);
+
   auto onDone = [records = std::move(records), action = std::move(action), tensors, side, level,
-                 edgeName = edge.str(),
-                 ids](bool ok, bool waited, const std::string& error) mutable {
+                 wait = std::move(wait), what = what.str(), dog,
+                 watchId](bool ok, bool waited, const std::string& error) mutable {
     auto& s = CaptureSession::instance();
     auto& rec = s.recorder();
     const int64_t end = engine::nowNs();
+    const bool reported = dog && dog->done(watchId);
+    if (ok && reported) s.lateCompletion(wait, what, end - action.startNs);
     if (!ok) {
-      events::DiagnosisRecord d;
-      d.rank = s.rank();
-      d.kind = looksLikeTimeout(error) ? "timeout" : "op_failed";
-      d.iteration = ids.iteration;
-      d.actionSeq = ids.seq;
-      d.waitsOnRank = action.peers.front();
-      std::ostringstream m;
-      m << (side == Side::Send ? "send to" : "recv from") << " rank " << action.peers.front()
-        << " on " << edgeName << " (iteration " << ids.iteration << ", message #" << ids.index
-        << ", op #" << ids.seq << ") did not complete: " << error;
-      d.message = m.str();
-      d.timeNs = end;
-      s.failure(std::move(d));
+      s.failed(std::move(wait), what, error, reported);
       if (side == Side::Recv) return;  // nothing arrived; the send side keeps its record
     }
     for (size_t i = 0; i < records.size(); ++i) {
@@ -246,11 +265,13 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
       r.endNs = ok ? end : 0;
       rec.transfer(std::move(r));
     }
-    action.endNs = ok ? end : 0;
-    rec.action(std::move(action));
+    // An action row says the step was done: a failed send keeps its transfer row (what was
+    // sent) but no action, so "last completed" stays true.
+    action.endNs = end;
+    if (ok) rec.action(std::move(action));
     (void)waited;
   };
-  return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone));
+  return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone), dog, watchId);
 }
 
 c10::intrusive_ptr<c10d::Work> RecordingBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
@@ -303,9 +324,33 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::collective(
   r.startNs = engine::nowNs();
   auto work = post();
 
-  auto onDone = [r = std::move(r), outputs = std::move(outputs), level](
-                    bool ok, bool waited, const std::string& error) mutable {
+  events::WaitRecord wait;
+  wait.rank = session.rank();
+  wait.iteration = ids.iteration;
+  wait.actionSeq = ids.seq;
+  wait.action = events::ActionKind::DpReduce;  // "a collective"; the op is in its row
+  wait.microbatch = ids.index;                 // the collective's number on its group
+  wait.peer = -1;  // who has not joined: read from the members' rows at analysis
+  wait.op = events::WaitOp::Collective;
+  wait.edge = group;
+  std::ostringstream what;
+  what << op << " on group " << group << " (iteration " << ids.iteration << ", collective #"
+       << ids.index << " of the group, op #" << ids.seq << ")";
+  HangWatchdog* dog = session.watchdog();
+  // A stuck collective's row is written at once (state "pending"): it names the members.
+  auto pendingRow = [r] {
+    auto row = r;
+    row.state = "pending";
+    CaptureSession::instance().recorder().collective(std::move(row));
+  };
+  const uint64_t watchId =
+      watch(dog, wait, what.str(), session.hangTimeoutFor(timeout_), r.startNs, pendingRow);
+
+  auto onDone = [r = std::move(r), outputs = std::move(outputs), level, wait = std::move(wait),
+                 what = what.str(), dog,
+                 watchId](bool ok, bool waited, const std::string& error) mutable {
     auto& s = CaptureSession::instance();
+    const bool reported = dog && dog->done(watchId);
     r.endNs = ok ? engine::nowNs() : 0;
     r.state = !ok ? "failed" : waited ? "completed" : "unwaited";
     if (ok && level >= RecordLevel::Stats && !outputs.empty()) {
@@ -315,22 +360,11 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::collective(
       r.stats = d.stats;
       if (level >= RecordLevel::Full) r.payload = engine::hostBytes(outputs[0]);
     }
-    if (!ok) {
-      events::DiagnosisRecord d;
-      d.rank = s.rank();
-      d.kind = looksLikeTimeout(error) ? "timeout" : "op_failed";
-      d.iteration = r.iteration;
-      d.actionSeq = r.seq;
-      std::ostringstream m;
-      m << r.op << " on group " << r.group << " (iteration " << r.iteration << ", collective #"
-        << r.groupSeq << " of the group, op #" << r.seq << ") did not complete: " << error;
-      d.message = m.str();
-      d.timeNs = engine::nowNs();
-      s.failure(std::move(d));
-    }
-    s.recorder().collective(std::move(r));
+    if (ok && reported) s.lateCompletion(wait, what, r.endNs - r.startNs);
+    if (!ok) s.failed(std::move(wait), what, error, reported);
+    if (!reported) s.recorder().collective(std::move(r));  // else its pending row stands
   };
-  return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone));
+  return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone), dog, watchId);
 }
 
 c10::intrusive_ptr<c10d::Work> RecordingBackend::broadcast(std::vector<at::Tensor>& tensors,

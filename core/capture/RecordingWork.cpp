@@ -4,10 +4,13 @@
 
 namespace stagescope::capture {
 
-RecordingWork::RecordingWork(c10::intrusive_ptr<c10d::Work> inner, OnDone onDone)
+RecordingWork::RecordingWork(c10::intrusive_ptr<c10d::Work> inner, OnDone onDone,
+                             HangWatchdog* watchdog, uint64_t watchId)
     : c10d::Work(-1, inner->retrieveOpType()),
       inner_(std::move(inner)),
-      onDone_(std::move(onDone)) {}
+      onDone_(std::move(onDone)),
+      watchdog_(watchdog),
+      watchId_(watchId) {}
 
 RecordingWork::~RecordingWork() {
   if (reported_.load()) return;
@@ -50,15 +53,19 @@ void RecordingWork::synchronize() {
 
 bool RecordingWork::wait(std::chrono::milliseconds timeout) {
   bool ok = false;
+  if (watchdog_) watchdog_->blocked(watchId_, true);
   try {
     ok = inner_->wait(timeout);
   } catch (const std::exception& e) {
+    if (watchdog_) watchdog_->blocked(watchId_, false);
     done(false, true, e.what());
     throw;
   } catch (...) {
+    if (watchdog_) watchdog_->blocked(watchId_, false);
     done(false, true, "unknown exception");
     throw;
   }
+  if (watchdog_) watchdog_->blocked(watchId_, false);
   done(ok, true, ok ? "" : "wait returned false");
   return ok;
 }

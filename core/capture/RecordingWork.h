@@ -7,9 +7,13 @@
 //     false, error = the exception text or "wait returned false");
 //   * otherwise when the job drops the Work (ok = the inner Work's state at that moment);
 // `onDone` runs on the thread that triggers it and must not throw (it only enqueues records).
+// With a `watchdog`, every wait() is bracketed by watchdog->blocked(watchId, true/false), so
+// the hang watchdog knows which operation the job is blocked on.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "core/capture/HangWatchdog.h"
 
 #include <atomic>
 #include <chrono>
@@ -21,7 +25,8 @@ namespace stagescope::capture {
 class RecordingWork final : public c10d::Work {
  public:
   using OnDone = std::function<void(bool ok, bool waited, const std::string& error)>;
-  RecordingWork(c10::intrusive_ptr<c10d::Work> inner, OnDone onDone);
+  RecordingWork(c10::intrusive_ptr<c10d::Work> inner, OnDone onDone,
+                HangWatchdog* watchdog = nullptr, uint64_t watchId = 0);
   ~RecordingWork() override;
 
   bool isCompleted() override;
@@ -43,6 +48,8 @@ class RecordingWork final : public c10d::Work {
 
   c10::intrusive_ptr<c10d::Work> inner_;
   OnDone onDone_;
+  HangWatchdog* watchdog_;
+  uint64_t watchId_;
   std::atomic<bool> reported_{false};
 };
 

@@ -81,7 +81,7 @@ bool parseRecordLevel(const std::string& text, RecordLevel* out) {
 }
 
 namespace {
-constexpr std::array<const char*, 3> kWaitOpNames = {"recv", "send", "broadcast"};
+constexpr std::array<const char*, 4> kWaitOpNames = {"recv", "send", "broadcast", "collective"};
 template <typename T>
 bool listKeeps(const std::vector<T>& list, const T& x) {
   return list.empty() || std::find(list.begin(), list.end(), x) != list.end();

@@ -252,11 +252,13 @@ struct DiagnosisRecord {
 // What a rank was waiting on when its wait ran past the timeout: structured, so the wait-for
 // graph is built from data, never from the sentence of a diagnosis.
 enum class WaitOp : uint8_t {
-  Recv = 0,   // waits for a message from `peer`
-  Send,       // waits for `peer` to take a message it sent
-  Broadcast,  // waits in a boundary broadcast rooted at `peer`
+  Recv = 0,    // waits for a message from `peer`
+  Send,        // waits for `peer` to take a message it sent
+  Broadcast,   // waits in a boundary broadcast rooted at `peer`
+  Collective,  // waits in collective number `microbatch` of group `edge` (captured jobs;
+               // `peer` -1: who has not joined is read from the members' collective rows)
 };
-const char* toString(WaitOp op);  // "recv" | "send" | "broadcast"
+const char* toString(WaitOp op);  // "recv" | "send" | "broadcast" | "collective"
 bool parseWaitOp(const std::string& text, WaitOp* out);
 
 struct WaitRecord {

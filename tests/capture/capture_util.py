@@ -31,17 +31,23 @@ def job_env(run=None, level="stats"):
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     env["OMP_NUM_THREADS"] = "1"
     env.pop("STAGESCOPE_RUN", None)
+    env.pop("STAGESCOPE_HANG_TIMEOUT", None)
     if run is not None:
         env["STAGESCOPE_RUN"] = run
         env["STAGESCOPE_LEVEL"] = level
     return env
 
 
+def torchrun_cmd(script, nproc, args):
+    """The torchrun command line that runs `script` on `nproc` local ranks."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={nproc}", script] + list(args)
+
+
 def torchrun(script, nproc, args, env, timeout=JOB_TIMEOUT_S):
     """Runs `script` on `nproc` local ranks; returns the CompletedProcess (never raises on a
     non-zero exit; a timeout is turned into a failed result naming the job)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={nproc}", script] + list(args)
+    cmd = torchrun_cmd(script, nproc, args)
     try:
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:

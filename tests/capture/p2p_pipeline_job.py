@@ -13,6 +13,7 @@ Each rank saves its losses, final parameters and a log of every tensor it sent o
 """
 
 import argparse
+import datetime
 import os
 import sys
 
@@ -40,17 +41,25 @@ def main():
     ap.add_argument("--plant-shape-bug", action="store_true",
                     help="the last stage posts its step-1 microbatch-0 receive with the "
                          "transposed shape (same bytes, wrong shape)")
+    ap.add_argument("--plant-hang", choices=["skip-recv", "skip-allreduce"],
+                    help="skip-recv: the last stage skips its receive of the last microbatch's "
+                         "activation in iteration 0; skip-allreduce: the last stage skips the "
+                         "world loss all_reduce of iteration 0 (both hang the job)")
+    ap.add_argument("--timeout", type=float, default=1800, help="the process groups' timeout (s)")
     args = ap.parse_args()
 
     if args.backend == "stagescope":
         import stagescope_torch  # noqa: F401  registers the backend; run file from the env
-    dist.init_process_group(args.backend)
+    timeout = datetime.timedelta(seconds=args.timeout)
+    dist.init_process_group(args.backend, timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     pp = args.pp
     dp = world // pp
     stage, replica = rank % pp, rank // pp
-    pp_groups = [dist.new_group([d * pp + s for s in range(pp)], group_desc="pp") for d in range(dp)]
-    dp_groups = [dist.new_group([d * pp + s for d in range(dp)], group_desc="dp") for s in range(pp)]
+    pp_groups = [dist.new_group([d * pp + s for s in range(pp)], group_desc="pp", timeout=timeout)
+                 for d in range(dp)]
+    dp_groups = [dist.new_group([d * pp + s for d in range(dp)], group_desc="dp", timeout=timeout)
+                 for s in range(pp)]
     pp_group, dp_group = pp_groups[replica], dp_groups[stage]
     prev_rank = rank - 1 if stage > 0 else None
     next_rank = rank + 1 if stage < pp - 1 else None
@@ -74,8 +83,11 @@ def main():
             else:
                 shape = (H, B) if (args.plant_shape_bug and stage == pp - 1 and it == 1 and mb == 0) else (B, H)
                 buf = torch.empty(shape)
-                for w in dist.batch_isend_irecv([dist.P2POp(dist.irecv, buf, prev_rank, pp_group)]):
-                    w.wait()
+                if args.plant_hang == "skip-recv" and stage == pp - 1 and it == 0 and mb == M - 1:
+                    buf.zero_()  # planted bug: this receive is never posted
+                else:
+                    for w in dist.batch_isend_irecv([dist.P2POp(dist.irecv, buf, prev_rank, pp_group)]):
+                        w.wait()
                 logged("recv", prev_rank, buf)
                 x = buf.view(B, H).requires_grad_()
             y = torch.tanh(block(x))
@@ -113,7 +125,8 @@ def main():
                 p -= 0.1 * p.grad
                 p.grad = None
         total = torch.tensor([sum(l.item() for l in mb_losses)], dtype=torch.float64)
-        dist.all_reduce(total)  # every rank learns the step's loss (world group)
+        if not (args.plant_hang == "skip-allreduce" and stage == pp - 1 and it == 0):
+            dist.all_reduce(total)  # every rank learns the step's loss (world group)
         losses.append(total.item())
 
     dist.barrier()

@@ -1,21 +1,26 @@
 """The capture backend's suite: real multi-process torch jobs recorded through the
 `stagescope` c10d backend, then merged and checked by the stagescope CLI.
 
-Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | pipelining_1f1b)
+Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | planted_hang |
+                                pipelining_1f1b | gpipe_vs_1f1b)
 Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagescope_torch).
 """
 
 import os
 import shutil
+import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from capture_util import xxh3_of, rows, stagescope, torchrun, job_env, unsigned  # noqa: E402
+from capture_util import (xxh3_of, rows, stagescope, torchrun, torchrun_cmd, job_env,  # noqa: E402
+                          unsigned)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 P2P_JOB = os.path.join(HERE, "p2p_pipeline_job.py")
@@ -151,9 +156,86 @@ class PlantedShapeBug(CaptureCase):
         self.assertIn("sent [4, 8] float32, received [8, 4] float32", out)
 
 
+def waits_of(shard):
+    """The waits rows a running rank has committed to its shard so far ([] while unreadable)."""
+    try:
+        return rows(shard, "SELECT * FROM waits")
+    except sqlite3.Error:
+        return []
+
+
+class PlantedHang(CaptureCase):
+    """A hand-written 2-stage loop that hangs; the hang watchdog leaves what each rank waits
+    on in its shard, so merge/check build the wait-for graph (docs/capture.md "Hangs")."""
+
+    def test_killed_while_hanging(self):
+        """Stage 1 skips its receive of the last activation: rank 0 blocks sending it, rank 1
+        blocks sending its first gradient.  c10d's timeout is 30 min, the hang timeout 2 s;
+        the launcher is killed once both ranks recorded their wait (as a CI timeout would)."""
+        run = os.path.join(self.tmp, "hang.db")
+        env = job_env(run, "stats")
+        env["STAGESCOPE_HANG_TIMEOUT"] = "2"
+        cmd = torchrun_cmd(P2P_JOB, 2, ["--backend", "stagescope", "--out", os.path.join(self.tmp, "o"),
+                                        "--pp", "2", "--steps", "2", "--microbatches", "3",
+                                        "--plant-hang", "skip-recv"])
+        job = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+        try:
+            # start-up takes seconds; a busy machine may take minutes, never 4
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and job.poll() is None:
+                if all(waits_of(f"{run}.rank{r}.shard") for r in range(2)):
+                    break
+                time.sleep(0.5)
+            self.assertIsNone(job.poll(), "the planted hang ended on its own; it must hang")
+        finally:
+            os.killpg(job.pid, signal.SIGTERM)  # the launcher kills its ranks
+            try:
+                job.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+        m = stagescope("merge", run)
+        self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
+        self.assertIn("run hung", m.stdout)
+        waits = {w["rank"]: w for w in rows(run, "SELECT * FROM waits")}
+        self.assertEqual(sorted(waits), [0, 1])
+        self.assertEqual((waits[0]["op"], waits[0]["peer"], waits[0]["edge"], waits[0]["direction"],
+                          waits[0]["iteration"], waits[0]["microbatch"]),
+                         ("send", 1, "pp:stage0->stage1", "activation", 0, 2))
+        self.assertEqual((waits[1]["op"], waits[1]["peer"], waits[1]["direction"], waits[1]["microbatch"]),
+                         ("send", 0, "gradient", 0))
+        out = self.merge_and_check(run, expect_exit=10)
+        self.assertIn("status hung", out)
+        self.assertIn("rank 0 waits to send the activation of microbatch 2 to rank 1", out)
+        self.assertIn("cycle rank 0 -> rank 1 -> rank 0", out)
+        self.assertIn("rank 1 has not posted the receive of the activation of microbatch 2 from "
+                      "rank 0 (edge pp:stage0->stage1, iteration 0) that rank 0 waits for", out)
+
+    def test_collective_not_joined(self):
+        """Stage 1 skips the loss all_reduce of iteration 0 and waits for iteration 1's first
+        activation; rank 0 waits in the all_reduce.  No hang timeout is set: the groups' own
+        (6 s) applies, c10d's wait fails at the same time and the job exits."""
+        run = os.path.join(self.tmp, "coll.db")
+        r = torchrun(P2P_JOB, 2, ["--backend", "stagescope", "--out", os.path.join(self.tmp, "o"),
+                                  "--pp", "2", "--steps", "2", "--microbatches", "2", "--timeout", "6",
+                                  "--plant-hang", "skip-allreduce"], job_env(run, "meta"))
+        self.assertNotEqual(r.returncode, 0, "the planted hang must fail the job")
+        self.assertNotEqual(r.returncode, 124, "the job must end by its own timeout")
+        out = self.merge_and_check(run, expect_exit=10)
+        self.assertIn("rank 0 waits for all_reduce #0 of group world, not joined by rank 1", out)
+        self.assertIn("rank 1 waits for the activation of microbatch 0 from rank 0; last completed: "
+                      "iteration 0", out)
+        self.assertIn("rank 1 has not joined all_reduce #0 of group world (iteration 0)", out)
+        pending = rows(run, "SELECT rank, state, group_ranks FROM collectives WHERE op = 'all_reduce' "
+                            "AND iteration = 0")
+        self.assertEqual([(p["rank"], p["group_ranks"]) for p in pending], [(0, "0,1")])
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
-    cases = {"p2p_pipeline": P2PPipeline, "planted_shape_bug": PlantedShapeBug}
+    cases = {"p2p_pipeline": P2PPipeline, "planted_shape_bug": PlantedShapeBug,
+             "planted_hang": PlantedHang}
     try:
         import pipelining_case  # noqa: F401
         cases["pipelining_1f1b"] = pipelining_case.Pipelining1F1B

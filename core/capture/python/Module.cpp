@@ -24,7 +24,8 @@ namespace events = stagescope::events;
 
 namespace {
 
-void configure(const std::string& run, const std::string& level, const std::string& runId) {
+void configure(const std::string& run, const std::string& level, const std::string& runId,
+               const std::string& hangTimeout) {
   CaptureConfig cfg;
   cfg.runPath = run;
   if (run.empty()) throw std::invalid_argument("configure(run=...): the run file path is empty");
@@ -33,6 +34,9 @@ void configure(const std::string& run, const std::string& level, const std::stri
                                 "'): expected one of off, meta, stats, full");
   }
   cfg.runId = runId;
+  if (!hangTimeout.empty()) {
+    cfg.hangTimeout = stagescope::capture::parseHangTimeout(hangTimeout, "hang_timeout");
+  }
   CaptureSession::instance().configure(std::move(cfg));
 }
 
@@ -93,8 +97,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("inner", &RecordingBackend::inner)
       .def("global_rank", &RecordingBackend::globalRank, py::arg("group_rank"));
 
-  m.def("configure", &configure, py::arg("run"), py::arg("level") = "stats",
-        py::arg("run_id") = "");
+  m.def("configure", &configure, py::arg("run"), py::arg("level") = "stats", py::arg("run_id") = "",
+        py::arg("hang_timeout") = "");
   m.def("configured", [] { return CaptureSession::instance().configured(); });
   m.def("started", [] { return CaptureSession::instance().started(); });
   m.def("level", [] { return std::string(events::toString(CaptureSession::instance().level())); });

@@ -30,17 +30,23 @@ LEVELS = ("off", "meta", "stats", "full")
 __all__ = ["BACKEND", "configure", "step", "record_gradients", "name_group", "finish", "level"]
 
 
-def configure(run=None, level=None, run_id=None):
-    """Where to record (`run`: the run file; rank N writes `<run>.rank<N>.shard`) and how much
-    (`level`: off | meta | stats | full).  Unset arguments come from STAGESCOPE_RUN and
-    STAGESCOPE_LEVEL (default stats).  Call before init_process_group."""
+def configure(run=None, level=None, run_id=None, hang_timeout=None):
+    """Where to record (`run`: the run file; rank N writes `<run>.rank<N>.shard`), how much
+    (`level`: off | meta | stats | full) and after how many seconds a pending operation counts
+    as stuck (`hang_timeout`; default: each group's own timeout): then the rank's shard gets
+    what it waits on at once, so a job killed while hanging still leaves the wait-for graph.
+    Unset arguments come from STAGESCOPE_RUN, STAGESCOPE_LEVEL (default stats) and
+    STAGESCOPE_HANG_TIMEOUT.  Call before init_process_group."""
     run = run if run is not None else os.environ.get("STAGESCOPE_RUN", "")
     level = level if level is not None else os.environ.get("STAGESCOPE_LEVEL", "stats")
+    if hang_timeout is None:
+        hang_timeout = os.environ.get("STAGESCOPE_HANG_TIMEOUT", "")
     if not run:
         raise ValueError("stagescope_torch.configure: no run file (pass run= or set STAGESCOPE_RUN)")
     if level not in LEVELS:
         raise ValueError(f"stagescope_torch.configure: level={level!r}, expected one of {LEVELS}")
-    _C.configure(str(run), level, run_id or os.environ.get("STAGESCOPE_RUN_ID", ""))
+    _C.configure(str(run), level, run_id or os.environ.get("STAGESCOPE_RUN_ID", ""),
+                 str(hang_timeout))
 
 
 def step(iteration):

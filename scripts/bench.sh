@@ -2,6 +2,7 @@
 # The benchmark suite (issue 8): `make bench` -> scripts/bench.sh BUILD_DIR.
 #
 #   scripts/bench.sh [--smoke] [BUILD_DIR] [-- run_bench.py options, e.g. --parts 1,2]
+#   scripts/bench.sh --capture [BUILD_DIR] [-- bench_capture.py options, e.g. --reps 5]
 #
 # Full run: writes bench/results.md and bench/results.json (about 10 minutes on 2 cores, plus
 #           part 7, whose 10^7-event run takes much longer).
@@ -18,6 +19,10 @@
 #   Each section's rows carry the date and load (`uptime`) at which it was measured.
 # --smoke:  one tiny repetition of every part into BUILD_DIR/bench-smoke/, then checks that
 #           the outputs exist and parse (the CTest test `bench_smoke`, label bench).
+# --capture: only the capture backend's overhead (tests/capture/bench_capture.py): a 4-rank
+#           torch.distributed.pipelining job through `stagescope` at off/meta/stats/full ÷ the
+#           same job on plain Gloo, variants alternating within each repetition; writes
+#           BUILD_DIR/bench-capture/capture_overhead.{md,json}.
 #
 # The PyTorch peer (part 1) needs the project venv's torch importable from Python.  torch is
 # installed there with --no-deps (for its C++ LibTorch); the full run installs its pure-Python
@@ -26,8 +31,9 @@
 # installs anything: without the peer it skips part 1 and says so.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SMOKE=0
+SMOKE=0 CAPTURE=0
 if [[ "${1:-}" == "--smoke" ]]; then SMOKE=1; shift; fi
+if [[ "${1:-}" == "--capture" ]]; then CAPTURE=1; shift; fi
 BUILD="${1:-build/default}"
 [[ $# -gt 0 ]] && shift
 [[ "${1:-}" == "--" ]] && shift
@@ -36,6 +42,12 @@ BUILD="$(cd "$BUILD" 2>/dev/null && pwd || echo "$ROOT/$BUILD")"
 
 PY=python3
 command -v "$PY" >/dev/null || PY="$ROOT/.venv/bin/python"
+
+if [[ $CAPTURE == 1 ]]; then
+  [[ -d "$BUILD/python/stagescope_torch" ]] || { echo "bench: $BUILD/python/stagescope_torch not built (python3-dev missing?)" >&2; exit 2; }
+  echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+  exec "$ROOT/.venv/bin/python" "$ROOT/tests/capture/bench_capture.py" --build "$BUILD" "$@"
+fi
 
 # --- the PyTorch peer --------------------------------------------------------------------------
 VENV_PY="$ROOT/.venv/bin/python"

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Overhead of the capture backend: step time of a 4-rank torch.distributed.pipelining job
-(Schedule1F1B, Gloo, CPU) recorded through `stagescope` at meta / stats / full, divided by the
-same job on plain Gloo.  Not part of the test suite (no timing assertions anywhere).
+(Schedule1F1B, Gloo, CPU) through `stagescope` at off (forwarding only) / meta / stats / full,
+divided by the same job on plain Gloo.  Not part of the test suite (no timing assertions
+anywhere).  `scripts/bench.sh --capture` runs it alone.
 
-  bench_capture.py --build build/default [--reps 3] [--steps 12] [--out DIR]
+  bench_capture.py --build build/default [--reps 3] [--steps 12] [--sizes small,medium] [--out DIR]
 
 Each repetition runs every variant once, in rotating order; a variant's step time is the
 median over its repetitions of the median step (steps after the first two).  Ratios are
@@ -26,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capture_util import job_env, torchrun  # noqa: E402
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipelining_job.py")
-VARIANTS = [("gloo", None), ("stagescope", "meta"), ("stagescope", "stats"), ("stagescope", "full")]
+VARIANTS = [("gloo", None), ("stagescope", "off"), ("stagescope", "meta"), ("stagescope", "stats"),
+            ("stagescope", "full")]
 SIZES = {  # name -> job arguments
     "small": ["--hidden", "64", "--batch", "32", "--depth", "2", "--microbatches", "8"],
     "medium": ["--hidden", "512", "--batch", "64", "--depth", "4", "--microbatches", "8"],

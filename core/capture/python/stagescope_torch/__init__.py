@@ -30,13 +30,16 @@ LEVELS = ("off", "meta", "stats", "full")
 __all__ = ["BACKEND", "configure", "step", "record_gradients", "name_group", "finish", "level"]
 
 
-def configure(run=None, level=None, run_id=None, hang_timeout=None):
+def configure(run=None, level=None, run_id=None, hang_timeout=None, inner=None):
     """Where to record (`run`: the run file; rank N writes `<run>.rank<N>.shard`), how much
     (`level`: off | meta | stats | full) and after how many seconds a pending operation counts
     as stuck (`hang_timeout`; default: each group's own timeout): then the rank's shard gets
     what it waits on at once, so a job killed while hanging still leaves the wait-for graph.
-    Unset arguments come from STAGESCOPE_RUN, STAGESCOPE_LEVEL (default stats) and
-    STAGESCOPE_HANG_TIMEOUT.  Call before init_process_group."""
+    `inner` is the backend that does the communication: "gloo" (default, CPU tensors) or
+    "nccl" (CUDA tensors; needs a GPU).  Unset arguments come from STAGESCOPE_RUN,
+    STAGESCOPE_LEVEL (default stats), STAGESCOPE_HANG_TIMEOUT and STAGESCOPE_INNER.  Call
+    before init_process_group."""
+    _select_inner(inner if inner is not None else os.environ.get("STAGESCOPE_INNER", "gloo"))
     run = run if run is not None else os.environ.get("STAGESCOPE_RUN", "")
     level = level if level is not None else os.environ.get("STAGESCOPE_LEVEL", "stats")
     if hang_timeout is None:
@@ -88,17 +91,54 @@ def finish(status="completed", reason=""):
     _C.finish(status, reason)
 
 
-def _create_backend(opts, backend_options):
-    # The inner backend is exactly what init_process_group(backend="gloo") would build.
-    inner = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
-    inner.options.global_ranks_in_group = list(opts.global_ranks_in_group)
-    inner.options.group_name = opts.group_id
+INNERS = ("gloo", "nccl")
+_inner = "gloo"
+
+
+def _select_inner(name):
+    """Chooses the inner backend; NCCL needs CUDA and a torch built with NCCL: otherwise one
+    line says so (nothing is recorded through a backend that cannot run)."""
+    global _inner
+    if name not in INNERS:
+        raise ValueError(f"stagescope_torch: inner={name!r} (STAGESCOPE_INNER), expected one of {INNERS}")
+    if name == "nccl":
+        if not dist.is_nccl_available():
+            raise RuntimeError("stagescope_torch: inner='nccl' needs a torch built with NCCL; "
+                               "this one has none (use inner='gloo')")
+        if not torch.cuda.is_available():
+            raise RuntimeError("stagescope_torch: inner='nccl' needs a CUDA device, but "
+                               "torch.cuda.is_available() is False on this host (use inner='gloo')")
+    _inner = name
+    # The groups' tensors live on the inner backend's device: c10d routes them by device.
+    dist.Backend.backend_capability[BACKEND] = ["cuda"] if name == "nccl" else ["cpu"]
+
+
+def _inner_backend(opts):
+    """Exactly what init_process_group(backend=<inner>) would build for this group."""
+    if _inner == "nccl":
+        from torch.distributed import ProcessGroupNCCL
+        o = ProcessGroupNCCL.Options()
+        o._timeout = opts.timeout
+        o.global_ranks_in_group = list(opts.global_ranks_in_group)
+        o.group_name = opts.group_id
+        inner = ProcessGroupNCCL(opts.store, opts.group_rank, opts.group_size, o)
+    else:
+        inner = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+        inner.options.global_ranks_in_group = list(opts.global_ranks_in_group)
+        inner.options.group_name = opts.group_id
     inner._set_sequence_number_for_group()
+    return inner
+
+
+def _create_backend(opts, backend_options):
+    inner = _inner_backend(opts)
     return _C.RecordingBackend(inner, list(opts.global_ranks_in_group), opts.timeout)
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu"])
+if os.environ.get("STAGESCOPE_INNER", "gloo") != "gloo":
+    _select_inner(os.environ["STAGESCOPE_INNER"])  # a job configured by the environment alone
 
 atexit.register(finish)
 # multiprocessing children leave through os._exit (no atexit); its finalizers still run.

@@ -1,5 +1,6 @@
 #include "storage/RunFileWriter.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -9,7 +10,9 @@
 namespace stagescope::storage {
 
 void writeRunFile(const RunModel& model, const std::string& path) {
-  const int world = static_cast<int>(model.ranks.size());
+  // One shard per rank; a colocated rank's shard holds one `ranks` row per module it holds.
+  int world = static_cast<int>(std::max(model.actions.size(), model.plan.size()));
+  for (const auto& r : model.ranks) world = std::max(world, r.rank + 1);
   std::vector<std::string> shards;
   for (int r = 0; r < world; ++r) shards.push_back(shardPathFor(path, r));
   std::error_code ec;
@@ -23,7 +26,7 @@ void writeRunFile(const RunModel& model, const std::string& path) {
   createRunFile(path, info);
   for (int r = 0; r < world; ++r) {
     auto w = ShardWriter::open(shards[r], model.info.level, r);
-    w->rank(model.ranks[r]);
+    for (const auto& row : model.modulesOf(r)) w->rank(row);
     if (r < static_cast<int>(model.plan.size()))
       for (const auto& a : model.plan[r]) w->planned(a);
     if (r < static_cast<int>(model.actions.size()))

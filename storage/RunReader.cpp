@@ -274,17 +274,8 @@ class Loader {
       r.clockOffsetUncertaintyNs = s.isNull(13) ? -1 : s.i64(13);
       m_.ranks.push_back(std::move(r));
     }
-    // Sorted by rank; a rank recorded twice keeps its last record.
-    std::stable_sort(m_.ranks.begin(), m_.ranks.end(),
-                     [](const auto& a, const auto& b) { return a.rank < b.rank; });
-    std::vector<events::RankInfo> unique;
-    for (auto& r : m_.ranks) {
-      if (!unique.empty() && unique.back().rank == r.rank)
-        unique.back() = std::move(r);
-      else
-        unique.push_back(std::move(r));
-    }
-    m_.ranks = std::move(unique);
+    // One row per (rank, module): a colocated rank holds several modules.
+    model::sortRankRows(m_.ranks);
   }
 
   std::vector<events::ActionRecord>& rankList(std::vector<std::vector<events::ActionRecord>>& v,
@@ -672,7 +663,9 @@ int64_t minusWrapping(int64_t a, int64_t b) {
 }
 
 void applyClockOffsets(RunModel& m) {
-  for (const auto& r : m.ranks) {
+  for (size_t i = 0; i < m.ranks.size(); ++i) {
+    const auto& r = m.ranks[i];
+    if (i > 0 && m.ranks[i - 1].rank == r.rank) continue;  // a colocated rank's further rows
     const int64_t off = r.clockOffsetNs;
     if (off == 0) continue;
     if (static_cast<size_t>(r.rank) < m.actions.size()) {

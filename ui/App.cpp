@@ -258,7 +258,7 @@ void App::drawStatusBar(const ImVec2& pos, const ImVec2& size) {
     size_t events = r->model.transfers.size() + r->model.gradients.size() + r->model.losses.size();
     for (const auto& a : r->model.actions) events += a.size();
     ImGui::Text("%zu events   %zu ranks   loaded in %.2f s (+%.2f s index)   %s", events,
-                r->model.ranks.size(), r->loadSeconds, r->indexSeconds,
+                static_cast<size_t>(r->model.rankCount()), r->loadSeconds, r->indexSeconds,
                 r->model.partial ? "PARTIAL RUN" : "");
     if (r->replay.brokenConstraints())
       ImGui::SameLine(),

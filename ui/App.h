@@ -74,6 +74,22 @@ struct FrameProbes {
     ImVec2 from, to;
   };
   std::vector<Wait> waits;  // wait-for arrows drawn on the timeline
+  // Colocated ranks: forward/backward blocks drawn in a lane of a split row (the lane's
+  // module and colour), grid cells that show a rank shared with another module, and the loop
+  // arrows of local hand-offs (from the send to the receive, in the arrow's colour).
+  struct LaneItem {
+    int rank, lane, moduleIndex;
+    ImVec4 rect;
+    ImU32 colour;
+  };
+  std::vector<LaneItem> laneItems;
+  std::vector<Marked> sharedCells;
+  struct Local {
+    int rank;
+    ImVec2 from, to;
+    ImU32 colour;
+  };
+  std::vector<Local> locals;
 };
 
 class App {

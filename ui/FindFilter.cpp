@@ -7,18 +7,22 @@ namespace stagescope::ui {
 
 namespace {
 
-const std::string& moduleOf(const storage::RunModel& model, int rank) {
-  static const std::string none;
-  return rank >= 0 && rank < static_cast<int>(model.ranks.size()) ? model.ranks[rank].module : none;
+// The module of an action: its own; a rank-wide action (module "") belongs to every module its
+// rank holds (a colocated rank holds several).
+bool actionOfModule(const storage::RunModel& model, const events::ActionRecord& a,
+                    const std::string& module) {
+  if (!a.module.empty()) return a.module == module;
+  return model.rankInfo(a.rank, module) != nullptr;
 }
 
 bool matchesTransfer(const storage::RunModel& model, const FindQuery& q, size_t i,
                      const std::vector<char>& mismatched) {
   const auto& t = model.transfers[i];
   if (q.rank >= 0 && t.srcRank != q.rank && t.dstRank != q.rank) return false;
-  if (!q.module.empty() && moduleOf(model, t.srcRank) != q.module &&
-      moduleOf(model, t.dstRank) != q.module)
-    return false;
+  if (!q.module.empty()) {
+    const auto [src, dst] = model::edgeModules(t);
+    if (src != q.module && dst != q.module) return false;
+  }
   if (q.iteration >= 0 && t.iteration != q.iteration) return false;
   if (q.microbatch >= 0 && t.microbatch != q.microbatch) return false;
   if (q.kind >= 0 && static_cast<int>(t.direction) != q.kind) return false;
@@ -76,11 +80,11 @@ std::vector<FindHit> findItems(const storage::RunModel& model, const FindQuery& 
     case FindWhat::Actions:
       for (size_t r = 0; r < model.actions.size(); ++r) {
         if (q.rank >= 0 && q.rank != static_cast<int>(r)) continue;
-        if (!q.module.empty() && moduleOf(model, static_cast<int>(r)) != q.module) continue;
         if (q.nanInf || q.mismatch) continue;
         const auto& acts = model.actions[r];
         for (size_t i = 0; i < acts.size(); ++i) {
           const auto& a = acts[i];
+          if (!q.module.empty() && !actionOfModule(model, a, q.module)) continue;
           if (q.iteration >= 0 && a.iteration != q.iteration) continue;
           if (q.microbatch >= 0 && a.microbatch != q.microbatch) continue;
           if (q.kind >= 0 && static_cast<int>(a.kind) != q.kind) continue;

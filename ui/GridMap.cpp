@@ -1,5 +1,6 @@
 // The grid map: each module's TP x PP x DP layout at its rank offset, bridges between modules,
-// and every rank's state at the current replay step.
+// and every rank's state at the current replay step.  A colocated rank appears in the grid of
+// every module it holds, each cell with a "shared w/" line naming (and coloured as) the others.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -32,20 +33,29 @@ void App::drawGridMap() {
   probes_.gridMap = ImVec4(origin.x, origin.y, origin.x + ImGui::GetContentRegionAvail().x,
                            origin.y + ImGui::GetContentRegionAvail().y);
   const int64_t step = view_.step;
-  const float cellW = 92, cellH = 46, gap = 6;
+  bool anyShared = false;
+  for (const auto& ri : model.ranks) anyShared |= model.colocated(ri.rank);
+  // Cells of a run with colocated ranks are larger: a third line names the other modules.
+  const float cellW = anyShared ? 112 : 92, cellH = anyShared ? 60 : 46, gap = 6;
+  auto moduleIndex = [&](const std::string& name) {
+    for (size_t i = 0; i < modules.size(); ++i)
+      if (modules[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
 
-  auto stateOf = [&](int rank) {
+  // `cellModule`: the module whose grid the cell belongs to; a colocated rank's running action
+  // may be another module's (named then).
+  auto stateOf = [&](int rank, int cellModule) {
     CellState c;
     if (rank < 0 || rank >= static_cast<int>(model.actions.size())) return c;
     const auto& acts = model.actions[rank];
     RankReplayState st = run->replay.stateAt(rank, step);
     int stored = run->replay.storedActivations(rank, step);
     char buf[64];
-    int mi = -1;
-    for (size_t i = 0; i < modules.size(); ++i)
-      if (modules[i].name == model.ranks[rank].module) mi = static_cast<int>(i);
+    int mi = cellModule;
     if (st.running && st.done < static_cast<int32_t>(acts.size())) {
       const auto& a = acts[st.done];
+      if (!a.module.empty() && moduleIndex(a.module) >= 0) mi = moduleIndex(a.module);
       using K = events::ActionKind;
       if (a.kind == K::Forward || a.kind == K::Backward) {
         std::snprintf(buf, sizeof buf, "%s mb%d", a.kind == K::Forward ? "F" : "B", a.microbatch);
@@ -74,6 +84,10 @@ void App::drawGridMap() {
       } else {
         std::snprintf(buf, sizeof buf, "%s mb%d", events::toString(a.kind), a.microbatch);
         c.fill = theme::actionColour(mi, static_cast<int>(a.kind));
+      }
+      if (mi != cellModule && mi >= 0 && !c.waiting) {
+        const std::string what = buf;  // the rank runs another of its modules now
+        std::snprintf(buf, sizeof buf, "%s %s", what.c_str(), modules[mi].name.c_str());
       }
     } else if (st.done >= static_cast<int32_t>(acts.size()) &&
                run->problems.ranks[rank].fate != RankFate::Completed) {
@@ -118,7 +132,7 @@ void App::drawGridMap() {
     if (m.kind != "llm") encBottom += boxes[i].w + 10;
     boxes[i] = ImVec4(x, y, x + boxes[i].z, y + boxes[i].w);
   }
-  std::vector<ImVec2> cellCentre(model.ranks.size(), ImVec2(-1, -1));
+  std::map<std::pair<int, int>, ImVec2> cellCentre;  // (rank, module) -> centre
   for (size_t i = 0; i < modules.size(); ++i) {
     const auto& m = modules[i];
     const ImVec4 b = boxes[i];
@@ -138,7 +152,7 @@ void App::drawGridMap() {
           float x0 = b.x + 8 + p * (cellW + gap);
           float y0 = b.y + 26 + (d * m.tp + t) * (cellH + gap) + d * 6;
           ImVec2 c0(x0, y0), c1(x0 + cellW, y0 + cellH);
-          CellState cs = stateOf(rank);
+          CellState cs = stateOf(rank, static_cast<int>(i));
           dl->AddRectFilled(c0, c1, cs.fill, 3);
           bool sel = rank >= 0 && view_.selection.rank == rank;
           dl->AddRect(c0, c1, sel ? theme::kAccent : IM_COL32(75, 80, 90, 255), 3, 0,
@@ -159,8 +173,26 @@ void App::drawGridMap() {
             std::snprintf(n, sizeof n, "%d", stored);
             dl->AddText(ImVec2(x0 + cellW - 16, y0 + cellH - 17), tc, n);
           }
-          if (rank >= 0 && rank < static_cast<int>(cellCentre.size()))
-            cellCentre[rank] = ImVec2(x0 + cellW / 2, y0 + cellH / 2);
+          if (rank >= 0)
+            cellCentre[{rank, static_cast<int>(i)}] = ImVec2(x0 + cellW / 2, y0 + cellH / 2);
+          if (rank >= 0 && model.colocated(rank)) {
+            // Shared with the rank's other modules: a dot in each one's colour and their names.
+            std::string others;
+            float dx = x0 + 4;
+            const float ly = y0 + 31;
+            for (const auto& o : model.modulesOf(rank)) {
+              if (o.module == m.name) continue;
+              const ImU32 oc = theme::moduleColour(moduleIndex(o.module), false);
+              dl->AddRectFilled(ImVec2(dx, ly + 2), ImVec2(dx + 8, ly + 10), oc, 2);
+              if (probes_.sharedCells.size() < 32)
+                probes_.sharedCells.push_back({rank, ImVec4(dx, ly + 2, dx + 8, ly + 10), oc});
+              dx += 10;
+              others += (others.empty() ? "" : ",") + o.module;
+            }
+            dl->PushClipRect(c0, c1, true);
+            dl->AddText(ImVec2(dx + 2, ly - 1), tc, ("shared w/ " + others).c_str());
+            dl->PopClipRect();
+          }
           ImGui::SetCursorScreenPos(c0);
           ImGui::PushID(rank);
           if (ImGui::InvisibleButton("##cell", ImVec2(cellW, cellH)) && rank >= 0) {
@@ -175,9 +207,12 @@ void App::drawGridMap() {
             probes_.cells.push_back({rank, ImVec4(c0.x, c0.y, c1.x, c1.y), cs.fill});
           }
           if (ImGui::IsItemHovered() && rank >= 0)
-            ImGui::SetTooltip("rank %d  %s\n%s%s%s\nstored activations: %d", rank, m.name.c_str(),
-                              cs.line1.c_str(), cs.fate ? "\n" : "",
-                              cs.fate ? run->problems.ranks[rank].why.c_str() : "", stored);
+            ImGui::SetTooltip(
+                "rank %d  %s%s\n%s%s%s\nstored activations: %d", rank,
+                model.colocated(rank) ? "shared: " : "",
+                model.colocated(rank) ? model.moduleLabel(rank).c_str() : m.name.c_str(),
+                cs.line1.c_str(), cs.fate ? "\n" : "",
+                cs.fate ? run->problems.ranks[rank].why.c_str() : "", stored);
           ImGui::PopID();
         }
       }
@@ -198,13 +233,19 @@ void App::drawGridMap() {
           bool linked = m.dp >= dst->dp ? rj.dp == ri.dp / std::max(1, m.dp / dst->dp)
                                         : ri.dp == rj.dp / std::max(1, dst->dp / m.dp);
           if (!linked) continue;
-          ImVec2 a = cellCentre[ri.rank], b = cellCentre[rj.rank];
+          auto ca = cellCentre.find({ri.rank, static_cast<int>(i)});
+          auto cb = cellCentre.find({rj.rank, moduleIndex(dst->name)});
+          if (ca == cellCentre.end() || cb == cellCentre.end()) continue;
+          ImVec2 a = ca->second, b = cb->second;
           a.x += cellW / 2;
           b.x -= cellW / 2;
           dl->AddBezierCubic(a, ImVec2(a.x + 40, a.y), ImVec2(b.x - 40, b.y), b, theme::kBridge,
                              2.0f);
           dl->AddTriangleFilled(b, ImVec2(b.x - 8, b.y - 4), ImVec2(b.x - 8, b.y + 4),
                                 theme::kBridge);
+          if (ri.rank == rj.rank)  // both ends on one rank: a local hand-off, no wire
+            dl->AddText(ImVec2((a.x + b.x) / 2 - 14, (a.y + b.y) / 2 - 16), theme::kBridge,
+                        "local");
         }
       }
       const char* role = m.dp > dst->dp ? "fan-in" : (m.dp < dst->dp ? "fan-out" : "1:1");

@@ -110,18 +110,24 @@ void App::inspectAction(int rank, int64_t index) {
       index >= static_cast<int64_t>(model.actions[rank].size()))
     return;
   const auto& a = model.actions[rank][index];
+  // The action's own module (a colocated rank holds several); a rank-wide action: the row's.
   int mi = run->rows.empty() || run->rowOfRank[rank] < 0
                ? -1
                : run->rows[run->rowOfRank[rank]].moduleIndex;
+  for (size_t i = 0; i < model.info.modules.size(); ++i)
+    if (!a.module.empty() && model.info.modules[i].name == a.module) mi = static_cast<int>(i);
   char title[128];
   std::snprintf(title, sizeof title, "Action  %s  mb%d  on rank %d", events::toString(a.kind),
                 a.microbatch, rank);
   header(title, theme::actionColour(mi, static_cast<int>(a.kind)));
   if (beginKv("##akv")) {
-    const auto* ri = rank < static_cast<int>(model.ranks.size()) ? &model.ranks[rank] : nullptr;
+    const auto* ri = model.placementOf(a);
     if (ri)
       row("rank", "%d  %s tp%d pp%d dp%d  stage %d/%d", rank, ri->module.c_str(), ri->tp, ri->pp,
           ri->dp, ri->globalStage, ri->totalStages);
+    row("module", "%s", a.module.empty() ? "(rank-wide)" : a.module.c_str());
+    if (model.colocated(rank))
+      row("shared", "rank %d holds %s (one 1F1B order)", rank, model.moduleLabel(rank).c_str());
     row("iteration", "%d   seq %d", a.iteration, a.seq);
     row("microbatch", "%d", a.microbatch);
     row("start", "%s", formatDuration(static_cast<double>(a.startNs - model.minTimeNs)).c_str());
@@ -193,7 +199,8 @@ void App::inspectTransfer(int64_t index) {
     row("edge", "%s (%s%s%s)", t.edge.c_str(), events::toString(t.edgeKind),
         t.role != events::BridgeRole::None ? ", " : "",
         t.role != events::BridgeRole::None ? events::toString(t.role) : "");
-    row("direction", "%s   r%d -> r%d", events::toString(t.direction), t.srcRank, t.dstRank);
+    row("direction", "%s   r%d -> r%d%s", events::toString(t.direction), t.srcRank, t.dstRank,
+        model::isLocalHandOff(t) ? "   local hand-off (same rank, no wire)" : "");
     row("iteration", "%d   microbatch %d", t.iteration, t.microbatch);
     row("shape", "%s  %s  %s", formatShape(t.shape).c_str(), t.dtype.c_str(),
         formatBytes(t.bytes).c_str());

@@ -7,6 +7,13 @@
 
 namespace stagescope::ui {
 
+int RankRow::laneOf(const std::string& module) const {
+  if (module.empty() || lanes.size() < 2) return -1;
+  for (size_t i = 0; i < lanes.size(); ++i)
+    if (lanes[i].module == module) return static_cast<int>(i);
+  return -1;
+}
+
 std::vector<RankRow> orderRankRows(const storage::RunModel& model) {
   const auto& modules = model.info.modules;
   auto moduleIndex = [&](const std::string& name) {
@@ -20,8 +27,10 @@ std::vector<RankRow> orderRankRows(const storage::RunModel& model) {
     int m = moduleIndex(r.module);
     if (m >= 0) firstStage[m] = std::min(firstStage[m], r.globalStage);
   }
+  // One entry per rank: its first row (model.ranks is sorted by rank, then global stage).
   std::vector<const events::RankInfo*> order;
-  for (const auto& r : model.ranks) order.push_back(&r);
+  for (const auto& r : model.ranks)
+    if (order.empty() || order.back()->rank != r.rank) order.push_back(&r);
   auto groupKey = [&](const events::RankInfo* r) {
     int m = moduleIndex(r->module);
     int stage = m >= 0 ? firstStage[m] : INT_MAX;
@@ -39,9 +48,17 @@ std::vector<RankRow> orderRankRows(const storage::RunModel& model) {
     row.moduleIndex = moduleIndex(r->module);
     row.firstOfModule = row.moduleIndex != lastModule;
     lastModule = row.moduleIndex;
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "%s  tp%d pp%d dp%d  r%d",
-                  r->module.empty() ? "?" : r->module.c_str(), r->tp, r->pp, r->dp, r->rank);
+    char buf[160];
+    for (const auto& m : model.modulesOf(r->rank)) {
+      std::snprintf(buf, sizeof buf, "%s  tp%d pp%d dp%d",
+                    m.module.empty() ? "?" : m.module.c_str(), m.tp, m.pp, m.dp);
+      row.lanes.push_back({moduleIndex(m.module), m.module, buf});
+    }
+    if (row.shared())
+      std::snprintf(buf, sizeof buf, "r%d  %s", r->rank, model.moduleLabel(r->rank).c_str());
+    else
+      std::snprintf(buf, sizeof buf, "%s  tp%d pp%d dp%d  r%d",
+                    r->module.empty() ? "?" : r->module.c_str(), r->tp, r->pp, r->dp, r->rank);
     row.label = buf;
     rows.push_back(std::move(row));
   }

@@ -1,7 +1,8 @@
 // Timeline row order: one row per rank, grouped by module (in the order data flows: module
 // with the lowest first global stage first, config order on ties) and inside a module by
 // grid coordinates (dp, then pp, then cp, then tp), so each data-parallel replica's pipeline
-// reads top to bottom.  ImGui-free.
+// reads top to bottom.  A colocated rank (several modules on one rank) is one row split into
+// lanes, one per module it holds, grouped with its first module.  ImGui-free.
 #pragma once
 
 #include <string>
@@ -11,11 +12,26 @@
 
 namespace stagescope::ui {
 
+// One module a row's rank holds: its actions are drawn in this lane.
+struct RankLane {
+  int moduleIndex = -1;  // position in RunInfo::modules (-1: unknown module)
+  std::string module;
+  std::string label;  // "vision  tp0 pp1 dp0"
+};
+
 struct RankRow {
   int rank = -1;
-  int moduleIndex = -1;  // position in RunInfo::modules (-1: unknown module)
+  int moduleIndex = -1;  // the group's module: the rank's first (lowest global stage)
   bool firstOfModule = false;
-  std::string label;  // "llm  tp1 pp2 dp0  r7"
+  std::string label;  // "llm  tp1 pp2 dp0  r7"; a colocated rank: "r1  vision+audio+llm"
+  // One lane per module the rank holds, by global stage; a rank of one module has one.
+  std::vector<RankLane> lanes;
+  bool shared() const { return lanes.size() > 1; }
+  int laneCount() const { return lanes.empty() ? 1 : static_cast<int>(lanes.size()); }
+  // The lane of an action or message side of `module` on a split row; -1 (drawn across the
+  // whole row) on a row of one module, for a rank-wide action (module "") and for a module the
+  // rank does not hold.
+  int laneOf(const std::string& module) const;
 };
 
 std::vector<RankRow> orderRankRows(const storage::RunModel& model);

@@ -143,8 +143,8 @@ ReplayOrder ReplayOrder::build(const storage::RunModel& model,
       o.iterStarts_.push_back(static_cast<int64_t>(s));
     }
     if (!st.end && a.kind == events::ActionKind::Forward) {
-      const auto* ri =
-          st.rank < static_cast<int>(model.ranks.size()) ? &model.ranks[st.rank] : nullptr;
+      // The forward's own module (a colocated rank also runs later stages' forwards).
+      const auto* ri = model.placementOf(a);
       if (ri && ri->globalStage == minStage) {
         auto key = std::make_pair(a.iteration, a.microbatch);
         if (std::find(seenMb.begin(), seenMb.end(), key) == seenMb.end()) {

@@ -95,7 +95,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   // The sentence: the recorded reason, the partial note, the first non-finite record.
   std::string text;
   if (m.info.status == events::RunStatus::Completed) {
-    text = "all " + std::to_string(m.ranks.size()) + " ranks completed " +
+    text = "all " + std::to_string(m.rankCount()) + " ranks completed " +
            std::to_string(m.info.iterations) + " iterations";
   } else if (!m.info.statusReason.empty()) {
     text = m.info.statusReason;

@@ -1,5 +1,8 @@
 // The timeline: one row per rank (RankRows order), actions binary-searched to the visible
-// range and folded below 3 px (TimeIndex), transfer arrows, plan overlay, replay state.
+// range and folded below 3 px (TimeIndex), transfer arrows, plan overlay, replay state.  A
+// colocated rank's row is split into one lane per module it holds (module colours, one label
+// per lane, a "shared" badge); a local hand-off between two of its modules is a loop arrow
+// from the sender's lane to the receiver's, labelled "local".
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -66,6 +69,29 @@ void arrowHead(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float size) {
   ImVec2 base(to.x - dx * size, to.y - dy * size);
   dl->AddTriangleFilled(to, ImVec2(base.x - dy * size * 0.5f, base.y + dx * size * 0.5f),
                         ImVec2(base.x + dy * size * 0.5f, base.y - dx * size * 0.5f), col);
+}
+
+// The label of a colocated rank's split row: per lane, the module's colour bar and its grid
+// coordinates; across the row, a badge naming the rank and that it is shared.
+void drawSharedRowLabel(ImDrawList* dl, const RankRow& row, ImVec2 at, float laneH, ImU32 tc) {
+  for (size_t l = 0; l < row.lanes.size(); ++l) {
+    const float ly = at.y + laneH * static_cast<float>(l);
+    dl->AddRectFilled(ImVec2(at.x, ly + 1), ImVec2(at.x + 6, ly + laneH - 1),
+                      theme::moduleColour(row.lanes[l].moduleIndex, false));
+    dl->AddText(ImVec2(at.x + 10, ly + (laneH - 15) / 2), tc, row.lanes[l].label.c_str());
+  }
+  char rank[16];
+  std::snprintf(rank, sizeof rank, "r%d", row.rank);
+  const char* shared = "shared";
+  const float w = ImGui::CalcTextSize(shared).x + 8;
+  const float h = laneH * static_cast<float>(row.lanes.size());
+  const ImVec2 b0(at.x + kLabelWidth - 20 - w, at.y + 3), b1(at.x + kLabelWidth - 20, at.y + h - 3);
+  dl->AddRectFilled(b0, b1, IM_COL32(70, 74, 86, 255), 3);
+  dl->AddRect(b0, b1, theme::kBridge, 3, 0, 1.5f);
+  const float lineH = ImGui::GetTextLineHeight();
+  const float ty = (b0.y + b1.y) / 2 - (h >= 2 * lineH + 8 ? lineH : lineH / 2);
+  dl->AddText(ImVec2(b0.x + (w - ImGui::CalcTextSize(rank).x) / 2, ty), theme::kText, rank);
+  if (h >= 2 * lineH + 8) dl->AddText(ImVec2(b0.x + 4, ty + lineH), theme::kBridge, shared);
 }
 
 }  // namespace
@@ -154,13 +180,18 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   auto xOf = [&](double t) {
     return static_cast<float>(area0.x + (t - view_.viewStart) / nsPerPx);
   };
-  // Rows grow to fill the panel (up to 40 px) when there are few of them.
-  int modulesShown = 0;
-  for (const auto& r : run->rows) modulesShown += r.firstOfModule ? 1 : 0;
+  // Rows grow to fill the panel (up to 40 px per lane) when there are few of them.
+  int modulesShown = 0, lanes = 0;
+  for (const auto& r : run->rows) {
+    modulesShown += r.firstOfModule ? 1 : 0;
+    lanes += r.laneCount();
+  }
   const float fill = (area1.y - area0.y - static_cast<float>(modulesShown) * kHeaderHeight - 4) /
-                     std::max<float>(1.0f, static_cast<float>(run->rows.size()));
+                     std::max<float>(1.0f, static_cast<float>(lanes));
   const float rowH = std::clamp(fill, view_.rowHeight, std::max(view_.rowHeight, 40.0f));
   effectiveRowHeight_ = rowH;
+  // A row's height: one lane per module its rank holds.
+  auto heightOf = [&](size_t row) { return rowH * static_cast<float>(run->rows[row].laneCount()); };
 
   // Row positions.
   std::vector<float> rowY(run->rows.size());
@@ -168,7 +199,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   for (size_t i = 0; i < run->rows.size(); ++i) {
     if (run->rows[i].firstOfModule) contentH += kHeaderHeight;
     rowY[i] = contentH;
-    contentH += rowH;
+    contentH += heightOf(i);
   }
   view_.scrollY =
       std::clamp(view_.scrollY, 0.0f, std::max(0.0f, contentH - (area1.y - area0.y) + 8));
@@ -227,9 +258,19 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   // Module header bands and row backgrounds.
   for (size_t i = 0; i < run->rows.size(); ++i) {
     float y = rowY[i];
-    if (y > area1.y || y + rowH < area0.y - kHeaderHeight) continue;
-    dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(area1.x, y + rowH),
+    if (y > area1.y || y + heightOf(i) < area0.y - kHeaderHeight) continue;
+    dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(area1.x, y + heightOf(i)),
                       (i & 1) ? theme::kRowB : theme::kRowA);
+    const auto& lanesOfRow = run->rows[i].lanes;
+    if (run->rows[i].shared()) {
+      // A split row: each lane tinted in its module's colour, separated by a thin line.
+      for (size_t l = 0; l < lanesOfRow.size(); ++l) {
+        const float ly = y + rowH * static_cast<float>(l);
+        dl->AddRectFilled(ImVec2(pos.x, ly), ImVec2(area1.x, ly + rowH),
+                          theme::moduleColour(lanesOfRow[l].moduleIndex, false, 0.07f));
+        if (l > 0) dl->AddLine(ImVec2(pos.x, ly), ImVec2(area1.x, ly), IM_COL32(70, 74, 84, 255));
+      }
+    }
     if (run->rows[i].firstOfModule) {
       float hy = y - kHeaderHeight;
       int mi = run->rows[i].moduleIndex;
@@ -260,9 +301,10 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   dl->PushClipRect(area0, area1, true);
   for (size_t i = 0; i < run->rows.size(); ++i) {
     const float y = rowY[i];
-    if (y > area1.y || y + rowH < area0.y) continue;
-    const int rank = run->rows[i].rank;
-    const int mi = run->rows[i].moduleIndex;
+    const float rowHt = heightOf(i);
+    if (y > area1.y || y + rowHt < area0.y) continue;
+    const RankRow& row = run->rows[i];
+    const int rank = row.rank;
     const auto& acts = model.actions[rank];
     const auto* plan = rank < static_cast<int>(model.plan.size()) ? &model.plan[rank] : nullptr;
     IndexRange range = visibleRange(acts, vStart, vEnd);
@@ -271,14 +313,20 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
         rank < static_cast<int>(run->busyPrefixNs.size()) ? &run->busyPrefixNs[rank] : nullptr;
     foldRange(acts, range, nsPerPx, kMinItemPx, drawScratch_, kMaxFoldPx, prefix);
     const RankReplayState st = run->replay.stateAt(rank, step);
-    const bool rowHovered = hovered && mouse.y >= y && mouse.y < y + rowH && mouse.x >= area0.x;
+    const bool rowHovered = hovered && mouse.y >= y && mouse.y < y + rowHt && mouse.x >= area0.x;
     float prevX1 = -1e9f;
     for (const DrawItem& d : drawScratch_) {
       const auto& a = acts[d.first];
+      // The action's lane on a split row (its module's); folded runs of actions and rank-wide
+      // actions span the whole row.
+      const int lane = d.folded() ? -1 : row.laneOf(a.module);
+      const float laneY = lane < 0 ? y : y + rowH * static_cast<float>(lane);
+      const float laneH = lane < 0 ? rowHt : rowH;
+      const int mi = lane >= 0 ? row.lanes[lane].moduleIndex : row.moduleIndex;
       float x0 = xOf(static_cast<double>(d.startNs));
       float x1 = std::max(xOf(static_cast<double>(d.endNs)), x0 + 1.0f);
       if (view_.showIdle && x0 - prevX1 > 6 && prevX1 > area0.x - 1e6f) {
-        dl->AddRectFilled(ImVec2(prevX1, y + rowH - 4), ImVec2(x0, y + rowH - 1),
+        dl->AddRectFilled(ImVec2(prevX1, y + rowHt - 4), ImVec2(x0, y + rowHt - 1),
                           IM_COL32(200, 70, 60, 110));
       }
       prevX1 = x1;
@@ -287,7 +335,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       const bool running = st.running && static_cast<int32_t>(d.first) <= st.done &&
                            st.done < static_cast<int32_t>(d.last);
       const float alpha = pending ? 0.30f : 1.0f;
-      float top = y + 2, bottom = y + rowH - 2;
+      float top = laneY + 2, bottom = laneY + laneH - 2;
       if (d.folded()) {
         // A dense stretch: its cell shows how busy the rank was there (bubbles dark).
         ImU32 c = pending ? theme::actionColour(mi, static_cast<int>(a.kind), alpha * 0.75f)
@@ -300,7 +348,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
                       buf);
         }
       } else {
-        if (isCommKind(a.kind)) top = y + rowH * 0.5f;
+        if (isCommKind(a.kind)) top = laneY + laneH * 0.5f;
         ImU32 c = theme::actionColour(mi, static_cast<int>(a.kind), alpha);
         dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, bottom), c, 1.5f);
         const float w = x1 - x0;
@@ -327,28 +375,37 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
           probes_.items.push_back({rank, static_cast<int64_t>(d.first), ImVec4(x0, top, x1, bottom),
                                    theme::actionColour(mi, static_cast<int>(a.kind))});
         }
+        if (lane >= 0 && (a.kind == K::Forward || a.kind == K::Backward) && w > 8 && !pending &&
+            probes_.laneItems.size() < 32 && x0 > area0.x + 2 && x1 < area1.x - 2 &&
+            laneY > area0.y && laneY + laneH < area1.y) {
+          probes_.laneItems.push_back({rank, lane, mi, ImVec4(x0, top, x1, bottom),
+                                       theme::actionColour(mi, static_cast<int>(a.kind))});
+        }
         if (view_.showPlan && plan && d.first < plan->size()) {
           const auto& pa = (*plan)[d.first];
-          dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + 3),
+          dl->AddRectFilled(ImVec2(x0, laneY), ImVec2(x1, laneY + 3),
                             theme::actionColour(mi, static_cast<int>(pa.kind), 0.9f));
-          if (pa.kind != a.kind || pa.microbatch != a.microbatch) {
-            dl->AddRect(ImVec2(x0 - 1, y), ImVec2(x1 + 1, y + rowH), theme::kBad, 0, 0, 2.5f);
+          if (pa.kind != a.kind || pa.microbatch != a.microbatch || pa.module != a.module) {
+            dl->AddRect(ImVec2(x0 - 1, laneY), ImVec2(x1 + 1, laneY + laneH), theme::kBad, 0, 0,
+                        2.5f);
             if (x1 - x0 > 30) {
               char buf[48];
               std::snprintf(buf, sizeof buf, "plan %s%d", shortName(pa.kind), pa.microbatch);
-              dl->AddText(ImVec2(x0 + 2, y + rowH + 0), theme::kBad, buf);
+              dl->AddText(ImVec2(x0 + 2, laneY + laneH + 0), theme::kBad, buf);
             }
           }
         }
       }
       if (running)
-        dl->AddRect(ImVec2(x0 - 1, y + 1), ImVec2(x1 + 1, y + rowH - 1), theme::kAccent, 0, 0, 2);
+        dl->AddRect(ImVec2(x0 - 1, laneY + 1), ImVec2(x1 + 1, laneY + laneH - 1), theme::kAccent, 0,
+                    0, 2);
       if (view_.selection.kind == Selection::Kind::Action && view_.selection.rank == rank &&
           view_.selection.index >= static_cast<int64_t>(d.first) &&
           view_.selection.index < static_cast<int64_t>(d.last))
-        dl->AddRect(ImVec2(x0 - 2, y), ImVec2(x1 + 2, y + rowH), IM_COL32(255, 255, 255, 255), 0, 0,
-                    2);
-      if (rowHovered && mouse.x >= x0 - 1 && mouse.x <= x1 + 1) {
+        dl->AddRect(ImVec2(x0 - 2, laneY), ImVec2(x1 + 2, laneY + laneH),
+                    IM_COL32(255, 255, 255, 255), 0, 0, 2);
+      if (rowHovered && mouse.x >= x0 - 1 && mouse.x <= x1 + 1 && mouse.y >= laneY &&
+          mouse.y < laneY + laneH) {
         hover = {Selection::Kind::Action, rank, static_cast<int64_t>(d.first)};
         hoverFolded = d.folded() ? d.last - d.first : 0;
         hoverFoldStart = d.startNs;
@@ -364,11 +421,11 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       const float sx1 =
           std::max(xOf(static_cast<double>(std::max(model.maxTimeNs, from))), sx0 + 60);
       const ImU32 fc = theme::fateColour(fate.fate);
-      const ImVec2 s0(sx0 + 1, y + 2), s1(sx1, y + rowH - 2);
+      const ImVec2 s0(sx0 + 1, y + 2), s1(sx1, y + rowHt - 2);
       dl->AddRectFilled(s0, s1, (fc & 0x00ffffffu) | (70u << 24), 1.5f);
       dl->PushClipRect(s0, s1, true);
-      for (float hx = s0.x - rowH; hx < s1.x; hx += 9)  // hatching: not a completed action
-        dl->AddLine(ImVec2(hx, s1.y), ImVec2(hx + rowH, s0.y), (fc & 0x00ffffffu) | (120u << 24),
+      for (float hx = s0.x - rowHt; hx < s1.x; hx += 9)  // hatching: not a completed action
+        dl->AddLine(ImVec2(hx, s1.y), ImVec2(hx + rowHt, s0.y), (fc & 0x00ffffffu) | (120u << 24),
                     1);
       dl->PopClipRect();
       dl->AddRect(s0, s1, fc, 1.5f, 0, 2.5f);
@@ -388,7 +445,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       // The label and the arrows start at the visible part of the block.
       const float visibleX0 = std::max(s0.x, area0.x);
       dl->PushClipRect(s0, s1, true);
-      dl->AddText(ImVec2(visibleX0 + 5, y + (rowH - ImGui::GetTextLineHeight()) / 2),
+      dl->AddText(ImVec2(visibleX0 + 5, y + (rowHt - ImGui::GetTextLineHeight()) / 2),
                   IM_COL32(255, 235, 225, 255), label.c_str());
       dl->PopClipRect();
       stuckRect[rank] = ImVec4(visibleX0, s0.y, s1.x, s1.y);
@@ -405,8 +462,8 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       int64_t t = st.running ? acts[st.done].startNs
                              : (st.done > 0 ? acts[st.done - 1].endNs : acts.front().startNs);
       float x = xOf(static_cast<double>(t));
-      dl->AddTriangleFilled(ImVec2(x - 5, y + rowH), ImVec2(x + 5, y + rowH),
-                            ImVec2(x, y + rowH - 7), theme::kAccent);
+      dl->AddTriangleFilled(ImVec2(x - 5, y + rowHt), ImVec2(x + 5, y + rowHt),
+                            ImVec2(x, y + rowHt - 7), theme::kAccent);
     }
   }
   if (view_.showArrows) drawArrows(dl, area0, area1, nsPerPx, rowY);
@@ -429,7 +486,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       const auto& target = model.actions[w.waitsOn];
       const double t = target.empty() ? static_cast<double>(model.minTimeNs)
                                       : static_cast<double>(target.back().endNs);
-      to = ImVec2(xOf(t), rowY[row] + (down ? 2 : rowH - 2));
+      to = ImVec2(xOf(t), rowY[row] + (down ? 2 : heightOf(static_cast<size_t>(row)) - 2));
     }
     const float dy = (to.y - from.y) * 0.5f;
     const ImVec2 c1(from.x, from.y + dy), c2(to.x, to.y - dy);
@@ -464,24 +521,30 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   // Labels column.
   for (size_t i = 0; i < run->rows.size(); ++i) {
     float y = rowY[i];
-    if (y > area1.y || y + rowH < area0.y) continue;
-    const int rank = run->rows[i].rank;
+    const float rowHt = heightOf(i);
+    if (y > area1.y || y + rowHt < area0.y) continue;
+    const RankRow& row = run->rows[i];
+    const int rank = row.rank;
     const RankReplayState st = run->replay.stateAt(rank, step);
-    dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(pos.x + kLabelWidth, y + rowH),
+    dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(pos.x + kLabelWidth, y + rowHt),
                       (i & 1) ? IM_COL32(40, 42, 48, 255) : IM_COL32(36, 38, 44, 255));
-    dl->AddRectFilled(ImVec2(pos.x, y + 1), ImVec2(pos.x + 4, y + rowH - 1),
-                      theme::moduleColour(run->rows[i].moduleIndex, false));
     ImU32 tc = theme::kText;
     if (view_.selection.rank == rank) tc = theme::kAccent;
-    dl->AddText(ImVec2(pos.x + 10, y + (rowH - 15) / 2), tc, run->rows[i].label.c_str());
+    if (row.shared()) {
+      drawSharedRowLabel(dl, row, ImVec2(pos.x, y), rowH, tc);
+    } else {
+      dl->AddRectFilled(ImVec2(pos.x, y + 1), ImVec2(pos.x + 4, y + rowH - 1),
+                        theme::moduleColour(row.moduleIndex, false));
+      dl->AddText(ImVec2(pos.x + 10, y + (rowH - 15) / 2), tc, row.label.c_str());
+    }
     if (st.running)
-      dl->AddCircleFilled(ImVec2(pos.x + kLabelWidth - 10, y + rowH / 2), 4, theme::kAccent);
+      dl->AddCircleFilled(ImVec2(pos.x + kLabelWidth - 10, y + rowHt / 2), 4, theme::kAccent);
     const RankFate fate = run->problems.ranks[rank].fate;
     if (fate != RankFate::Completed) {
       const char* word = toString(fate);
       const ImVec2 ws = ImGui::CalcTextSize(word);
-      const ImVec2 b1(pos.x + kLabelWidth - 4, y + rowH / 2 + ws.y / 2 + 1);
-      const ImVec2 b0(b1.x - ws.x - 8, y + rowH / 2 - ws.y / 2 - 1);
+      const ImVec2 b1(pos.x + kLabelWidth - 4, y + rowHt / 2 + ws.y / 2 + 1);
+      const ImVec2 b0(b1.x - ws.x - 8, y + rowHt / 2 - ws.y / 2 - 1);
       dl->AddRectFilled(b0, b1, theme::fateColour(fate), 3);
       dl->AddText(ImVec2(b0.x + 4, b0.y + 1), theme::textOn(theme::fateColour(fate)), word);
     }
@@ -528,8 +591,8 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   } else if (hovered && hover.kind == Selection::Kind::Transfer) {
     const auto& t = model.transfers[hover.index];
     ImGui::BeginTooltip();
-    ImGui::Text("%s %s  it%d mb%d", t.edge.c_str(), events::toString(t.direction), t.iteration,
-                t.microbatch);
+    ImGui::Text("%s %s  it%d mb%d%s", t.edge.c_str(), events::toString(t.direction), t.iteration,
+                t.microbatch, model::isLocalHandOff(t) ? "  (local hand-off)" : "");
     ImGui::TextDisabled("r%d -> r%d   %s  %s  %s", t.srcRank, t.dstRank,
                         formatShape(t.shape).c_str(), t.dtype.c_str(),
                         formatBytes(t.bytes).c_str());
@@ -582,12 +645,19 @@ void App::drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, d
     if (rs < 0 || rr < 0) continue;
     const auto& pair = model.pairs[p];
     const auto& t = model.transfers[pair.send];
+    // On a split (colocated) row the arrow leaves the sender module's lane and enters the
+    // receiver module's.
+    const auto [srcModule, dstModule] = model::edgeModules(t);
+    const int ls = std::max(0, run->rows[rs].laneOf(srcModule));
+    const int lr = std::max(0, run->rows[rr].laneOf(dstModule));
+    const float ys = rowY[rs] + rowH * static_cast<float>(ls);
+    const float yr = rowY[rr] + rowH * static_cast<float>(lr);
     ImVec2 a(
         static_cast<float>(area0.x + (static_cast<double>(sa.startNs) - view_.viewStart) / nsPerPx),
-        rowY[rs] + rowH * 0.75f);
+        ys + rowH * 0.75f);
     ImVec2 b(
         static_cast<float>(area0.x + (static_cast<double>(ra.endNs) - view_.viewStart) / nsPerPx),
-        rowY[rr] + rowH * (rr > rs ? 0.5f : 0.95f));
+        yr + rowH * (yr > ys ? 0.5f : 0.95f));
     ImU32 col = t.direction == events::Direction::Activation ? theme::kP2P : theme::kGradArrow;
     if (t.edgeKind == events::EdgeKind::Bridge) col = theme::kBridge;
     if (!pair.checksumMatches || !pair.shapeMatches) col = theme::kBad;
@@ -599,6 +669,29 @@ void App::drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, d
     if (selected) {
       col = IM_COL32(255, 255, 255, 255);
       thick = 2.5f;
+    }
+    if (model::isLocalHandOff(t)) {
+      // A local hand-off never left the rank: a loop on its row from the sender's lane to the
+      // receiver's, labelled.
+      const float bulge = std::max(18.0f, std::fabs(b.y - a.y) * 0.6f);
+      const float right = std::max(a.x, b.x) + bulge;
+      const ImVec2 c1(right, a.y), c2(right, b.y);
+      dl->AddBezierCubic(a, c1, c2, b, col, thick + 0.8f);
+      arrowHead(dl, c2, b, col, 7);
+      const ImVec2 at(right - bulge * 0.25f + 2, (a.y + b.y) / 2 - ImGui::GetTextLineHeight() / 2);
+      dl->AddText(at, col, "local");
+      if (probes_.locals.size() < 16 && a.x > area0.x && right + 40 < area1.x)
+        probes_.locals.push_back({t.rank, a, b, col});
+      if (mouseIn) {
+        const ImVec2 mid(0.125f * a.x + 0.375f * c1.x + 0.375f * c2.x + 0.125f * b.x,
+                         0.125f * a.y + 0.375f * c1.y + 0.375f * c2.y + 0.125f * b.y);
+        const float d = std::min(segmentDistance(mouse, a, mid), segmentDistance(mouse, mid, b));
+        if (d < best) {
+          best = d;
+          view_.hovered = {Selection::Kind::Transfer, t.rank, pair.send};
+        }
+      }
+      continue;
     }
     if (t.edgeKind == events::EdgeKind::Bridge)
       dashedLine(dl, a, b, col, thick + 0.6f);

@@ -71,6 +71,24 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
     rgb(m.colour);
     out << "\n";
   }
+  for (const auto& m : probes.sharedCells) {
+    out << "shared-cell " << m.rank << " " << m.rect.x << " " << m.rect.y << " " << m.rect.z << " "
+        << m.rect.w << " ";
+    rgb(m.colour);
+    out << "\n";
+  }
+  for (const auto& it : probes.laneItems) {
+    out << "lane-item " << it.rank << " " << it.lane << " " << it.moduleIndex << " " << it.rect.x
+        << " " << it.rect.y << " " << it.rect.z << " " << it.rect.w << " ";
+    rgb(it.colour);
+    out << "\n";
+  }
+  for (const auto& l : probes.locals) {
+    out << "local " << l.rank << " " << l.from.x << " " << l.from.y << " " << l.to.x << " "
+        << l.to.y << " ";
+    rgb(l.colour);
+    out << "\n";
+  }
   for (const auto& w : probes.waits)
     out << "wait " << w.rank << " " << w.waitsOn << " " << w.from.x << " " << w.from.y << " "
         << w.to.x << " " << w.to.y << "\n";

@@ -149,6 +149,8 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
   for (size_t i = 0; i < run.info.modules.size(); ++i) {
     pid[run.info.modules[i].name] = static_cast<int>(i) + 1;
   }
+  // A colocated rank keeps one track (its actions never overlap), in the process of its first
+  // module; its thread name lists every module it holds and each slice names its module.
   auto pidOf = [&](int rank) {
     const auto* info = findRank(run, rank);
     std::string m = info ? info->module : "";
@@ -191,7 +193,16 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     const auto* info = findRank(run, rank);
     std::string name = "rank " + std::to_string(rank);
     int sort = rank;
-    if (info) {
+    if (info && run.colocated(rank)) {
+      name += " shared:";
+      for (const auto& m : run.modulesOf(rank)) {
+        name += " " + m.module + " tp" + std::to_string(m.tp) + " pp" + std::to_string(m.pp) +
+                " dp" + std::to_string(m.dp) + (m.cp ? " cp" + std::to_string(m.cp) : "") +
+                " stage " + std::to_string(m.globalStage) + ";";
+      }
+      name += " (" + info->device + ")";
+      sort = info->globalStage * 100000 + rank;
+    } else if (info) {
       name += " tp" + std::to_string(info->tp) + " pp" + std::to_string(info->pp) + " dp" +
               std::to_string(info->dp);
       if (info->cp) name += " cp" + std::to_string(info->cp);
@@ -215,11 +226,13 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
   for (size_t r = 0; r < run.actions.size(); ++r) {
     const int rank = static_cast<int>(r);
     const int p = pidOf(rank);
+    const bool shared = run.colocated(rank);
     for (size_t i = 0; i < run.actions[r].size(); ++i) {
       const auto& a = run.actions[r][i];
       const Span& sp = spans[r][i];
       std::string name = toString(a.kind);
       if (a.microbatch >= 0) name += " mb" + std::to_string(a.microbatch);
+      if (shared && !a.module.empty()) name += " [" + a.module + "]";
       o.event();
       o << "{\"ph\":\"X\",\"cat\":\"";
       o << category(a.kind) << "\",\"name\":";
@@ -261,7 +274,8 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     e = std::max(e, s);
     const std::string name = std::string(t.side == events::Side::Send ? "send " : "recv ") +
                              (t.direction == events::Direction::Activation ? "act " : "grad ") +
-                             t.edge + " mb" + std::to_string(t.microbatch);
+                             t.edge + " mb" + std::to_string(t.microbatch) +
+                             (model::isLocalHandOff(t) ? " (local)" : "");
     const char* cat = t.side == events::Side::Send ? "send" : "recv";
     o.event();
     o << "{\"ph\":\"b\",\"cat\":\"" << cat << "\",\"name\":";
@@ -281,6 +295,7 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     o.str(t.dtype) << ",\"bytes\":";
     o.num(t.bytes) << ",\"checksum\":";
     o.str(formatChecksum(t.checksum));
+    if (model::isLocalHandOff(t)) o << ",\"local\":true";  // between two modules of one rank
     if (t.hasStats) {
       o << ",\"min\":";
       o.real(t.stats.min) << ",\"max\":";

@@ -80,16 +80,7 @@ int dpSize(const std::map<std::string, ModuleShape>& m, const std::string& modul
   return it == m.end() ? 1 : std::max(it->second.dp, 1);
 }
 
-// The source and destination modules of an edge name ("llm:pp0->pp1" or "vision->llm").
-std::pair<std::string, std::string> edgeModules(const events::TransferRecord& t) {
-  if (t.edgeKind == events::EdgeKind::P2P) {
-    std::string m = t.edge.substr(0, t.edge.find(':'));
-    return {m, m};
-  }
-  auto arrow = t.edge.find("->");
-  if (arrow == std::string::npos) return {t.edge, t.edge};
-  return {t.edge.substr(0, arrow), t.edge.substr(arrow + 2)};
-}
+using model::edgeModules;
 
 // ---- transfers ----------------------------------------------------------------------------
 struct TGroup {
@@ -117,11 +108,12 @@ std::map<TKey, TGroup> transferGroups(const RunModel& run, const std::set<std::s
     const int64_t idx = p.send >= 0 ? p.send : p.recv;
     if (idx < 0) continue;
     const auto& t = run.transfers[idx];
-    const auto* src = findRank(run, t.srcRank);
-    const auto* dst = findRank(run, t.dstRank);
+    auto [srcModule, dstModule] = edgeModules(t);
+    // A colocated rank holds several modules: the coordinates are those of the edge's ends.
+    const auto* src = findRank(run, t.srcRank, srcModule);
+    const auto* dst = findRank(run, t.dstRank, dstModule);
     const int srcDp = src ? src->dp : 0, dstDp = dst ? dst->dp : 0;
     const int srcTp = src ? src->tp : 0;
-    auto [srcModule, dstModule] = edgeModules(t);
     const int gmb = t.microbatch * dpSize(modules, srcModule) + srcDp;
     TKey key{t.edge, static_cast<int>(t.direction), t.iteration, gmb,
              t.edgeKind == events::EdgeKind::P2P ? srcDp : dstDp};
@@ -147,13 +139,22 @@ std::map<TKey, TGroup> transferGroups(const RunModel& run, const std::set<std::s
 }
 
 // ---- losses -------------------------------------------------------------------------------
+// The row of the module whose last stage computed a loss on `rank`: the llm's when the rank
+// holds it (a colocated rank also holds encoders), else the rank's first.
+const events::RankInfo* lossRow(const RunModel& run, int rank) {
+  for (const auto& mi : run.info.modules)
+    if (mi.kind == "llm")
+      if (const auto* r = findRank(run, rank, mi.name)) return r;
+  return findRank(run, rank);
+}
+
 std::map<std::pair<int, int>, int64_t> lossIndex(const RunModel& run) {
   const auto modules = modulesOf(run);
   std::map<std::pair<int, int>, int64_t> out;  // (iteration, global mb) -> first record
   for (size_t i = 0; i < run.losses.size(); ++i) {
     const auto& l = run.losses[i];
     if (l.microbatch < 0 || l.rank < 0) continue;  // iteration means, reference rows
-    const auto* info = findRank(run, l.rank);
+    const auto* info = lossRow(run, l.rank);
     const int D = info ? dpSize(modules, info->module) : 1;
     out.emplace(std::make_pair(l.iteration, l.microbatch * D + l.dp), static_cast<int64_t>(i));
   }

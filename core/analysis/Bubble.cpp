@@ -76,7 +76,8 @@ TimeBreakdown timeBreakdown(const RunModel& run) {
     RankTime rt;
     rt.rank = static_cast<int>(r);
     if (const auto* info = findRank(run, rt.rank)) {
-      rt.module = info->module;
+      // A colocated rank: "vision+llm", the coordinates of its first module.
+      rt.module = run.colocated(rt.rank) ? run.moduleLabel(rt.rank) : info->module;
       rt.tp = info->tp;
       rt.pp = info->pp;
       rt.dp = info->dp;

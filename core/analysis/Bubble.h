@@ -11,8 +11,8 @@ namespace stagescope::analysis {
 // rank's times onto it; nothing is subtracted here).
 struct RankTime {
   int rank = -1;
-  std::string module;
-  int tp = 0, pp = 0, dp = 0, globalStage = 0;
+  std::string module;  // "vision+llm" on a colocated rank (its modules by global stage)
+  int tp = 0, pp = 0, dp = 0, globalStage = 0;  // of the rank's first module
   double forwardMs = 0, backwardMs = 0, commMs = 0, otherMs = 0, idleMs = 0, spanMs = 0;
   // 1 - compute / (the iteration's compute window, first forward start to last backward end
   // on any rank), averaged over iterations.

@@ -25,15 +25,23 @@ using Deps = std::vector<std::vector<std::vector<ActionRef>>>;
 // started it, so each member's action depends on the start of every other member's.  Without
 // these links a bridge member's gradient would look concurrent with (and could be named before)
 // the bridge message that fed it through its leader's broadcast.
+// Where an action of `module` ran on `rank`: that module's row; the rank's first row for a
+// rank-wide action (module "") or a module without a row.
+const events::RankInfo* placement(const RunModel& run, int rank, const std::string& module) {
+  const auto* info = module.empty() ? nullptr : findRank(run, rank, module);
+  return info ? info : findRank(run, rank);
+}
+
 void addCollectiveDeps(const RunModel& run, Deps& deps) {
   using Key = std::tuple<std::string, int, int, int, int, int, int, int>;
   std::map<Key, std::vector<ActionRef>> groups;
   for (size_t r = 0; r < run.actions.size(); ++r) {
-    const auto* info = findRank(run, static_cast<int>(r));
-    if (!info) continue;
     for (size_t i = 0; i < run.actions[r].size(); ++i) {
       const auto& a = run.actions[r][i];
       if (a.kind == events::ActionKind::OptimizerStep) continue;
+      // A colocated rank's actions group with the peers of their own module.
+      const auto* info = placement(run, static_cast<int>(r), a.module);
+      if (!info) continue;
       const bool dp = a.kind == events::ActionKind::DpReduce;
       Key key{info->module,
               info->pp,
@@ -127,9 +135,14 @@ CausalOrder::CausalOrder(const RunModel& run) : run_(run) {
   std::vector<TransferPair> scratch;
   pairs_ = pairsOf(run, scratch);
   clock_ = causalClock(run, pairs_);
-  stageOf_.assign(run.actions.size(), INT_MAX);
+  // The global stage of each action's module on its rank (a colocated rank holds several).
+  stageOf_.resize(run.actions.size());
   for (size_t r = 0; r < run.actions.size(); ++r) {
-    if (const auto* info = findRank(run, static_cast<int>(r))) stageOf_[r] = info->globalStage;
+    stageOf_[r].assign(run.actions[r].size(), INT_MAX);
+    for (size_t i = 0; i < run.actions[r].size(); ++i) {
+      if (const auto* info = placement(run, static_cast<int>(r), run.actions[r][i].module))
+        stageOf_[r][i] = info->globalStage;
+    }
   }
 }
 
@@ -138,10 +151,14 @@ CausalKey CausalOrder::key(int rank, int iteration, int64_t index, bool atEnd, i
   k.iteration = iteration;
   if (rank < 0 || static_cast<size_t>(rank) >= clock_.start.size()) return k;
   k.rank = rank;
-  k.globalStage = stageOf_[rank];
-  if (index < 0)
-    return k;  // known iteration and rank, unknown action: after that iteration's
-               // known events of the same clock
+  if (index < 0) {
+    // Known iteration and rank, unknown action: after that iteration's known events of the
+    // same clock; the rank's first module's stage.
+    const auto* info = findRank(run_, rank);
+    k.globalStage = info ? info->globalStage : INT_MAX;
+    return k;
+  }
+  k.globalStage = stageOf_[rank][index];
   k.clock = atEnd ? clock_.end[rank][index] : clock_.start[rank][index];
   k.position = index * 2 + sub;
   return k;
@@ -160,7 +177,7 @@ CausalKey CausalOrder::ofTransfer(int64_t index) const {
 }
 
 int64_t CausalOrder::findKind(int rank, int iteration, events::ActionKind kind, int microbatch,
-                              bool last) const {
+                              bool last, const std::string& module) const {
   if (rank < 0 || static_cast<size_t>(rank) >= run_.actions.size()) return -1;
   const auto& v = run_.actions[rank];
   auto lo =
@@ -168,7 +185,8 @@ int64_t CausalOrder::findKind(int rank, int iteration, events::ActionKind kind, 
                        [](const events::ActionRecord& a, int it) { return a.iteration < it; });
   int64_t found = -1;
   for (auto it = lo; it != v.end() && it->iteration == iteration; ++it) {
-    if (it->kind == kind && (microbatch < 0 || it->microbatch == microbatch)) {
+    if (it->kind == kind && (microbatch < 0 || it->microbatch == microbatch) &&
+        (module.empty() || it->module.empty() || it->module == module)) {
       found = it - v.begin();
       if (!last) break;
     }
@@ -176,11 +194,18 @@ int64_t CausalOrder::findKind(int rank, int iteration, events::ActionKind kind, 
   return found;
 }
 
+std::string CausalOrder::lossModule(int rank) const {
+  // The loss is the llm's (a colocated rank also holds encoders); "" matches any module.
+  for (const auto& mi : run_.info.modules)
+    if (mi.kind == "llm" && findRank(run_, rank, mi.name)) return mi.name;
+  return "";
+}
+
 CausalKey CausalOrder::ofLoss(const events::LossRecord& l) const {
   // A per-iteration loss (microbatch -1) exists once the iteration's last Forward has ended.
   const bool iterationLoss = l.microbatch < 0;
-  int64_t ai =
-      findKind(l.rank, l.iteration, events::ActionKind::Forward, l.microbatch, iterationLoss);
+  int64_t ai = findKind(l.rank, l.iteration, events::ActionKind::Forward, l.microbatch,
+                        iterationLoss, lossModule(l.rank));
   return key(l.rank, l.iteration, ai, true, 1);
 }
 
@@ -189,12 +214,12 @@ CausalKey CausalOrder::ofGradient(const events::GradientRecord& g) const {
   using events::GradPhase;
   int64_t ai = -1;
   if (g.phase == GradPhase::Accumulated) {
-    ai = findKind(g.rank, g.iteration, ActionKind::Backward, g.microbatch, false);
+    ai = findKind(g.rank, g.iteration, ActionKind::Backward, g.microbatch, false, g.module);
   } else if (g.phase == GradPhase::ParamAfterStep) {
-    ai = findKind(g.rank, g.iteration, ActionKind::OptimizerStep, -1, false);
+    ai = findKind(g.rank, g.iteration, ActionKind::OptimizerStep, -1, false, g.module);
   } else {
-    ai = findKind(g.rank, g.iteration, ActionKind::DpReduce, -1, false);
-    if (ai < 0) ai = findKind(g.rank, g.iteration, ActionKind::Backward, -1, true);
+    ai = findKind(g.rank, g.iteration, ActionKind::DpReduce, -1, false, g.module);
+    if (ai < 0) ai = findKind(g.rank, g.iteration, ActionKind::Backward, -1, true, g.module);
   }
   return key(g.rank, g.iteration, ai, true, 1);
 }

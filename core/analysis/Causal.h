@@ -7,7 +7,8 @@
 //   2. a Lamport clock over the executed actions: plan order within a rank, a receive after
 //      the send it receives, and a collective (TP peers' action of the same iteration, kind and
 //      microbatch; DP peers' DpReduce) after every member started it;
-//   3. ties (concurrent events) broken by the global pipeline stage of the event's rank,
+//   3. ties (concurrent events) broken by the global pipeline stage of the event's module on
+//      its rank (a colocated rank holds several),
 //      then by rank, then by the event's position on that rank.
 //
 // Keys are comparable only within one run.  Across two runs (compare), the key of an aligned
@@ -16,6 +17,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -64,13 +66,16 @@ class CausalOrder {
 
  private:
   CausalKey key(int rank, int iteration, int64_t index, bool atEnd, int sub) const;
-  int64_t findKind(int rank, int iteration, events::ActionKind kind, int microbatch,
-                   bool last) const;
+  // The first (or last) action of `kind` and `microbatch` (-1: any) of an iteration on a
+  // rank; a non-empty `module` skips other modules' actions of a colocated rank.
+  int64_t findKind(int rank, int iteration, events::ActionKind kind, int microbatch, bool last,
+                   const std::string& module) const;
+  std::string lossModule(int rank) const;
 
   const model::RunModel& run_;
   std::vector<model::TransferPair> pairs_;
   CausalClock clock_;
-  std::vector<int> stageOf_;  // global stage per rank (INT_MAX when unknown)
+  std::vector<std::vector<int>> stageOf_;  // [rank][action]: its module's global stage
 };
 
 }  // namespace stagescope::analysis

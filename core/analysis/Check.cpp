@@ -146,11 +146,10 @@ void checkStatus(Ctx& c, CheckResult& r) {
 }
 
 // ---- unmatched_transfer, shape_mismatch, checksum_mismatch ----------------------------------
-// Whether the record filter kept rank `rank`'s records of `iteration`.
+// Whether the record filter kept rank `rank`'s records of `iteration` (a colocated rank: when
+// it keeps any of the rank's modules).
 bool recorded(const Ctx& c, int rank, int iteration) {
-  if (!c.opts.filter.any()) return true;
-  const auto* info = findRank(c.run, rank);
-  return c.opts.filter.wants(iteration, info ? info->module : "", rank);
+  return !c.opts.filter.any() || c.opts.filter.wantsRankOf(c.run, iteration, rank);
 }
 
 void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult& checksum) {
@@ -371,36 +370,15 @@ void checkCounts(Ctx& c, CheckResult& r) {
         continue;
       }
       for (const auto& pa : plannedFor(run, static_cast<int>(rank), it)) {
-        const auto* p = &pa;
-        std::set<int> peers(p->peers.begin(), p->peers.end());
-        auto n = static_cast<int64_t>(peers.size());
-        auto bump = [&](Direction d, Side s) {
+        // One rule for what a planned action implies (Coverage.h's messagesOf).
+        const PlannedMessages m = messagesOf(pa);
+        auto bump = [&](Direction d, Side s, int64_t n) {
           counts[{static_cast<int>(rank), it, static_cast<int>(d), static_cast<int>(s)}].first += n;
         };
-        switch (p->kind) {
-          case ActionKind::SendForward:
-            bump(Direction::Activation, Side::Send);
-            break;
-          case ActionKind::RecvForward:
-            bump(Direction::Activation, Side::Recv);
-            break;
-          case ActionKind::SendBackward:
-            bump(Direction::Gradient, Side::Send);
-            break;
-          case ActionKind::RecvBackward:
-            bump(Direction::Gradient, Side::Recv);
-            break;
-          case ActionKind::SendForwardRecvBackward:
-            bump(Direction::Activation, Side::Send);
-            bump(Direction::Gradient, Side::Recv);
-            break;
-          case ActionKind::SendBackwardRecvForward:
-            bump(Direction::Gradient, Side::Send);
-            bump(Direction::Activation, Side::Recv);
-            break;
-          default:
-            break;
-        }
+        bump(Direction::Activation, Side::Send, m.activationSends);
+        bump(Direction::Activation, Side::Recv, m.activationRecvs);
+        bump(Direction::Gradient, Side::Send, m.gradientSends);
+        bump(Direction::Gradient, Side::Recv, m.gradientRecvs);
       }
     }
   }
@@ -543,7 +521,7 @@ void checkReference(Ctx& c, CheckResult& r) {
           c.opts.filter.any() && !c.opts.filter.wants(ref.iteration, ref.module, -1) &&
           std::none_of(c.run.ranks.begin(), c.run.ranks.end(), [&](const auto& ri) {
             return ri.module == ref.module &&
-                   c.opts.filter.wants(ref.iteration, ref.module, ri.rank);
+                   c.opts.filter.wantsRankOf(c.run, ref.iteration, ri.rank);
           });
       if (filtered) {
         ++skipped;

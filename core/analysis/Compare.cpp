@@ -274,7 +274,10 @@ void fillTransfers(const RunModel& a, const RunModel& b, Comparison& c) {
       d.iteration = it.iteration;
       d.microbatch = it.microbatch;
       d.srcDp = it.a >= 0 ? a.transfers[it.a].srcRank : -1;
-      if (const auto* r = it.a >= 0 ? findRank(a, a.transfers[it.a].srcRank) : nullptr) {
+      const auto* r = it.a >= 0 ? findRank(a, a.transfers[it.a].srcRank,
+                                           model::edgeModules(a.transfers[it.a]).first)
+                                : nullptr;
+      if (r) {
         d.srcDp = r->dp;
       }
       d.a = sideInfo(a, it.a);

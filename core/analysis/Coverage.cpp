@@ -15,20 +15,24 @@ using model::RunModel;
 
 PlannedMessages messagesOf(const ActionRecord& p) {
   PlannedMessages m;
+  // A one-direction action lists a peer once per message: two colocated encoders whose bridge
+  // leaders share a rank send the llm's leader two messages from that rank.  A combined
+  // action lists the peer of its two directions.
+  const auto all = static_cast<int64_t>(p.peers.size());
   std::set<int> peers(p.peers.begin(), p.peers.end());
   const auto n = static_cast<int64_t>(peers.size());
   switch (p.kind) {
     case ActionKind::SendForward:
-      m.activationSends = n;
+      m.activationSends = all;
       break;
     case ActionKind::RecvForward:
-      m.activationRecvs = n;
+      m.activationRecvs = all;
       break;
     case ActionKind::SendBackward:
-      m.gradientSends = n;
+      m.gradientSends = all;
       break;
     case ActionKind::RecvBackward:
-      m.gradientRecvs = n;
+      m.gradientRecvs = all;
       break;
     case ActionKind::SendForwardRecvBackward:
       m.activationSends = n;
@@ -71,8 +75,7 @@ RunCoverage coverageOf(const RunModel& run, const RecordFilter& filter) {
   for (const auto& t : run.transfers) recordedSides[{t.rank, t.iteration}]++;
   for (size_t r = 0; r < nRanks; ++r) {
     const int rank = static_cast<int>(r);
-    const auto* info = findRank(run, rank);
-    const std::string module = info ? info->module : "";
+    const std::string module = run.moduleLabel(rank);
     static const std::vector<ActionRecord> kNone;
     const auto& plan = r < run.plan.size() ? run.plan[r] : kNone;
     const auto& done = r < run.actions.size() ? run.actions[r] : kNone;
@@ -85,7 +88,7 @@ RunCoverage coverageOf(const RunModel& run, const RecordFilter& filter) {
       for (const auto& p : plan) {
         if (planOnce || p.iteration == it) planned.push_back(&p);
       }
-      if (!filter.wants(it, module, rank)) {
+      if (!filter.wantsRankOf(run, it, rank)) {
         c.skippedByFilter += static_cast<int64_t>(planned.size());
         continue;
       }

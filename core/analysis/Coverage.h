@@ -15,7 +15,9 @@
 
 namespace stagescope::analysis {
 
-// Messages one planned action implies (its peers, counted once per direction and side).
+// Messages one planned action implies: a one-direction action (SF, RF, SB, RB) one per entry of
+// its peers (a peer is listed once per message); a combined one (SF_RB, SB_RF) one per distinct
+// peer in each of its two directions.
 struct PlannedMessages {
   int64_t activationSends = 0, activationRecvs = 0, gradientSends = 0, gradientRecvs = 0;
   int64_t total() const {

@@ -12,14 +12,17 @@ using model::RunModel;
 using model::TransferPair;
 
 const events::RankInfo* findRank(const RunModel& run, int rank) {
-  if (rank >= 0 && static_cast<size_t>(rank) < run.ranks.size() && run.ranks[rank].rank == rank) {
-    return &run.ranks[rank];
-  }
-  auto it = std::lower_bound(run.ranks.begin(), run.ranks.end(), rank,
-                             [](const events::RankInfo& r, int v) { return r.rank < v; });
-  if (it != run.ranks.end() && it->rank == rank) return &*it;
-  for (const auto& r : run.ranks) {
+  if (const auto* r = run.rankInfo(rank)) return r;
+  for (const auto& r : run.ranks) {  // rows a caller built out of order
     if (r.rank == rank) return &r;
+  }
+  return nullptr;
+}
+
+const events::RankInfo* findRank(const RunModel& run, int rank, const std::string& module) {
+  if (const auto* r = run.rankInfo(rank, module)) return r;
+  for (const auto& r : run.ranks) {
+    if (r.rank == rank && r.module == module) return &r;
   }
   return nullptr;
 }
@@ -84,7 +87,8 @@ int64_t findAction(const RunModel& run, int rank, int iteration, int seq, bool p
 }
 
 int sourceStage(const RunModel& run, const TransferRecord& t) {
-  const auto* info = findRank(run, t.srcRank);
+  const auto* info = findRank(run, t.srcRank, model::edgeModules(t).first);
+  if (!info) info = findRank(run, t.srcRank);
   return info ? info->globalStage : -1;
 }
 

@@ -2,13 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
 
-// Rank lookup that tolerates holes (partial runs).  nullptr when unknown.
+// Rank lookup that tolerates holes (partial runs).  nullptr when unknown.  A colocated rank has
+// one row per module: this is its first (RunModel::rankInfo); the overload names the module.
 const events::RankInfo* findRank(const model::RunModel& run, int rank);
+const events::RankInfo* findRank(const model::RunModel& run, int rank, const std::string& module);
 
 // Pairs sends with receives by (edge, direction, iteration, microbatch, srcRank, dstRank);
 // several messages with the same key pair up in order.  Same semantics as RunModel::pairs.

@@ -1,5 +1,6 @@
 #include "core/analysis/RecordFilter.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/plan/Config.h"
@@ -16,6 +17,17 @@ std::string listText(const std::vector<T>& v) {
   return o.str();
 }
 }  // namespace
+
+bool RecordFilter::wantsRankOf(const model::RunModel& run, int iteration, int rank) const {
+  const auto rows = run.modulesOf(rank);
+  if (rows.empty()) {
+    for (const auto& r : run.ranks)  // rows a caller built out of order
+      if (r.rank == rank) return wants(iteration, r.module, rank);
+    return wants(iteration, "", rank);
+  }
+  return std::any_of(rows.begin(), rows.end(),
+                     [&](const auto& r) { return wants(iteration, r.module, rank); });
+}
 
 std::string RecordFilter::describe() const {
   std::string s;

@@ -18,6 +18,10 @@ struct RecordFilter : events::RecordFilter {
     return keeps(iteration, module, rank);
   }
   bool wantsRank(int rank, const std::string& module) const { return keepsRank(rank, module); }
+  // Whether rank `rank`'s records of `iteration` were kept: a rank holding several modules
+  // (colocated) records everything when the filter keeps any of them, as the engine's
+  // events::FilteringRecorder does.  The rule every check and coverage applies to a rank.
+  bool wantsRankOf(const model::RunModel& run, int iteration, int rank) const;
   std::string describe() const;  // "record.ranks = [0, 1]; record.iterations = [1]"
 };
 

@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/events/Events.h"
@@ -34,7 +36,12 @@ struct RunModel {
   std::vector<std::string> notes;  // why partial, merge log lines
 
   events::RunInfo info;
-  std::vector<events::RankInfo> ranks;  // sorted by rank; ranks[i].rank == i when complete
+  // One row per (rank, module) the rank holds, as the run file's `ranks` table: a rank of a
+  // layout without colocation has one row, a colocated rank (modules sharing ranks) one per
+  // module, each with that module's grid coordinates and global stage.  Sorted by (rank,
+  // globalStage, module); rank-wide facts (host, device, pid, clock offset) are equal on every
+  // row of a rank.  Never index by rank: use modulesOf / rankInfo.
+  std::vector<events::RankInfo> ranks;
   std::vector<std::vector<events::ActionRecord>> plan;  // [rank] sorted by (iteration, seq)
   std::vector<std::vector<events::ActionRecord>>
       actions;  // [rank] sorted by (iteration, seq); times ascending
@@ -66,10 +73,42 @@ struct RunModel {
   int64_t minTimeNs = 0, maxTimeNs = 0;  // over all actions (after clock offsets)
 
   // Lookups (implemented in core/model/RunModel.cpp).
+  // Every row of `rank` (empty when the rank has none), by global stage.
+  std::span<const events::RankInfo> modulesOf(int rank) const;
+  // The rank's first row (lowest global stage): its rank-wide facts, and its coordinates when
+  // it holds one module.  nullptr when the rank has no row.
   const events::RankInfo* rankInfo(int rank) const;
+  // The row of `module` on `rank`; nullptr when the rank does not hold that module.
+  const events::RankInfo* rankInfo(int rank, const std::string& module) const;
+  // Where an action ran: its module's row on its rank; a rank-wide action (module "") or a
+  // module the rank has no row for gets the rank's first row.
+  const events::RankInfo* placementOf(const events::ActionRecord& a) const;
+  // Where a message side was recorded: the sender's row of the edge's source module (side
+  // Send) or the receiver's row of its destination module (side Recv).
+  const events::RankInfo* placementOf(const events::TransferRecord& t) const;
+  // Whether `rank` holds more than one module.
+  bool colocated(int rank) const { return modulesOf(rank).size() > 1; }
+  // "llm" for one module, "vision+llm" for a colocated rank (by global stage); "" without rows.
+  std::string moduleLabel(int rank) const;
+  // Distinct ranks that have a row.
+  int rankCount() const;
   int iterations() const { return info.iterations; }
   size_t eventCount() const;  // actions + transfers + gradients + losses
 };
+
+// The modules at the two ends of a transfer's edge: ("llm", "llm") for "llm:pp0->pp1",
+// ("vision", "llm") for the bridge "vision->llm".  A local hand-off between two modules on one
+// rank is a bridge edge whose srcRank == dstRank.
+std::pair<std::string, std::string> edgeModules(const events::TransferRecord& t);
+
+// Puts rows of the `ranks` table into RunModel::ranks order, (rank, globalStage, module); a
+// (rank, module) recorded twice keeps its last row (file order).
+void sortRankRows(std::vector<events::RankInfo>& rows);
+
+// Whether a message never left its rank (a local hand-off between colocated modules).
+inline bool isLocalHandOff(const events::TransferRecord& t) {
+  return t.srcRank == t.dstRank && t.srcRank >= 0;
+}
 
 // Whether checksums of runs `a` and `b` were computed by the same function (format-1 files
 // used a non-standard FNV-1a; format 2 uses XXH3-64).  Cross-run checksum comparisons must

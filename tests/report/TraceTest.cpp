@@ -7,11 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "TraceCheck.h"
 #include "app/report/ChromeTrace.h"
 #include "core/model/RunModel.h"
+#include "tests/support/SyntheticRun.h"
 
 namespace stagescope::report {
 namespace {
@@ -119,6 +121,47 @@ TEST(ChromeTraceShape, CheckerSeesBrokenNestingAndBackwardArrows) {
   ASSERT_EQ(problems.size(), 2u);
   EXPECT_NE(problems[0].find("without nesting"), std::string::npos) << problems[0];
   EXPECT_NE(problems[1].find("before its start"), std::string::npos) << problems[1];
+}
+
+// A colocated rank (rank 1 holds vision's last stage, audio and llm stage 0): one track for the
+// rank, its slices nested, each naming its module; local hand-offs marked as such.
+TEST(ChromeTraceShape, ColocatedRankIsOneTrackWithTheModuleInEachSlice) {
+  const model::RunModel run = testing::makeSyntheticRun(testing::colocatedSyntheticSpec());
+  ChromeTraceStats st;
+  const auto trace = exportTrace(run, "colocated", &st);
+  testing::TraceCounts counts;
+  for (const auto& p : testing::traceProblems(trace, &counts)) ADD_FAILURE() << p;
+  size_t actions = 0;
+  for (const auto& list : run.actions) actions += list.size();
+  EXPECT_EQ(counts.slices, actions);
+  std::set<int> threads;
+  std::string sharedName;
+  std::set<std::string> modulesOnRank1;
+  size_t localSides = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "thread_name") {
+      threads.insert(e["tid"].get<int>());
+      if (e["tid"] == 1) sharedName = e["args"]["name"];
+    }
+    if (ph == "X" && e["tid"] == 1) {
+      const std::string module = e["args"]["module"];
+      modulesOnRank1.insert(module);
+      const std::string name = e["name"];
+      if (!module.empty()) {
+        EXPECT_NE(name.find("[" + module + "]"), std::string::npos) << name;
+      }
+    }
+    if (ph == "b" && e["args"].contains("local")) {
+      ++localSides;
+      EXPECT_EQ(e["args"]["src"], e["args"]["dst"]);
+    }
+  }
+  EXPECT_EQ(threads, (std::set<int>{0, 1, 2, 3}));  // one track per rank, not per module
+  EXPECT_NE(sharedName.find("shared: audio"), std::string::npos) << sharedName;
+  EXPECT_NE(sharedName.find("llm tp0 pp0 dp0 stage 2"), std::string::npos) << sharedName;
+  EXPECT_EQ(modulesOnRank1, (std::set<std::string>{"", "audio", "vision", "llm"}));
+  EXPECT_EQ(localSides, 2u * 2u * 2u * 4u * 2u);  // edges x directions x sides x mb x iterations
 }
 
 }  // namespace

@@ -33,16 +33,20 @@ double unit(uint64_t h) {
   return static_cast<double>(mix(h, 77) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-constexpr int kCollectiveEdge = 255;
+// Collectives (never recorded) of module i use edge id kCollectiveEdge + i: a colocated rank
+// reduces each of its modules with that module's own DP peers.
+constexpr int kCollectiveEdge = 200;
 
 struct Msg {
-  int edge = 0;  // index into Sim::edges, or kCollectiveEdge
+  int edge = 0;  // index into Sim::edges, or kCollectiveEdge + module
   Direction dir = Direction::Activation;
   int src = -1, dst = -1;
   EdgeKind edgeKind = EdgeKind::P2P;
   BridgeRole role = BridgeRole::None;
   bool record = true;
   int srcDp = 0;  // logical data-parallel replica of the sender (checksum identity)
+  int srcModule = -1;
+  int srcGroup = 0, dstGroup = 1;  // ranks inside the group used for the message
 };
 
 struct Step {
@@ -51,8 +55,11 @@ struct Step {
   std::vector<Msg> sends, waits;
   std::vector<int32_t> peers;
   int64_t cost = 0;
+  int module = -1;  // index into spec.modules; -1: rank-wide (the optimizer step)
+  int stage = -1;
 };
 
+// One module's stage a rank holds.  A colocated rank holds several (modules sharing ranks).
 struct RankPos {
   int module = -1;
   int tp = 0, pp = 0, dp = 0;
@@ -64,7 +71,7 @@ struct Layout {
   int maxEncPP = 0;
   int totalStages = 0;
   int world = 0;
-  std::vector<RankPos> pos;
+  std::vector<std::vector<RankPos>> pos;  // [rank]: by global stage, then spec order
   std::vector<std::string> edges;
 
   explicit Layout(const SyntheticSpec& s) : spec(s) {
@@ -78,14 +85,26 @@ struct Layout {
     }
     if (llm < 0) throw std::invalid_argument("synthetic spec: no llm module");
     totalStages = maxEncPP + s.modules[llm].pp;
-    pos.assign(world, RankPos{});
+    pos.assign(world, {});
     for (size_t i = 0; i < s.modules.size(); ++i) {
       const auto& m = s.modules[i];
       for (int d = 0; d < m.dp; ++d)
         for (int p = 0; p < m.pp; ++p)
           for (int t = 0; t < m.tp; ++t)
-            pos[rankOf(static_cast<int>(i), t, p, d)] = {static_cast<int>(i), t, p, d};
+            pos[rankOf(static_cast<int>(i), t, p, d)].push_back({static_cast<int>(i), t, p, d});
     }
+    for (auto& list : pos)
+      std::stable_sort(list.begin(), list.end(), [&](const RankPos& a, const RankPos& b) {
+        return globalStage(a) < globalStage(b);
+      });
+  }
+  int globalStage(const RankPos& p) const { return firstStage(p.module) + p.pp; }
+  // The position of `module` on `rank` (the rank holds it).
+  const RankPos& posOf(int rank, int module) const {
+    for (const auto& p : pos[rank])
+      if (p.module == module) return p;
+    throw std::logic_error("synthetic layout: rank " + std::to_string(rank) + " lacks module " +
+                           spec.modules[module].name);
   }
   int rankOf(int module, int tp, int pp, int dp) const {
     const auto& m = spec.modules[module];
@@ -134,25 +153,33 @@ struct Layout {
   }
 };
 
-// One iteration of a rank's 1F1B list, with the messages each step sends and waits for.
+// One iteration of a rank's 1F1B list, with the messages each step sends and waits for.  A
+// colocated rank runs one 1F1B order over its modules: each microbatch's forward through its
+// stages by global stage (encoders, then the stage that consumes them), backward in reverse;
+// warmup from its last global stage.  A hand-off between two of its modules is a message to
+// itself (a local hand-off: src == dst).
 std::vector<Step> rankTemplate(Layout& L, int rank) {
   const auto& spec = L.spec;
-  const RankPos& p = L.pos[rank];
-  const auto& mod = spec.modules[p.module];
+  const auto& positions = L.pos[rank];
   const int m = spec.microbatches;
-  const bool isLlm = p.module == L.llm;
-  const int gs = L.firstStage(p.module) + p.pp;
-  const int warmup = std::min(L.totalStages - gs - 1, m);
-  const int64_t fwdCost =
-      static_cast<int64_t>(std::max(1, L.layersOfStage(p.module, p.pp)) * 350000 *
-                           (0.45 + 0.55 / mod.tp) * (isLlm ? 1.0 : 0.8));
+  int lastStage = 0;
+  for (const auto& p : positions) lastStage = std::max(lastStage, L.globalStage(p));
+  const int warmup = std::min(L.totalStages - lastStage - 1, m);
 
-  auto fwd = [&](std::vector<Step>& out, int mb) {
-    Step rf{ActionKind::RecvForward, mb, {}, {}, {}, 20000};
+  auto fwdOf = [&](std::vector<Step>& out, const RankPos& p, int mb) {
+    const auto& mod = spec.modules[p.module];
+    const bool isLlm = p.module == L.llm;
+    const int64_t fwdCost =
+        static_cast<int64_t>(std::max(1, L.layersOfStage(p.module, p.pp)) * 350000 *
+                             (0.45 + 0.55 / mod.tp) * (isLlm ? 1.0 : 0.8));
+    const Step base{ActionKind::Forward, mb, {}, {}, {}, 0, p.module, p.pp};
+    Step rf = base;
+    rf.kind = ActionKind::RecvForward;
+    rf.cost = 20000;
     if (p.pp > 0) {
       int src = L.rankOf(p.module, p.tp, p.pp - 1, p.dp);
       rf.waits.push_back({L.edgeId(L.p2pEdge(p.module, p.pp - 1)), Direction::Activation, src, rank,
-                          EdgeKind::P2P, BridgeRole::None, true, p.dp});
+                          EdgeKind::P2P, BridgeRole::None, true, p.dp, p.module, p.pp - 1, p.pp});
       rf.peers.push_back(src);
     } else if (isLlm) {
       int leader = L.rankOf(p.module, 0, 0, p.dp);
@@ -163,7 +190,8 @@ std::vector<Step> rankTemplate(Layout& L, int rank) {
         for (int sdp : L.bridgeSrcDps(static_cast<int>(e), p.dp)) {
           int src = L.rankOf(static_cast<int>(e), enc.tp - 1, enc.pp - 1, sdp);
           rf.waits.push_back({eid, Direction::Activation, src, leader, EdgeKind::Bridge,
-                              L.bridgeRole(static_cast<int>(e)), rank == leader, sdp});
+                              L.bridgeRole(static_cast<int>(e)), rank == leader, sdp,
+                              static_cast<int>(e), 0, 1});
           if (rank == leader) rf.peers.push_back(src);
         }
       }
@@ -171,30 +199,40 @@ std::vector<Step> rankTemplate(Layout& L, int rank) {
       // no peers (as the engine plans it).
     }
     if (!rf.waits.empty()) out.push_back(rf);
-    out.push_back({ActionKind::Forward, mb, {}, {}, {}, fwdCost});
-    Step sf{ActionKind::SendForward, mb, {}, {}, {}, 30000};
+    Step f = base;
+    f.cost = fwdCost;
+    out.push_back(f);
+    Step sf = base;
+    sf.kind = ActionKind::SendForward;
+    sf.cost = 30000;
     if (p.pp + 1 < mod.pp) {
       int dst = L.rankOf(p.module, p.tp, p.pp + 1, p.dp);
       sf.sends.push_back({L.edgeId(L.p2pEdge(p.module, p.pp)), Direction::Activation, rank, dst,
-                          EdgeKind::P2P, BridgeRole::None, true, p.dp});
+                          EdgeKind::P2P, BridgeRole::None, true, p.dp, p.module, p.pp, p.pp + 1});
       sf.peers.push_back(dst);
     } else if (!isLlm && p.tp == mod.tp - 1) {
       int eid = L.edgeId(mod.name + "->" + spec.modules[L.llm].name);
       for (int ddp : L.bridgeDestDps(p.module, p.dp)) {
         int dst = L.rankOf(L.llm, 0, 0, ddp);
         sf.sends.push_back({eid, Direction::Activation, rank, dst, EdgeKind::Bridge,
-                            L.bridgeRole(p.module), true, p.dp});
+                            L.bridgeRole(p.module), true, p.dp, p.module, 0, 1});
         sf.peers.push_back(dst);
       }
     }
     if (!sf.sends.empty()) out.push_back(sf);
+    return fwdCost;
   };
-  auto bwd = [&](std::vector<Step>& out, int mb) {
-    Step rb{ActionKind::RecvBackward, mb, {}, {}, {}, 20000};
+  auto bwdOf = [&](std::vector<Step>& out, const RankPos& p, int mb, int64_t fwdCost) {
+    const auto& mod = spec.modules[p.module];
+    const bool isLlm = p.module == L.llm;
+    const Step base{ActionKind::Backward, mb, {}, {}, {}, 0, p.module, p.pp};
+    Step rb = base;
+    rb.kind = ActionKind::RecvBackward;
+    rb.cost = 20000;
     if (p.pp + 1 < mod.pp) {
       int src = L.rankOf(p.module, p.tp, p.pp + 1, p.dp);
       rb.waits.push_back({L.edgeId(L.p2pEdge(p.module, p.pp)), Direction::Gradient, src, rank,
-                          EdgeKind::P2P, BridgeRole::None, true, p.dp});
+                          EdgeKind::P2P, BridgeRole::None, true, p.dp, p.module, p.pp + 1, p.pp});
       rb.peers.push_back(src);
     } else if (!isLlm) {
       int leader = L.rankOf(p.module, mod.tp - 1, mod.pp - 1, p.dp);
@@ -202,17 +240,21 @@ std::vector<Step> rankTemplate(Layout& L, int rank) {
       for (int ddp : L.bridgeDestDps(p.module, p.dp)) {
         int src = L.rankOf(L.llm, 0, 0, ddp);
         rb.waits.push_back({eid, Direction::Gradient, src, leader, EdgeKind::Bridge,
-                            L.bridgeRole(p.module), rank == leader, ddp});
+                            L.bridgeRole(p.module), rank == leader, ddp, L.llm, 1, 0});
         if (rank == leader) rb.peers.push_back(src);
       }
     }
     if (!rb.waits.empty()) out.push_back(rb);
-    out.push_back({ActionKind::Backward, mb, {}, {}, {}, fwdCost * 2});
-    Step sb{ActionKind::SendBackward, mb, {}, {}, {}, 30000};
+    Step b = base;
+    b.cost = fwdCost * 2;
+    out.push_back(b);
+    Step sb = base;
+    sb.kind = ActionKind::SendBackward;
+    sb.cost = 30000;
     if (p.pp > 0) {
       int dst = L.rankOf(p.module, p.tp, p.pp - 1, p.dp);
       sb.sends.push_back({L.edgeId(L.p2pEdge(p.module, p.pp - 1)), Direction::Gradient, rank, dst,
-                          EdgeKind::P2P, BridgeRole::None, true, p.dp});
+                          EdgeKind::P2P, BridgeRole::None, true, p.dp, p.module, p.pp, p.pp - 1});
       sb.peers.push_back(dst);
     } else if (isLlm && p.tp == 0) {
       for (size_t e = 0; e < spec.modules.size(); ++e) {
@@ -222,12 +264,19 @@ std::vector<Step> rankTemplate(Layout& L, int rank) {
         for (int sdp : L.bridgeSrcDps(static_cast<int>(e), p.dp)) {
           int dst = L.rankOf(static_cast<int>(e), enc.tp - 1, enc.pp - 1, sdp);
           sb.sends.push_back({eid, Direction::Gradient, rank, dst, EdgeKind::Bridge,
-                              L.bridgeRole(static_cast<int>(e)), true, p.dp});
+                              L.bridgeRole(static_cast<int>(e)), true, p.dp, p.module, 1, 0});
           sb.peers.push_back(dst);
         }
       }
     }
     if (!sb.sends.empty()) out.push_back(sb);
+  };
+  std::vector<int64_t> fwdCost(positions.size(), 0);
+  auto fwd = [&](std::vector<Step>& out, int mb) {
+    for (size_t k = 0; k < positions.size(); ++k) fwdCost[k] = fwdOf(out, positions[k], mb);
+  };
+  auto bwd = [&](std::vector<Step>& out, int mb) {
+    for (size_t k = positions.size(); k-- > 0;) bwdOf(out, positions[k], mb, fwdCost[k]);
   };
 
   std::vector<Step> out;
@@ -237,18 +286,31 @@ std::vector<Step> rankTemplate(Layout& L, int rank) {
     bwd(out, j);
   }
   for (int j = std::max(0, m - warmup); j < m; ++j) bwd(out, j);
-  Step red{ActionKind::DpReduce, -1, {}, {}, {}, 250000};
-  for (int d = 0; d < mod.dp; ++d) {
-    if (d == p.dp) continue;
-    int peer = L.rankOf(p.module, p.tp, p.pp, d);
-    red.peers.push_back(peer);
-    red.sends.push_back({kCollectiveEdge, Direction::Gradient, rank, peer, EdgeKind::P2P,
-                         BridgeRole::None, false, p.dp});
-    red.waits.push_back({kCollectiveEdge, Direction::Gradient, peer, rank, EdgeKind::P2P,
-                         BridgeRole::None, false, d});
+  for (const auto& p : positions) {
+    const auto& mod = spec.modules[p.module];
+    Step red{ActionKind::DpReduce, -1, {}, {}, {}, 250000, p.module, p.pp};
+    for (int d = 0; d < mod.dp; ++d) {
+      if (d == p.dp) continue;
+      int peer = L.rankOf(p.module, p.tp, p.pp, d);
+      red.peers.push_back(peer);
+      red.sends.push_back({kCollectiveEdge + p.module, Direction::Gradient, rank, peer,
+                           EdgeKind::P2P, BridgeRole::None, false, p.dp, p.module});
+      red.waits.push_back({kCollectiveEdge + p.module, Direction::Gradient, peer, rank,
+                           EdgeKind::P2P, BridgeRole::None, false, d, p.module});
+    }
+    out.push_back(red);
   }
-  out.push_back(red);
-  out.push_back({ActionKind::OptimizerStep, -1, {}, {}, {}, 150000});
+  // The optimizer step is the rank's: named after its module, rank-wide ("") on a colocated
+  // rank.
+  const bool one = positions.size() == 1;
+  out.push_back({ActionKind::OptimizerStep,
+                 -1,
+                 {},
+                 {},
+                 {},
+                 150000,
+                 one ? positions[0].module : -1,
+                 one ? positions[0].pp : -1});
   return out;
 }
 
@@ -287,6 +349,26 @@ SyntheticSpec defaultSyntheticSpec() {
 SyntheticSpec alternateLayoutSpec() {
   SyntheticSpec s = defaultSyntheticSpec();
   s.modules[1].tp = 1;
+  return s;
+}
+
+SyntheticSpec colocatedSyntheticSpec() {
+  SyntheticSpec s;
+  s.modules = {{"vision", "encoder", 1, 2, 1, 0, 2},
+               {"audio", "encoder", 1, 1, 1, 1, 1},
+               {"llm", "llm", 1, 3, 1, 1, 6}};
+  s.iterations = 2;
+  s.microbatches = 4;
+  return s;
+}
+
+SyntheticSpec colocatedEncodersSpec() {
+  SyntheticSpec s;
+  s.modules = {{"vision", "encoder", 2, 1, 1, 0, 2},
+               {"audio", "encoder", 2, 1, 1, 0, 2},
+               {"llm", "llm", 1, 2, 1, 2, 4}};
+  s.iterations = 2;
+  s.microbatches = 4;
   return s;
 }
 
@@ -400,24 +482,33 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
   }
 
   std::vector<std::vector<Step>> templates(world);
-  model.ranks.resize(world);
   for (int r = 0; r < world; ++r) {
-    const RankPos& p = L.pos[r];
-    auto& ri = model.ranks[r];
-    ri.rank = r;
-    if (p.module < 0) continue;
-    ri.module = spec.modules[p.module].name;
-    ri.tp = p.tp;
-    ri.pp = p.pp;
-    ri.dp = p.dp;
-    ri.globalStage = L.firstStage(p.module) + p.pp;
-    ri.totalStages = L.totalStages;
-    ri.warmup = std::min(L.totalStages - ri.globalStage - 1, m);
-    ri.host = "synthetic";
-    ri.device = "cpu";
-    ri.pid = 4000 + r;
-    templates[r] = rankTemplate(L, r);
+    // One row per module the rank holds (a colocated rank: several), as the engine writes them.
+    int lastStage = 0;
+    for (const RankPos& p : L.pos[r]) lastStage = std::max(lastStage, L.globalStage(p));
+    for (const RankPos& p : L.pos[r]) {
+      events::RankInfo ri;
+      ri.rank = r;
+      ri.module = spec.modules[p.module].name;
+      ri.tp = p.tp;
+      ri.pp = p.pp;
+      ri.dp = p.dp;
+      ri.globalStage = L.globalStage(p);
+      ri.totalStages = L.totalStages;
+      ri.warmup = std::min(L.totalStages - lastStage - 1, m);
+      ri.host = "synthetic";
+      ri.device = "cpu";
+      ri.pid = 4000 + r;
+      model.ranks.push_back(std::move(ri));
+    }
+    if (L.pos[r].empty()) {
+      events::RankInfo ri;  // a rank no module places (a gap in the layout)
+      ri.rank = r;
+      model.ranks.push_back(std::move(ri));
+    }
+    if (!L.pos[r].empty()) templates[r] = rankTemplate(L, r);
   }
+  model::sortRankRows(model.ranks);
 
   // Plan records (no times).
   model.plan.assign(world, {});
@@ -432,8 +523,8 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
         a.seq = static_cast<int32_t>(s);
         a.kind = st.kind;
         a.microbatch = st.mb;
-        a.module = model.ranks[r].module;
-        a.stage = model.ranks[r].pp;
+        a.module = st.module >= 0 ? spec.modules[st.module].name : "";
+        a.stage = st.stage;
         a.peers = st.peers;
         model.plan[r].push_back(a);
       }
@@ -458,8 +549,8 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
     t.rank = side == events::Side::Send ? msg.src : msg.dst;
     t.srcRank = msg.src;
     t.dstRank = msg.dst;
-    t.srcGroupRank = msg.edgeKind == EdgeKind::P2P ? L.pos[msg.src].pp : 0;
-    t.dstGroupRank = msg.edgeKind == EdgeKind::P2P ? L.pos[msg.dst].pp : 1;
+    t.srcGroupRank = msg.srcGroup;
+    t.dstGroupRank = msg.dstGroup;
     t.edge = L.edges[msg.edge];
     t.edgeKind = msg.edgeKind;
     t.role = msg.role;
@@ -467,7 +558,7 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
     t.iteration = it;
     t.microbatch = mb;
     t.actionSeq = seq;
-    const auto& srcMod = spec.modules[L.pos[msg.src].module];
+    const auto& srcMod = spec.modules[msg.srcModule];
     int64_t tokens = srcMod.kind == "llm" ? 16 : 8;
     int64_t batch = 4 / std::max(1, srcMod.dp) + 1;
     t.shape = {batch, tokens, 64};
@@ -575,66 +666,67 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
                                     "mlp.fc2.weight"};
     for (int it = 0; it < spec.iterations; ++it) {
       for (int r = 0; r < world; ++r) {
-        const RankPos& p = L.pos[r];
-        if (p.module < 0) continue;
-        const auto& mod = spec.modules[p.module];
-        int first = L.firstLayerOfStage(p.module, p.pp);
-        for (int l = first; l < first + L.layersOfStage(p.module, p.pp); ++l) {
-          for (int k = 0; k < std::min(spec.paramsPerLayer, 4); ++k) {
-            std::string name = mod.name + ".layers." + std::to_string(l) + "." + kParams[k];
-            bool replicated = k == 2;
-            int64_t rows = replicated ? 64 : (k == 0 ? 192 : 256);
-            std::vector<int64_t> full =
-                replicated ? std::vector<int64_t>{64} : std::vector<int64_t>{rows, 64};
-            std::vector<int64_t> shard = full;
-            if (!replicated) shard[0] = rows / mod.tp;
-            double base = 0.05 + 0.5 * unit(mixString(spec.seed, name)) * std::exp(-0.2 * it);
-            double shardScale = replicated ? 1.0 : 1.0 / std::sqrt(static_cast<double>(mod.tp));
-            auto rec = [&](events::GradPhase phase, int mb, double fullNorm) {
-              events::GradientRecord g;
-              g.rank = r;
-              g.iteration = it;
-              g.microbatch = mb;
-              g.phase = phase;
-              g.param = name;
-              g.module = mod.name;
-              g.tp = p.tp;
-              g.pp = p.pp;
-              g.dp = p.dp;
-              const bool whole = replicated || phase == events::GradPhase::Reference;
-              g.partitionDim = whole ? -1 : 0;
-              g.partitionOffset = whole ? 0 : shard[0] * p.tp;
-              g.shape = phase == events::GradPhase::Reference ? full : shard;
-              g.fullShape = full;
-              g.dtype = "float32";
-              bool div = diverged(spec, it, mb);
-              g.norm = (phase == events::GradPhase::Reference ? fullNorm : fullNorm * shardScale) *
-                       (div ? 1.013 : 1.0);
-              uint64_t h = mix(
-                  mix(mix(mixString(spec.seed, name), static_cast<uint64_t>(phase)), it), mb + 1);
-              if (phase == events::GradPhase::Accumulated) h = mix(h, p.dp);
-              if (!whole) h = mix(mix(h, g.partitionOffset), mod.tp);
-              if (div) h = mix(h, 0xd1fULL);
-              g.checksum = h | 1;
-              g.hasStats = true;
-              g.stats.numel = 1;
-              for (auto d : g.shape) g.stats.numel *= d;
-              g.stats.l2 = g.norm;
-              g.stats.mean = (unit(h) - 0.5) * 1e-3;
-              g.stats.min = -g.norm / 4;
-              g.stats.max = g.norm / 4;
-              if (phase == events::GradPhase::Reference) {
-                g.rank = -1;  // the single-process reference has its own records
-                model.referenceGradients.push_back(std::move(g));
-              } else {
-                model.gradients.push_back(std::move(g));
-              }
-            };
-            for (int mb = 0; mb < m; ++mb)
-              rec(events::GradPhase::Accumulated, mb,
-                  base * std::sqrt((mb + 1.0) / m) * (1.0 + 0.05 * (p.dp % 2)));
-            rec(events::GradPhase::Reduced, -1, base);
-            if (p.tp == 0 && p.dp == 0) rec(events::GradPhase::Reference, -1, base * (1 + 2e-7));
+        for (const RankPos& p : L.pos[r]) {
+          const auto& mod = spec.modules[p.module];
+          int first = L.firstLayerOfStage(p.module, p.pp);
+          for (int l = first; l < first + L.layersOfStage(p.module, p.pp); ++l) {
+            for (int k = 0; k < std::min(spec.paramsPerLayer, 4); ++k) {
+              std::string name = mod.name + ".layers." + std::to_string(l) + "." + kParams[k];
+              bool replicated = k == 2;
+              int64_t rows = replicated ? 64 : (k == 0 ? 192 : 256);
+              std::vector<int64_t> full =
+                  replicated ? std::vector<int64_t>{64} : std::vector<int64_t>{rows, 64};
+              std::vector<int64_t> shard = full;
+              if (!replicated) shard[0] = rows / mod.tp;
+              double base = 0.05 + 0.5 * unit(mixString(spec.seed, name)) * std::exp(-0.2 * it);
+              double shardScale = replicated ? 1.0 : 1.0 / std::sqrt(static_cast<double>(mod.tp));
+              auto rec = [&](events::GradPhase phase, int mb, double fullNorm) {
+                events::GradientRecord g;
+                g.rank = r;
+                g.iteration = it;
+                g.microbatch = mb;
+                g.phase = phase;
+                g.param = name;
+                g.module = mod.name;
+                g.tp = p.tp;
+                g.pp = p.pp;
+                g.dp = p.dp;
+                const bool whole = replicated || phase == events::GradPhase::Reference;
+                g.partitionDim = whole ? -1 : 0;
+                g.partitionOffset = whole ? 0 : shard[0] * p.tp;
+                g.shape = phase == events::GradPhase::Reference ? full : shard;
+                g.fullShape = full;
+                g.dtype = "float32";
+                bool div = diverged(spec, it, mb);
+                g.norm =
+                    (phase == events::GradPhase::Reference ? fullNorm : fullNorm * shardScale) *
+                    (div ? 1.013 : 1.0);
+                uint64_t h = mix(
+                    mix(mix(mixString(spec.seed, name), static_cast<uint64_t>(phase)), it), mb + 1);
+                if (phase == events::GradPhase::Accumulated) h = mix(h, p.dp);
+                if (!whole) h = mix(mix(h, g.partitionOffset), mod.tp);
+                if (div) h = mix(h, 0xd1fULL);
+                g.checksum = h | 1;
+                g.hasStats = true;
+                g.stats.numel = 1;
+                for (auto d : g.shape) g.stats.numel *= d;
+                g.stats.l2 = g.norm;
+                g.stats.mean = (unit(h) - 0.5) * 1e-3;
+                g.stats.min = -g.norm / 4;
+                g.stats.max = g.norm / 4;
+                if (phase == events::GradPhase::Reference) {
+                  g.rank = -1;  // the single-process reference has its own records
+                  model.referenceGradients.push_back(std::move(g));
+                } else {
+                  model.gradients.push_back(std::move(g));
+                }
+              };
+              for (int mb = 0; mb < m; ++mb)
+                rec(events::GradPhase::Accumulated, mb,
+                    base * std::sqrt((mb + 1.0) / m) * (1.0 + 0.05 * (p.dp % 2)));
+              rec(events::GradPhase::Reduced, -1, base);
+              if (p.tp == 0 && p.dp == 0) rec(events::GradPhase::Reference, -1, base * (1 + 2e-7));
+            }
           }
         }
       }

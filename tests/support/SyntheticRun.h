@@ -17,6 +17,8 @@
 
 namespace stagescope::testing {
 
+// A module's grid at a rank offset.  Modules may share ranks (colocation): a rank then holds
+// one stage of each, run in one 1F1B order (see makeSyntheticRun).
 struct SynthModule {
   std::string name;
   std::string kind = "encoder";  // "encoder" | "llm" (exactly one llm, the sink)
@@ -49,6 +51,12 @@ struct SyntheticSpec {
 SyntheticSpec defaultSyntheticSpec();
 // The same mathematics on another layout (llm tp1 pp3 dp1 @4, vision unchanged): 7 ranks.
 SyntheticSpec alternateLayoutSpec();
+// Colocation (modules sharing ranks; the ranks table has one row per (rank, module)):
+// vision (tp1 pp2 @0), audio (tp1 pp1 @1) and llm (tp1 pp3 @1): rank 1 holds vision's last
+// stage, audio and llm stage 0, so both bridges are local hand-offs on rank 1 (src == dst).
+SyntheticSpec colocatedSyntheticSpec();
+// Two encoders on the same ranks: vision and audio (tp2 pp1 @0) feeding llm (tp1 pp2 @2).
+SyntheticSpec colocatedEncodersSpec();
 // A spec whose run holds about `events` events (actions + transfers + gradients + losses).
 SyntheticSpec benchmarkSpec(size_t events);
 

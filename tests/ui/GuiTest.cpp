@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "storage/RunFileWriter.h"
 #include "tests/support/SyntheticRun.h"
@@ -41,7 +42,19 @@ struct Probes {
     float x0, y0, x1, y1;
     int r, g, b;
   };
-  std::vector<Item> items, stuck, cells;
+  std::vector<Item> items, stuck, cells, sharedCells;
+  struct LaneItem {
+    int rank, lane, module;
+    float x0, y0, x1, y1;
+    int r, g, b;
+  };
+  std::vector<LaneItem> laneItems;
+  struct Local {
+    int rank;
+    float x0, y0, x1, y1;
+    int r, g, b;
+  };
+  std::vector<Local> locals;
   struct Wait {
     int rank, waitsOn;
     float x0, y0, x1, y1;
@@ -65,10 +78,19 @@ struct Probes {
         long long action = 0;
         s >> it.rank >> action >> it.x0 >> it.y0 >> it.x1 >> it.y1 >> it.r >> it.g >> it.b;
         items.push_back(it);
-      } else if (kind == "stuck" || kind == "cell") {
+      } else if (kind == "stuck" || kind == "cell" || kind == "shared-cell") {
         Item it{};
         s >> it.rank >> it.x0 >> it.y0 >> it.x1 >> it.y1 >> it.r >> it.g >> it.b;
-        (kind == "stuck" ? stuck : cells).push_back(it);
+        (kind == "stuck" ? stuck : kind == "cell" ? cells : sharedCells).push_back(it);
+      } else if (kind == "lane-item") {
+        LaneItem it{};
+        s >> it.rank >> it.lane >> it.module >> it.x0 >> it.y0 >> it.x1 >> it.y1 >> it.r >> it.g >>
+            it.b;
+        laneItems.push_back(it);
+      } else if (kind == "local") {
+        Local l{};
+        s >> l.rank >> l.x0 >> l.y0 >> l.x1 >> l.y1 >> l.r >> l.g >> l.b;
+        locals.push_back(l);
       } else if (kind == "wait") {
         Wait w{};
         s >> w.rank >> w.waitsOn >> w.x0 >> w.y0 >> w.x1 >> w.y1;
@@ -267,6 +289,58 @@ TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
   for (const auto& w : p.waits)
     EXPECT_GT(countReddish(img, {w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12}), 10u)
         << w.rank << " -> " << w.waitsOn;
+}
+
+// Colocation: rank 1 holds vision's last stage, audio and llm stage 0.  Its timeline row is
+// split into one lane per module, each lane's blocks in that module's colour; the grid map
+// shows the rank in every module's grid with a mark in the other modules' colours; the local
+// hand-offs between its modules are drawn as loops on its row.
+TEST(Gui, ColocatedRankIsASplitRowSharedInTheGridWithLocalLoops) {
+  if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run not installed";
+  const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "colocated";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "config");
+  const std::string run = (dir / "colocated.db").string();
+  storage::writeRunFile(makeSyntheticRun(colocatedSyntheticSpec()), run);
+  const std::string shot = (dir / "colocated.png").string();
+  shoot(dir, run, {"frames 3", "step 40", "frames 2"}, shot);
+
+  Image img;
+  Probes p;
+  ASSERT_TRUE(img.load(shot));
+  ASSERT_TRUE(p.load(shot + ".probes"));
+  // Forward/backward blocks in at least two lanes of rank 1's row, each in its lane's module
+  // colour, the lanes' colours distinct, and the lanes stacked (one below the other).
+  std::map<int, const Probes::LaneItem*> byLane;
+  for (const auto& it : p.laneItems) {
+    ASSERT_EQ(it.rank, 1) << "only rank 1 is shared";
+    EXPECT_GT(shareOfColour(img, it.x0, it.y0, it.x1, it.y1, it.r, it.g, it.b, 8, 2), 0.5)
+        << "lane " << it.lane << " block at " << it.x0 << "," << it.y0;
+    byLane.emplace(it.lane, &it);
+  }
+  ASSERT_GE(byLane.size(), 2u) << p.laneItems.size() << " lane blocks";
+  const auto* first = byLane.begin()->second;
+  const auto* last = byLane.rbegin()->second;
+  EXPECT_NE(first->module, last->module);
+  EXPECT_NE(std::make_tuple(first->r, first->g, first->b),
+            std::make_tuple(last->r, last->g, last->b));
+  EXPECT_GE(last->y0, first->y1 - 1);  // a later lane lies below an earlier one
+  // The grid map: rank 1's cells carry marks in the other modules' colours (3 cells x 2).
+  size_t marks = 0;
+  for (const auto& c : p.sharedCells) {
+    EXPECT_EQ(c.rank, 1);
+    EXPECT_GT(shareOfColour(img, c.x0, c.y0, c.x1, c.y1, c.r, c.g, c.b, 8, 1), 0.6);
+    ++marks;
+  }
+  EXPECT_EQ(marks, 6u);
+  // Local hand-offs: loops on rank 1's row, drawn near their arrow head.
+  ASSERT_FALSE(p.locals.empty());
+  for (const auto& l : p.locals) {
+    EXPECT_EQ(l.rank, 1);
+    EXPECT_GT(shareOfColour(img, l.x1 - 2, l.y1 - 8, l.x1 + 14, l.y1 + 8, l.r, l.g, l.b, 40), 0.05)
+        << "loop ending at " << l.x1 << "," << l.y1;
+  }
 }
 
 TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {

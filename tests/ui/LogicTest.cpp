@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "core/analysis/Compare.h"
 #include "core/analysis/HangGraph.h"
@@ -482,6 +483,94 @@ TEST(OpenRun, BadFilesGiveTypedErrors) {
     std::fclose(f);
   }
   EXPECT_THROW(openRun(p.string()), storage::RunFileError);
+}
+
+}  // namespace
+}  // namespace stagescope::ui
+
+namespace stagescope::ui {
+namespace {
+
+using namespace stagescope::testing;
+
+// Colocation: vision's last stage, audio and llm stage 0 share rank 1 (colocatedSyntheticSpec).
+TEST(Colocation, ASharedRankIsOneRowWithALanePerModule) {
+  const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
+  const auto rows = orderRankRows(model);
+  ASSERT_EQ(rows.size(), 4u);  // one row per rank, not per (rank, module)
+  const auto rowOf = rowOfRank(rows, 4);
+  ASSERT_GE(rowOf[1], 0);
+  const RankRow& shared = rows[rowOf[1]];
+  ASSERT_TRUE(shared.shared());
+  ASSERT_EQ(shared.lanes.size(), 3u);
+  EXPECT_EQ(shared.lanes[0].module, "audio");  // global stage 1 (right-aligned), name order
+  EXPECT_EQ(shared.lanes[1].module, "vision");
+  EXPECT_EQ(shared.lanes[2].module, "llm");  // global stage 2
+  EXPECT_EQ(shared.lanes[2].label, "llm  tp0 pp0 dp0");
+  EXPECT_EQ(shared.lanes[2].moduleIndex, 2);
+  EXPECT_EQ(shared.laneOf("llm"), 2);
+  EXPECT_EQ(shared.laneOf(""), -1);  // rank-wide: across the row
+  EXPECT_EQ(shared.label, "r1  audio+vision+llm");
+  // Grouped with its first module (vision's group, after rank 0).
+  EXPECT_EQ(rows[0].rank, 0);
+  EXPECT_EQ(rows[1].rank, 1);
+  EXPECT_FALSE(rows[rowOf[0]].shared());
+  EXPECT_EQ(rows[rowOf[0]].laneOf("vision"), -1);  // one module: the whole row
+}
+
+TEST(Colocation, ReplayStepsThroughEveryModuleOfASharedRankInPlanOrder) {
+  const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
+  const auto pairs = pairActions(model);
+  const ReplayOrder order = ReplayOrder::build(model, pairs);
+  EXPECT_EQ(order.brokenConstraints(), 0u);
+  // Rank 1's steps, in replay order, visit its actions in plan order, all three modules'.
+  std::vector<std::string> replayed;
+  int32_t expect = 0;
+  for (const ReplayStep& s : order.steps()) {
+    if (s.rank != 1 || s.end) continue;
+    EXPECT_EQ(s.action, expect++);
+    replayed.push_back(model.actions[1][s.action].module);
+  }
+  ASSERT_EQ(replayed.size(), model.plan[1].size());
+  for (size_t i = 0; i < replayed.size(); ++i) EXPECT_EQ(replayed[i], model.plan[1][i].module);
+  EXPECT_EQ(std::set<std::string>(replayed.begin(), replayed.end()),
+            (std::set<std::string>{"", "audio", "vision", "llm"}));
+  // A local hand-off's receive ends after its send began, on the same rank.
+  size_t local = 0;
+  for (const auto& p : pairs) {
+    if (p.sendRank != p.recvRank) continue;
+    ++local;
+    EXPECT_LT(order.positionOf(p.sendRank, p.sendAction, false),
+              order.positionOf(p.recvRank, p.recvAction, true));
+  }
+  EXPECT_EQ(local, 2u * 2u * 4u * 2u);  // 2 edges x 2 directions x 4 mb x 2 iterations
+}
+
+TEST(Colocation, FindByModuleOnASharedRank) {
+  const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
+  FindQuery q;
+  q.what = FindWhat::Actions;
+  q.module = "audio";
+  size_t total = 0;
+  const auto hits = findItems(model, q, 100000, &total);
+  size_t audio = 0, rankWide = 0;
+  for (const auto& a : model.actions[1]) {
+    audio += a.module == "audio";
+    rankWide += a.module.empty();
+  }
+  ASSERT_GT(audio, 0u);
+  EXPECT_EQ(total, audio + rankWide);  // its own actions and its rank's optimizer steps
+  for (const auto& h : hits) {
+    EXPECT_EQ(h.rank, 1);
+    const auto& m = model.actions[1][h.index].module;
+    EXPECT_TRUE(m == "audio" || m.empty()) << m;
+  }
+  // Transfers by module: the local hand-offs of audio->llm match "audio".
+  q.what = FindWhat::Transfers;
+  const auto th = findItems(model, q, 100000, &total);
+  ASSERT_FALSE(th.empty());
+  for (const auto& h : th)
+    EXPECT_NE(model.transfers[h.index].edge.find("audio"), std::string::npos);
 }
 
 }  // namespace

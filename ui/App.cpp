@@ -636,6 +636,18 @@ bool App::runCommand(const std::string& command, std::string* error) {
     select({Selection::Kind::Gradient, r->model.gradients[i].rank, i}, false);
     return true;
   }
+  if (verb == "select-local") {
+    // A local hand-off: a send between two modules of one colocated rank.
+    int64_t n = 0;
+    in >> n;
+    for (size_t i = 0; i < r->model.transfers.size(); ++i) {
+      const auto& t = r->model.transfers[i];
+      if (t.side != events::Side::Send || !model::isLocalHandOff(t) || n-- > 0) continue;
+      select({Selection::Kind::Transfer, t.rank, static_cast<int64_t>(i)}, true);
+      return true;
+    }
+    return need(false, "no such local hand-off");
+  }
   if (verb == "select-mismatch") {
     for (const auto& p : r->model.pairs) {
       if (p.recv >= 0 && !p.checksumMatches) {

@@ -36,7 +36,7 @@ void App::drawGridMap() {
   bool anyShared = false;
   for (const auto& ri : model.ranks) anyShared |= model.colocated(ri.rank);
   // Cells of a run with colocated ranks are larger: a third line names the other modules.
-  const float cellW = anyShared ? 112 : 92, cellH = anyShared ? 60 : 46, gap = 6;
+  const float cellW = anyShared ? 150 : 92, cellH = anyShared ? 60 : 46, gap = 6;
   auto moduleIndex = [&](const std::string& name) {
     for (size_t i = 0; i < modules.size(); ++i)
       if (modules[i].name == name) return static_cast<int>(i);
@@ -177,20 +177,22 @@ void App::drawGridMap() {
             cellCentre[{rank, static_cast<int>(i)}] = ImVec2(x0 + cellW / 2, y0 + cellH / 2);
           if (rank >= 0 && model.colocated(rank)) {
             // Shared with the rank's other modules: a dot in each one's colour and their names.
+            // dots at the top right corner, names on a third line.
             std::string others;
-            float dx = x0 + 4;
-            const float ly = y0 + 31;
+            float dx = c1.x - 12;
             for (const auto& o : model.modulesOf(rank)) {
               if (o.module == m.name) continue;
               const ImU32 oc = theme::moduleColour(moduleIndex(o.module), false);
-              dl->AddRectFilled(ImVec2(dx, ly + 2), ImVec2(dx + 8, ly + 10), oc, 2);
-              if (probes_.sharedCells.size() < 32)
-                probes_.sharedCells.push_back({rank, ImVec4(dx, ly + 2, dx + 8, ly + 10), oc});
-              dx += 10;
+              const ImVec4 dot(dx, y0 + 4, dx + 8, y0 + 12);
+              dl->AddRectFilled(ImVec2(dot.x, dot.y), ImVec2(dot.z, dot.w), oc, 2);
+              dl->AddRect(ImVec2(dot.x - 1, dot.y - 1), ImVec2(dot.z + 1, dot.w + 1),
+                          IM_COL32(20, 20, 24, 255), 2);
+              if (probes_.sharedCells.size() < 32) probes_.sharedCells.push_back({rank, dot, oc});
+              dx -= 11;
               others += (others.empty() ? "" : ",") + o.module;
             }
             dl->PushClipRect(c0, c1, true);
-            dl->AddText(ImVec2(dx + 2, ly - 1), tc, ("shared w/ " + others).c_str());
+            dl->AddText(ImVec2(x0 + 4, y0 + 30), tc, ("shared w/ " + others).c_str());
             dl->PopClipRect();
           }
           ImGui::SetCursorScreenPos(c0);

@@ -31,27 +31,28 @@ std::vector<RankRow> orderRankRows(const storage::RunModel& model) {
   std::vector<const events::RankInfo*> order;
   for (const auto& r : model.ranks)
     if (order.empty() || order.back()->rank != r.rank) order.push_back(&r);
+  // A colocated rank forms a group of its own ("shared"), right after its first module's.
   auto groupKey = [&](const events::RankInfo* r) {
     int m = moduleIndex(r->module);
     int stage = m >= 0 ? firstStage[m] : INT_MAX;
-    return std::make_tuple(stage, m < 0 ? INT_MAX : m);
+    return std::make_tuple(stage, m < 0 ? INT_MAX : m, model.colocated(r->rank) ? 1 : 0);
   };
   std::stable_sort(order.begin(), order.end(), [&](const auto* a, const auto* b) {
     return std::tuple_cat(groupKey(a), std::make_tuple(a->dp, a->pp, a->cp, a->tp, a->rank)) <
            std::tuple_cat(groupKey(b), std::make_tuple(b->dp, b->pp, b->cp, b->tp, b->rank));
   });
   std::vector<RankRow> rows;
-  int lastModule = INT_MIN;
+  std::tuple<int, int, int> lastGroup{INT_MIN, INT_MIN, INT_MIN};
   for (const auto* r : order) {
     RankRow row;
     row.rank = r->rank;
     row.moduleIndex = moduleIndex(r->module);
-    row.firstOfModule = row.moduleIndex != lastModule;
-    lastModule = row.moduleIndex;
+    row.firstOfModule = groupKey(r) != lastGroup;
+    lastGroup = groupKey(r);
     char buf[160];
     for (const auto& m : model.modulesOf(r->rank)) {
-      std::snprintf(buf, sizeof buf, "%s  tp%d pp%d dp%d",
-                    m.module.empty() ? "?" : m.module.c_str(), m.tp, m.pp, m.dp);
+      std::snprintf(buf, sizeof buf, "%s tp%d pp%d dp%d", m.module.empty() ? "?" : m.module.c_str(),
+                    m.tp, m.pp, m.dp);
       row.lanes.push_back({moduleIndex(m.module), m.module, buf});
     }
     if (row.shared())

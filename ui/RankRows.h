@@ -2,7 +2,8 @@
 // with the lowest first global stage first, config order on ties) and inside a module by
 // grid coordinates (dp, then pp, then cp, then tp), so each data-parallel replica's pipeline
 // reads top to bottom.  A colocated rank (several modules on one rank) is one row split into
-// lanes, one per module it holds, grouped with its first module.  ImGui-free.
+// lanes, one per module it holds; colocated ranks form a group of their own after their first
+// module's.  ImGui-free.
 #pragma once
 
 #include <string>
@@ -16,14 +17,14 @@ namespace stagescope::ui {
 struct RankLane {
   int moduleIndex = -1;  // position in RunInfo::modules (-1: unknown module)
   std::string module;
-  std::string label;  // "vision  tp0 pp1 dp0"
+  std::string label;  // "vision tp0 pp1 dp0"
 };
 
 struct RankRow {
   int rank = -1;
-  int moduleIndex = -1;  // the group's module: the rank's first (lowest global stage)
-  bool firstOfModule = false;
-  std::string label;  // "llm  tp1 pp2 dp0  r7"; a colocated rank: "r1  vision+audio+llm"
+  int moduleIndex = -1;        // the group's module: the rank's first (lowest global stage)
+  bool firstOfModule = false;  // the first row of its group (colocated ranks: a group of theirs)
+  std::string label;           // "llm  tp1 pp2 dp0  r7"; a colocated rank: "r1  vision+audio+llm"
   // One lane per module the rank holds, by global stage; a rank of one module has one.
   std::vector<RankLane> lanes;
   bool shared() const { return lanes.size() > 1; }

@@ -20,6 +20,8 @@ const char* scriptCommandHelp() {
          "  select-action RANK I     select action I of RANK (and zoom to it)\n"
          "  select-transfer I | select-gradient I   select a record by index\n"
          "  select-mismatch          select the first transfer whose checksums differ\n"
+         "  select-local [N]         select the N-th (default 0) local hand-off (colocated "
+         "modules)\n"
          "  jump-nonfinite           select the causally first NaN/Inf record\n"
          "  jump-divergence          select the first divergence from the compare run\n"
          "  jump-stuck               select the first stuck action of a hung/failed run\n"

@@ -72,8 +72,9 @@ void arrowHead(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float size) {
 }
 
 // The label of a colocated rank's split row: per lane, the module's colour bar and its grid
-// coordinates; across the row, a badge naming the rank and that it is shared.
-void drawSharedRowLabel(ImDrawList* dl, const RankRow& row, ImVec2 at, float laneH, ImU32 tc) {
+// coordinates; at the right, a badge naming the rank and that it is shared.  Returns the
+// badge's rectangle (x0, y0, x1, y1).
+ImVec4 drawSharedRowLabel(ImDrawList* dl, const RankRow& row, ImVec2 at, float laneH, ImU32 tc) {
   for (size_t l = 0; l < row.lanes.size(); ++l) {
     const float ly = at.y + laneH * static_cast<float>(l);
     dl->AddRectFilled(ImVec2(at.x, ly + 1), ImVec2(at.x + 6, ly + laneH - 1),
@@ -83,15 +84,19 @@ void drawSharedRowLabel(ImDrawList* dl, const RankRow& row, ImVec2 at, float lan
   char rank[16];
   std::snprintf(rank, sizeof rank, "r%d", row.rank);
   const char* shared = "shared";
-  const float w = ImGui::CalcTextSize(shared).x + 8;
+  const float w = std::max(ImGui::CalcTextSize(shared).x, ImGui::CalcTextSize(rank).x) + 8;
   const float h = laneH * static_cast<float>(row.lanes.size());
-  const ImVec2 b0(at.x + kLabelWidth - 20 - w, at.y + 3), b1(at.x + kLabelWidth - 20, at.y + h - 3);
+  const ImVec2 b0(at.x + kLabelWidth - 4 - w, at.y + 3), b1(at.x + kLabelWidth - 4, at.y + h - 3);
   dl->AddRectFilled(b0, b1, IM_COL32(70, 74, 86, 255), 3);
   dl->AddRect(b0, b1, theme::kBridge, 3, 0, 1.5f);
   const float lineH = ImGui::GetTextLineHeight();
-  const float ty = (b0.y + b1.y) / 2 - (h >= 2 * lineH + 8 ? lineH : lineH / 2);
+  const bool twoLines = h >= 2 * lineH + 8;
+  const float ty = (b0.y + b1.y) / 2 - (twoLines ? lineH : lineH / 2);
   dl->AddText(ImVec2(b0.x + (w - ImGui::CalcTextSize(rank).x) / 2, ty), theme::kText, rank);
-  if (h >= 2 * lineH + 8) dl->AddText(ImVec2(b0.x + 4, ty + lineH), theme::kBridge, shared);
+  if (twoLines)
+    dl->AddText(ImVec2(b0.x + (w - ImGui::CalcTextSize(shared).x) / 2, ty + lineH), theme::kBridge,
+                shared);
+  return ImVec4(b0.x, b0.y, b1.x, b1.y);
 }
 
 }  // namespace
@@ -277,7 +282,10 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       dl->AddRectFilled(ImVec2(pos.x, hy), ImVec2(area1.x, y), IM_COL32(44, 47, 54, 255));
       dl->AddRectFilled(ImVec2(pos.x, hy), ImVec2(pos.x + 4, y), theme::moduleColour(mi, false));
       char buf[160];
-      if (mi >= 0) {
+      if (run->rows[i].shared()) {
+        std::snprintf(buf, sizeof buf, "shared ranks: %s   (one 1F1B order per rank)",
+                      model.moduleLabel(run->rows[i].rank).c_str());
+      } else if (mi >= 0) {
         const auto& mod = model.info.modules[mi];
         std::snprintf(buf, sizeof buf, "%s  (%s)   tp%d x pp%d x dp%d  @%d", mod.name.c_str(),
                       mod.kind.c_str(), mod.tp, mod.pp, mod.dp, mod.offset);
@@ -530,15 +538,17 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
                       (i & 1) ? IM_COL32(40, 42, 48, 255) : IM_COL32(36, 38, 44, 255));
     ImU32 tc = theme::kText;
     if (view_.selection.rank == rank) tc = theme::kAccent;
+    // Where the running dot goes: the label's right end; a split row's badge's bottom.
+    ImVec2 dot(pos.x + kLabelWidth - 10, y + rowHt / 2);
     if (row.shared()) {
-      drawSharedRowLabel(dl, row, ImVec2(pos.x, y), rowH, tc);
+      const ImVec4 badge = drawSharedRowLabel(dl, row, ImVec2(pos.x, y), rowH, tc);
+      dot = ImVec2((badge.x + badge.z) / 2, badge.w - 7);
     } else {
       dl->AddRectFilled(ImVec2(pos.x, y + 1), ImVec2(pos.x + 4, y + rowH - 1),
                         theme::moduleColour(row.moduleIndex, false));
       dl->AddText(ImVec2(pos.x + 10, y + (rowH - 15) / 2), tc, row.label.c_str());
     }
-    if (st.running)
-      dl->AddCircleFilled(ImVec2(pos.x + kLabelWidth - 10, y + rowHt / 2), 4, theme::kAccent);
+    if (st.running) dl->AddCircleFilled(dot, 4, theme::kAccent);
     const RankFate fate = run->problems.ranks[rank].fate;
     if (fate != RankFate::Completed) {
       const char* word = toString(fate);
@@ -627,6 +637,7 @@ void App::drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, d
   const int64_t step = view_.step;
   const bool dense = static_cast<float>(count) > (area1.x - area0.x) / 10;
   float best = 5;
+  std::vector<float> lastLocalLabel(run->rows.size(), -1e9f);  // per row: one label per 80 px
   int64_t selectedTransfer =
       view_.selection.kind == Selection::Kind::Transfer ? view_.selection.index : -1;
   int32_t selectedPair = selectedTransfer >= 0 ? run->transferPair[selectedTransfer] : -1;
@@ -679,7 +690,10 @@ void App::drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, d
       dl->AddBezierCubic(a, c1, c2, b, col, thick + 0.8f);
       arrowHead(dl, c2, b, col, 7);
       const ImVec2 at(right - bulge * 0.25f + 2, (a.y + b.y) / 2 - ImGui::GetTextLineHeight() / 2);
-      dl->AddText(at, col, "local");
+      if (at.x - lastLocalLabel[rs] > 80 || inFlight || selected) {
+        dl->AddText(at, col, "local");
+        lastLocalLabel[rs] = at.x;
+      }
       if (probes_.locals.size() < 16 && a.x > area0.x && right + 40 < area1.x)
         probes_.locals.push_back({t.rank, a, b, col});
       if (mouseIn) {

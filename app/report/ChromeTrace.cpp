@@ -188,7 +188,11 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     o.num(pid[m.name]) << "}}";
     st.metadata += 2;
   }
-  for (size_t r = 0; r < std::max(run.ranks.size(), run.actions.size()); ++r) {
+  // One track per rank (the ranks table has a row per (rank, module): sorted by rank).
+  const size_t tracks =
+      std::max(run.ranks.empty() ? size_t{0} : static_cast<size_t>(run.ranks.back().rank) + 1,
+               run.actions.size());
+  for (size_t r = 0; r < tracks; ++r) {
     int rank = static_cast<int>(r);
     const auto* info = findRank(run, rank);
     std::string name = "rank " + std::to_string(rank);

@@ -304,7 +304,7 @@ TEST(Gui, ColocatedRankIsASplitRowSharedInTheGridWithLocalLoops) {
   const std::string run = (dir / "colocated.db").string();
   storage::writeRunFile(makeSyntheticRun(colocatedSyntheticSpec()), run);
   const std::string shot = (dir / "colocated.png").string();
-  shoot(dir, run, {"frames 3", "step 40", "frames 2"}, shot);
+  shoot(dir, run, {"frames 3", "zoom-fit", "frames 2"}, shot);
 
   Image img;
   Probes p;

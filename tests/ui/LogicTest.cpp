@@ -506,7 +506,7 @@ TEST(Colocation, ASharedRankIsOneRowWithALanePerModule) {
   EXPECT_EQ(shared.lanes[0].module, "audio");  // global stage 1 (right-aligned), name order
   EXPECT_EQ(shared.lanes[1].module, "vision");
   EXPECT_EQ(shared.lanes[2].module, "llm");  // global stage 2
-  EXPECT_EQ(shared.lanes[2].label, "llm  tp0 pp0 dp0");
+  EXPECT_EQ(shared.lanes[2].label, "llm tp0 pp0 dp0");
   EXPECT_EQ(shared.lanes[2].moduleIndex, 2);
   EXPECT_EQ(shared.laneOf("llm"), 2);
   EXPECT_EQ(shared.laneOf(""), -1);  // rank-wide: across the row

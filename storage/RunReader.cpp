@@ -275,7 +275,7 @@ class Loader {
       m_.ranks.push_back(std::move(r));
     }
     // One row per (rank, module): a colocated rank holds several modules.
-    model::sortRankRows(m_.ranks);
+    model::sortRankRows(m_.ranks, m_.info.modules);
   }
 
   std::vector<events::ActionRecord>& rankList(std::vector<std::vector<events::ActionRecord>>& v,

@@ -1,6 +1,7 @@
 #include "core/model/RunModel.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 
 namespace stagescope::model {
@@ -59,7 +60,8 @@ size_t RunModel::eventCount() const {
   return n;
 }
 
-void sortRankRows(std::vector<events::RankInfo>& rows) {
+void sortRankRows(std::vector<events::RankInfo>& rows,
+                  const std::vector<events::ModuleInfo>& modules) {
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return std::tie(a.rank, a.module) < std::tie(b.rank, b.module);
   });
@@ -70,8 +72,14 @@ void sortRankRows(std::vector<events::RankInfo>& rows) {
     else
       unique.push_back(std::move(r));
   }
-  std::sort(unique.begin(), unique.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.rank, a.globalStage, a.module) < std::tie(b.rank, b.globalStage, b.module);
+  auto order = [&](const std::string& name) {
+    for (size_t i = 0; i < modules.size(); ++i)
+      if (modules[i].name == name) return static_cast<int>(i);
+    return static_cast<int>(modules.size());
+  };
+  std::sort(unique.begin(), unique.end(), [&](const auto& a, const auto& b) {
+    return std::make_tuple(a.rank, a.globalStage, order(a.module), std::cref(a.module)) <
+           std::make_tuple(b.rank, b.globalStage, order(b.module), std::cref(b.module));
   });
   rows = std::move(unique);
 }

@@ -38,9 +38,9 @@ struct RunModel {
   events::RunInfo info;
   // One row per (rank, module) the rank holds, as the run file's `ranks` table: a rank of a
   // layout without colocation has one row, a colocated rank (modules sharing ranks) one per
-  // module, each with that module's grid coordinates and global stage.  Sorted by (rank,
-  // globalStage, module); rank-wide facts (host, device, pid, clock offset) are equal on every
-  // row of a rank.  Never index by rank: use modulesOf / rankInfo.
+  // module, each with that module's grid coordinates and global stage.  Sorted by rank, global
+  // stage, then config order (sortRankRows); rank-wide facts (host, device, pid, clock offset) are
+  // equal on every row of a rank.  Never index by rank: use modulesOf / rankInfo.
   std::vector<events::RankInfo> ranks;
   std::vector<std::vector<events::ActionRecord>> plan;  // [rank] sorted by (iteration, seq)
   std::vector<std::vector<events::ActionRecord>>
@@ -101,9 +101,11 @@ struct RunModel {
 // rank is a bridge edge whose srcRank == dstRank.
 std::pair<std::string, std::string> edgeModules(const events::TransferRecord& t);
 
-// Puts rows of the `ranks` table into RunModel::ranks order, (rank, globalStage, module); a
-// (rank, module) recorded twice keeps its last row (file order).
-void sortRankRows(std::vector<events::RankInfo>& rows);
+// Puts rows of the `ranks` table into RunModel::ranks order: by rank, then global stage, then
+// the module's position in `modules` (config order: encoders before the llm that consumes
+// them), then name; a (rank, module) recorded twice keeps its last row (file order).
+void sortRankRows(std::vector<events::RankInfo>& rows,
+                  const std::vector<events::ModuleInfo>& modules = {});
 
 // Whether a message never left its rank (a local hand-off between colocated modules).
 inline bool isLocalHandOff(const events::TransferRecord& t) {

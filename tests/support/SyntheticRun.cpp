@@ -508,7 +508,7 @@ storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
     }
     if (!L.pos[r].empty()) templates[r] = rankTemplate(L, r);
   }
-  model::sortRankRows(model.ranks);
+  model::sortRankRows(model.ranks, info.modules);
 
   // Plan records (no times).
   model.plan.assign(world, {});

@@ -503,17 +503,20 @@ TEST(Colocation, ASharedRankIsOneRowWithALanePerModule) {
   const RankRow& shared = rows[rowOf[1]];
   ASSERT_TRUE(shared.shared());
   ASSERT_EQ(shared.lanes.size(), 3u);
-  EXPECT_EQ(shared.lanes[0].module, "audio");  // global stage 1 (right-aligned), name order
-  EXPECT_EQ(shared.lanes[1].module, "vision");
-  EXPECT_EQ(shared.lanes[2].module, "llm");  // global stage 2
+  EXPECT_EQ(shared.lanes[0].module, "vision");  // global stage 1, first in the config
+  EXPECT_EQ(shared.lanes[1].module, "audio");   // global stage 1 (right-aligned)
+  EXPECT_EQ(shared.lanes[2].module, "llm");     // global stage 2
   EXPECT_EQ(shared.lanes[2].label, "llm tp0 pp0 dp0");
   EXPECT_EQ(shared.lanes[2].moduleIndex, 2);
   EXPECT_EQ(shared.laneOf("llm"), 2);
   EXPECT_EQ(shared.laneOf(""), -1);  // rank-wide: across the row
-  EXPECT_EQ(shared.label, "r1  audio+vision+llm");
-  // Grouped with its first module (vision's group, after rank 0).
+  EXPECT_EQ(shared.label, "r1  vision+audio+llm");
+  // A group of its own ("shared ranks"), after vision's (rank 0), before the llm's.
   EXPECT_EQ(rows[0].rank, 0);
   EXPECT_EQ(rows[1].rank, 1);
+  EXPECT_TRUE(rows[1].firstOfModule);
+  EXPECT_EQ(rows[2].rank, 2);
+  EXPECT_TRUE(rows[2].firstOfModule);
   EXPECT_FALSE(rows[rowOf[0]].shared());
   EXPECT_EQ(rows[rowOf[0]].laneOf("vision"), -1);  // one module: the whole row
 }

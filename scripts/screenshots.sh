@@ -5,6 +5,7 @@
 #   runs/screenshots/killed.db           llm stage 1 SIGKILLed in iteration 1
 #   runs/screenshots/hang.db             a dropped llm activation: the receiver hangs
 #   runs/screenshots/corrupt.db          one bridge message corrupted after its checksum
+#   runs/screenshots/colocated.db        assets/configs/colocated.toml (modules sharing ranks)
 # The runs under runs/screenshots are this script's own: it recreates that folder.
 set -euo pipefail
 BUILD=${1:-build/default}
@@ -48,4 +49,11 @@ shot inspector-mismatch-find "$RUNS/corrupt.db" "" "frames 2" "select-mismatch" 
 shot killed-rank "$RUNS/killed.db" "" "frames 2" "jump-stuck"
 shot hang-wait-for "$RUNS/hang.db" "" "frames 2" "jump-stuck"
 shot plots-gradient "$RUNS/nan.db" "" "frames 2" "tab plots"
+# Colocated modules: ranks holding several modules' stages (split rows, shared grid cells, a
+# local hand-off selected in the inspector).
+if [ -f assets/configs/colocated.toml ]; then
+  "$EXE" run assets/configs/colocated.toml -o "$RUNS/colocated.db" -q >/dev/null || true
+  shot colocated-shared-ranks "$RUNS/colocated.db" "" "frames 2" "select-local" "zoom-fit" \
+    "tab grid"
+fi
 echo "wrote $OUT/*.png"

@@ -51,9 +51,6 @@ shot hang-wait-for "$RUNS/hang.db" "" "frames 2" "jump-stuck"
 shot plots-gradient "$RUNS/nan.db" "" "frames 2" "tab plots"
 # Colocated modules: ranks holding several modules' stages (split rows, shared grid cells, a
 # local hand-off selected in the inspector).
-if [ -f assets/configs/colocated.toml ]; then
-  "$EXE" run assets/configs/colocated.toml -o "$RUNS/colocated.db" -q >/dev/null || true
-  shot colocated-shared-ranks "$RUNS/colocated.db" "" "frames 2" "select-local" "zoom-fit" \
-    "tab grid"
-fi
+"$EXE" run assets/configs/colocated.toml -o "$RUNS/colocated.db" -q >/dev/null || true
+shot colocated-shared-ranks "$RUNS/colocated.db" "" "frames 2" "select-local" "zoom-fit" "tab grid"
 echo "wrote $OUT/*.png"

@@ -49,7 +49,7 @@ std::vector<size_t> localHandOffs(const RunModel& run) {
   return out;
 }
 
-TEST(Colocation, RanksTableRowsPerModuleSurviveARunFile) {
+TEST(ColocatedRun, RanksTableRowsPerModuleSurviveARunFile) {
   const RunModel synthetic = makeSyntheticRun(colocatedSyntheticSpec());
   const fs::path dir = fs::temp_directory_path() / ("colocation_rows_" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -82,7 +82,7 @@ TEST(Colocation, RanksTableRowsPerModuleSurviveARunFile) {
   EXPECT_EQ(modules, (std::set<std::string>{"", "vision", "audio", "llm"}));
 }
 
-TEST(Colocation, LocalHandOffsPairLikeAnyTransfer) {
+TEST(ColocatedRun, LocalHandOffsPairLikeAnyTransfer) {
   const RunModel run = makeSyntheticRun(colocatedSyntheticSpec());
   const auto local = localHandOffs(run);
   // vision->llm and audio->llm on rank 1, activations and gradients, both sides, every mb.
@@ -117,7 +117,7 @@ TEST(Colocation, LocalHandOffsPairLikeAnyTransfer) {
             run.rankInfo(1, model::edgeModules(firstLocal).first)->globalStage);
 }
 
-TEST(Colocation, CheckPassesACleanColocatedRunAndNamesACorruptLocalHandOff) {
+TEST(ColocatedRun, CheckPassesACleanColocatedRunAndNamesACorruptLocalHandOff) {
   for (const auto& spec :
        {colocatedSyntheticSpec(), colocatedEncodersSpec(), encoderOnLlmStage0()}) {
     const RunModel run = makeSyntheticRun(spec);
@@ -148,7 +148,7 @@ TEST(Colocation, CheckPassesACleanColocatedRunAndNamesACorruptLocalHandOff) {
   EXPECT_EQ(c->findings.front().peerRank, 0);
 }
 
-TEST(Colocation, CoverageKeepsAColocatedRankWhenTheFilterKeepsAnyOfItsModules) {
+TEST(ColocatedRun, CoverageKeepsAColocatedRankWhenTheFilterKeepsAnyOfItsModules) {
   RunModel run = makeSyntheticRun(colocatedSyntheticSpec());
   // Recorded with [record] modules = ["llm"]: the engine keeps every record of a rank that
   // holds the llm (rank 1 also holds vision and audio) and none of rank 0 (vision only).
@@ -184,7 +184,7 @@ TEST(Colocation, CoverageKeepsAColocatedRankWhenTheFilterKeepsAnyOfItsModules) {
   }
 }
 
-TEST(Colocation, CausalOrderTiesOnEachActionsOwnModuleStage) {
+TEST(ColocatedRun, CausalOrderTiesOnEachActionsOwnModuleStage) {
   const RunModel run = makeSyntheticRun(encoderOnLlmStage0());
   const CausalOrder order(run);
   const auto& acts = run.actions[0];
@@ -205,7 +205,7 @@ TEST(Colocation, CausalOrderTiesOnEachActionsOwnModuleStage) {
   EXPECT_EQ(order.ofLoss(run.losses.front()).rank, 1);
 }
 
-TEST(Colocation, FirstNonFiniteIsTheLocalHandOffSend) {
+TEST(ColocatedRun, FirstNonFiniteIsTheLocalHandOffSend) {
   testing::SyntheticSpec spec = encoderOnLlmStage0();
   spec.nanIteration = 1;
   spec.nanMicrobatch = 2;
@@ -221,7 +221,7 @@ TEST(Colocation, FirstNonFiniteIsTheLocalHandOffSend) {
   EXPECT_EQ(t.microbatch, 2);
 }
 
-TEST(Colocation, CompareNamesTheLocalHandOffAsFirstDivergence) {
+TEST(ColocatedRun, CompareNamesTheLocalHandOffAsFirstDivergence) {
   const RunModel a = makeSyntheticRun(encoderOnLlmStage0());
   testing::SyntheticSpec spec = encoderOnLlmStage0();
   spec.divergeIteration = 1;

@@ -494,7 +494,7 @@ namespace {
 using namespace stagescope::testing;
 
 // Colocation: vision's last stage, audio and llm stage 0 share rank 1 (colocatedSyntheticSpec).
-TEST(Colocation, ASharedRankIsOneRowWithALanePerModule) {
+TEST(ColocatedView, ASharedRankIsOneRowWithALanePerModule) {
   const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
   const auto rows = orderRankRows(model);
   ASSERT_EQ(rows.size(), 4u);  // one row per rank, not per (rank, module)
@@ -521,7 +521,7 @@ TEST(Colocation, ASharedRankIsOneRowWithALanePerModule) {
   EXPECT_EQ(rows[rowOf[0]].laneOf("vision"), -1);  // one module: the whole row
 }
 
-TEST(Colocation, ReplayStepsThroughEveryModuleOfASharedRankInPlanOrder) {
+TEST(ColocatedView, ReplayStepsThroughEveryModuleOfASharedRankInPlanOrder) {
   const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
   const auto pairs = pairActions(model);
   const ReplayOrder order = ReplayOrder::build(model, pairs);
@@ -549,7 +549,7 @@ TEST(Colocation, ReplayStepsThroughEveryModuleOfASharedRankInPlanOrder) {
   EXPECT_EQ(local, 2u * 2u * 4u * 2u);  // 2 edges x 2 directions x 4 mb x 2 iterations
 }
 
-TEST(Colocation, FindByModuleOnASharedRank) {
+TEST(ColocatedView, FindByModuleOnASharedRank) {
   const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
   FindQuery q;
   q.what = FindWhat::Actions;

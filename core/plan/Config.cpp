@@ -428,7 +428,11 @@ void validateTopLevel(const Failer& fail, const Section& s, const RunConfig& c) 
   if (c.lossScale <= 0) fail("loss_scale", show(*s.get("loss_scale")), "expected a number > 0");
 }
 
+// Module names appear in edge names, group names and every message line: short and plain.
+constexpr size_t kMaxNameLength = 64;
+
 bool validName(const std::string& name) {
+  if (name.size() > kMaxNameLength) return false;
   if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
     return false;
   }
@@ -449,8 +453,13 @@ ModuleConfig readModule(const toml::table& table, size_t index, const Failer& fa
   if (!pre.get("name")) fail(prefix + ".name", "(missing)", "every module needs a name");
   pre.readString("name", &m.name);
   if (!validName(m.name)) {
-    fail(prefix + ".name", quote(m.name),
-         "expected a non-empty name of letters, digits, '_' or '-' starting with a letter");
+    const std::string shown =
+        m.name.size() > kMaxNameLength
+            ? quote(m.name.substr(0, 32)) + "... (" + std::to_string(m.name.size()) + " characters)"
+            : quote(m.name);
+    fail(prefix + ".name", shown,
+         "expected a non-empty name of at most 64 letters, digits, '_' or '-' starting with a "
+         "letter");
   }
   Section s(table, "modules." + m.name, fail);
   s.allowOnly(kModuleKeys);

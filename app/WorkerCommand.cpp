@@ -2,6 +2,7 @@
 // the store), or directly by torchrun/Slurm-style launchers (rank 0 hosts the store at
 // MASTER_ADDR:MASTER_PORT).  Writes its shard "<RUN>.rank<N>.shard" next to the run file.
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -193,6 +194,9 @@ at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
 }  // namespace
 
 int workerCommand(const WorkerOptions& opts) {
+  // A write to a peer that died is an error this rank reports (EPIPE), not a signal that kills
+  // it: a survivor dying of SIGPIPE would be taken for the rank that was killed.
+  std::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<storage::ShardWriter> recorder;
   int rank = -1;
   std::string errorFile;                      // TORCHELASTIC_ERROR_FILE

@@ -186,7 +186,12 @@ void checkShardArgument(const std::string& shard, const std::string& run) {
                      ": not a regular file (a directory, FIFO or device); expected a shard file");
   if (fs::equivalent(shard, run, ec))
     throw UsageError(what + ": is the run file itself; expected one of its shards");
-  if (!isStagescopeFile(shard) || isRunFile(shard))
+  // A rank that was killed leaves its shard's header unwritten (an empty file, or one whose
+  // header still lacks the application id) and what it committed in the -wal beside it: the
+  // merge recovers and judges such a shard, as it does one it finds by name.
+  const bool killedWriter = (std::filesystem::file_size(shard, ec) == 0 && !ec) ||
+                            std::filesystem::is_regular_file(shard + "-wal", ec);
+  if (!killedWriter && (!isStagescopeFile(shard) || isRunFile(shard)))
     throw UsageError(what +
                      ": not a stagescope shard; expected a file written by `stagescope worker`");
 }

@@ -59,7 +59,9 @@ bool readEnvironment(std::vector<std::string>* env) {
   setpgid(0, 0);                      // Ctrl-C goes to the launcher, which stops us
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  signal(SIGPIPE, SIG_DFL);
+  // A write to a peer that died is an error the rank reports (EPIPE), not a signal that kills
+  // it: otherwise a survivor dies of SIGPIPE and is taken for the rank that was killed.
+  signal(SIGPIPE, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);

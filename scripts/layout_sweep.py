@@ -4,14 +4,21 @@
 
 The single-process reference is recorded next to the run and `check` compares every
 gathered gradient value and loss to it, so a failure here is an engine defect on a layout
-the test suite does not name.  Usage: scripts/layout_sweep.py [--runs N] [--seed S]
-[--max-ranks R] [--colocate P] [--keep DIR].  Configs that the validator refuses (exit 2) are skipped and
-counted.  Exit 0 when every run passed, 1 otherwise.
+the test suite does not name.  With --recompute, scripts/recompute.py (an independent
+PyTorch recomputation written from docs/model.md, docs/recompute.md) also judges every run
+file, and a run passes only when both agree.  Layouts vary tp/pp/dp per module, one to three
+encoders (fan-in, fan-out, one-to-one), offsets and module order, colocation (--colocate P),
+microbatches, micro-batch size, Adam or SGD (with momentum, weight decay), the loss scale and
+forward-only runs.  Usage: scripts/layout_sweep.py [--runs N] [--seed S] [--max-ranks R]
+[--colocate P] [--recompute] [--keep DIR].  Configs that the validator refuses (exit 2) are
+skipped and counted.  Exit 0 when every run passed, 1 otherwise.
 """
 import argparse, os, random, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("STAGESCOPE_BIN", os.path.join(ROOT, "build", "default", "app", "stagescope"))
+PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+RECOMPUTE = os.path.join(ROOT, "scripts", "recompute.py")
 
 
 def module(name, kind, tp, pp, dp, offset, rng):
@@ -86,13 +93,19 @@ def separate_config(rng, max_ranks):
 
 def header(rng):
     m = rng.choice([1, 2, 3, 4, 6])
+    forward_only = rng.random() < 0.1
+    kind = rng.choice(["sgd", "adam"])
+    opt = [f'kind = "{kind}"', f"lr = {rng.choice([0.001, 0.01])}"]
+    if kind == "sgd" and rng.random() < 0.5:
+        opt.append("momentum = 0.9")
+    if rng.random() < 0.25:
+        opt.append("weight_decay = 0.01")
     return "\n".join([f"seed = {rng.randrange(1, 10**6)}", "iterations = 2",
                       f"microbatches = {m}", f"micro_batch_size = {rng.choice([1, 2, 4])}",
                       'dtype = "float32"', 'device = "cpu"', 'backend = "gloo"',
-                      "timeout_seconds = 120", "loss_scale = 1.0",
-                      f"forward_only = false", "", "[optimizer]",
-                      f'kind = "{rng.choice(["sgd", "adam"])}"', "lr = 0.001", "",
-                      "[record]", 'level = "full"', ""])
+                      "timeout_seconds = 120", f"loss_scale = {rng.choice([1.0, 1.0, 4.0, 1024.0])}",
+                      f"forward_only = {'true' if forward_only else 'false'}", "", "[optimizer]"]
+                     + opt + ["", "[record]", 'level = "full"', ""])
 
 
 def main():
@@ -103,11 +116,13 @@ def main():
     ap.add_argument("--keep", default=None)
     ap.add_argument("--colocate", type=float, default=0.0,
                     help="share of layouts whose modules share ranks (0..1)")
+    ap.add_argument("--recompute", action="store_true",
+                    help="also judge every run file with scripts/recompute.py")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     out = a.keep or tempfile.mkdtemp(prefix="sweep-")
     os.makedirs(out, exist_ok=True)
-    done = refused = 0
+    done = refused = check_failed = recompute_failed = 0
     failures = []
     while done < a.runs:
         cfg, ranks = random_config(rng, a.max_ranks, a.colocate)
@@ -128,11 +143,24 @@ def main():
             continue
         done += 1
         status = "ok" if p.returncode == 0 else f"FAIL exit {p.returncode}"
-        print(f"{status:12s} {ranks} ranks {dt:5.1f}s {path}", flush=True)
         if p.returncode != 0:
+            check_failed += 1
+        r = None
+        if a.recompute:
+            r = subprocess.run([PYTHON, RECOMPUTE, db], capture_output=True, text=True)
+            status += " recompute " + ("ok" if r.returncode == 0 else f"FAIL exit {r.returncode}")
+            if r.returncode != 0:
+                recompute_failed += 1
+        print(f"{status:12s} {ranks} ranks {dt:5.1f}s {path}", flush=True)
+        if p.returncode != 0 or (r is not None and r.returncode != 0):
             failures.append(path)
-            print((p.stdout + p.stderr)[-1500:])
-    print(f"{done} runs, {len(failures)} failed, {refused} refused by the validator; seed {a.seed}; files in {out}")
+            if p.returncode != 0:
+                print((p.stdout + p.stderr)[-1500:])
+            if r is not None and r.returncode != 0:
+                print((r.stdout + r.stderr)[-3000:])
+    print(f"{done} runs, {len(failures)} failed (check {check_failed}, recompute "
+          f"{recompute_failed if a.recompute else 'not run'}), {refused} refused by the "
+          f"validator; seed {a.seed}; files in {out}")
     return 1 if failures else 0
 
 

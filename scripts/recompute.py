@@ -1,0 +1,628 @@
+#!/usr/bin/env python3
+"""Independent recomputation of a recorded stagescope run (docs/recompute.md).
+
+Reads a run file recorded at `--record full` and recomputes every iteration in plain PyTorch
+from the documentation alone (docs/model.md: the model, the parameter shards, the data layout,
+the loss, the data-parallel scaling, the optimizer): it gathers each module's full parameters
+from the recorded TP/PP shards, rebuilds the whole model on one process in float64 (no tensor
+or pipeline parallelism, one parameter copy per data-parallel replica), feeds the recorded
+microbatch inputs and compares with what the ranks recorded:
+
+  * every microbatch loss and the iteration loss (relative 1e-6);
+  * every recorded gradient shard, per microbatch (`accumulated`) and after the reduction
+    (`reduced`), element-wise: max |g - g_ref| <= 1e-5 * max(1, max |g_ref|);
+  * every recorded transfer payload (pipeline activations and gradients, bridge pieces,
+    local hand-offs), with the same element-wise rule;
+  * the optimizer step: the recorded parameters after the step against the configured
+    optimizer applied to the recorded parameters before it and the recorded reduced gradients
+    (max |p - p_ref| <= 2^-21 * max(1, max |p_ref|): the update is ~lr, so this resolves it).
+
+Iteration t starts from the parameters the ranks recorded after step t-1 (the initial ones
+for t = 0): each step is judged on its own, so a defect is named in the iteration it happens.
+
+Prints one verdict line per iteration and a final line.  Exit status: 0 every recorded value
+matches; 1 a mismatch (each named: module, parameter or edge, rank, the worst element);
+3 the file cannot be recomputed (not level full, a run that did not complete, records missing,
+an unsupported config), with one line saying why; 2 usage.
+
+Usage: recompute.py RUN.db [--tol-grad X] [--tol-loss X] [--max-report N] [-v]
+"""
+import argparse
+import math
+import os
+import sqlite3
+import sys
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_CANNOT = 0, 1, 2, 3
+APPLICATION_ID = 0x53544753
+TOL_PARAM = 2.0 ** -21
+
+
+class CannotRecompute(Exception):
+    """The file does not hold what a recomputation needs; the message says what."""
+
+
+# ---- reading the run file ------------------------------------------------------------------
+
+def dims(text):
+    return [int(x) for x in text.split(",")] if text else []
+
+
+DTYPES = {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32"}
+
+
+def tensor_of(payload, dtype, shape, where):
+    """The recorded bytes as a float64 (or int64) tensor of `shape`."""
+    if payload is None:
+        raise CannotRecompute(f"{where}: no payload (the run was not recorded at level full?)")
+    if dtype not in DTYPES:
+        raise CannotRecompute(f"{where}: dtype {dtype!r} is not supported (expected one of "
+                              f"{', '.join(DTYPES)}; bfloat16 runs are not recomputed)")
+    t = torch.frombuffer(bytearray(payload), dtype=getattr(torch, DTYPES[dtype]))
+    n = math.prod(shape)
+    if t.numel() != n:
+        raise CannotRecompute(f"{where}: payload holds {t.numel()} {dtype} values, shape "
+                              f"{shape} needs {n}")
+    t = t.reshape(shape).clone()
+    return t.to(torch.float64) if t.is_floating_point() else t
+
+
+class Run:
+    """Everything recompute needs from one run file, read once."""
+
+    def __init__(self, path):
+        if not os.path.exists(path):
+            raise CannotRecompute(f"{path}: no such file")
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            app = con.execute("PRAGMA application_id").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise CannotRecompute(f"{path}: not a run file ({e})")
+        if app != APPLICATION_ID:
+            raise CannotRecompute(f"{path}: not a run file (application_id {app}, expected "
+                                  f"{APPLICATION_ID})")
+        self.path = path
+        self.con = con
+        cols = {r[1] for r in con.execute("PRAGMA table_info(run)")}
+        # The record filter columns came with format 2; a file without them had no filters.
+        filters = [c if c in cols else "''" for c in
+                   ("record_iterations", "record_modules", "record_ranks")]
+        row = con.execute("SELECT config_text, world_size, iterations, microbatches, level, "
+                          "status, " + ", ".join(filters) + " FROM run WHERE id = 1").fetchone()
+        if row is None:
+            raise CannotRecompute(f"{path}: table run has no row")
+        (text, self.world, self.iterations, self.m, level, status, rit, rmod, rrank) = row
+        if level != "full":
+            raise CannotRecompute(f"{path}: recorded at level {level!r}; recomputation needs "
+                                  f"level 'full' (run with --record full)")
+        if status != "completed":
+            raise CannotRecompute(f"{path}: run status {status!r}; only a completed run is "
+                                  f"recomputed")
+        if rit or rmod or rrank:
+            raise CannotRecompute(f"{path}: recorded with filters (iterations {rit!r}, modules "
+                                  f"{rmod!r}, ranks {rrank!r}); recomputation needs every record")
+        if tomllib is None:
+            raise CannotRecompute("Python 3.11 or newer is needed (tomllib) to read config_text")
+        self.config = tomllib.loads(text)
+        self.ranks = {}  # (rank, module) -> dict(tp, pp, dp)
+        for rank, module, tp, pp, dp in con.execute(
+                "SELECT rank, module, tp, pp, dp FROM ranks"):
+            self.ranks[(rank, module)] = dict(tp=tp, pp=pp, dp=dp)
+
+    def rows(self, sql, *args):
+        return self.con.execute(sql, args).fetchall()
+
+
+# ---- the model of docs/model.md, whole, in float64 -----------------------------------------
+
+class Module:
+    def __init__(self, cfg, run_cfg, llm_cfg, encoder_cfgs):
+        self.name = cfg["name"]
+        self.kind = cfg["kind"]
+        self.tp, self.pp, self.dp = cfg["tp"], cfg["pp"], cfg["dp"]
+        self.layers = cfg["layers"]
+        self.hidden, self.heads, self.ffn = cfg["hidden"], cfg["heads"], cfg["ffn"]
+        split = cfg.get("stage_layers")
+        self.stage_layers = list(split) if split else [self.layers // self.pp] * self.pp
+        if self.kind == "encoder":
+            self.patches, self.patch_dim = cfg["patches"], cfg["patch_dim"]
+            self.mbs = run_cfg["micro_batch_size"] * llm_cfg["dp"] // self.dp
+        else:
+            self.vocab, self.text_len = cfg["vocab"], cfg["text_len"]
+            self.mbs = run_cfg["micro_batch_size"]
+            self.seq = self.text_len + sum(e["patches"] for e in encoder_cfgs)
+        self.llm_hidden = llm_cfg["hidden"]
+
+    def last_layer_of_stage(self, s):
+        return sum(self.stage_layers[: s + 1]) - 1
+
+    def param_names(self):
+        """Every parameter of the module with its full shape (docs/model.md, "Parameters")."""
+        h, f, n = self.hidden, self.ffn, self.name
+        out = []
+        if self.kind == "encoder":
+            out += [("patch_embed.weight", [h, self.patch_dim]), ("patch_embed.bias", [h]),
+                    ("pos_embed", [self.patches, h])]
+        else:
+            out += [("tok_embed", [self.vocab, h]), ("pos_embed", [self.seq, h])]
+        for l in range(self.layers):
+            L = f"layers.{l}."
+            out += [(L + "ln1.weight", [h]), (L + "ln1.bias", [h])]
+            for x in "qkv":
+                out += [(L + f"attn.{x}.weight", [h, h]), (L + f"attn.{x}.bias", [h])]
+            out += [(L + "attn.o.weight", [h, h]), (L + "attn.o.bias", [h]),
+                    (L + "ln2.weight", [h]), (L + "ln2.bias", [h]),
+                    (L + "mlp.fc1.weight", [f, h]), (L + "mlp.fc1.bias", [f]),
+                    (L + "mlp.fc2.weight", [h, f]), (L + "mlp.fc2.bias", [h])]
+        out += [("final_ln.weight", [h]), ("final_ln.bias", [h])]
+        if self.kind == "encoder":
+            out += [("projector.weight", [self.llm_hidden, h]),
+                    ("projector.bias", [self.llm_hidden])]
+        else:
+            out += [("head.weight", [self.vocab, h])]
+        return [(f"{n}.{s}", shape) for s, shape in out]
+
+    # x: [S, B, h]; P: parameter name -> tensor
+    def block(self, P, x, l):
+        L = f"{self.name}.layers.{l}."
+        h, heads = self.hidden, self.heads
+        dh = h // heads
+        S, B = x.shape[0], x.shape[1]
+        a = F.layer_norm(x, [h], P[L + "ln1.weight"], P[L + "ln1.bias"], 1e-5)
+
+        def proj(n):
+            y = F.linear(a, P[L + f"attn.{n}.weight"], P[L + f"attn.{n}.bias"])
+            return y.reshape(S, B, heads, dh).permute(1, 2, 0, 3)  # [B, heads, S, dh]
+
+        q, k, v = proj("q"), proj("k"), proj("v")
+        scores = q @ k.transpose(-2, -1) / math.sqrt(dh)
+        if self.kind == "llm":
+            causal = torch.ones(S, S, dtype=torch.bool).triu(1)
+            scores = scores.masked_fill(causal, float("-inf"))
+        ctx = (scores.softmax(-1) @ v).permute(2, 0, 1, 3).reshape(S, B, h)
+        y = x + F.linear(ctx, P[L + "attn.o.weight"], P[L + "attn.o.bias"])
+        m = F.layer_norm(y, [h], P[L + "ln2.weight"], P[L + "ln2.bias"], 1e-5)
+        hid = F.gelu(F.linear(m, P[L + "mlp.fc1.weight"], P[L + "mlp.fc1.bias"]))
+        return y + F.linear(hid, P[L + "mlp.fc2.weight"], P[L + "mlp.fc2.bias"])
+
+    def body(self, P, x, boundaries):
+        """The blocks; the output of every stage but the last goes into `boundaries` (by
+        stage) with retain_grad, as it is what that stage sends to the next."""
+        for l in range(self.layers):
+            x = self.block(P, x, l)
+            for s in range(self.pp - 1):
+                if l == self.last_layer_of_stage(s):
+                    if x.requires_grad:
+                        x.retain_grad()
+                    boundaries[s] = x
+        return F.layer_norm(x, [self.hidden], P[f"{self.name}.final_ln.weight"],
+                            P[f"{self.name}.final_ln.bias"], 1e-5)
+
+
+def encoder_forward(mod, P, patches, boundaries):
+    """patches [b, P, d] -> [P, b, h_llm]."""
+    n = mod.name
+    x = F.linear(patches.transpose(0, 1), P[f"{n}.patch_embed.weight"], P[f"{n}.patch_embed.bias"])
+    x = x + P[f"{n}.pos_embed"].unsqueeze(1)
+    y = mod.body(P, x, boundaries)
+    return F.linear(y, P[f"{n}.projector.weight"], P[f"{n}.projector.bias"])
+
+
+def llm_forward(mod, P, encoder_outputs, tokens, boundaries):
+    """encoder_outputs: [P_e, b, h] in config order; tokens [b, T+1] -> (mean cross-entropy)."""
+    n, T = mod.name, mod.text_len
+    x = torch.cat(list(encoder_outputs) + [P[f"{n}.tok_embed"][tokens[:, :T].transpose(0, 1)]], 0)
+    x = x + P[f"{n}.pos_embed"].unsqueeze(1)
+    y = mod.body(P, x, boundaries)
+    logits = F.linear(y[-T:], P[f"{n}.head.weight"])  # [T, b, V]
+    labels = tokens[:, 1:T + 1].transpose(0, 1)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+# ---- comparison ----------------------------------------------------------------------------
+
+class Verdict:
+    def __init__(self, max_report):
+        self.max_report = max_report
+        self.mismatches = []   # (severity ratio, line)
+        self.checked = {}      # category -> count
+        self.worst = {}        # category -> worst ratio err/tol
+
+    def note(self, category, ratio, line):
+        self.checked[category] = self.checked.get(category, 0) + 1
+        if not (ratio <= self.worst.get(category, 0.0)):
+            self.worst[category] = ratio
+        if not ratio <= 1.0:
+            self.mismatches.append((ratio, line))
+
+    def compare(self, category, what, got, ref, tol_rel, floor=1.0):
+        """got: recorded; ref: recomputed.  max |got - ref| <= tol_rel * max(floor, max|ref|)."""
+        if list(got.shape) != list(ref.shape):
+            self.note(category, math.inf, f"{what}: shape {list(got.shape)} recorded, "
+                                          f"{list(ref.shape)} recomputed")
+            return
+        if got.numel() == 0:
+            self.note(category, 0.0, "")
+            return
+        scale = max(floor, ref.abs().max().item())
+        tol = tol_rel * scale
+        diff = (got - ref).abs()
+        bad = ~torch.isfinite(got) | ~torch.isfinite(ref)
+        if bad.any():
+            diff = torch.where(bad & ~((got == ref) | (got.isnan() & ref.isnan())),
+                               torch.full_like(diff, math.inf), torch.nan_to_num(diff))
+        i = int(diff.reshape(-1).argmax())
+        worst = diff.reshape(-1)[i].item()
+        ratio = worst / tol if tol > 0 else (0.0 if worst == 0 else math.inf)
+        idx = list(torch.unravel_index(torch.tensor(i), got.shape)) if got.dim() else []
+        idx = [int(v) for v in idx]
+        self.note(category, ratio,
+                  f"{what}: element {idx} recorded {got.reshape(-1)[i].item():.9g} recomputed "
+                  f"{ref.reshape(-1)[i].item():.9g}, |diff| {worst:.3g} > tol {tol:.3g}")
+
+
+def rel_loss(what, got, ref, tol, verdict):
+    got = float(got)
+    if math.isnan(got) or math.isnan(ref):
+        ratio = 0.0 if (math.isnan(got) and math.isnan(ref)) else math.inf
+    else:
+        ratio = abs(got - ref) / (tol * max(abs(ref), 1e-30))
+    verdict.note("loss", ratio, f"{what}: recorded {got:.9g} recomputed {ref:.9g}, rel diff "
+                                f"{abs(got - ref) / max(abs(ref), 1e-30):.3g} > tol {tol:g}")
+
+
+def shard_of(full, dim, offset, shape):
+    return full if dim < 0 else full.narrow(dim, offset, shape[dim])
+
+
+# ---- one iteration -------------------------------------------------------------------------
+
+class Recompute:
+    def __init__(self, run, args):
+        self.run, self.args = run, args
+        cfg = run.config
+        mods = cfg.get("modules", [])
+        llms = [m for m in mods if m.get("kind") == "llm"]
+        if len(llms) != 1:
+            raise CannotRecompute(f"{run.path}: config has {len(llms)} llm modules, expected 1")
+        encs = [m for m in mods if m.get("kind") == "encoder"]
+        if cfg.get("dtype", "float32") != "float32":
+            raise CannotRecompute(f"{run.path}: dtype = {cfg.get('dtype')!r}: only float32 runs "
+                                  f"are recomputed to the documented tolerance")
+        for m in mods:
+            if m.get("cp", 1) != 1:
+                raise CannotRecompute(f"{run.path}: modules.{m['name']}.cp = {m['cp']}: expected 1")
+        self.llm = Module(llms[0], cfg, llms[0], encs)
+        self.encoders = [Module(e, cfg, llms[0], encs) for e in encs]  # config order
+        self.modules = {m.name: m for m in self.encoders + [self.llm]}
+        for name, down in run.rows("SELECT name, downstream FROM modules"):
+            want = self.llm.name if self.modules.get(name) and \
+                self.modules[name].kind == "encoder" else ""
+            if down != want:
+                raise CannotRecompute(f"{run.path}: module {name} feeds {down!r}; recompute "
+                                      f"models encoders feeding the llm directly ({want!r})")
+        self.m = cfg["microbatches"]
+        self.scale = float(cfg.get("loss_scale", 1.0))
+        self.forward_only = bool(cfg.get("forward_only", False))
+        self.opt = dict(kind="sgd", lr=0.01, momentum=0.0, beta1=0.9, beta2=0.999, eps=1e-8,
+                        weight_decay=0.0)
+        self.opt.update(cfg.get("optimizer", {}))
+        self.opt_state = {}  # module -> (optimizer, {name: tensor})
+
+    # -- parameters --
+    def gather(self, iteration, phase, verdict, same_copies=True):
+        """Full parameters from the recorded shards of `phase` (param_initial of iteration 0
+        or param_after_step of `iteration`); every copy of a shard (TP-replicated, DP
+        replicas) must be bit-identical."""
+        full, covered = {}, {}
+        rows = self.run.rows(
+            "SELECT rank, param, module, partition_dim, partition_offset, shape, full_shape, "
+            "dtype, payload FROM gradients WHERE iteration = ? AND phase = ? ORDER BY rank",
+            iteration, phase)
+        for rank, param, module, pdim, poff, shape, fshape, dtype, payload in rows:
+            where = f"gradients {phase} iteration {iteration} rank {rank} {param}"
+            t = tensor_of(payload, dtype, dims(shape), where)
+            fs = dims(fshape)
+            if param not in full:
+                full[param] = torch.full(fs, math.nan, dtype=torch.float64)
+                covered[param] = torch.zeros(fs, dtype=torch.bool)
+            dst = shard_of(full[param], pdim, poff, dims(shape))
+            cov = shard_of(covered[param], pdim, poff, dims(shape))
+            if cov.all():
+                if not same_copies:
+                    continue
+                verdict.compare("replicas", f"{param} {phase} iteration {iteration}: rank {rank}'s "
+                                f"copy against the first", t, dst.clone(), 0.0)
+            else:
+                dst.copy_(t)
+                cov.fill_(True)
+        missing = []
+        for mod in self.modules.values():
+            for name, shape in mod.param_names():
+                if name not in full:
+                    missing.append(name)
+                elif list(full[name].shape) != shape:
+                    raise CannotRecompute(f"{name}: full_shape {list(full[name].shape)} recorded,"
+                                          f" docs/model.md gives {shape}")
+                elif not covered[name].all():
+                    missing.append(f"{name} (part)")
+        extra = sorted(set(full) - {n for mod in self.modules.values() for n, _ in mod.param_names()})
+        if extra:
+            raise CannotRecompute(f"{phase} iteration {iteration}: recorded parameters the model "
+                                  f"does not have: {', '.join(extra[:5])}")
+        return full, missing
+
+    def inputs(self, iteration):
+        """(module, dp replica, microbatch) -> input tensor, every first-stage copy identical."""
+        out = {}
+        for rank, mb, module, name, shape, dtype, payload in self.run.rows(
+                "SELECT rank, microbatch, module, name, shape, dtype, payload FROM inputs "
+                "WHERE iteration = ? ORDER BY rank", iteration):
+            r = self.run.ranks.get((rank, module))
+            if r is None:
+                raise CannotRecompute(f"inputs: rank {rank} has no ranks row for module {module}")
+            t = tensor_of(payload, dtype, dims(shape), f"inputs iteration {iteration} rank {rank} "
+                                                      f"{module} {name}")
+            key = (module, r["dp"], mb)
+            if key in out and not torch.equal(out[key], t):
+                raise CannotRecompute(f"inputs iteration {iteration} microbatch {mb} {module} dp "
+                                      f"{r['dp']}: rank {rank}'s copy differs from another's")
+            out[key] = t
+        return out
+
+    # -- the step --
+    def iteration(self, t, params, verdict):
+        inputs = self.inputs(t)
+        for mod in self.modules.values():
+            for d in range(mod.dp):
+                for j in range(self.m):
+                    if (mod.name, d, j) not in inputs:
+                        raise CannotRecompute(f"iteration {t}: no input recorded for {mod.name} "
+                                              f"dp {d} microbatch {j}")
+        grad = not self.forward_only
+        # One parameter copy per (module, dp replica): its .grad is that replica's local
+        # gradient, as the ranks of that replica hold it before the reduction.
+        copies = {(mod.name, d): {n: params[n].clone().requires_grad_(grad)
+                                  for n, _ in mod.param_names()}
+                  for mod in self.modules.values() for d in range(mod.dp)}
+        expected = {}  # transfer key -> (activation, gradient tensor or None)
+        losses = {}
+        accumulated = {}  # (module, dp, mb) -> {param: grad}
+        for j in range(self.m):
+            with torch.set_grad_enabled(grad):
+                lossj, tensors = self.microbatch(t, j, copies, inputs, losses)
+                if grad:
+                    lossj.backward()
+            for key, x in tensors.items():
+                g = x.grad * self.scale if (grad and x.grad is not None) else None
+                expected[(key, j)] = (x.detach(), g)
+            if grad:
+                for (name, d), P in copies.items():
+                    accumulated[(name, d, j)] = {n: (p.grad.clone() if p.grad is not None
+                                                     else torch.zeros_like(p))
+                                                 for n, p in P.items()}
+        self.check_losses(t, losses, verdict)
+        self.check_transfers(t, expected, verdict)
+        if grad:
+            reduced = {}
+            for mod in self.modules.values():
+                for n, _ in mod.param_names():
+                    s = sum(accumulated[(mod.name, d, self.m - 1)][n] for d in range(mod.dp))
+                    reduced[n] = s / self.llm.dp
+            self.check_gradients(t, accumulated, reduced, verdict)
+
+    def microbatch(self, t, j, copies, inputs, losses):
+        """Forward of global microbatch j; returns (sum over llm replicas of CE / m, the tensors
+        that travel: transfer key -> tensor with retained grad)."""
+        tensors = {}
+        enc_out = {}
+        for mod in self.encoders:
+            for e in range(mod.dp):
+                b = {}
+                enc_out[(mod.name, e)] = encoder_forward(mod, copies[(mod.name, e)],
+                                                         inputs[(mod.name, e, j)], b)
+                for s, x in b.items():
+                    tensors[("p2p", mod.name, s, e, e)] = x
+        total = 0.0
+        mbs = self.llm.mbs
+        for r in range(self.llm.dp):
+            lo, hi = r * mbs, (r + 1) * mbs  # global samples of llm replica r (docs/model.md)
+            outs = []
+            for mod in self.encoders:
+                pieces = []
+                for e in range(mod.dp):
+                    elo, ehi = e * mod.mbs, (e + 1) * mod.mbs
+                    a, z = max(lo, elo), min(hi, ehi)
+                    if a >= z:
+                        continue
+                    piece = enc_out[(mod.name, e)][:, a - elo:z - elo]
+                    if piece.requires_grad:
+                        piece.retain_grad()
+                    tensors[("bridge", mod.name, e, r)] = piece
+                    pieces.append(piece)
+                outs.append(torch.cat(pieces, 1))
+            b = {}
+            ce = llm_forward(self.llm, copies[(self.llm.name, r)], outs,
+                             inputs[(self.llm.name, r, j)], b)
+            for s, x in b.items():
+                tensors[("p2p", self.llm.name, s, r, r)] = x
+            losses[(j, r)] = ce.item()
+            total = total + ce / self.m
+        return total, tensors
+
+    def check_losses(self, t, losses, verdict):
+        tol = self.args.tol_loss
+        rows = self.run.rows("SELECT rank, microbatch, dp, loss FROM losses WHERE iteration = ?", t)
+        seen = set()
+        for rank, mb, dp, loss in rows:
+            if mb >= 0:
+                seen.add((mb, dp))
+                if (mb, dp) not in losses:
+                    verdict.note("loss", math.inf, f"loss iteration {t} microbatch {mb} dp {dp} "
+                                                   f"(rank {rank}): no such microbatch")
+                    continue
+                rel_loss(f"loss iteration {t} microbatch {mb} dp {dp} (rank {rank})", loss,
+                         losses[(mb, dp)], tol, verdict)
+            else:
+                mean = sum(losses.values()) / len(losses)
+                rel_loss(f"loss iteration {t} (mean, rank {rank})", loss, mean, tol, verdict)
+        for key in sorted(set(losses) - seen):
+            verdict.note("loss", math.inf, f"loss iteration {t} microbatch {key[0]} dp {key[1]}: "
+                                           f"not recorded by any rank")
+
+    def check_transfers(self, t, expected, verdict):
+        tol = self.args.tol_grad
+        rows = self.run.rows(
+            "SELECT rank, side, src_rank, dst_rank, edge, edge_kind, direction, microbatch, "
+            "shape, dtype, payload FROM transfers WHERE iteration = ? AND payload IS NOT NULL", t)
+        for rank, side, src, dst, edge, kind, direction, mb, shape, dtype, payload in rows:
+            what = (f"transfer {edge} {direction} iteration {t} microbatch {mb} {side} on rank "
+                    f"{rank} ({src}->{dst})")
+            # src/dst are the message's sender and receiver: for a gradient the upstream side
+            # (the edge's first end) is the receiver.
+            up, down = (src, dst) if direction == "activation" else (dst, src)
+            key = self.transfer_key(edge, kind, up, down, what)
+            got = tensor_of(payload, dtype, dims(shape), what)
+            if (key, mb) not in expected:
+                verdict.note("payload", math.inf, f"{what}: the recomputed step sends no such "
+                                                  f"tensor")
+                continue
+            act, g = expected[(key, mb)]
+            ref = act if direction == "activation" else g
+            if ref is None:
+                verdict.note("payload", math.inf, f"{what}: the recomputed step has no {direction}")
+                continue
+            verdict.compare("payload", what, got, ref, tol)
+
+    def transfer_key(self, edge, kind, src, dst, what):
+        if kind == "bridge":
+            a, _, b = edge.partition("->")
+            ra, rb = self.run.ranks.get((src, a)), self.run.ranks.get((dst, b))
+            if ra is None or rb is None or a not in self.modules:
+                raise CannotRecompute(f"{what}: ranks {src}/{dst} hold no {a}/{b} stage")
+            return ("bridge", a, ra["dp"], rb["dp"])
+        module, _, stages = edge.partition(":")
+        r = self.run.ranks.get((src, module))
+        if r is None:
+            raise CannotRecompute(f"{what}: rank {src} holds no {module} stage")
+        return ("p2p", module, r["pp"], r["dp"], r["dp"])
+
+    def check_gradients(self, t, accumulated, reduced, verdict):
+        tol = self.args.tol_grad
+        for rank, mb, phase, param, module, pdim, poff, shape, dtype, payload in self.run.rows(
+                "SELECT rank, microbatch, phase, param, module, partition_dim, partition_offset, "
+                "shape, dtype, payload FROM gradients WHERE iteration = ? AND phase IN "
+                "('accumulated', 'reduced')", t):
+            r = self.run.ranks.get((rank, module))
+            what = (f"gradient {param} {phase} iteration {t}"
+                    + (f" microbatch {mb}" if mb >= 0 else "") + f" rank {rank} (tp {r['tp']} "
+                    f"pp {r['pp']} dp {r['dp']})")
+            got = tensor_of(payload, dtype, dims(shape), what)
+            if phase == "reduced":
+                full = reduced[param]
+            else:
+                full = accumulated[(module, r["dp"], mb)][param]
+            verdict.compare("gradient " + phase, what, got, shard_of(full, pdim, poff, dims(shape)),
+                            tol)
+
+    # -- the optimizer --
+    def check_step(self, t, before, reduced_rows, after, verdict):
+        """Applies the configured optimizer (docs/model.md, "Optimizer") to `before` with the
+        recorded reduced gradients; compares with the recorded `after`."""
+        o = self.opt
+        for mod in self.modules.values():
+            if mod.name not in self.opt_state:
+                P = {n: torch.zeros(s, dtype=torch.float64) for n, s in mod.param_names()}
+                ps = [P[n] for n, _ in mod.param_names()]
+                if o["kind"] == "adam":
+                    opt = torch.optim.Adam(ps, lr=o["lr"], betas=(o["beta1"], o["beta2"]),
+                                           eps=o["eps"], weight_decay=o["weight_decay"],
+                                           foreach=False)
+                else:
+                    opt = torch.optim.SGD(ps, lr=o["lr"], momentum=o["momentum"],
+                                          weight_decay=o["weight_decay"], foreach=False)
+                self.opt_state[mod.name] = (opt, P)
+            opt, P = self.opt_state[mod.name]
+            for n, _ in mod.param_names():
+                with torch.no_grad():
+                    P[n].copy_(before[n])
+                P[n].grad = reduced_rows[n].clone()
+            opt.step()
+            for n, _ in mod.param_names():
+                if n in after:
+                    verdict.compare("step", f"parameter {n} after the step of iteration {t}",
+                                    after[n], P[n].detach(), TOL_PARAM)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run")
+    ap.add_argument("--tol-grad", type=float, default=1e-5,
+                    help="gradients and payloads: max|x-x_ref| <= TOL*max(1,max|x_ref|)")
+    ap.add_argument("--tol-loss", type=float, default=1e-6, help="losses: relative")
+    ap.add_argument("--max-report", type=int, default=10, help="mismatches printed per iteration")
+    a = ap.parse_args(argv)
+    if torch is None:
+        print("recompute: cannot recompute: Python torch is not importable (bootstrap installs it "
+              "into .venv)", file=sys.stderr)
+        return EXIT_CANNOT
+    torch.set_default_dtype(torch.float64)
+    try:
+        run = Run(a.run)
+        rc = Recompute(run, a)
+        params, missing = rc.gather(0, "param_initial", Verdict(a.max_report))
+        if missing:
+            raise CannotRecompute(f"{run.path}: initial parameters not recorded: "
+                                  f"{', '.join(missing[:5])}")
+        failed = 0
+        for t in range(run.iterations):
+            v = Verdict(a.max_report)
+            rc.iteration(t, params, v)
+            after = {}
+            if not rc.forward_only:
+                after, missing = rc.gather(t, "param_after_step", v)
+                if missing:
+                    raise CannotRecompute(f"iteration {t}: parameters after the step not "
+                                          f"recorded: {', '.join(missing[:5])}")
+                reduced, _ = gathered_reduced(rc, t, v)
+                rc.check_step(t, params, reduced, after, v)
+            summary = ", ".join(f"{n} {k} (worst {v.worst.get(k, 0):.2g} of tol)"
+                                for k, n in sorted(v.checked.items()))
+            if v.mismatches:
+                failed += 1
+                print(f"iteration {t}: MISMATCH: {len(v.mismatches)} of "
+                      f"{sum(v.checked.values())} recorded values differ from the recomputation "
+                      f"({summary})")
+                for ratio, line in sorted(v.mismatches, key=lambda x: -x[0])[: a.max_report]:
+                    print(f"  {line}")
+            else:
+                print(f"iteration {t}: MATCH: {sum(v.checked.values())} recorded values agree "
+                      f"with the recomputation ({summary})")
+            if after:
+                params = after
+        verdict = "MISMATCH" if failed else "MATCH"
+        print(f"recompute {run.path}: {verdict} ({failed} of {run.iterations} iterations differ)")
+        return EXIT_MISMATCH if failed else EXIT_OK
+    except CannotRecompute as e:
+        print(f"recompute: cannot recompute: {e}", file=sys.stderr)
+        return EXIT_CANNOT
+
+
+def gathered_reduced(rc, t, verdict):
+    """The recorded reduced gradients, gathered to full tensors (for the optimizer check)."""
+    return rc.gather(t, "reduced", verdict, same_copies=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Independent recomputation of recorded runs (docs/recompute.md): records one layout at level
+# full and runs scripts/recompute.py on it.
+#   recompute_run.sh STAGESCOPE SOURCE_DIR WORK_DIR CASE
+# CASE: colocated | fan_in | fan_out_sgd | planted.  A layout case requires MATCH (exit 0); the
+# planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
+# SKIP) only when the venv's Python cannot import torch.
+set -u
+BIN=$1 SRC=$2 WORK=$3 CASE=$4
+PY=$SRC/.venv/bin/python
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+  echo "SKIP: $PY cannot import torch (scripts/bootstrap.sh installs it)"
+  exit 77
+fi
+RECOMPUTE=$SRC/scripts/recompute.py
+DIR=$WORK/recompute-$CASE
+rm -rf "$DIR" && mkdir -p "$DIR"
+fail() { echo "FAIL: $*"; exit 1; }
+
+record() {  # record NAME CONFIG [args...]: a completed level-full run in $DIR/NAME.db
+  local name=$1 cfg=$2
+  shift 2
+  "$BIN" run "$cfg" --record full -q -o "$DIR/$name.db" --set timeout_seconds=300 "$@" \
+    >"$DIR/$name.run.txt" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || { cat "$DIR/$name.run.txt"; fail "stagescope run $name exited $rc"; }
+}
+
+expect() {  # expect RC DB PATTERN...: recompute.py exits RC and prints every PATTERN
+  local want=$1 db=$2
+  shift 2
+  "$PY" "$RECOMPUTE" "$db" >"$db.recompute.txt" 2>&1
+  local rc=$?
+  cat "$db.recompute.txt"
+  [ $rc -eq "$want" ] || fail "recompute.py $db exited $rc, expected $want"
+  for p in "$@"; do
+    grep -q -- "$p" "$db.recompute.txt" || fail "recompute.py $db: no line matching '$p'"
+  done
+}
+
+case $CASE in
+  colocated)  # three stages on ranks 0-1 (two encoders + llm stage 0): local hand-offs
+    record run "$SRC/assets/configs/colocated.toml"
+    expect 0 "$DIR/run.db" "^iteration 0: MATCH" "^iteration 1: MATCH" "payload"
+    ;;
+  fan_in)  # vision dp4 -> llm tp2 pp2 dp1, Adam
+    record run "$SRC/assets/configs/fan_in.toml"
+    expect 0 "$DIR/run.db" "^iteration 0: MATCH" "^iteration 1: MATCH"
+    ;;
+  fan_out_sgd)  # vision tp2 pp2 dp1 -> llm dp4, SGD with momentum, loss scale 8
+    record run "$SRC/assets/configs/fan_out.toml" --set optimizer.kind=sgd \
+      --set optimizer.momentum=0.9 --set loss_scale=8
+    expect 0 "$DIR/run.db" "^iteration 0: MATCH" "^iteration 1: MATCH"
+    ;;
+  planted)  # defects a correct engine never produces must be named
+    record run "$SRC/assets/configs/single.toml"
+    expect 0 "$DIR/run.db" "^iteration 0: MATCH"
+    # 1. one element of one recorded reduced gradient moved by 1e-4 (10x the tolerance)
+    cp "$DIR/run.db" "$DIR/grad.db"
+    "$PY" - "$DIR/grad.db" <<'EOF' || fail "planting the gradient edit"
+import sqlite3, struct, sys
+con = sqlite3.connect(sys.argv[1])
+gid, payload = con.execute("SELECT id, payload FROM gradients WHERE phase = 'reduced' AND "
+                           "iteration = 0 AND param = 'llm.layers.0.mlp.fc1.weight'").fetchone()
+b = bytearray(payload)
+v, = struct.unpack_from("<f", b, 4 * 7)
+struct.pack_into("<f", b, 4 * 7, v + 1e-4)
+con.execute("UPDATE gradients_rows SET payload = ? WHERE id = ?", (bytes(b), gid))
+con.commit()
+EOF
+    expect 1 "$DIR/grad.db" "^iteration 0: MISMATCH" \
+      "gradient llm.layers.0.mlp.fc1.weight reduced iteration 0 rank 1 .*element \[0, 7\]"
+    # (iteration 1 differs too: the optimizer check feeds Adam the recorded gradients, so the
+    # edited one moves its state and the next step)
+    # 2. one element of one recorded bridge activation (the send side) moved by 1e-3
+    cp "$DIR/run.db" "$DIR/payload.db"
+    "$PY" - "$DIR/payload.db" <<'EOF' || fail "planting the payload edit"
+import sqlite3, struct, sys
+con = sqlite3.connect(sys.argv[1])
+tid, payload = con.execute("SELECT id, payload FROM transfers WHERE side = 'send' AND "
+                           "edge = 'vision->llm' AND direction = 'activation' AND iteration = 1 "
+                           "AND microbatch = 2").fetchone()
+b = bytearray(payload)
+v, = struct.unpack_from("<f", b, 0)
+struct.pack_into("<f", b, 0, v + 1e-3)
+con.execute("UPDATE transfers_rows SET payload = ? WHERE id = ?", (bytes(b), tid))
+con.commit()
+EOF
+    expect 1 "$DIR/payload.db" "^iteration 0: MATCH" "^iteration 1: MISMATCH" \
+      "transfer vision->llm activation iteration 1 microbatch 2 send on rank 0 .*element \[0, 0, 0\]"
+    # 3. the engine's own fault injection: a NaN in the activation vision sends in microbatch 1
+    "$BIN" run "$SRC/assets/configs/single.toml" --record full -q -o "$DIR/nan.db" \
+      --set timeout_seconds=300 --fault nan:iteration=0,microbatch=1,module=vision \
+      >"$DIR/nan.run.txt" 2>&1
+    expect 1 "$DIR/nan.db" "^iteration 0: MISMATCH" \
+      "transfer vision->llm activation iteration 0 microbatch 1 send on rank 0"
+    # 4. a file recompute cannot judge says so (level stats)
+    "$BIN" run "$SRC/assets/configs/single.toml" -q -o "$DIR/stats.db" --set iterations=1 \
+      >"$DIR/stats.run.txt" 2>&1 || fail "stats run"
+    expect 3 "$DIR/stats.db" "recorded at level 'stats'; recomputation needs level 'full'"
+    ;;
+  *) fail "unknown case $CASE" ;;
+esac
+echo "PASS: recompute $CASE"

@@ -11,6 +11,7 @@
 #include "app/report/Escape.h"
 #include "app/report/TextFile.h"
 #include "core/analysis/Analysis.h"
+#include "core/analysis/Collectives.h"
 
 namespace stagescope::report {
 
@@ -139,6 +140,57 @@ bool flowPoints(const Span& send, int64_t sendStart, const Span& recv, int64_t r
   return *to >= *from;
 }
 
+// Collectives: every member's record is a slice on a "collectives" track of its rank.  A
+// rank's collectives may overlap (asynchronous all-reduces), so each goes to the first lane
+// of that rank where it does not: disjoint slices per track, hence properly nested.
+constexpr int kCollectiveTid = 1 << 20;  // tid = kCollectiveTid + rank * kLanes + lane
+constexpr int kLanes = 16;
+
+struct CollectiveSlice {
+  size_t index = 0;  // in run.collectives
+  Span span;
+  int lane = 0;
+};
+
+// `endOfRun` closes the slice of a collective that never completed (pending, failed).
+std::map<int, std::vector<CollectiveSlice>> collectiveSlices(const RunModel& run,
+                                                             int64_t endOfRun) {
+  std::map<int, std::vector<CollectiveSlice>> byRank;
+  for (size_t i = 0; i < run.collectives.size(); ++i) {
+    const auto& c = run.collectives[i];
+    if (c.startNs == 0) continue;
+    CollectiveSlice s{i, {c.startNs, c.endNs != 0 ? c.endNs : std::max(endOfRun, c.startNs)}, 0};
+    s.span.end = std::max(s.span.end, s.span.start);
+    byRank[c.rank].push_back(s);
+  }
+  for (auto& [rank, slices] : byRank) {
+    std::stable_sort(slices.begin(), slices.end(),
+                     [](const auto& a, const auto& b) { return a.span.start < b.span.start; });
+    std::vector<int64_t> laneEnd;
+    for (auto& s : slices) {
+      size_t lane = 0;
+      while (lane < laneEnd.size() && laneEnd[lane] > s.span.start) ++lane;
+      if (lane == laneEnd.size()) {
+        if (laneEnd.size() < static_cast<size_t>(kLanes)) {
+          laneEnd.push_back(INT64_MIN);
+        } else {  // more than kLanes at once: the last lane, starting where it is free
+          lane = laneEnd.size() - 1;
+          s.span.start = std::max(s.span.start, laneEnd[lane]);
+          s.span.end = std::max(s.span.end, s.span.start);
+        }
+      }
+      s.lane = static_cast<int>(lane);
+      laneEnd[lane] = s.span.end;
+    }
+  }
+  return byRank;
+}
+
+std::string collectiveName(const events::CollectiveRecord& c) {
+  return c.op + " " + c.group + " #" + std::to_string(c.groupSeq) + " it" +
+         std::to_string(c.iteration);
+}
+
 }  // namespace
 
 ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) {
@@ -163,8 +215,16 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
   int64_t t0 = INT64_MAX;
   for (const auto& list : run.actions)
     for (const auto& a : list) t0 = std::min(t0, a.startNs);
+  int64_t tEnd = 0;  // the last recorded time: where a collective that never ended stops
+  for (const auto& list : run.actions)
+    for (const auto& a : list) tEnd = std::max(tEnd, a.endNs);
+  for (const auto& c : run.collectives) {
+    if (c.startNs != 0) t0 = std::min(t0, c.startNs);
+    tEnd = std::max({tEnd, c.startNs, c.endNs});
+  }
   if (t0 == INT64_MAX) t0 = 0;
   const std::vector<std::vector<Span>> spans = actionSpans(run);
+  const auto collectives = collectiveSlices(run, tEnd);
 
   o << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"run_id\":";
   o.str(run.info.runId) << ",\"status\":";
@@ -224,6 +284,29 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     o.num(rank) << ",\"args\":{\"sort_index\":";
     o.num(sort) << "}}";
     st.metadata += 2;
+  }
+
+  // One track per rank and lane its collectives use, after the rank's own track.
+  for (const auto& [rank, slices] : collectives) {
+    int lanes = 0;
+    for (const auto& c : slices) lanes = std::max(lanes, c.lane + 1);
+    for (int lane = 0; lane < lanes; ++lane) {
+      const int tid = kCollectiveTid + rank * kLanes + lane;
+      const auto* info = findRank(run, rank);
+      o.event();
+      o << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":";
+      o.num(pidOf(rank)) << ",\"tid\":";
+      o.num(tid) << ",\"args\":{\"name\":";
+      o.str("rank " + std::to_string(rank) + " collectives" +
+            (lane ? " (" + std::to_string(lane + 1) + ")" : ""))
+          << "}}";
+      o.event();
+      o << "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":";
+      o.num(pidOf(rank)) << ",\"tid\":";
+      o.num(tid) << ",\"args\":{\"sort_index\":";
+      o.num((info ? info->globalStage * 100000 + rank : rank) * 32 + 1 + lane) << "}}";
+      st.metadata += 2;
+    }
   }
 
   // Actions: X slices on their rank's track, disjoint by construction (actionSpans).
@@ -354,6 +437,91 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
     o.num(v.rank) << ",\"ts\":";
     o.us(to - t0) << "}";
     ++st.flows;
+  }
+
+  // Collectives: one X slice per member (cat "collective") with what was reduced/gathered;
+  // the members of one instance (analysis::collectiveInstances) are linked by flow arrows
+  // from each member to the next in rank order, at the moment the last one joined (clamped
+  // inside each slice; a link whose ends contradict that is counted, not drawn).
+  const auto instances = analysis::collectiveInstances(run);
+  std::vector<const CollectiveSlice*> sliceOf(run.collectives.size(), nullptr);
+  std::vector<const analysis::CollectiveInstance*> instanceOf(run.collectives.size(), nullptr);
+  for (const auto& [rank, slices] : collectives)
+    for (const auto& cs : slices) sliceOf[cs.index] = &cs;
+  for (const auto& inst : instances)
+    for (size_t m : inst.members) instanceOf[m] = &inst;
+  for (const auto& [rank, slices] : collectives) {
+    for (const auto& cs : slices) {
+      const auto& c = run.collectives[cs.index];
+      const auto* inst = instanceOf[cs.index];
+      o.event();
+      o << "{\"ph\":\"X\",\"cat\":\"collective\",\"name\":";
+      o.str(collectiveName(c)) << ",\"pid\":";
+      o.num(pidOf(c.rank)) << ",\"tid\":";
+      o.num(kCollectiveTid + c.rank * kLanes + cs.lane) << ",\"ts\":";
+      o.us(cs.span.start - t0) << ",\"dur\":";
+      o.us(cs.span.end - cs.span.start) << ",\"args\":{\"op\":";
+      o.str(c.op) << ",\"group\":";
+      o.str(c.group) << ",\"group_rank\":";
+      o.num(c.groupRank) << ",\"group_size\":";
+      o.num(c.groupSize) << ",\"group_ranks\":[";
+      for (size_t k = 0; k < c.groupRanks.size(); ++k) {
+        if (k) o << ",";
+        o.num(c.groupRanks[k]);
+      }
+      o << "],\"root\":";
+      o.num(c.root) << ",\"reduce_op\":";
+      o.str(c.reduceOp) << ",\"iteration\":";
+      o.num(c.iteration) << ",\"group_seq\":";
+      o.num(c.groupSeq) << ",\"shape\":";
+      o.str(formatShape(c.shape)) << ",\"dtype\":";
+      o.str(c.dtype) << ",\"bytes\":";
+      o.num(c.bytes) << ",\"in_checksum\":";
+      o.str(formatChecksum(c.inChecksum)) << ",\"out_checksum\":";
+      o.str(formatChecksum(c.outChecksum)) << ",\"state\":";
+      o.str(c.state) << ",\"members_recorded\":";
+      o.num(inst ? static_cast<int64_t>(inst->members.size()) : 1) << ",\"agreement\":";
+      o.str(inst ? toString(inst->agreement) : "") << "}}";
+      ++st.collectives;
+    }
+  }
+  int64_t flowId = static_cast<int64_t>(pairs.size());
+  for (const auto& inst : instances) {
+    std::vector<const CollectiveSlice*> members;  // by rank (CollectiveInstance::members)
+    for (size_t m : inst.members)
+      if (sliceOf[m]) members.push_back(sliceOf[m]);
+    int64_t joined = INT64_MIN;
+    for (const auto* m : members) joined = std::max(joined, m->span.start);
+    for (size_t k = 0; k + 1 < members.size(); ++k) {
+      const auto& a = *members[k];
+      const auto& b = *members[k + 1];
+      const int64_t from = inside(a.span, joined);
+      int64_t to = inside(b.span, joined);
+      if (to < from) to = inside(b.span, from);  // `joined` was a's own start, moved 1 ns in
+
+      if (to < from) {
+        ++st.collectiveLinksSkipped;
+        continue;
+      }
+      const auto& ca = run.collectives[a.index];
+      const auto& cb = run.collectives[b.index];
+      ++flowId;
+      o.event();
+      o << "{\"ph\":\"s\",\"cat\":\"collective\",\"name\":";
+      o.str(collectiveName(ca)) << ",\"id\":";
+      o.num(flowId) << ",\"pid\":";
+      o.num(pidOf(ca.rank)) << ",\"tid\":";
+      o.num(kCollectiveTid + ca.rank * kLanes + a.lane) << ",\"ts\":";
+      o.us(from - t0) << "}";
+      o.event();
+      o << "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"collective\",\"name\":";
+      o.str(collectiveName(ca)) << ",\"id\":";
+      o.num(flowId) << ",\"pid\":";
+      o.num(pidOf(cb.rank)) << ",\"tid\":";
+      o.num(kCollectiveTid + cb.rank * kLanes + b.lane) << ",\"ts\":";
+      o.us(to - t0) << "}";
+      ++st.collectiveLinks;
+    }
   }
 
   // Diagnoses as global instants.

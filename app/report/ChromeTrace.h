@@ -13,6 +13,14 @@
 //   "f" with bp:"e" inside the receiving action at the receive's completion; id = the pair's
 //   index + 1), with ts(f) >= ts(s); pairs whose recorded times contradict that, or whose
 //   action is missing, are counted in flowsSkipped instead of drawn backwards.
+// - Every collective record (a captured job's all_reduce, broadcast, ...) is an X slice
+//   (cat "collective", named "all_reduce dp #3 it0") on a "rank R collectives" track of its
+//   rank (tid = 2^20 + rank * 16 + lane; overlapping collectives of one rank take further
+//   lanes), with op, group, group ranks, root, reduce op, shape, dtype, bytes, checksums, state
+//   and the instance's agreement (analysis::collectiveInstances) in args; one that never
+//   completed ends at the last recorded time.  The members of one collective are linked by
+//   flow arrows (cat "collective") from each member to the next in rank order, at the moment
+//   the last member joined: the collective reads as one span across its group.
 // - Diagnoses are global instant events.
 // Times are microseconds from the earliest action, on the read model's common clock (the
 // reader subtracted each rank's clock offset once; nothing is subtracted here).
@@ -27,6 +35,8 @@ namespace stagescope::report {
 struct ChromeTraceStats {
   size_t slices = 0, transfers = 0, flows = 0, metadata = 0;
   size_t flowsSkipped = 0;  // pairs without an arrow (missing action, contradictory times)
+  size_t collectives = 0, collectiveLinks = 0;
+  size_t collectiveLinksSkipped = 0;  // members whose slices contradict a common moment
 };
 
 // Throws std::runtime_error naming the path when it cannot be written.

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -107,6 +108,106 @@ TEST(ChromeTraceShape, ContradictoryTimesAreCountedNotDrawnBackwards) {
   EXPECT_EQ(st.flows, 1u);
   EXPECT_EQ(st.flowsSkipped, 1u);
   EXPECT_EQ(counts.flows, 1u);
+}
+
+events::CollectiveRecord collective(int rank, const std::string& op, int seq, int64_t start,
+                                    int64_t end) {
+  events::CollectiveRecord c;
+  c.rank = rank;
+  c.iteration = 0;
+  c.groupSeq = seq;
+  c.op = op;
+  c.group = "world";
+  c.groupRank = rank;
+  c.groupSize = 2;
+  c.groupRanks = {0, 1};
+  c.reduceOp = op == "all_reduce" ? "sum" : "";
+  c.shape = {4};
+  c.dtype = "float32";
+  c.bytes = 16;
+  c.startNs = start;
+  c.endNs = end;
+  c.state = end ? "completed" : "pending";
+  c.outChecksum = end ? 0xabc : 0;
+  return c;
+}
+
+TEST(ChromeTraceShape, CollectivesAreSlicesPerMemberLinkedAcrossTheGroup) {
+  auto run = plantedRun();
+  // all_reduce #0 on both ranks (rank 1 joins later); on rank 0 an overlapping broadcast #1
+  // (a second lane), which rank 1 never joined: it stays pending to the end of the run.
+  run.collectives = {collective(0, "all_reduce", 0, 4000, 6000),
+                     collective(0, "broadcast", 1, 4500, 0),
+                     collective(1, "all_reduce", 0, 5000, 6100)};
+  ChromeTraceStats st;
+  const auto trace = exportTrace(run, "collectives", &st);
+  for (const auto& p : testing::traceProblems(trace)) ADD_FAILURE() << p;
+  EXPECT_EQ(st.collectives, 3u);
+  EXPECT_EQ(st.collectiveLinks, 1u);
+  EXPECT_EQ(st.collectiveLinksSkipped, 0u);
+  std::map<std::string, std::vector<nlohmann::json>> slices;  // name -> member slices
+  std::vector<nlohmann::json> links;
+  std::set<int64_t> tids;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "collective") continue;
+    if (e["ph"] == "X") {
+      slices[e["name"]].push_back(e);
+      tids.insert(e["tid"].get<int64_t>());
+    } else {
+      links.push_back(e);
+    }
+  }
+  ASSERT_EQ(slices["all_reduce world #0 it0"].size(), 2u);
+  ASSERT_EQ(slices["broadcast world #1 it0"].size(), 1u);
+  EXPECT_EQ(tids.size(), 3u);  // rank 0 lanes 0 and 1, rank 1 lane 0
+  const auto& a0 = slices["all_reduce world #0 it0"][0];
+  EXPECT_EQ(a0["args"]["op"], "all_reduce");
+  EXPECT_EQ(a0["args"]["group"], "world");
+  EXPECT_EQ(a0["args"]["bytes"], 16);
+  EXPECT_EQ(a0["args"]["reduce_op"], "sum");
+  EXPECT_EQ(a0["args"]["group_ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(a0["args"]["members_recorded"], 2);
+  EXPECT_EQ(a0["args"]["agreement"], "agree");  // both members' output checksums are 0xabc
+  const auto& pending = slices["broadcast world #1 it0"][0];
+  EXPECT_EQ(pending["args"]["state"], "pending");
+  EXPECT_EQ(pending["args"]["agreement"], "incomplete (a member has no row)");
+  // A collective that never completed lasts to the end of the run (6100 ns, from t0 = 500).
+  EXPECT_DOUBLE_EQ(pending["ts"].get<double>() + pending["dur"].get<double>(), 5.6);
+  // One arrow joins the two members of all_reduce #0, from rank 0's slice to rank 1's, at the
+  // moment the last member joined (5000 ns).
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[0]["ph"], "s");
+  EXPECT_EQ(links[1]["ph"], "f");
+  EXPECT_EQ(links[0]["id"], links[1]["id"]);
+  EXPECT_EQ(links[0]["tid"], a0["tid"]);
+  EXPECT_EQ(links[1]["tid"], slices["all_reduce world #0 it0"][1]["tid"]);
+  EXPECT_DOUBLE_EQ(links[0]["ts"].get<double>(), 4.5);
+  // On rank 1 the moment is its slice's own start: the arrow lands 1 ns inside it.
+  EXPECT_NEAR(links[1]["ts"].get<double>(), 4.501, 1e-9);
+}
+
+// Agreement judges the members' data: all_reduce outputs that differ are reported, a
+// reduce_scatter's per-member results are not compared.
+TEST(ChromeTraceShape, CollectiveAgreementJudgesOutputChecksums) {
+  auto run = plantedRun();
+  run.collectives = {collective(0, "all_reduce", 0, 4000, 6000),
+                     collective(1, "all_reduce", 0, 5000, 6100),
+                     collective(0, "reduce_scatter", 1, 6250, 6300),
+                     collective(1, "reduce_scatter", 1, 6200, 6400)};
+  run.collectives[1].outChecksum = 0xdef;
+  run.collectives[3].outChecksum = 0x123;
+  ChromeTraceStats st;
+  const auto trace = exportTrace(run, "agreement", &st);
+  for (const auto& p : testing::traceProblems(trace)) ADD_FAILURE() << p;
+  // reduce_scatter: the lower rank (the arrow's start) joined last; the arrow still links.
+  EXPECT_EQ(st.collectiveLinks, 2u);
+  std::map<std::string, std::set<std::string>> agreement;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("cat", "") == "collective" && e["ph"] == "X")
+      agreement[e["name"]].insert(e["args"]["agreement"].get<std::string>());
+  EXPECT_EQ(agreement["all_reduce world #0 it0"], std::set<std::string>{"differ"});
+  EXPECT_EQ(agreement["reduce_scatter world #1 it0"],
+            std::set<std::string>{"not compared (per-member results)"});
 }
 
 TEST(ChromeTraceShape, CheckerSeesBrokenNestingAndBackwardArrows) {

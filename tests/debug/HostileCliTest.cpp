@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -34,7 +35,11 @@ constexpr bool kHaveEngine = true;
 constexpr bool kHaveEngine = false;
 #endif
 
-const std::string kCases = std::string(STAGESCOPE_SOURCE_DIR) + "/tests/debug/hostile/cli.cases";
+// STAGESCOPE_HOSTILE_CLI_CASES names another table (e.g. generated cases for a stress run).
+const std::string kCases =
+    std::getenv("STAGESCOPE_HOSTILE_CLI_CASES")
+        ? std::getenv("STAGESCOPE_HOSTILE_CLI_CASES")
+        : std::string(STAGESCOPE_SOURCE_DIR) + "/tests/debug/hostile/cli.cases";
 
 // Fixture files shared by every case, built once per build tree (several test processes may
 // start at once: the first builds them under a lock, the others wait).  Rebuilt when the
@@ -106,6 +111,12 @@ class HostileCli : public ::testing::TestWithParam<HostileCase> {};
 TEST_P(HostileCli, KeepsFilesAndSaysWhatWasWrong) {
   const HostileCase& c = GetParam();
   const CaseResult r = runHostileCase(c, fixtures());
+  for (const auto& s : c.setup) {
+    // Which way a signal case went (finished first, or died of the signal), for the log.
+    if (s.rfind("signal:", 0) == 0 && !r.runs.empty()) {
+      std::printf("%s: %s -> exit %d\n", label(c).c_str(), s.c_str(), r.runs[0].exitCode);
+    }
+  }
   const std::string detail = describeRuns(r);
   for (const auto& f : r.failures) ADD_FAILURE() << label(c) << ": " << f << detail;
 }

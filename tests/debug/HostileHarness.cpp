@@ -4,9 +4,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -139,7 +141,8 @@ struct Prepared {
   std::vector<std::string> mayChange;
   std::vector<std::pair<std::string, std::string>> env;  // set in the command's environment
   int signal = 0, signalAfterMs = 0;                     // sent to the command (signal:)
-  std::vector<std::string> sqliteLocks, flocks;          // held by another process (…lock:)
+  bool signalAtTemp = false;  // ... when it creates a temporary file (signal:SIG@tmp)
+  std::vector<std::string> sqliteLocks, flocks;  // held by another process (…lock:)
 };
 
 // The text of file:/append:/prepend: values: "\n", "\r", "\t", "\xNN" and
@@ -246,7 +249,9 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
       const std::string sig = rest.substr(0, at);
       p.signal = sig == "INT" ? SIGINT : sig == "TERM" ? SIGTERM : sig == "HUP" ? SIGHUP : 0;
       if (p.signal == 0 || at == std::string::npos) throw std::runtime_error(label(c) + ": " + s);
-      p.signalAfterMs = std::stoi(rest.substr(at + 1));
+      const std::string when = rest.substr(at + 1);
+      p.signalAtTemp = when == "tmp";
+      if (!p.signalAtTemp) p.signalAfterMs = std::stoi(when);
     } else if (kind == "mode") {  // permissions (octal); the command then runs as nobody
       fs::permissions(path, static_cast<fs::perms>(std::stoi(value, nullptr, 8)));
       p.asNobody = ::geteuid() == 0;
@@ -339,6 +344,33 @@ Child start(const std::vector<std::string>& args, const Prepared& p, const std::
   return ch;
 }
 
+// Returns as soon as a file with ".tmp-" in its name is created in the watched directory
+// (`watch`: an inotify descriptor), or once every child has exited, or after `timeoutSeconds`.
+// The children are not reaped (finish() does that).
+void waitForTempFile(int watch, const std::vector<Child>& children, int timeoutSeconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+  alignas(inotify_event) char buf[8192];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pfd{watch, POLLIN, 0};
+    if (::poll(&pfd, 1, 20) > 0) {
+      const ssize_t n = ::read(watch, buf, sizeof buf);
+      for (ssize_t at = 0; at < n;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+        if (ev->len > 0 && std::strstr(ev->name, ".tmp-") != nullptr) return;
+        at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      }
+    }
+    bool running = false;
+    for (const auto& ch : children) {
+      siginfo_t info{};
+      running = running || (::waitid(P_PID, static_cast<id_t>(ch.pid), &info,
+                                     WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                            info.si_pid == 0);
+    }
+    if (!running) return;
+  }
+}
+
 // Waits for the child; kills its process group after `timeoutSeconds` (exit code 124).
 int finish(const Child& ch, int timeoutSeconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
@@ -361,8 +393,7 @@ bool contains(const std::vector<int>& v, int x) {
 void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mustSucceed,
               std::vector<std::string>& failures) {
   const std::string tag = mustSucceed ? " (the run that must succeed)" : "";
-  if (mustSucceed ? r.exitCode != 0
-                  : !contains(c.codes, r.exitCode) && !(p.signal && r.exitCode == 128 + p.signal)) {
+  if (mustSucceed ? r.exitCode != 0 : !contains(c.codes, r.exitCode)) {
     std::string want;
     for (int code : mustSucceed ? std::vector<int>{0} : c.codes) {
       want += (want.empty() ? "" : ",") + std::to_string(code);
@@ -489,12 +520,22 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
   for (const auto& path : p.sqliteLocks) holders.push_back(holdLock(path, true));
   for (const auto& path : p.flocks) holders.push_back(holdLock(path, false));
 
+  // signal:SIG@tmp watches the sandbox before the command starts, so no creation is missed.
+  const int watch = p.signalAtTemp ? ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK) : -1;
+  if (p.signalAtTemp && (watch < 0 || ::inotify_add_watch(watch, sandbox.c_str(), IN_CREATE) < 0)) {
+    throw std::runtime_error(label(c) + ": inotify: " + std::strerror(errno));
+  }
   std::vector<Child> children;
   for (int i = 0; i < (p.twice ? 2 : 1); ++i) children.push_back(start(args, p, logs, i));
   if (p.signal != 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(p.signalAfterMs));
+    if (p.signalAtTemp) {
+      waitForTempFile(watch, children, timeoutSeconds);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(p.signalAfterMs));
+    }
     for (const auto& ch : children) ::kill(-ch.pid, p.signal);  // like Ctrl-C: the group
   }
+  if (watch >= 0) ::close(watch);
   for (const auto& ch : children) {
     CaseRun r;
     r.exitCode = finish(ch, timeoutSeconds);

@@ -39,7 +39,11 @@
 //                                (file:, append: and prepend: TEXT expand "\n", "\r", "\t",
 //                                "\xNN" and "{repeat:N:UNIT}"; quote with '...')
 //             signal:SIG@MS      send SIG (INT, TERM, HUP) to the command's process group MS
-//                                ms after it started; dying of it (128+SIG) is then allowed
+//                                ms after it started; dying of it (exit status 128+SIG: 130,
+//                                143, 129) is then allowed where CODES lists it
+//             signal:SIG@tmp     ... the moment the command creates a file whose name has
+//                                ".tmp-" in the sandbox (inotify): aims at the instant a
+//                                report's temporary file appears
 //             mode:NAME=OCTAL    chmod NAME (the command then runs as user nobody when the
 //                                harness runs as root)
 //             sqlitelock:NAME    another process holds SQLite's exclusive lock on NAME

@@ -412,6 +412,8 @@ void App::select(const Selection& s, bool navigate) {
     focusAction(s.rank, s.index);
   else if (s.kind == Selection::Kind::Transfer)
     focusTransfer(s.index, true);
+  else if (s.kind == Selection::Kind::Collective)
+    focusCollective(s.index);
 }
 
 void App::focusTransfer(int64_t index, bool step) {
@@ -626,6 +628,15 @@ bool App::runCommand(const std::string& command, std::string* error) {
               "no such action"))
       return false;
     select({Selection::Kind::Action, rank, i}, true);
+    return true;
+  }
+  if (verb == "select-collective") {  // an instance, in (iteration, group, members, number) order
+    int64_t i = -1;
+    in >> i;
+    const auto& all = r->collectives.instances;
+    if (!need(i >= 0 && i < static_cast<int64_t>(all.size()), "no such collective")) return false;
+    const auto& first = r->model.collectives[all[static_cast<size_t>(i)].members.front()];
+    select({Selection::Kind::Collective, first.rank, i}, true);
     return true;
   }
   if (verb == "select-gradient") {

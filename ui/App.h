@@ -90,6 +90,21 @@ struct FrameProbes {
     ImU32 colour;
   };
   std::vector<Local> locals;
+  // Captured collectives (CollectiveLayer.cpp): each member's bar, and the band tying an
+  // instance's members together (a vertical line from `from` to `to`).
+  struct CollectiveBar {
+    int32_t instance;
+    int rank;
+    ImVec4 rect;
+    ImU32 colour;
+  };
+  std::vector<CollectiveBar> collectives;
+  struct CollectiveBand {
+    int32_t instance;
+    ImVec2 from, to;
+    ImU32 colour;
+  };
+  std::vector<CollectiveBand> collectiveBands;
 };
 
 class App {
@@ -155,12 +170,19 @@ class App {
   void drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
   void drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
                   const std::vector<float>& rowY);
+  // Captured collectives (CollectiveLayer.cpp): bars per member, bands across the group;
+  // sets *hover when the mouse is on one.
+  void drawCollectives(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
+                       const std::vector<float>& rowY, Selection* hover);
+  void collectiveTooltip(int64_t index);
+  void focusCollective(int64_t index);
 
   // Inspector sections.
   void inspectAction(int rank, int64_t index);
   void inspectTransfer(int64_t index);
   void inspectGradient(int64_t index);
   void inspectLoss(int64_t index);
+  void inspectCollective(int64_t index);
 
   void loadSettings();
   void addRecent(const std::string& path);

@@ -95,6 +95,9 @@ void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
       case Selection::Kind::Loss:
         inspectLoss(s.index);
         break;
+      case Selection::Kind::Collective:
+        inspectCollective(s.index);
+        break;
       default:
         break;
     }

@@ -42,6 +42,7 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
   run->replay = ReplayOrder::build(m, run->pairActions);
   run->time = analysis::timeBreakdown(m);
   run->problems = findProblems(m, run->replay);
+  run->collectives = indexCollectives(m);
   run->iterationStartNs.assign(std::max(0, m.info.iterations), INT64_MAX);
   for (const auto& acts : m.actions)
     for (const auto& a : acts) {

@@ -11,6 +11,7 @@
 
 #include "core/analysis/Bubble.h"
 #include "storage/RunModel.h"
+#include "ui/CollectiveIndex.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
 #include "ui/RunProblems.h"
@@ -30,6 +31,7 @@ struct LoadedRun {
   RunProblems problems;                   // rank fates, stuck actions, wait-for edges, first NaN
   std::vector<int64_t> iterationStartNs;  // [iteration]: earliest action start (INT64_MAX: none)
   std::vector<std::vector<int64_t>> busyPrefixNs;  // [rank]: busyPrefix of its actions (TimeIndex)
+  CollectiveIndex collectives;                     // captured runs: collectives across groups
   double loadSeconds = 0, indexSeconds = 0;
 };
 

@@ -19,6 +19,8 @@ const char* scriptCommandHelp() {
          "  plan | follow            planned-schedule overlay, follow the replay\n"
          "  select-action RANK I     select action I of RANK (and zoom to it)\n"
          "  select-transfer I | select-gradient I   select a record by index\n"
+         "  select-collective I      select collective instance I (captured runs; order:\n"
+         "                           iteration, group, members, number) and zoom to it\n"
          "  select-mismatch          select the first transfer whose checksums differ\n"
          "  select-local [N]         select the N-th (default 0) local hand-off (colocated "
          "modules)\n"

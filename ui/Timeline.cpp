@@ -475,6 +475,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     }
   }
   if (view_.showArrows) drawArrows(dl, area0, area1, nsPerPx, rowY);
+  drawCollectives(dl, area0, area1, nsPerPx, rowY, &hover);
   // The wait-for graph: an arrow from each stuck action to the rank it waits on (to that
   // rank's stuck action, or to the end of its last action).
   for (const WaitEdge& w : run->problems.waits) {
@@ -598,6 +599,8 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       ImGui::TextDisabled("at step %lld: %s", static_cast<long long>(step), state);
     }
     ImGui::EndTooltip();
+  } else if (hovered && hover.kind == Selection::Kind::Collective) {
+    collectiveTooltip(hover.index);
   } else if (hovered && hover.kind == Selection::Kind::Transfer) {
     const auto& t = model.transfers[hover.index];
     ImGui::BeginTooltip();

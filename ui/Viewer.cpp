@@ -89,6 +89,18 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
     rgb(l.colour);
     out << "\n";
   }
+  for (const auto& c : probes.collectives) {
+    out << "collective " << c.instance << " " << c.rank << " " << c.rect.x << " " << c.rect.y << " "
+        << c.rect.z << " " << c.rect.w << " ";
+    rgb(c.colour);
+    out << "\n";
+  }
+  for (const auto& b : probes.collectiveBands) {
+    out << "collective-band " << b.instance << " " << b.from.x << " " << b.from.y << " " << b.to.x
+        << " " << b.to.y << " ";
+    rgb(b.colour);
+    out << "\n";
+  }
   for (const auto& w : probes.waits)
     out << "wait " << w.rank << " " << w.waitsOn << " " << w.from.x << " " << w.from.y << " "
         << w.to.x << " " << w.to.y << "\n";

@@ -11,9 +11,18 @@
 namespace stagescope::ui {
 
 struct Selection {
-  enum class Kind : uint8_t { None, Action, Transfer, Gradient, Loss } kind = Kind::None;
+  enum class Kind : uint8_t {
+    None,
+    Action,
+    Transfer,
+    Gradient,
+    Loss,
+    Collective
+  } kind = Kind::None;
   int rank = -1;
-  int64_t index = -1;  // Action: index in actions[rank]; others: index into the model vector
+  // Action: index in actions[rank]; Collective: index in LoadedRun::collectives.instances
+  // (rank: the member clicked); others: index into the model vector.
+  int64_t index = -1;
   bool operator==(const Selection&) const = default;
 };
 

@@ -67,3 +67,72 @@ def rows(run_file, sql, params=()):
         return [dict(r) for r in con.execute(sql, params)]
     finally:
         con.close()
+
+
+def read_png(path):
+    """Decodes an 8-bit RGBA, non-interlaced PNG (what the viewer's screenshot writes) into a
+    numpy array [height, width, 4] of uint8, with zlib and numpy only."""
+    import struct
+    import zlib
+
+    import numpy as np
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG file")
+    pos, idat, width = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if (depth, colour, interlace) != (8, 6, 0):
+                raise ValueError(f"{path}: expected 8-bit RGBA non-interlaced, got depth {depth} "
+                                 f"colour type {colour} interlace {interlace}")
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = np.frombuffer(zlib.decompress(idat), dtype=np.uint8)
+    stride = width * 4
+    raw = raw.reshape(height, stride + 1)
+    out = np.zeros((height, stride), dtype=np.uint8)
+    prior = np.zeros(stride, dtype=np.int64)
+    for y in range(height):
+        f, line = raw[y, 0], raw[y, 1:].astype(np.int64)
+        if f == 0:
+            cur = line
+        elif f == 1:  # Sub: a running sum per channel, modulo 256
+            cur = np.cumsum(line.reshape(width, 4), axis=0).reshape(-1) % 256
+        elif f == 2:
+            cur = (line + prior) % 256
+        else:  # Average or Paeth: sequential per byte
+            cur = np.zeros(stride, dtype=np.int64)
+            lst, pri = line.tolist(), prior.tolist()
+            c = [0] * stride
+            for x in range(stride):
+                a = c[x - 4] if x >= 4 else 0
+                b = pri[x]
+                if f == 3:
+                    c[x] = (lst[x] + (a + b) // 2) % 256
+                else:
+                    cc = pri[x - 4] if x >= 4 else 0
+                    p = a + b - cc
+                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - cc)
+                    pred = a if pa <= pb and pa <= pc else (b if pb <= pc else cc)
+                    c[x] = (lst[x] + pred) % 256
+            cur = np.array(c, dtype=np.int64)
+        out[y] = cur
+        prior = cur
+    return out.reshape(height, width, 4)
+
+
+def read_probes(path):
+    """The viewer's .probes file next to a screenshot: {kind: [list of number lists]}."""
+    probes = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if parts:
+                probes.setdefault(parts[0], []).append([float(v) for v in parts[1:]])
+    return probes

@@ -2,7 +2,7 @@
 `stagescope` c10d backend, then merged and checked by the stagescope CLI.
 
 Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | planted_hang |
-                                pipelining_1f1b | gpipe_vs_1f1b)
+                                pipelining_1f1b | gpipe_vs_1f1b | collectives_view)
 Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagescope_torch).
 """
 
@@ -242,6 +242,8 @@ def main():
         cases["gpipe_vs_1f1b"] = pipelining_case.GPipeVs1F1B
     except ImportError:
         pass
+    import collectives_case  # noqa: E402
+    cases["collectives_view"] = collectives_case.CollectivesAcrossTheGroup
     if case not in cases:
         print(f"usage: {sys.argv[0]} CASE  (CASE: {' | '.join(cases)}); got {case!r}")
         return 2

@@ -1,0 +1,248 @@
+// Collectives of captured runs on the timeline, and their inspector section.
+//
+// Each member's record is a bar in the lower part of its rank's row, from when that rank
+// posted the collective to when it saw it complete.  The members of one collective
+// (analysis::collectiveInstances: same group, members, iteration and number) are tied by a
+// band spanning the group's rows at the moment the last member joined (until the first
+// member finished): a solid line with a dot on each member's bar, labelled
+// "op group #k it<i>".  Bars of an instance whose results differ (or whose ops differ) are
+// outlined red; a member that never completed is hatched in red.  The inspector lists the
+// group, its members, bytes and each member's checksums, and says whether they agree.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "ui/App.h"
+
+namespace stagescope::ui {
+namespace {
+
+constexpr ImU32 kCollective = IM_COL32(70, 200, 190, 255);
+constexpr ImU32 kCollectiveBand = IM_COL32(70, 200, 190, 60);
+
+bool isBad(const analysis::CollectiveInstance& c) {
+  return c.agreement == analysis::CollectiveAgreement::Differ;
+}
+
+std::string title(const analysis::CollectiveInstance& c) {
+  return c.op + " " + c.group + " #" + std::to_string(c.groupSeq) + " it" +
+         std::to_string(c.iteration);
+}
+
+bool unfinished(const events::CollectiveRecord& r) {
+  return r.endNs == 0 || r.state == "failed" || r.state == "pending";
+}
+
+}  // namespace
+
+void App::drawCollectives(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
+                          const std::vector<float>& rowY, Selection* hover) {
+  const LoadedRun* run = main_.run.get();
+  const auto& ix = run->collectives;
+  if (ix.instances.empty()) return;
+  const auto& model = run->model;
+  const float rowH = effectiveRowHeight_;
+  auto xOf = [&](int64_t t) {
+    return static_cast<float>(area0.x + (static_cast<double>(t) - view_.viewStart) / nsPerPx);
+  };
+  const auto visible = ix.visible(static_cast<int64_t>(view_.viewStart),
+                                  static_cast<int64_t>(std::ceil(view_.viewEnd)));
+  // Too many to tie together legibly: bars only (zoom in for the bands).
+  const bool dense = static_cast<float>(visible.size()) > (area1.x - area0.x) / 8;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  const bool mouseIn =
+      mouse.x >= area0.x && mouse.x < area1.x && mouse.y >= area0.y && mouse.y < area1.y;
+  const int64_t selected =
+      view_.selection.kind == Selection::Kind::Collective ? view_.selection.index : -1;
+  float lastLabelRight = -1e9f;
+  for (int32_t i : visible) {
+    const auto& c = ix.instances[static_cast<size_t>(i)];
+    const bool sel = i == selected;
+    const bool bad = isBad(c);
+    float top = 1e9f, bottom = -1e9f;
+    std::vector<ImVec2> dots;
+    float firstEndX = 1e9f;
+    for (size_t m : c.members) {
+      const auto& r = model.collectives[m];
+      const int row = r.rank >= 0 && r.rank < static_cast<int>(run->rowOfRank.size())
+                          ? run->rowOfRank[static_cast<size_t>(r.rank)]
+                          : -1;
+      if (row < 0) continue;
+      const float rowHt =
+          rowH * static_cast<float>(run->rows[static_cast<size_t>(row)].laneCount());
+      const float y0 = rowY[static_cast<size_t>(row)] + rowHt * 0.55f;
+      const float y1 = rowY[static_cast<size_t>(row)] + rowHt - 2;
+      const bool open = unfinished(r);
+      const float x0 = xOf(r.startNs);
+      const float x1 = std::max(x0 + 3, xOf(open ? ix.endOfRunNs : r.endNs));
+      firstEndX = std::min(firstEndX, x1);
+      top = std::min(top, y0);
+      bottom = std::max(bottom, y1);
+      if (x1 < area0.x || x0 > area1.x) continue;
+      const ImVec2 b0(x0, y0), b1(x1, y1);
+      dl->AddRectFilled(b0, b1, open ? (theme::kBad & 0x00ffffffu) | (90u << 24) : kCollective, 2);
+      if (open) {  // hatching: not a completed collective
+        dl->PushClipRect(b0, b1, true);
+        for (float hx = x0 - (y1 - y0); hx < x1; hx += 7)
+          dl->AddLine(ImVec2(hx, y1), ImVec2(hx + (y1 - y0), y0), theme::kBad, 1);
+        dl->PopClipRect();
+      }
+      if (bad || sel)
+        dl->AddRect(b0, b1, sel ? IM_COL32(255, 255, 255, 255) : theme::kBad, 2, 0,
+                    sel ? 2.0f : 2.5f);
+      if (probes_.collectives.size() < 64)
+        probes_.collectives.push_back(
+            {i, r.rank, ImVec4(x0, y0, x1, y1), open ? theme::kBad : kCollective});
+      if (mouseIn && mouse.x >= x0 && mouse.x <= x1 && mouse.y >= y0 && mouse.y <= y1)
+        *hover = {Selection::Kind::Collective, r.rank, i};
+      dots.emplace_back(0, (y0 + y1) / 2);
+    }
+    if (dense || top > bottom) continue;
+    // The band: from the moment the last member joined until the first one finished.
+    const float xj = xOf(c.lastStartNs);
+    if (xj < area0.x - 200 || xj > area1.x) continue;
+    const float xe = std::max(xj + 3, std::min(firstEndX, xj + 400));
+    const ImU32 lineCol = sel ? IM_COL32(255, 255, 255, 255) : bad ? theme::kBad : kCollective;
+    if (c.members.size() > 1) {
+      dl->AddRectFilled(ImVec2(xj, top), ImVec2(xe, bottom), kCollectiveBand);
+      dl->AddLine(ImVec2(xj, top), ImVec2(xj, bottom), lineCol, sel ? 3.0f : 2.0f);
+      for (const auto& d : dots) dl->AddCircleFilled(ImVec2(xj, d.y), 3.5f, lineCol);
+      if (probes_.collectiveBands.size() < 32)
+        probes_.collectiveBands.push_back({i, ImVec2(xj, top), ImVec2(xj, bottom), lineCol});
+    }
+    const std::string label = title(c) + (c.complete() ? "" : "  (incomplete)");
+    const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+    if (xj + 4 > lastLabelRight + 6 || sel) {
+      const ImVec2 at(xj + 4, top - ts.y - 1);
+      dl->AddRectFilled(ImVec2(at.x - 2, at.y), ImVec2(at.x + ts.x + 2, at.y + ts.y),
+                        IM_COL32(24, 25, 28, 200), 2);
+      dl->AddText(at, lineCol, label.c_str());
+      lastLabelRight = at.x + ts.x;
+    }
+    if (mouseIn && std::fabs(mouse.x - xj) < 4 && mouse.y >= top && mouse.y <= bottom)
+      *hover = {Selection::Kind::Collective, hover->rank, i};
+  }
+}
+
+void App::collectiveTooltip(int64_t index) {
+  const LoadedRun* run = main_.run.get();
+  if (!run || index < 0 || index >= static_cast<int64_t>(run->collectives.instances.size())) return;
+  const auto& c = run->collectives.instances[static_cast<size_t>(index)];
+  ImGui::BeginTooltip();
+  ImGui::Text("%s", title(c).c_str());
+  std::string members;
+  for (int r : c.groupRanks) members += (members.empty() ? "r" : ", r") + std::to_string(r);
+  ImGui::TextDisabled("group %s: %s   %zu/%d recorded   results %s", c.group.c_str(),
+                      members.c_str(), c.members.size(), c.groupSize, toString(c.agreement));
+  ImGui::EndTooltip();
+}
+
+void App::focusCollective(int64_t index) {
+  const LoadedRun* run = main_.run.get();
+  if (!run || index < 0 || index >= static_cast<int64_t>(run->collectives.instances.size())) return;
+  const auto& c = run->collectives.instances[static_cast<size_t>(index)];
+  const double t0 = static_cast<double>(c.firstStartNs);
+  const double t1 = static_cast<double>(run->collectives.endOf(c));
+  const double pad = std::max(0.5 * (t1 - t0), 2e5);
+  zoomTo(t0 - pad, t1 + pad);
+}
+
+void App::inspectCollective(int64_t index) {
+  const LoadedRun* run = main_.run.get();
+  if (!run || index < 0 || index >= static_cast<int64_t>(run->collectives.instances.size())) return;
+  const auto& c = run->collectives.instances[static_cast<size_t>(index)];
+  const auto& model = run->model;
+  const auto& first = model.collectives[c.members.front()];
+  {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float w = ImGui::GetContentRegionAvail().x;
+    dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), IM_COL32(44, 47, 54, 255), 2);
+    dl->AddRectFilled(p, ImVec2(p.x + 4, p.y + 24), isBad(c) ? theme::kBad : kCollective, 2);
+    dl->AddText(ImVec2(p.x + 10, p.y + 4), theme::kText, ("Collective  " + title(c)).c_str());
+    ImGui::Dummy(ImVec2(w, 26));
+  }
+  auto kv = [](const char* key, const std::string& value, ImU32 colour = theme::kText) {
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    ImGui::TextDisabled("%s", key);
+    ImGui::TableSetColumnIndex(1);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colour), "%s", value.c_str());
+  };
+  if (ImGui::BeginTable("##ckv", 2, ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg)) {
+    ImGui::TableSetupColumn("k", ImGuiTableColumnFlags_WidthFixed, 110);
+    ImGui::TableSetupColumn("v", ImGuiTableColumnFlags_WidthStretch);
+    std::string members;
+    for (int r : c.groupRanks) members += (members.empty() ? "r" : ", r") + std::to_string(r);
+    kv("op",
+       c.op + (first.reduceOp.empty() ? "" : " (" + first.reduceOp + ")") +
+           (c.opMismatch ? "  members called different ops" : ""),
+       c.opMismatch ? theme::kBad : theme::kText);
+    kv("group", c.group + "  (" + std::to_string(c.groupSize) + " ranks)");
+    kv("members", members);
+    kv("identity", "iteration " + std::to_string(c.iteration) + ", collective #" +
+                       std::to_string(c.groupSeq) + " of the group");
+    if (first.root >= 0) kv("root", "r" + std::to_string(first.root));
+    kv("tensor", formatShape(first.shape) + " " + first.dtype + "  " + formatBytes(first.bytes));
+    kv("recorded",
+       std::to_string(c.members.size()) + " of " + std::to_string(c.groupSize) + " members");
+    kv("results", toString(c.agreement),
+       c.agreement == analysis::CollectiveAgreement::Agree    ? theme::kGood
+       : c.agreement == analysis::CollectiveAgreement::Differ ? theme::kBad
+                                                              : theme::kTextDim);
+    const int64_t span = run->collectives.endOf(c) - c.firstStartNs;
+    kv("span", formatDuration(static_cast<double>(span)) + " (first post to last completion)");
+    ImGui::EndTable();
+  }
+  ImGui::Spacing();
+  ImGui::TextDisabled("Per member (click to select its rank's collective)");
+  if (ImGui::BeginTable(
+          "##cmembers", 5,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableSetupColumn("rank");
+    ImGui::TableSetupColumn("state");
+    ImGui::TableSetupColumn("wait");
+    ImGui::TableSetupColumn("out checksum");
+    ImGui::TableSetupColumn("in checksum");
+    ImGui::TableHeadersRow();
+    const uint64_t reference = first.outChecksum;
+    const bool compared = analysis::collectiveResultsShared(c.op);
+    for (size_t m : c.members) {
+      const auto& r = model.collectives[m];
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      char label[32];
+      std::snprintf(label, sizeof label, "r%d (g%d)", r.rank, r.groupRank);
+      if (ImGui::Selectable(label, view_.selection.rank == r.rank,
+                            ImGuiSelectableFlags_SpanAllColumns))
+        view_.selection.rank = r.rank;
+      ImGui::TableSetColumnIndex(1);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(unfinished(r) ? theme::kBad : theme::kText),
+                         "%s", r.state.c_str());
+      ImGui::TableSetColumnIndex(2);
+      ImGui::TextUnformatted(
+          r.endNs ? formatDuration(static_cast<double>(r.endNs - r.startNs)).c_str() : "-");
+      ImGui::TableSetColumnIndex(3);
+      if (theme::mono) ImGui::PushFont(theme::mono);
+      const bool differs = compared && r.outChecksum != reference;
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(differs ? theme::kBad : theme::kText), "%s",
+                         r.outChecksum ? hex64(r.outChecksum).c_str() : "-");
+      ImGui::TableSetColumnIndex(4);
+      ImGui::TextUnformatted(r.inChecksum ? hex64(r.inChecksum).c_str() : "-");
+      if (theme::mono) ImGui::PopFont();
+    }
+    ImGui::EndTable();
+  }
+  if (!c.complete()) {
+    std::string missing;
+    for (int g : c.groupRanks) {
+      bool found = false;
+      for (size_t m : c.members) found = found || model.collectives[m].rank == g;
+      if (!found) missing += (missing.empty() ? "r" : ", r") + std::to_string(g);
+    }
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme::kBad), "never joined: %s",
+                       missing.c_str());
+  }
+}
+
+}  // namespace stagescope::ui

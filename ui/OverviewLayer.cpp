@@ -29,11 +29,21 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
     const float y = area0.y + static_cast<float>(r) * rowH;
     if (y > area1.y) break;
     const auto& row = o.rows[r];
-    for (int b = 0; b < o.buckets; ++b) {
-      const float x = area0.x + static_cast<float>(b) * cellW;
-      const float busy = static_cast<float>(static_cast<double>(row.busyNs[b]) / bucketNs);
-      dl->AddRectFilled(ImVec2(x, y + 1), ImVec2(x + std::max(cellW, 1.0f), y + rowH - 1),
-                        theme::heatColour(busy));
+    // Neighbouring buckets of the same shade (busy share in steps of 1/32) are one rectangle:
+    // a steady stretch costs one primitive, not one per bucket.
+    const auto shade = [&](int b) {
+      const double busy = static_cast<double>(row.busyNs[b]) / bucketNs;
+      return static_cast<int>(std::clamp(busy, 0.0, 1.0) * 32 + 0.5);
+    };
+    for (int b = 0; b < o.buckets;) {
+      const int level = shade(b);
+      int e = b + 1;
+      while (e < o.buckets && shade(e) == level) ++e;
+      const float x0 = area0.x + static_cast<float>(b) * cellW;
+      const float x1 = area0.x + static_cast<float>(e) * cellW;
+      dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(std::max(x1, x0 + 1.0f), y + rowH - 1),
+                        theme::heatColour(static_cast<float>(level) / 32));
+      b = e;
     }
     if (rowH >= 12) {
       char label[32];

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "backends/imgui_impl_glfw.h"
 #include "backends/imgui_impl_opengl3.h"
@@ -114,6 +115,12 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
 }
 
 // "loading", or whether the view spans at least half the run ("out") or less ("in").
+// While a run loads, frames come at most kLoadingFps a second and at most one per
+// kLoadingDrawShare times the last frame's wall time (a frame that took 200 ms on a busy
+// software renderer is followed by 800 ms for the load).
+constexpr double kLoadingFps = 8;
+constexpr double kLoadingDrawShare = 4;
+
 const char* zoomState(App& app) {
   const LoadedRun* run = app.run();
   if (!run) return "loading";
@@ -125,6 +132,11 @@ const char* zoomState(App& app) {
 
 int runViewer(const ViewerOptions& options) {
   ViewerTiming timing;
+  // The run starts loading (overview, then the run on its background thread) before the
+  // window exists: creating a window and its GL context takes about a second on a software
+  // renderer, and the load uses that second.  App needs no ImGui context until frame().
+  auto appOwner = std::make_unique<App>();
+  if (!options.run.empty()) appOwner->open(options.run);
   glfwSetErrorCallback(
       [](int code, const char* text) { std::fprintf(stderr, "glfw error %d: %s\n", code, text); });
   if (!glfwInit()) return 1;
@@ -156,12 +168,11 @@ int runViewer(const ViewerOptions& options) {
 
   int rc = 0;
   {
-    App app;
+    App& app = *appOwner;
     glfwSetWindowUserPointer(window, &app);
     glfwSetDropCallback(window, onDrop);
     // The compare run is the script's first command: it starts once the main run is open.
     std::vector<std::string> script;
-    if (!options.run.empty()) app.open(options.run);
     if (!options.other.empty()) script.push_back("open-compare " + options.other);
     script.insert(script.end(), options.script.begin(), options.script.end());
     if (!options.screenshot.empty()) script.push_back("screenshot " + options.screenshot);
@@ -171,8 +182,18 @@ int runViewer(const ViewerOptions& options) {
     int shotCountdown = 0;
     std::vector<double> frameMs;
     auto last = std::chrono::steady_clock::now();
+    double lastFrameWall = 0;  // seconds: the previous frame, drawing and swap included
     while (!glfwWindowShouldClose(window) && !app.quitRequested()) {
-      glfwPollEvents();
+      // While a run loads, frames only show its overview and the progress: at most
+      // kLoadingFps of them (input still wakes the loop at once), so that drawing (on a
+      // software renderer, threads of its own) leaves the cores to the load.
+      if (app.busy())
+        glfwWaitEventsTimeout(std::max(
+            0.0,
+            std::max(1.0 / kLoadingFps, kLoadingDrawShare * lastFrameWall) -
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count()));
+      else
+        glfwPollEvents();
       if (shotCountdown == 0) {
         std::string err;
         if (runner.tick(app, &err) == ScriptRunner::Tick::Failed) {
@@ -217,6 +238,7 @@ int runViewer(const ViewerOptions& options) {
         pendingShot.clear();
       }
       glfwSwapBuffers(window);
+      lastFrameWall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (timing.enabled()) {
         timing.frame(
             cpuMs,
@@ -237,6 +259,7 @@ int runViewer(const ViewerOptions& options) {
     }
     app.saveSettings();
   }
+  appOwner.reset();
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();

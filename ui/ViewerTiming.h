@@ -2,7 +2,7 @@
 //
 // Enabled by the environment variable STAGESCOPE_GUI_TIMING=PATH (or "-" for stderr).  Each
 // line is "<ms since the process started> <event> [values]":
-//   <t> phase window | first-frame | first-useful-frame | loaded
+//   <t> phase window | first-frame | first-useful-frame | loaded  <process CPU s>
 //   <t> frame <cpu ms> <wall ms> <loading|out|in>   one per frame (cpu: NewFrame..Render;
 //                                                   wall: the whole loop, GL and swap included)
 //   <t> memory <VmRSS MB> <VmHWM MB>                at exit

@@ -1,12 +1,14 @@
 // bench_gui: writes a synthetic run of ~1,000,000 events to a real run file, opens it and
 // reports load time and per-frame CPU time (NewFrame..Render)
 // fully zoomed out, zoomed in and while playing.  Headless: ImGui without a renderer.
-// `bench_gui N --write PATH` only writes the run file (to measure `stagescope gui PATH`).
+// `bench_gui N --write PATH` only writes the run file (to measure `stagescope gui PATH`);
+// `bench_gui --open PATH` measures an existing run file.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "storage/RunFileWriter.h"
@@ -40,25 +42,32 @@ Stats measure(App& app, int frames, bool hover) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t target = argc > 1 ? std::stoul(argv[1]) : 1000000;
-  auto tg = Clock::now();
-  stagescope::storage::RunModel model = makeSyntheticRun(benchmarkSpec(target));
-  size_t events = countEvents(model);
-  std::printf("synthetic run: %zu events (%zu ranks, %d iterations) generated in %.2f s\n", events,
-              model.ranks.size(), model.info.iterations,
-              std::chrono::duration<double>(Clock::now() - tg).count());
-  // bench_gui N --write PATH: only writes the run file (for measuring `stagescope gui PATH`).
-  const bool writeOnly = argc > 3 && std::string(argv[2]) == "--write";
-  const std::string path =
-      writeOnly ? std::string(argv[3])
-                : (std::filesystem::temp_directory_path() / "stagescope_bench_gui.db").string();
-  if (!writeOnly) std::filesystem::remove(path);  // bench_gui's own file from an earlier run
-  auto tw = Clock::now();
-  stagescope::storage::writeRunFile(model, path);
-  std::printf("wrote %s in %.2f s\n", path.c_str(),
-              std::chrono::duration<double>(Clock::now() - tw).count());
-  model = {};
-  if (writeOnly) return 0;
+  // bench_gui --open PATH: measures an existing run file (nothing is generated or written).
+  const bool openOnly = argc > 2 && std::string(argv[1]) == "--open";
+  std::string path;
+  if (openOnly) {
+    path = argv[2];
+  } else {
+    size_t target = argc > 1 ? std::stoul(argv[1]) : 1000000;
+    auto tg = Clock::now();
+    stagescope::storage::RunModel model = makeSyntheticRun(benchmarkSpec(target));
+    size_t events = countEvents(model);
+    std::printf("synthetic run: %zu events (%zu ranks, %d iterations) generated in %.2f s\n",
+                events, model.ranks.size(), model.info.iterations,
+                std::chrono::duration<double>(Clock::now() - tg).count());
+    // bench_gui N --write PATH: only writes the run file (for measuring `stagescope gui PATH`).
+    const bool writeOnly = argc > 3 && std::string(argv[2]) == "--write";
+    path = writeOnly
+               ? std::string(argv[3])
+               : (std::filesystem::temp_directory_path() / "stagescope_bench_gui.db").string();
+    if (!writeOnly) std::filesystem::remove(path);  // bench_gui's own file from an earlier run
+    auto tw = Clock::now();
+    stagescope::storage::writeRunFile(model, path);
+    std::printf("wrote %s in %.2f s\n", path.c_str(),
+                std::chrono::duration<double>(Clock::now() - tw).count());
+    model = {};
+    if (writeOnly) return 0;
+  }
 
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -85,6 +94,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "load failed: %s\n", app.loadError().c_str());
         return 1;
       }
+      // As the real viewer: a few frames per second while loading (ui/Viewer.cpp).
+      if (app.busy()) std::this_thread::sleep_for(std::chrono::milliseconds(125));
     }
     double load = std::chrono::duration<double>(Clock::now() - t0).count();
     const LoadedRun* run = app.run();

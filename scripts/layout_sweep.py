@@ -23,10 +23,16 @@ RECOMPUTE = os.path.join(ROOT, "scripts", "recompute.py")
 
 def module(name, kind, tp, pp, dp, offset, rng):
     lines = [f"[[modules]]", f'name = "{name}"', f'kind = "{kind}"', f"tp = {tp}", "cp = 1",
-             f"pp = {pp}", f"dp = {dp}", f"offset = {offset}",
-             f"layers = {pp * rng.choice([1, 2])}", "hidden = 32", "heads = 4", "ffn = 64"]
+             f"pp = {pp}", f"dp = {dp}", f"offset = {offset}"]
+    if pp > 1 and rng.random() < 0.3:  # uneven stages: one stage holds a layer more
+        split = [1] * pp
+        split[rng.randrange(pp)] = 2
+        lines += [f"layers = {pp + 1}", f"stage_layers = {split}"]
+    else:
+        lines.append(f"layers = {pp * rng.choice([1, 2])}")
+    lines += ["hidden = 32", f"heads = {rng.choice([2, 4])}", "ffn = 64"]
     if kind == "encoder":
-        lines += [f"patches = {rng.choice([2, 4])}", "patch_dim = 8"]
+        lines += [f"patches = {rng.choice([2, 3, 4])}", "patch_dim = 8"]
     else:
         lines += ["vocab = 64", f"text_len = {rng.choice([4, 8])}"]
     return "\n".join(lines)
@@ -75,7 +81,7 @@ def random_config(rng, max_ranks, colocate=0.0):
 
 def separate_config(rng, max_ranks):
     n_enc = rng.choice([1, 1, 2, 2, 3])
-    llm = dict(tp=rng.choice([1, 2]), pp=rng.choice([1, 2, 3]), dp=rng.choice([1, 2]))
+    llm = dict(tp=rng.choice([1, 2]), pp=rng.choice([1, 2, 3]), dp=rng.choice([1, 2, 2, 4]))
     encs = []
     for i in range(n_enc):
         dp = rng.choice([d for d in (1, 2, 4) if d % llm["dp"] == 0 or llm["dp"] % d == 0])

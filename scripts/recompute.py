@@ -14,7 +14,8 @@ microbatch inputs and compares with what the ranks recorded:
   * every recorded transfer payload (pipeline activations and gradients, bridge pieces,
     local hand-offs), with the same element-wise rule;
   * the optimizer step: the recorded parameters after the step against the configured
-    optimizer applied to the recorded parameters before it and the recorded reduced gradients
+    optimizer applied (in float32, as the ranks step) to the recorded parameters before it
+    and the recorded reduced gradients
     (max |p - p_ref| <= 2^-21 * max(1, max |p_ref|): the update is ~lr, so this resolves it).
 
 Iteration t starts from the parameters the ranks recorded after step t-1 (the initial ones
@@ -543,7 +544,11 @@ class Recompute:
         o = self.opt
         for mod in self.modules.values():
             if mod.name not in self.opt_state:
-                P = {n: torch.zeros(s, dtype=torch.float64) for n, s in mod.param_names()}
+                # In float32, the dtype the ranks step in: with weight decay, grad + wd * p can
+                # cancel to a few ulps of the gradient, and Adam divides by its magnitude, so
+                # the step in float64 differs from the float32 step by more than float32's
+                # rounding of the parameter (seen: 1.5e-6 at lr 0.01, weight_decay 0.01).
+                P = {n: torch.zeros(s, dtype=torch.float32) for n, s in mod.param_names()}
                 ps = [P[n] for n, _ in mod.param_names()]
                 if o["kind"] == "adam":
                     opt = torch.optim.Adam(ps, lr=o["lr"], betas=(o["beta1"], o["beta2"]),
@@ -557,12 +562,12 @@ class Recompute:
             for n, _ in mod.param_names():
                 with torch.no_grad():
                     P[n].copy_(before[n])
-                P[n].grad = reduced_rows[n].clone()
+                P[n].grad = reduced_rows[n].to(torch.float32)
             opt.step()
             for n, _ in mod.param_names():
                 if n in after:
                     verdict.compare("step", f"parameter {n} after the step of iteration {t}",
-                                    after[n], P[n].detach(), TOL_PARAM)
+                                    after[n], P[n].detach().to(torch.float64), TOL_PARAM)
 
 
 def main(argv=None):

@@ -90,6 +90,13 @@ struct FrameProbes {
     ImU32 colour;
   };
   std::vector<Local> locals;
+  // Timeline rows drawn zoomed out as a busy share per pixel column (drawBusyRow): the rank
+  // and the shaded rectangle (x0, y0, x1, y1).
+  struct BusyRow {
+    int rank;
+    ImVec4 rect;
+  };
+  std::vector<BusyRow> busyRows;
   // Captured collectives (CollectiveLayer.cpp): each member's bar, and the band tying an
   // instance's members together (a vertical line from `from` to `to`).
   struct CollectiveBar {
@@ -168,6 +175,9 @@ class App {
   void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
   // The run file's overview (OverviewLayer.cpp), drawn while the run loads.
   void drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
+  // One timeline row zoomed out: its busy share per pixel column between p0.x and p1.x.
+  void drawBusyRow(ImDrawList* dl, const LoadedRun& run, int rank, const RankReplayState& st,
+                   const ImVec2& p0, const ImVec2& p1, double nsPerPx);
   void drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
                   const std::vector<float>& rowY);
   // Captured collectives (CollectiveLayer.cpp): bars per member, bands across the group;
@@ -195,6 +205,7 @@ class App {
   ViewerState view_;
   FrameProbes probes_;
   std::vector<DrawItem> drawScratch_;
+  std::vector<float> busyScratch_;  // drawBusyRow: busy share per pixel column
   std::string screenshotRequest_;
   std::string openPathBuffer_;
   bool openPopup_ = false, openCompareMode_ = false;

@@ -51,8 +51,8 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
         run->iterationStartNs.resize(a.iteration + 1, INT64_MAX);
       run->iterationStartNs[a.iteration] = std::min(run->iterationStartNs[a.iteration], a.startNs);
     }
-  run->busyPrefixNs.reserve(m.actions.size());
-  for (const auto& acts : m.actions) run->busyPrefixNs.push_back(busyPrefix(acts));
+  run->actionTimes.reserve(m.actions.size());
+  for (const auto& acts : m.actions) run->actionTimes.push_back(timeColumns(acts));
   run->indexSeconds = since(t0);
   return run;
 }

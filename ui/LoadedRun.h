@@ -15,6 +15,7 @@
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
 #include "ui/RunProblems.h"
+#include "ui/TimeIndex.h"
 
 namespace stagescope::ui {
 
@@ -30,8 +31,10 @@ struct LoadedRun {
   std::vector<int32_t> transferPair;      // transfer index -> pair index (-1)
   RunProblems problems;                   // rank fates, stuck actions, wait-for edges, first NaN
   std::vector<int64_t> iterationStartNs;  // [iteration]: earliest action start (INT64_MAX: none)
-  std::vector<std::vector<int64_t>> busyPrefixNs;  // [rank]: busyPrefix of its actions (TimeIndex)
-  CollectiveIndex collectives;                     // captured runs: collectives across groups
+  // [rank]: its actions' times as columns (TimeIndex), parallel to model.actions[rank]: what
+  // the timeline searches and shades every frame.
+  std::vector<TimeColumns> actionTimes;
+  CollectiveIndex collectives;  // captured runs: collectives across groups
   double loadSeconds = 0, indexSeconds = 0;
 };
 

@@ -1,8 +1,9 @@
-// Visible-range search and pixel folding for one timeline row (Tracy's approach): a rank's
-// actions are sequential, so both start and end times ascend; the visible slice is found by
-// two binary searches, and runs of items thinner than `minPx` pixels fold into one draw
-// item, skipping ahead by binary search so a frame costs O(pixels * log n), not O(n).
-// ImGui-free.
+// Visible-range search, pixel folding and per-pixel busy shares for one timeline row (Tracy's
+// approach): a rank's actions are sequential, so both start and end times ascend; the visible
+// slice is found by two binary searches, and runs of items thinner than `minPx` pixels fold
+// into one draw item, skipping ahead by binary search so a frame costs O(pixels * log n), not
+// O(n).  The row is held as columns (TimeColumns: contiguous start, end and busy-prefix arrays,
+// 24 bytes per action) so that the searches touch only the times.  ImGui-free.
 #pragma once
 
 #include <cstddef>
@@ -13,13 +14,25 @@
 
 namespace stagescope::ui {
 
+// One row's actions as columns, in the row's order (start and end times ascend).
+struct TimeColumns {
+  std::vector<int64_t> startNs, endNs;  // ns, rank 0's clock
+  // busyPrefixNs[i] = total duration (ns) of items [0, i): size() + 1 entries.  Lets a fold or
+  // a pixel column say how busy its stretch was in O(1).
+  std::vector<int64_t> busyPrefixNs;
+  size_t size() const { return startNs.size(); }
+};
+
+// The columns of `items` (start, end, busy prefix).
+TimeColumns timeColumns(const std::vector<events::ActionRecord>& items);
+
 struct IndexRange {
   size_t first = 0, last = 0;  // [first, last)
   size_t size() const { return last - first; }
 };
 
 // Items with endNs > t0 and startNs < t1.
-IndexRange visibleRange(const std::vector<events::ActionRecord>& items, int64_t t0, int64_t t1);
+IndexRange visibleRange(const TimeColumns& items, int64_t t0, int64_t t1);
 
 struct DrawItem {
   size_t first = 0, last = 0;  // [first, last) items covered; last - first == 1 when not folded
@@ -28,20 +41,30 @@ struct DrawItem {
   bool folded() const { return last - first > 1; }
 };
 
-// busyPrefix[i] = total duration (ns) of items [0, i): size items.size() + 1.  Lets a fold
-// say how busy its stretch was in O(1).
-std::vector<int64_t> busyPrefix(const std::vector<events::ActionRecord>& items);
-
 // Appends draw items for `range`: an item at least `minPx` wide is drawn alone; a run of
 // thinner items folds into one item covering at least `minPx` pixels and, so that a dense
 // row keeps its structure instead of becoming one bar, at most about `maxFoldPx` pixels (the
-// fold stops absorbing once it is that wide).  With `prefix` (busyPrefix of `items`) each fold
-// carries its busy share.
-void foldRange(const std::vector<events::ActionRecord>& items, IndexRange range, double nsPerPx,
-               double minPx, std::vector<DrawItem>& out, double maxFoldPx = 1e300,
-               const std::vector<int64_t>* prefix = nullptr);
+// fold stops absorbing once it is that wide).  Each fold carries its busy share.
+void foldRange(const TimeColumns& items, IndexRange range, double nsPerPx, double minPx,
+               std::vector<DrawItem>& out, double maxFoldPx = 1e300);
+
+// Total busy time (ns) of the row before time `t`: the durations of the items that ended
+// before t plus the part of the item running at t.  Non-decreasing in t.
+int64_t busyBefore(const TimeColumns& items, int64_t t);
+
+// The zoomed-out row: for each of `columns` pixel columns of `nsPerPx` ns starting at `t0`,
+// the share (0..1) of the column's time the rank spent in actions.  O(columns * log n)
+// whatever the number of items: at most one primitive per pixel column is drawn from it.
+void busyPerColumn(const TimeColumns& items, double t0, double nsPerPx, int columns,
+                   std::vector<float>& out);
 
 // Index of the item under time `t` (with `slackNs` tolerance), or -1.
+int64_t itemAt(const TimeColumns& items, int64_t t, int64_t slackNs);
+
+// The same over ActionRecord vectors (build the columns first: O(n) per call; for tests and
+// small rows).
+IndexRange visibleRange(const std::vector<events::ActionRecord>& items, int64_t t0, int64_t t1);
+std::vector<int64_t> busyPrefix(const std::vector<events::ActionRecord>& items);
 int64_t itemAt(const std::vector<events::ActionRecord>& items, int64_t t, int64_t slackNs);
 
 }  // namespace stagescope::ui

@@ -148,6 +148,46 @@ void App::drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, doub
   }
 }
 
+void App::drawBusyRow(ImDrawList* dl, const LoadedRun& run, int rank, const RankReplayState& st,
+                      const ImVec2& p0, const ImVec2& p1, double nsPerPx) {
+  const TimeColumns& times = run.actionTimes[rank];
+  const auto& model = run.model;
+  // Only the run's span is shaded: before a rank's first action inside it is a bubble too.
+  const double from = std::max(view_.viewStart, static_cast<double>(model.minTimeNs));
+  const double to = std::min(view_.viewEnd, static_cast<double>(model.maxTimeNs));
+  if (to <= from) return;
+  const int c0 = static_cast<int>(std::floor((from - view_.viewStart) / nsPerPx));
+  const int c1 = std::min(static_cast<int>(std::ceil((to - view_.viewStart) / nsPerPx)),
+                          static_cast<int>(p1.x - p0.x));
+  if (c1 <= c0) return;
+  busyPerColumn(times, view_.viewStart + c0 * nsPerPx, nsPerPx, c1 - c0, busyScratch_);
+  // The replay: actions from st.done on have not run yet at this step (dimmed).
+  int pendingCol = c1;
+  if (st.done >= 0 && static_cast<size_t>(st.done) < times.size())
+    pendingCol = std::clamp(
+        static_cast<int>(std::floor(
+            (static_cast<double>(times.startNs[static_cast<size_t>(st.done)]) - view_.viewStart) /
+            nsPerPx)),
+        c0, c1);
+  // Neighbouring columns of the same shade (steps of 1/32) and replay state are one rectangle.
+  const auto level = [&](int c) {
+    return static_cast<int>(busyScratch_[static_cast<size_t>(c - c0)] * 32 + 0.5f);
+  };
+  for (int c = c0; c < c1;) {
+    const int l = level(c);
+    const bool pending = c >= pendingCol;
+    int e = c + 1;
+    while (e < c1 && level(e) == l && (e >= pendingCol) == pending) ++e;
+    ImU32 colour = theme::heatColour(static_cast<float>(l) / 32);
+    if (pending) colour = (colour & 0x00ffffffu) | (80u << 24);
+    dl->AddRectFilled(ImVec2(p0.x + static_cast<float>(c), p0.y),
+                      ImVec2(p0.x + static_cast<float>(e), p1.y), colour);
+    c = e;
+  }
+  probes_.busyRows.push_back(
+      {rank, ImVec4(p0.x + static_cast<float>(c0), p0.y, p0.x + static_cast<float>(c1), p1.y)});
+}
+
 void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   ImGui::SetCursorScreenPos(pos);
   ImGui::BeginChild("##timeline", size, false,
@@ -315,13 +355,38 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     const int rank = row.rank;
     const auto& acts = model.actions[rank];
     const auto* plan = rank < static_cast<int>(model.plan.size()) ? &model.plan[rank] : nullptr;
-    IndexRange range = visibleRange(acts, vStart, vEnd);
+    const TimeColumns& times = run->actionTimes[rank];
+    IndexRange range = visibleRange(times, vStart, vEnd);
     drawScratch_.clear();
-    const auto* prefix =
-        rank < static_cast<int>(run->busyPrefixNs.size()) ? &run->busyPrefixNs[rank] : nullptr;
-    foldRange(acts, range, nsPerPx, kMinItemPx, drawScratch_, kMaxFoldPx, prefix);
     const RankReplayState st = run->replay.stateAt(rank, step);
     const bool rowHovered = hovered && mouse.y >= y && mouse.y < y + rowHt && mouse.x >= area0.x;
+    if (static_cast<double>(range.size()) * kMinItemPx > areaW) {
+      // More actions in view than could each be kMinItemPx wide: the row is its busy share per
+      // pixel column (at most one primitive per column), bubbles dark, busy stretches bright.
+      drawBusyRow(dl, *run, rank, st, ImVec2(area0.x, y + 2), ImVec2(area1.x, y + rowHt - 2),
+                  nsPerPx);
+      if (rowHovered) {
+        const double c0 = view_.viewStart + std::floor(mouse.x - area0.x) * nsPerPx;
+        const IndexRange under = visibleRange(times, static_cast<int64_t>(c0),
+                                              static_cast<int64_t>(std::ceil(c0 + nsPerPx)));
+        if (under.size() > 0) {
+          hover = {Selection::Kind::Action, rank, static_cast<int64_t>(under.first)};
+          hoverFolded = under.size() > 1 ? under.size() : 0;
+          hoverFoldStart = times.startNs[under.first];
+          hoverFoldEnd = times.endNs[under.last - 1];
+        }
+      }
+      if (view_.selection.kind == Selection::Kind::Action && view_.selection.rank == rank &&
+          view_.selection.index >= 0 && view_.selection.index < static_cast<int64_t>(acts.size())) {
+        const auto& a = acts[view_.selection.index];
+        const float x0 = xOf(static_cast<double>(a.startNs));
+        const float x1 = std::max(xOf(static_cast<double>(a.endNs)), x0 + 3.0f);
+        dl->AddRect(ImVec2(x0 - 2, y), ImVec2(x1 + 2, y + rowHt), IM_COL32(255, 255, 255, 255), 0,
+                    0, 2);
+      }
+    } else {
+      foldRange(times, range, nsPerPx, kMinItemPx, drawScratch_, kMaxFoldPx);
+    }
     float prevX1 = -1e9f;
     for (const DrawItem& d : drawScratch_) {
       const auto& a = acts[d.first];

@@ -102,6 +102,9 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
     rgb(b.colour);
     out << "\n";
   }
+  for (const auto& b : probes.busyRows)
+    out << "busy-row " << b.rank << " " << b.rect.x << " " << b.rect.y << " " << b.rect.z << " "
+        << b.rect.w << "\n";
   for (const auto& w : probes.waits)
     out << "wait " << w.rank << " " << w.waitsOn << " " << w.from.x << " " << w.from.y << " "
         << w.to.x << " " << w.to.y << "\n";

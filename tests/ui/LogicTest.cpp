@@ -142,7 +142,7 @@ TEST(TimeIndex, FoldingCoversEverythingWithFewItems) {
   auto v = evenly(100000, 10, 5);
   const double nsPerPx = 1500000.0 / 1000;  // 1000 px wide view of everything
   std::vector<DrawItem> out;
-  foldRange(v, visibleRange(v, 0, 1500000), nsPerPx, 3, out);
+  foldRange(timeColumns(v), visibleRange(v, 0, 1500000), nsPerPx, 3, out);
   ASSERT_FALSE(out.empty());
   EXPECT_LE(out.size(), 400u);  // at most one per 3 px
   EXPECT_EQ(out.front().first, 0u);
@@ -150,7 +150,7 @@ TEST(TimeIndex, FoldingCoversEverythingWithFewItems) {
   for (size_t i = 1; i < out.size(); ++i) EXPECT_EQ(out[i].first, out[i - 1].last);
   // Zoomed in, wide items are not folded.
   out.clear();
-  foldRange(v, visibleRange(v, 0, 150), 0.1, 3, out);
+  foldRange(timeColumns(v), visibleRange(v, 0, 150), 0.1, 3, out);
   EXPECT_EQ(out.size(), 10u);
   for (const auto& d : out) EXPECT_FALSE(d.folded());
 }
@@ -170,9 +170,8 @@ TEST(TimeIndex, DenseRowFoldsIntoNarrowCellsThatShowTheBubbles) {
   }
   const int64_t half = v[100000].startNs;
   const double nsPerPx = static_cast<double>(t) / 1000;  // everything in 1000 px
-  const auto prefix = busyPrefix(v);
   std::vector<DrawItem> out;
-  foldRange(v, visibleRange(v, 0, t), nsPerPx, 3, out, 4, &prefix);
+  foldRange(timeColumns(v), visibleRange(v, 0, t), nsPerPx, 3, out, 4);
   ASSERT_GE(out.size(), 150u);  // not one bar: about 1000 px / 4 px
   EXPECT_LE(out.size(), 400u);
   for (size_t i = 1; i < out.size(); ++i) EXPECT_EQ(out[i].first, out[i - 1].last);
@@ -185,6 +184,43 @@ TEST(TimeIndex, DenseRowFoldsIntoNarrowCellsThatShowTheBubbles) {
       EXPECT_NEAR(d.busy, 1.0 / 3, 0.05);
     }
   }
+}
+
+// Zoomed out, a row is one busy share per pixel column, equal to the brute-force overlap of
+// the actions with that column: a bubble (idle stretch) reads 0, a busy stretch its duty cycle.
+TEST(TimeIndex, BusyPerColumnIsTheOverlapOfEachPixelColumn) {
+  std::vector<events::ActionRecord> v;
+  int64_t t = 0;
+  for (int i = 0; i < 30000; ++i) {  // 10 on, 5 off; a 50,000 ns bubble after item 10,000
+    events::ActionRecord a;
+    a.startNs = t;
+    a.endNs = t + 10;
+    t += i == 9999 ? 50000 : 15;
+    v.push_back(a);
+  }
+  const TimeColumns cols = timeColumns(v);
+  const int columns = 997;
+  const double nsPerPx = static_cast<double>(t) / columns;
+  std::vector<float> busy;
+  busyPerColumn(cols, 0, nsPerPx, columns, busy);
+  ASSERT_EQ(busy.size(), static_cast<size_t>(columns));
+  int idle = 0;
+  for (int c = 0; c < columns; ++c) {
+    const int64_t c0 = static_cast<int64_t>(nsPerPx * c),
+                  c1 = static_cast<int64_t>(nsPerPx * (c + 1));
+    int64_t inside = 0;
+    for (const auto& a : v)
+      inside += std::max<int64_t>(0, std::min(a.endNs, c1) - std::max(a.startNs, c0));
+    EXPECT_NEAR(busy[c], static_cast<double>(inside) / static_cast<double>(c1 - c0), 1e-3) << c;
+    idle += busy[c] == 0.0f;
+  }
+  // The bubble is ~50,000 ns of ~500,000: about a tenth of the columns, fully idle.
+  EXPECT_GE(idle, columns / 12);
+  EXPECT_LE(idle, columns / 8);
+  EXPECT_EQ(busyBefore(cols, 0), 0);
+  EXPECT_EQ(busyBefore(cols, 5), 5);
+  EXPECT_EQ(busyBefore(cols, 12), 10);
+  EXPECT_EQ(busyBefore(cols, t + 100), cols.busyPrefixNs.back());
 }
 
 TEST(RankRows, GroupedByModuleThenGrid) {

@@ -45,7 +45,9 @@ void writeOverview(Db& db) {
       ") FROM actions_rows GROUP BY iteration;"
       "INSERT INTO overview SELECT rank, min(" +
       n + " - 1, CAST((" + s + " - t0) * " + n +
-      ".0 / (t1 - t0 + 1) AS INTEGER)) AS b, sum(end_ns - start_ns), count(*) FROM "
+      ".0 / (t1 - t0 + 1) AS INTEGER)) AS b, "
+      "sum(CASE WHEN kind_id IN (SELECT id FROM texts WHERE text IN ('F', 'B')) "
+      "THEN end_ns - start_ns ELSE 0 END), count(*) FROM "
       "actions_rows, (SELECT start_ns AS t0, end_ns AS t1 FROM overview_span) GROUP BY rank, b;");
   tx.commit();
 }

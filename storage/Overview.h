@@ -4,11 +4,12 @@
 //
 // Tables (docs/run-file.md "overview"): `overview(rank, bucket, busy_ns, items)`,
 // `overview_iterations(iteration, start_ns)` and `overview_span(start_ns, end_ns, buckets)`.  Times
-// are on rank 0's clock (each rank's clock_offset_ns subtracted).  The run's action span [start_ns,
-// end_ns] is cut into kOverviewBuckets equal buckets; an action counts in the bucket where it
-// starts (so busy_ns of a bucket may exceed its width when a long action starts there).  Files
-// merged before this existed have no overview: readOverview returns nullopt and the viewer waits
-// for the run.
+// are on rank 0's clock (each rank's clock_offset_ns subtracted).  busy_ns is computing time:
+// forward and backward actions only (waiting in a receive is the bubble, not busy).  The run's
+// action span [start_ns, end_ns] is cut into kOverviewBuckets equal buckets; an action counts in
+// the bucket where it starts (so busy_ns of a bucket may exceed its width when a long action starts
+// there).  Files merged before this existed have no overview: readOverview returns nullopt and the
+// viewer waits for the run.
 #pragma once
 
 #include <cstdint>

@@ -4,16 +4,24 @@
 
 namespace stagescope::ui {
 
+bool countsAsBusy(events::ActionKind kind) {
+  return kind == events::ActionKind::Forward || kind == events::ActionKind::Backward;
+}
+
 TimeColumns timeColumns(const std::vector<events::ActionRecord>& items) {
   TimeColumns c;
   c.startNs.reserve(items.size());
   c.endNs.reserve(items.size());
+  c.busy.reserve(items.size());
   c.busyPrefixNs.reserve(items.size() + 1);
   c.busyPrefixNs.push_back(0);
   for (const auto& a : items) {
+    const bool busy = countsAsBusy(a.kind);
     c.startNs.push_back(a.startNs);
     c.endNs.push_back(a.endNs);
-    c.busyPrefixNs.push_back(c.busyPrefixNs.back() + std::max<int64_t>(0, a.endNs - a.startNs));
+    c.busy.push_back(busy ? 1 : 0);
+    c.busyPrefixNs.push_back(c.busyPrefixNs.back() +
+                             (busy ? std::max<int64_t>(0, a.endNs - a.startNs) : 0));
   }
   return c;
 }
@@ -72,7 +80,8 @@ int64_t busyBefore(const TimeColumns& items, int64_t t) {
   // Items [0, k) ended at or before t; item k (if any) may be running at t.
   const size_t k = static_cast<size_t>(std::upper_bound(E.begin(), E.end(), t) - E.begin());
   int64_t busy = items.busyPrefixNs.empty() ? 0 : items.busyPrefixNs[k];
-  if (k < items.size() && t > items.startNs[k]) busy += std::min(t, E[k]) - items.startNs[k];
+  if (k < items.size() && items.busy[k] && t > items.startNs[k])
+    busy += std::min(t, E[k]) - items.startNs[k];
   return busy;
 }
 

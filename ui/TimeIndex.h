@@ -17,13 +17,20 @@ namespace stagescope::ui {
 // One row's actions as columns, in the row's order (start and end times ascend).
 struct TimeColumns {
   std::vector<int64_t> startNs, endNs;  // ns, rank 0's clock
-  // busyPrefixNs[i] = total duration (ns) of items [0, i): size() + 1 entries.  Lets a fold or
-  // a pixel column say how busy its stretch was in O(1).
+  // Whether the item counts as busy: it computes (forward or backward).  Waiting in a
+  // receive, sending, the data-parallel reduction and the optimizer step do not, so a
+  // pipeline bubble reads idle even though the rank is inside a receive action.
+  std::vector<uint8_t> busy;
+  // busyPrefixNs[i] = total duration (ns) of the busy items among [0, i): size() + 1 entries.
+  // Lets a fold or a pixel column say how busy its stretch was in O(1).
   std::vector<int64_t> busyPrefixNs;
   size_t size() const { return startNs.size(); }
 };
 
-// The columns of `items` (start, end, busy prefix).
+// Whether an action of `kind` counts as busy (computes): forward and backward.
+bool countsAsBusy(events::ActionKind kind);
+
+// The columns of `items` (start, end, busy flag, busy prefix).
 TimeColumns timeColumns(const std::vector<events::ActionRecord>& items);
 
 struct IndexRange {
@@ -48,12 +55,12 @@ struct DrawItem {
 void foldRange(const TimeColumns& items, IndexRange range, double nsPerPx, double minPx,
                std::vector<DrawItem>& out, double maxFoldPx = 1e300);
 
-// Total busy time (ns) of the row before time `t`: the durations of the items that ended
-// before t plus the part of the item running at t.  Non-decreasing in t.
+// Total busy time (ns) of the row before time `t`: the durations of the busy items that ended
+// before t plus the part of the busy item running at t.  Non-decreasing in t.
 int64_t busyBefore(const TimeColumns& items, int64_t t);
 
 // The zoomed-out row: for each of `columns` pixel columns of `nsPerPx` ns starting at `t0`,
-// the share (0..1) of the column's time the rank spent in actions.  O(columns * log n)
+// the share (0..1) of the column's time the rank spent computing (busy items).  O(columns * log n)
 // whatever the number of items: at most one primitive per pixel column is drawn from it.
 void busyPerColumn(const TimeColumns& items, double t0, double nsPerPx, int columns,
                    std::vector<float>& out);

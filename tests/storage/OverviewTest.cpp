@@ -64,7 +64,9 @@ TEST(Overview, BucketsAndIterationStartsMatchTheLoadedActions) {
           kOverviewBuckets - 1,
           static_cast<int64_t>(static_cast<double>(a.startNs - m.minTimeNs) * kOverviewBuckets /
                                static_cast<double>(m.maxTimeNs - m.minTimeNs + 1)));
-      busy[b] += a.endNs - a.startNs;
+      // Busy: computing (forward, backward); waiting in a receive is the bubble.
+      if (a.kind == events::ActionKind::Forward || a.kind == events::ActionKind::Backward)
+        busy[b] += a.endNs - a.startNs;
       ++items[b];
       ++total;
       if (iterStart.size() <= static_cast<size_t>(a.iteration))

@@ -103,7 +103,7 @@ std::string App::takeScreenshotRequest() {
 }
 
 void App::frame(float dt) {
-  if (main_.poll()) {
+  if (!holdLoads_ && main_.poll()) {
     if (!main_.error.empty()) {
       bannerError_ = main_.error;
     } else {

@@ -97,6 +97,16 @@ struct FrameProbes {
     ImVec4 rect;
   };
   std::vector<BusyRow> busyRows;
+  // The overview drawn while a run loads (OverviewLayer.cpp): per rank, its row and the
+  // rectangles drawn left to right as (x where it ends, shade 0 idle .. 32 busy); the
+  // iteration lines.
+  struct OverviewRow {
+    int rank;
+    ImVec4 rect;
+    std::vector<std::pair<float, int>> runs;
+  };
+  std::vector<OverviewRow> overviewRows;
+  int overviewIterationLines = 0;
   // Captured collectives (CollectiveLayer.cpp): each member's bar, and the band tying an
   // instance's members together (a vertical line from `from` to `to`).
   struct CollectiveBar {
@@ -140,6 +150,10 @@ class App {
   const std::string& loadError() const { return main_.error; }
   // True once a frame drew the run's overview while the run itself was still loading.
   bool overviewShown() const { return overviewShown_; }
+  // While held, a finished load is not taken over (the frames keep showing the loading state:
+  // overview and progress).  For tests of that state, which otherwise lasts as long as the
+  // load happens to take.
+  void holdLoads(bool hold) { holdLoads_ = hold; }
 
  private:
   // Panels (one file each).
@@ -202,6 +216,7 @@ class App {
   std::string pendingCompare_;  // opened while the main run was loading: loaded after it
   std::optional<storage::RunOverview> overview_;  // of the run being opened (none: old file)
   bool overviewShown_ = false;
+  bool holdLoads_ = false;
   ViewerState view_;
   FrameProbes probes_;
   std::vector<DrawItem> drawScratch_;

@@ -35,6 +35,7 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
       const double busy = static_cast<double>(row.busyNs[b]) / bucketNs;
       return static_cast<int>(std::clamp(busy, 0.0, 1.0) * 32 + 0.5);
     };
+    FrameProbes::OverviewRow probe{row.rank, ImVec4(area0.x, y + 1, area1.x, y + rowH - 1), {}};
     for (int b = 0; b < o.buckets;) {
       const int level = shade(b);
       int e = b + 1;
@@ -43,8 +44,10 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
       const float x1 = area0.x + static_cast<float>(e) * cellW;
       dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(std::max(x1, x0 + 1.0f), y + rowH - 1),
                         theme::heatColour(static_cast<float>(level) / 32));
+      probe.runs.emplace_back(std::max(x1, x0 + 1.0f), level);
       b = e;
     }
+    probes_.overviewRows.push_back(std::move(probe));
     if (rowH >= 12) {
       char label[32];
       std::snprintf(label, sizeof label, "rank %d", row.rank);
@@ -57,6 +60,7 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
     const float x = area0.x + static_cast<float>((static_cast<double>(start - o.startNs)) / span) *
                                   (area1.x - area0.x);
     dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 90), 1.0f);
+    ++probes_.overviewIterationLines;
   }
   char title[160];
   std::snprintf(title, sizeof title,

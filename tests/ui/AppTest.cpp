@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "imgui.h"
 #include "storage/RunFileWriter.h"
@@ -103,6 +104,61 @@ TEST(AppLaunch, CompareOpenedWhileTheMainRunLoadsWaitsForIt) {
     ASSERT_EQ(runScript(gui, app, {"step 3"}), "") << "launch " << launch;
     ASSERT_NE(app.comparison(), nullptr) << "launch " << launch;
   }
+}
+
+// Progressive loading: while the run loads, the timeline shows the run file's overview (a
+// heat row per rank with its bubbles, the iteration boundaries) and the progress; once the
+// load is taken over, the run itself.  holdLoads pins the loading state, however fast the
+// load is.
+TEST(AppLaunch, OverviewShowsTheStructureWhileTheRunLoads) {
+  Fixture fx;
+  HeadlessImGui gui;
+  const storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  App app;
+  app.holdLoads(true);
+  app.open(fx.a);
+  for (int i = 0; i < 3; ++i) gui.frame(app);
+  ASSERT_EQ(app.run(), nullptr);
+  ASSERT_TRUE(app.overviewShown());
+  const FrameProbes& p = app.probes();
+  ASSERT_EQ(p.overviewRows.size(), static_cast<size_t>(m.rankCount()));
+  EXPECT_EQ(p.overviewIterationLines, m.info.iterations);
+  // Per rank: where it first computes (first run at least half busy), and whether the middle of
+  // the run (away from the warm-up and the drain) has idle stretches between busy ones.
+  std::map<int, float> firstBusyX;
+  int rowsWithInnerBubbles = 0;
+  for (const auto& row : p.overviewRows) {
+    const float w = row.rect.z - row.rect.x;
+    float x0 = row.rect.x;
+    bool innerIdle = false, innerBusy = false;
+    for (const auto& [x1, shade] : row.runs) {
+      if (shade >= 16 && !firstBusyX.count(row.rank)) firstBusyX[row.rank] = x0;
+      if (x0 > row.rect.x + 0.15f * w && x1 < row.rect.z - 0.15f * w) {
+        innerIdle |= shade <= 8;
+        innerBusy |= shade >= 16;
+      }
+      x0 = x1;
+    }
+    rowsWithInnerBubbles += innerIdle && innerBusy;
+  }
+  // Every llm rank shows bubbles inside its iterations (waiting in a receive is not busy).
+  int llmRanks = 0;
+  for (const auto& r : m.ranks) llmRanks += r.module == "llm";
+  EXPECT_GE(rowsWithInnerBubbles, llmRanks);
+  // The pipeline's warm-up: the last llm stage starts computing after the first.
+  int first = -1, last = -1, lastPp = -1;
+  for (const auto& r : m.ranks) {
+    if (r.module != "llm" || r.dp != 0 || r.tp != 0) continue;
+    if (r.pp == 0) first = r.rank;
+    if (r.pp > lastPp) lastPp = r.pp, last = r.rank;
+  }
+  ASSERT_TRUE(firstBusyX.count(first) && firstBusyX.count(last));
+  EXPECT_LT(firstBusyX[first], firstBusyX[last]);
+  // Released: the run is taken over and drawn instead of the overview.
+  app.holdLoads(false);
+  ASSERT_EQ(runScript(gui, app, {"frames 2"}), "");
+  ASSERT_NE(app.run(), nullptr);
+  EXPECT_TRUE(app.probes().overviewRows.empty());
 }
 
 TEST(AppLaunch, CompareWithoutAnOpenRunIsAnError) {

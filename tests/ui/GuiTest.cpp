@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <stb/stb_image.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <tuple>
 
@@ -60,6 +62,11 @@ struct Probes {
     float x0, y0, x1, y1;
   };
   std::vector<Wait> waits;
+  struct BusyRow {
+    int rank;
+    float x0, y0, x1, y1;
+  };
+  std::vector<BusyRow> busyRows;
   int badge[3] = {-1, -1, -1};
   const Item* find(const std::vector<Item>& v, int rank) const {
     for (const auto& it : v)
@@ -95,6 +102,10 @@ struct Probes {
         Wait w{};
         s >> w.rank >> w.waitsOn >> w.x0 >> w.y0 >> w.x1 >> w.y1;
         waits.push_back(w);
+      } else if (kind == "busy-row") {
+        BusyRow b{};
+        s >> b.rank >> b.x0 >> b.y0 >> b.x1 >> b.y1;
+        busyRows.push_back(b);
       } else if (kind == "badge") {
         s >> badge[0] >> badge[1] >> badge[2];
       } else {
@@ -422,6 +433,54 @@ TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
   ASSERT_TRUE(compare.load(shotCompare));
   ASSERT_TRUE(cprobes.load(shotCompare + ".probes"));
   EXPECT_GT(countReddish(compare, cprobes.regions["bottom"]), 30u);
+}
+
+// Zoomed out over ~10^5 events (far more actions than pixels per row), each rank's row is its
+// computing share per pixel column: the screenshot shows, inside the run, bright (computing)
+// and dark (bubble: waiting in a receive) columns on every llm row, and the pipeline's warm-up
+// (the last stage starts computing after the first), not one solid bar per rank.
+TEST(Gui, ZoomedOutTimelineShowsBubblesPerRank) {
+  if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run not installed";
+  const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "zoomed_out";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "config");
+  const storage::RunModel m = makeSyntheticRun(benchmarkSpec(100000));
+  const std::string run = (dir / "run.db").string();
+  storage::writeRunFile(m, run);
+  const std::string shot = (dir / "zoomed_out.png").string();
+  const std::string log = shoot(dir, run, {"frames 2", "zoom-fit", "frames 2"}, shot);
+  Image img;
+  Probes probes;
+  ASSERT_TRUE(img.load(shot)) << log;
+  ASSERT_TRUE(probes.load(shot + ".probes"));
+  ASSERT_GE(probes.busyRows.size(), 10u) << "rows drawn as a busy share per pixel column";
+  // Brightness of the heat colour: blue runs from 34 (idle) to 255 (always computing).
+  const auto column = [&](const Probes::BusyRow& b, int x) {
+    return static_cast<int>(img.at(x, static_cast<int>((b.y0 + b.y1) / 2))[2]);
+  };
+  const int llmPp0 = rankAt(m, "llm", 0, 0, 0), llmLast = rankAt(m, "llm", 0, 3, 0);
+  std::map<int, int> firstBright;
+  int llmRows = 0;
+  for (const auto& b : probes.busyRows) {
+    const auto& ri = *std::find_if(m.ranks.begin(), m.ranks.end(),
+                                   [&](const events::RankInfo& r) { return r.rank == b.rank; });
+    size_t bright = 0, dark = 0, total = 0;
+    for (int x = static_cast<int>(b.x0) + 1; x < static_cast<int>(b.x1) - 1; ++x) {
+      const int blue = column(b, x);
+      if (blue >= 180 && !firstBright.count(b.rank)) firstBright[b.rank] = x;
+      ++total;
+      bright += blue >= 180;
+      dark += blue <= 110;
+    }
+    if (ri.module != "llm") continue;
+    ++llmRows;
+    EXPECT_GT(bright * 20, total) << "rank " << b.rank << ": no computing columns";
+    EXPECT_GT(dark * 20, total) << "rank " << b.rank << ": no bubble columns";
+  }
+  EXPECT_EQ(llmRows, 16);
+  ASSERT_TRUE(firstBright.count(llmPp0) && firstBright.count(llmLast));
+  EXPECT_LT(firstBright[llmPp0], firstBright[llmLast]);
 }
 
 TEST(Gui, BadFileShowsErrorInsteadOfCrashing) {

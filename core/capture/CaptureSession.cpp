@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/capture/DigestWorker.h"
 #include "core/engine/Clock.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
@@ -175,6 +176,7 @@ void CaptureSession::stuck(events::WaitRecord w, const std::string& what, int64_
   d.timeNs = engine::nowNs();
   w.rank = rank_;
   w.timeNs = d.timeNs;
+  DigestWorker::instance().drain();  // what completed before the hang goes into this flush
   std::lock_guard lock(mu_);
   ++stuckNow_;
   if (firstStuck_.empty()) firstStuck_ = d.message;
@@ -308,6 +310,7 @@ void CaptureSession::failed(events::WaitRecord w, const std::string& what, const
 }
 
 void CaptureSession::failure(events::DiagnosisRecord d) {
+  DigestWorker::instance().drain();  // what completed before the failure goes into this flush
   std::lock_guard lock(mu_);
   failed_ = true;
   timedOut_ = timedOut_ || d.kind == "timeout";
@@ -329,6 +332,7 @@ void CaptureSession::finish(RunStatus status, const std::string& reason) {
     dog = finished_ ? nullptr : watchdog_.get();
   }
   if (dog) dog->stop();
+  DigestWorker::instance().drain();  // every op's records are in the writer before it closes
   std::lock_guard lock(mu_);
   if (!writer_ || finished_) return;
   finished_ = true;

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "core/capture/DigestWorker.h"
 #include "core/capture/RecordingWork.h"
 #include "core/engine/Clock.h"
 #include "core/engine/TensorDigest.h"
@@ -14,20 +15,6 @@ using events::RecordLevel;
 using events::Side;
 
 namespace {
-
-// The bytes of all `tensors` in order, digested as one buffer: a single tensor as is, several
-// (all_gather outputs, coalesced ops) flattened and concatenated when they share a dtype.
-engine::TensorDigest digestAll(const std::vector<at::Tensor>& tensors) {
-  if (tensors.empty()) return {};
-  if (tensors.size() == 1) return engine::digest(tensors[0]);
-  std::vector<at::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const auto& t : tensors) {
-    if (t.scalar_type() != tensors[0].scalar_type()) return engine::digest(tensors[0]);
-    flat.push_back(t.detach().reshape({-1}));
-  }
-  return engine::digest(at::cat(flat));
-}
 
 int64_t bytesOf(const std::vector<at::Tensor>& tensors) {
   int64_t n = 0;
@@ -193,15 +180,11 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
     r.dtype = engine::dtypeName(tensors[i]);
     r.bytes = static_cast<int64_t>(tensors[i].nbytes());
   }
-  // A posted send owns its bytes: digest them before the inner backend sees them.
+  // A posted send owns its bytes: copy them before the inner backend sees them; the digest
+  // runs on the DigestWorker once the op completed.
+  std::vector<Snapshot> sent;
   if (side == Side::Send && level >= RecordLevel::Stats) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      auto d = engine::digest(tensors[i]);
-      records[i].checksum = d.checksum;
-      records[i].hasStats = true;
-      records[i].stats = d.stats;
-      if (level >= RecordLevel::Full) records[i].payload = engine::hostBytes(tensors[i]);
-    }
+    for (const auto& t : tensors) sent.push_back(snapshotOf(t));
   }
   const int64_t start = engine::nowNs();
   for (auto& r : records) r.startNs = start;
@@ -242,10 +225,9 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   const uint64_t watchId = watch(dog, wait, what.str(), session.hangTimeoutFor(timeout_), start);
 
   auto onDone = [records = std::move(records), action = std::move(action), tensors, side, level,
-                 wait = std::move(wait), what = what.str(), dog,
+                 sent = std::move(sent), wait = std::move(wait), what = what.str(), dog,
                  watchId](bool ok, bool waited, const std::string& error) mutable {
     auto& s = CaptureSession::instance();
-    auto& rec = s.recorder();
     const int64_t end = engine::nowNs();
     const bool reported = dog && dog->done(watchId);
     if (ok && reported) s.lateCompletion(wait, what, end - action.startNs);
@@ -253,22 +235,37 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
       s.failed(std::move(wait), what, error, reported);
       if (side == Side::Recv) return;  // nothing arrived; the send side keeps its record
     }
-    for (size_t i = 0; i < records.size(); ++i) {
-      auto& r = records[i];
-      if (side == Side::Recv && ok && level >= RecordLevel::Stats) {
-        auto d = engine::digest(tensors[i]);
-        r.checksum = d.checksum;
-        r.hasStats = true;
-        r.stats = d.stats;
-        if (level >= RecordLevel::Full) r.payload = engine::hostBytes(tensors[i]);
-      }
-      r.endNs = ok ? end : 0;
-      rec.transfer(std::move(r));
+    // What arrived, copied now: once this returns the job may reuse the buffer.
+    std::vector<Snapshot> bytes = std::move(sent);
+    if (side == Side::Recv && level >= RecordLevel::Stats) {
+      for (const auto& t : tensors) bytes.push_back(snapshotOf(t));
     }
-    // An action row says the step was done: a failed send keeps its transfer row (what was
-    // sent) but no action, so "last completed" stays true.
+    for (auto& r : records) r.endNs = ok ? end : 0;
     action.endNs = end;
-    if (ok) rec.action(std::move(action));
+    size_t size = 0;
+    for (const auto& b : bytes) size += b.bytes.size();
+    auto record = [records = std::move(records), action = std::move(action),
+                   bytes = std::move(bytes), ok, level]() mutable {
+      auto& rec = CaptureSession::instance().recorder();
+      for (size_t i = 0; i < records.size(); ++i) {
+        auto& r = records[i];
+        if (i < bytes.size()) {
+          const auto d = digestOf(bytes[i]);
+          r.checksum = d.checksum;
+          r.hasStats = true;
+          r.stats = d.stats;
+          if (level >= RecordLevel::Full) r.payload = std::move(bytes[i].bytes);
+        }
+        rec.transfer(std::move(r));
+      }
+      // An action row says the step was done: a failed send keeps its transfer row (what was
+      // sent) but no action, so "last completed" stays true.
+      if (ok) rec.action(std::move(action));
+    };
+    if (level >= RecordLevel::Stats)
+      DigestWorker::instance().submit(std::move(record), size);
+    else
+      record();
     (void)waited;
   };
   return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone), dog, watchId);
@@ -320,7 +317,9 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::collective(
     r.dtype = engine::dtypeName(inputs[0]);
   }
   r.bytes = bytesOf(inputs);
-  if (level >= RecordLevel::Stats && !inputs.empty()) r.inChecksum = digestAll(inputs).checksum;
+  // The inputs as posted (digested on the DigestWorker, or by the watchdog for a pending row).
+  auto posted = std::make_shared<const Snapshot>(level >= RecordLevel::Stats ? snapshotOfAll(inputs)
+                                                                             : Snapshot{});
   r.startNs = engine::nowNs();
   auto work = post();
 
@@ -338,31 +337,49 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::collective(
        << ids.index << " of the group, op #" << ids.seq << ")";
   HangWatchdog* dog = session.watchdog();
   // A stuck collective's row is written at once (state "pending"): it names the members.
-  auto pendingRow = [r] {
+  auto pendingRow = [r, posted] {
     auto row = r;
     row.state = "pending";
+    if (!posted->empty()) row.inChecksum = digestOf(*posted).checksum;
     CaptureSession::instance().recorder().collective(std::move(row));
   };
   const uint64_t watchId =
       watch(dog, wait, what.str(), session.hangTimeoutFor(timeout_), r.startNs, pendingRow);
 
-  auto onDone = [r = std::move(r), outputs = std::move(outputs), level, wait = std::move(wait),
-                 what = what.str(), dog,
+  auto onDone = [r = std::move(r), outputs = std::move(outputs), posted, level,
+                 wait = std::move(wait), what = what.str(), dog,
                  watchId](bool ok, bool waited, const std::string& error) mutable {
     auto& s = CaptureSession::instance();
     const bool reported = dog && dog->done(watchId);
     r.endNs = ok ? engine::nowNs() : 0;
     r.state = !ok ? "failed" : waited ? "completed" : "unwaited";
-    if (ok && level >= RecordLevel::Stats && !outputs.empty()) {
-      auto d = digestAll(outputs);
-      r.outChecksum = d.checksum;
-      r.hasStats = true;
-      r.stats = d.stats;
-      if (level >= RecordLevel::Full) r.payload = engine::hostBytes(outputs[0]);
-    }
     if (ok && reported) s.lateCompletion(wait, what, r.endNs - r.startNs);
     if (!ok) s.failed(std::move(wait), what, error, reported);
-    if (!reported) s.recorder().collective(std::move(r));  // else its pending row stands
+    if (reported) return;  // its pending row stands
+    // The results, copied now: once this returns the job may reuse the buffers.
+    Snapshot results;
+    const size_t firstBytes = outputs.empty() ? 0 : outputs[0].nbytes();
+    if (ok && level >= RecordLevel::Stats && !outputs.empty()) results = snapshotOfAll(outputs);
+    const size_t size = posted->bytes.size() + results.bytes.size();
+    auto record = [r = std::move(r), posted = std::move(posted), results = std::move(results),
+                   firstBytes, level]() mutable {
+      if (!posted->empty()) r.inChecksum = digestOf(*posted).checksum;
+      if (!results.empty()) {
+        const auto d = digestOf(results);
+        r.outChecksum = d.checksum;
+        r.hasStats = true;
+        r.stats = d.stats;
+        if (level >= RecordLevel::Full) {
+          results.bytes.resize(std::min(results.bytes.size(), firstBytes));  // the first output
+          r.payload = std::move(results.bytes);
+        }
+      }
+      CaptureSession::instance().recorder().collective(std::move(r));
+    };
+    if (level >= RecordLevel::Stats)
+      DigestWorker::instance().submit(std::move(record), size);
+    else
+      record();
   };
   return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone), dog, watchId);
 }

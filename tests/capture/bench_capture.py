@@ -27,8 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capture_util import job_env, torchrun  # noqa: E402
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipelining_job.py")
+# stats-inline: level stats with the digests on the job's thread (STAGESCOPE_DIGEST_INLINE=1),
+# the alternative to the DigestWorker, measured in the same invocation.
 VARIANTS = [("gloo", None), ("stagescope", "off"), ("stagescope", "meta"), ("stagescope", "stats"),
-            ("stagescope", "full")]
+            ("stagescope", "stats-inline"), ("stagescope", "full")]
 SIZES = {  # name -> job arguments
     "small": ["--hidden", "64", "--batch", "32", "--depth", "2", "--microbatches", "8"],
     "medium": ["--hidden", "512", "--batch", "64", "--depth", "4", "--microbatches", "8"],
@@ -40,7 +42,11 @@ def run_variant(tmp, tag, backend, level, size_args, steps):
     out = os.path.join(tmp, f"{tag}-out")
     run = os.path.join(tmp, f"{tag}.db") if level else None
     args = ["--backend", backend, "--out", out, "--steps", str(steps), "--times"] + size_args
-    r = torchrun(JOB, 4, args, job_env(run, level or "stats"))
+    env = job_env(run, (level or "stats").replace("-inline", ""))
+    env.pop("STAGESCOPE_DIGEST_INLINE", None)
+    if level and level.endswith("-inline"):
+        env["STAGESCOPE_DIGEST_INLINE"] = "1"
+    r = torchrun(JOB, 4, args, env)
     if r.returncode != 0:
         raise SystemExit(f"bench: {tag} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     times = torch.load(os.path.join(out, "rank0.pt"), weights_only=False)["times"][2:]
@@ -67,6 +73,8 @@ def main():
     results = {"load_before": os.getloadavg()[0], "sizes": {}}
     for size in a.sizes.split(","):
         per = {f"{b}:{l or 'plain'}": [] for b, l in VARIANTS}
+        ratios = {k: [] for k in per}  # per repetition: variant / plain gloo of that repetition
+        loads = []
         rows_per_s = {}
         for rep in range(a.reps):
             order = VARIANTS[rep % len(VARIANTS):] + VARIANTS[:rep % len(VARIANTS)]
@@ -80,23 +88,34 @@ def main():
                     rows_per_s.setdefault(key, []).append(rows * (a.steps - 2) / a.steps / total)
                 print(f"{size} rep {rep} {key}: median step {med * 1e3:.2f} ms"
                       + (f", {rows} rows" if rows else ""), flush=True)
+            loads.append(os.getloadavg()[0])
+            for k in per:
+                ratios[k].append(per[k][-1] / per["gloo:plain"][-1])
         base = statistics.median(per["gloo:plain"])
         results["sizes"][size] = {
             "args": SIZES[size],
             "step_ms": {k: statistics.median(v) * 1e3 for k, v in per.items()},
             "ratio_vs_gloo": {k: statistics.median(v) / base for k, v in per.items()},
+            # the spread: per-repetition ratios (each against that repetition's plain run)
+            "ratio_per_rep": ratios,
+            "ratio_median_of_reps": {k: statistics.median(v) for k, v in ratios.items()},
+            "load_per_rep": loads,
             "rows_per_s": {k: statistics.median(v) for k, v in rows_per_s.items()},
         }
     results["load_after"] = os.getloadavg()[0]
     with open(os.path.join(out_dir, "capture_overhead.json"), "w") as f:
         json.dump(results, f, indent=2)
-    lines = ["| size | variant | step ms | ratio vs plain gloo | rows/s of step time |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["| size | variant | step ms (median) | ratio vs plain gloo | per-rep ratios min..max | "
+             "rows/s of step time |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for size, r in results["sizes"].items():
         for k in r["step_ms"]:
             rows = r["rows_per_s"].get(k)
+            rr = r["ratio_per_rep"][k]
             lines.append(f"| {size} | {k} | {r['step_ms'][k]:.2f} | {r['ratio_vs_gloo'][k]:.3f} | "
-                         f"{'' if rows is None else f'{rows:,.0f}'} |")
+                         f"{min(rr):.2f}..{max(rr):.2f} | {'' if rows is None else f'{rows:,.0f}'} |")
+        lines.append(f"| {size} | load average per repetition | "
+                     + " ".join(f"{x:.1f}" for x in r["load_per_rep"]) + " | | | |")
     lines.append(f"\nload average {results['load_before']:.1f} before, {results['load_after']:.1f} after")
     with open(os.path.join(out_dir, "capture_overhead.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -2,7 +2,8 @@
 `stagescope` c10d backend, then merged and checked by the stagescope CLI.
 
 Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | planted_hang |
-                                pipelining_1f1b | gpipe_vs_1f1b | collectives_view)
+                                pipelining_1f1b | gpipe_vs_1f1b | collectives_view |
+                                buffer_reuse)
 Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagescope_torch).
 """
 
@@ -232,10 +233,38 @@ class PlantedHang(CaptureCase):
         self.assertEqual([(p["rank"], p["group_ranks"]) for p in pending], [(0, "0,1")])
 
 
+BUFFER_REUSE_JOB = os.path.join(HERE, "buffer_reuse_job.py")
+
+
+class BufferReuse(CaptureCase):
+    """The digests run off the job's thread on copies taken when the bytes are defined: a job
+    that overwrites its send buffer after wait(), its receive buffer right after reading it and
+    its all_reduce result right away still has the values it sent/received recorded."""
+
+    def test_buffer_reuse(self):
+        run = os.path.join(self.tmp, "reuse.db")
+        out = os.path.join(self.tmp, "out")
+        r = torchrun(BUFFER_REUSE_JOB, 2, ["--out", out], job_env(run, "stats"))
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.merge_and_check(run)
+        for rank in range(2):
+            log = torch.load(os.path.join(out, f"rank{rank}.pt"), weights_only=False)["log"]
+            p2p = [c for kind, c in log if kind in ("send", "recv")]
+            recorded = [unsigned(t["checksum"]) for t in rows(
+                run, "SELECT checksum FROM transfers WHERE rank = ? ORDER BY iteration", (rank,))]
+            self.assertEqual(recorded, p2p, f"rank {rank}: transfer checksums")
+            colls = rows(run, "SELECT in_checksum, out_checksum FROM collectives WHERE rank = ? AND "
+                              "op = 'all_reduce' ORDER BY iteration", (rank,))
+            self.assertEqual([unsigned(c["in_checksum"]) for c in colls],
+                             [c for kind, c in log if kind == "all_reduce_in"], f"rank {rank}: inputs")
+            self.assertEqual([unsigned(c["out_checksum"]) for c in colls],
+                             [c for kind, c in log if kind == "all_reduce_out"], f"rank {rank}: results")
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
     cases = {"p2p_pipeline": P2PPipeline, "planted_shape_bug": PlantedShapeBug,
-             "planted_hang": PlantedHang}
+             "planted_hang": PlantedHang, "buffer_reuse": BufferReuse}
     try:
         import pipelining_case  # noqa: F401
         cases["pipelining_1f1b"] = pipelining_case.Pipelining1F1B

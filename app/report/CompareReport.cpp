@@ -115,6 +115,17 @@ std::string renderJson(const Comparison& c) {
   j["a"] = summaryJson(c.a);
   j["b"] = summaryJson(c.b);
   j["config_equal"] = c.configEqual;
+  j["schedule"] = {{"compared", c.schedule.compared},
+                   {"ranks_compared", c.schedule.ranksCompared},
+                   {"ranks_differing", c.schedule.ranksDiffering},
+                   {"text", c.schedule.describe(c.a.label, c.b.label)}};
+  if (c.schedule.differs()) {
+    j["schedule"]["first"] = {{"rank", c.schedule.rank},
+                              {"iteration", c.schedule.iteration},
+                              {"position", c.schedule.position},
+                              {"a", c.schedule.opA},
+                              {"b", c.schedule.opB}};
+  }
   j["config_diff"] = nlohmann::json::array();
   for (const auto& l : c.configDiff) {
     if (l.op != ' ') j["config_diff"].push_back(std::string(1, l.op) + l.text);
@@ -245,7 +256,8 @@ std::string renderMarkdown(const Comparison& c) {
   o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
     << c.gradsDiffering << " differ, max relative difference " << fmt(c.maxGradRelDiff, "%.3g")
     << "\n";
-  o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n\n";
+  o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n";
+  o << "- Schedules: " << c.schedule.describe(c.a.label, c.b.label) << "\n\n";
 
   if (c.firstDivergent) {
     const auto& d = *c.firstDivergent;

@@ -389,6 +389,7 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   fillLosses(a, b, opts, c);
   fillGradients(opts, c);
   fillTransfers(a, b, c);
+  c.schedule = compareSchedules(a, b);
   decideVerdict(a, b, opts, c);
   return c;
 }

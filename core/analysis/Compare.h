@@ -21,6 +21,7 @@
 #include "core/analysis/Align.h"
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Coverage.h"
+#include "core/analysis/ScheduleOrder.h"
 #include "core/events/Events.h"
 #include "core/model/RunModel.h"
 
@@ -124,6 +125,9 @@ struct Comparison {
   bool transfersComparable = true;  // both runs carry checksums (level >= stats)
   size_t transfersCompared = 0, transfersDiffering = 0, transfersOnlyA = 0, transfersOnlyB = 0;
   std::optional<TransferDiff> firstDivergent;  // the first divergent message, causal order
+  // The order each rank ran its actions in (not part of the verdict: two schedules of one
+  // model may order differently and still be equal).
+  ScheduleDifference schedule;
 };
 
 Comparison compareRuns(const model::RunModel& a, const model::RunModel& b,

@@ -4,8 +4,9 @@ a receive's and an all_reduce's result at completion.  The digests run on a back
 so a backend that read the job's tensor there (instead of its own copy) would record the
 overwritten values.
 
-Rank 0 sends buffer = [i, i, ...] (1 MiB of float32) and overwrites it with -1 right after
-wait(); rank 1 receives into one buffer, logs XXH3-64 of what arrived, and overwrites it with -7.
+Rank 0 sends buffer = [i, i, ...] (4 MiB of float32) and overwrites it with -1 right after
+wait(); rank 1 receives into one buffer, keeps a copy, overwrites the buffer with -7 at once and
+logs XXH3-64 of the copy.
 Then both all_reduce [rank + i] and overwrite the result.  Each rank saves its log (the
 checksums it computed itself, in op order) to OUT/rank<r>.pt.
 """
@@ -29,7 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--iters", type=int, default=6)
-    ap.add_argument("--numel", type=int, default=1 << 18)
+    ap.add_argument("--numel", type=int, default=1 << 20)
     args = ap.parse_args()
     import stagescope_torch
     dist.init_process_group("stagescope")
@@ -45,13 +46,15 @@ def main():
             buf.fill_(-1.0)
         else:
             dist.irecv(buf, 0).wait()
-            log.append(("recv", checksum(buf)))
+            got = buf.clone()  # what arrived; the buffer is overwritten at once
             buf.fill_(-7.0)
+            log.append(("recv", checksum(got)))
         red = torch.full((args.numel,), float(rank + i))
         log.append(("all_reduce_in", checksum(red)))
         dist.all_reduce(red)
-        log.append(("all_reduce_out", checksum(red)))
+        result = red.clone()
         red.fill_(123.0)
+        log.append(("all_reduce_out", checksum(result)))
     dist.barrier()
     os.makedirs(args.out, exist_ok=True)
     torch.save({"log": log}, os.path.join(args.out, f"rank{rank}.pt"))

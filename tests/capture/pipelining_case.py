@@ -62,7 +62,8 @@ class Pipelining1F1B(CaptureCase):
 
 class GPipeVs1F1B(CaptureCase):
     """Two schedules of the same model and seed, both captured at full: `compare` aligns them
-    by logical identity and finds every gradient equal (the job's own parameters agree too)."""
+    by logical identity, finds every gradient equal (the job's own parameters agree too) and
+    reports that the schedules (each rank's order of operations) differ."""
 
     def test_gpipe_vs_1f1b(self):
         import json
@@ -84,3 +85,19 @@ class GPipeVs1F1B(CaptureCase):
         self.assertEqual(cmp["gradients"]["compared"], 4 * 2 * 2, c.stdout)  # stages x (w, b) x steps
         self.assertEqual(cmp["gradients"]["differing"], 0, c.stdout)
         self.assertGreaterEqual(cmp["transfers"]["compared"], 48, c.stdout)
+        # ... and says the schedules differ: the last stage receives mb1's activation before
+        # sending mb0's gradient under GPipe, the other way round under 1F1B
+        sched = cmp["schedule"]
+        self.assertTrue(sched["compared"], sched)
+        self.assertGreaterEqual(sched["ranks_differing"], 1, sched)
+        self.assertEqual(sched["ranks_compared"], 4, sched)
+        self.assertIn("Schedules: differ on", c.stdout)
+        # the only messages that may differ are the stages' iteration-0 handshake, whose receive
+        # buffer PyTorch aliases (see the module doc): never a training message
+        if cmp["first_divergence"] is not None:
+            self.assertEqual(cmp["first_divergence"]["iteration"], 0, cmp["first_divergence"])
+        # the same schedule twice: the same order on every rank
+        same = os.path.join(self.tmp, "same.json")
+        stagescope("compare", runs["1f1b"], runs["1f1b"], "--json", same)
+        with open(same) as f:
+            self.assertEqual(json.load(f)["schedule"]["ranks_differing"], 0)

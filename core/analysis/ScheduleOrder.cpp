@@ -1,0 +1,82 @@
+#include "core/analysis/ScheduleOrder.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+namespace stagescope::analysis {
+namespace {
+
+std::string token(const events::ActionRecord& a) {
+  std::string t = events::toString(a.kind);
+  if (a.microbatch >= 0) t += " mb" + std::to_string(a.microbatch);
+  return t;
+}
+
+// The first position where a rank's two action lists differ: (iteration, position in the
+// iteration); false when they are the same.
+bool firstDifference(const std::vector<events::ActionRecord>& x,
+                     const std::vector<events::ActionRecord>& y, int* iteration, int64_t* position,
+                     std::string* opA, std::string* opB) {
+  size_t i = 0, j = 0;
+  while (i < x.size() || j < y.size()) {
+    // The iteration both are in: the lower of the two next actions'.
+    const int it = std::min(i < x.size() ? x[i].iteration : INT32_MAX,
+                            j < y.size() ? y[j].iteration : INT32_MAX);
+    int64_t pos = 0;
+    for (;; ++pos) {
+      const bool hasX = i < x.size() && x[i].iteration == it;
+      const bool hasY = j < y.size() && y[j].iteration == it;
+      if (!hasX && !hasY) break;
+      const std::string a = hasX ? token(x[i]) : "(none)";
+      const std::string b = hasY ? token(y[j]) : "(none)";
+      if (a != b) {
+        *iteration = it;
+        *position = pos;
+        *opA = a;
+        *opB = b;
+        return true;
+      }
+      ++i;
+      ++j;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ScheduleDifference compareSchedules(const model::RunModel& a, const model::RunModel& b) {
+  ScheduleDifference d;
+  if (a.info.worldSize != b.info.worldSize) return d;
+  d.compared = true;
+  const size_t ranks = std::min(a.actions.size(), b.actions.size());
+  for (size_t r = 0; r < ranks; ++r) {
+    if (a.actions[r].empty() && b.actions[r].empty()) continue;
+    ++d.ranksCompared;
+    int it = -1;
+    int64_t pos = -1;
+    std::string opA, opB;
+    if (!firstDifference(a.actions[r], b.actions[r], &it, &pos, &opA, &opB)) continue;
+    ++d.ranksDiffering;
+    if (d.rank < 0 || std::tie(it, pos) < std::tie(d.iteration, d.position)) {
+      d.rank = static_cast<int>(r);
+      d.iteration = it;
+      d.position = pos;
+      d.opA = opA;
+      d.opB = opB;
+    }
+  }
+  return d;
+}
+
+std::string ScheduleDifference::describe(const std::string& labelA,
+                                         const std::string& labelB) const {
+  if (!compared) return "not compared (different world sizes: ranks do not correspond)";
+  if (!differs()) return "same order on all " + std::to_string(ranksCompared) + " ranks";
+  return "differ on " + std::to_string(ranksDiffering) + " of " + std::to_string(ranksCompared) +
+         " ranks; first: rank " + std::to_string(rank) + " iteration " + std::to_string(iteration) +
+         " op #" + std::to_string(position) + ": " + labelA + " " + opA + ", " + labelB + " " + opB;
+}
+
+}  // namespace stagescope::analysis

@@ -89,11 +89,28 @@ void busyPerColumn(const TimeColumns& items, double t0, double nsPerPx, int colu
                    std::vector<float>& out) {
   out.assign(static_cast<size_t>(std::max(0, columns)), 0.0f);
   if (items.size() == 0 || columns <= 0 || nsPerPx <= 0) return;
+  const auto& E = items.endNs;
+  const size_t n = items.size();
   int64_t prevT = static_cast<int64_t>(t0);
   int64_t prevBusy = busyBefore(items, prevT);
+  // k: the items [0, k) ended at or before the previous boundary.  Column boundaries ascend,
+  // so k only moves forward: gallop from it (O(log of the items in the column)), never a
+  // search over the whole row per column.
+  size_t k = static_cast<size_t>(std::upper_bound(E.begin(), E.end(), prevT) - E.begin());
   for (int c = 0; c < columns; ++c) {
     const int64_t t = static_cast<int64_t>(t0 + nsPerPx * (c + 1));
-    const int64_t busy = busyBefore(items, t);
+    size_t lo = k, hi = k, stride = 1;
+    while (hi < n && E[hi] <= t) {
+      lo = hi + 1;
+      hi = std::min(n, hi + stride);
+      stride *= 2;
+    }
+    k = static_cast<size_t>(std::upper_bound(E.begin() + static_cast<std::ptrdiff_t>(lo),
+                                             E.begin() + static_cast<std::ptrdiff_t>(hi), t) -
+                            E.begin());
+    int64_t busy = items.busyPrefixNs[k];
+    if (k < n && items.busy[k] && t > items.startNs[k])
+      busy += std::min(t, E[k]) - items.startNs[k];
     if (t > prevT)
       out[static_cast<size_t>(c)] = static_cast<float>(std::clamp(
           static_cast<double>(busy - prevBusy) / static_cast<double>(t - prevT), 0.0, 1.0));

@@ -510,35 +510,51 @@ class Bench:
         os.makedirs(self.scale_dir, exist_ok=True)
         res = {"runs": []}
         sizes = [20000] if a.smoke else [int(x) for x in a.scale_events.split(",")]
+        # --scale-files: existing run files measured as they are (never written or removed here).
+        given = [f for f in a.scale_files.split(",") if f] if a.scale_files and not a.smoke else []
         prev = {x["events"] // 1000: x for x in self.previous.get("realpath", {}).get("runs", [])}
-        for n in sizes:
-            path = os.path.join(self.scale_dir, f"run{n}.db")
-            copy = os.path.join(self.scale_dir, f"copy{n}.db")
-            for f in (path, copy):
+        for n in (given or sizes):
+            own = not given
+            path = os.path.join(self.scale_dir, f"run{n}.db") if own else n
+            copy = os.path.join(self.scale_dir, f"copy{n}.db" if own else "copy-given.db")
+            for f in ((path, copy) if own else (copy,)):
                 if os.path.exists(f):
                     os.remove(f)
             try:
                 t = time.perf_counter()
-                p = subprocess.run([gui, str(n), "--write", path], capture_output=True, text=True, timeout=3600)
-                if p.returncode != 0:
-                    raise RuntimeError(f"bench_gui --write failed:\n{p.stdout}\n{p.stderr}")
-                ev = int(re.search(r"synthetic run: (\d+) events", p.stdout).group(1))
-                r = {"events": ev, "file_bytes": os.path.getsize(path), "write_s": time.perf_counter() - t}
+                if own:
+                    p = subprocess.run([gui, str(n), "--write", path], capture_output=True, text=True, timeout=3600)
+                    if p.returncode != 0:
+                        raise RuntimeError(f"bench_gui --write failed:\n{p.stdout}\n{p.stderr}")
+                    ev = int(re.search(r"synthetic run: (\d+) events", p.stdout).group(1))
+                else:
+                    import sqlite3  # events as countEvents counts them: actions, transfers, gradients, losses
+                    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                        ev = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                                 for t in ("actions", "transfers", "gradients", "losses"))
+                r = {"events": ev, "file_bytes": os.path.getsize(path),
+                     "write_s": time.perf_counter() - t if own else None, "file": None if own else path}
                 r["gui_idle"] = self.gui_timing(path, busy=False)
                 if not a.smoke:  # the smoke run checks the outputs parse; keep it short
                     r["gui_busy"] = self.gui_timing(path, busy=True)
-                shutil.copy(path, copy)
-                r["check"] = self.cli_timed(["check", path])
-                r["compare"] = self.cli_timed(["compare", path, copy])
-                r["export"] = self.cli_timed(["export", path, "--chrome-trace",
-                                              os.path.join(self.scale_dir, "trace.json")])
+                if a.scale_skip_cli:  # keep the CLI figures of an earlier run of this size, marked so
+                    old = prev.get(ev // 1000, {})
+                    if all(k in old for k in ("check", "compare", "export")):
+                        r.update({k: old[k] for k in ("check", "compare", "export")}, cli_earlier=True)
+                else:
+                    shutil.copy(path, copy)
+                    r["check"] = self.cli_timed(["check", path])
+                    r["compare"] = self.cli_timed(["compare", path, copy])
+                    r["export"] = self.cli_timed(["export", path, "--chrome-trace",
+                                                  os.path.join(self.scale_dir, "trace.json")])
                 res["runs"].append(r)
                 self.results["parts"]["realpath"] = res
                 self.write()  # each size as soon as it is measured (a 10^7 run takes long)
                 log(f"part 7 {ev} events: first useful frame {r['gui_idle']['phases_s'].get('first-useful-frame')} s, "
-                    f"loaded {r['gui_idle']['phases_s'].get('loaded')} s, check {r['check']['seconds']:.1f} s")
+                    f"loaded {r['gui_idle']['phases_s'].get('loaded')} s" +
+                    (f", check {r['check']['seconds']:.1f} s" if "check" in r else ""))
             finally:
-                for f in (path, copy, os.path.join(self.scale_dir, "trace.json")):
+                for f in ((path,) if own else ()) + (copy, os.path.join(self.scale_dir, "trace.json")):
                     if os.path.exists(f):
                         os.remove(f)
         # Sizes not measured this time keep their earlier results.
@@ -746,10 +762,13 @@ def markdown(r):
                     "< 1 s / " + ("< 10 s" if x["events"] >= 5000000 else "< 2 s") + " / < 16, < 2 ms p99 / < 2 GB",
                     f"wall per frame (Xvfb software GL, swap included): out {fmt(fw, 'out')} ms, in {fmt(fw, 'in')} ms; "
                     f"window at {ph.get('window', float('nan')):.2f} s")
+            if "check" not in x:  # --scale-skip-cli: the viewer alone was measured
+                continue
             row("7", f"check / compare / export, {ev}-event runs (CLI, wall, peak RSS)",
                 " / ".join(f"{x[k]['seconds']:.1f} s, {x[k]['peak_rss_mb']:.0f} MB" for k in ("check", "compare", "export")),
                 "< 10 s, < 2 GB each", f"{x['file_bytes'] / x['events']:.0f} B/event; exit codes "
-                f"{x['check']['exit']}, {x['compare']['exit']}, {x['export']['exit']}")
+                f"{x['check']['exit']}, {x['compare']['exit']}, {x['export']['exit']}" +
+                ("; measured in an earlier run than the viewer rows" if x.get("cli_earlier") else ""))
     s6 = P.get("scaling")
     if s6 and s6["hidden"]:
         row("6", "step time / run file vs m (pp4, stats)",
@@ -810,6 +829,10 @@ def main():
                    help="comma-separated sections; each runs alone, the others keep their earlier results")
     p.add_argument("--scale-events", default="1000000,10000000",
                    help="part 7: run sizes (events) to measure, comma-separated")
+    p.add_argument("--scale-files", default="",
+                   help="part 7: existing run files to measure instead (comma-separated; kept as they are)")
+    p.add_argument("--scale-skip-cli", action="store_true",
+                   help="part 7: only the viewer (no check / compare / export)")
     p.add_argument("--render-only", action="store_true", help="rewrite results.md from results.json")
     a = p.parse_args()
     if a.render_only:

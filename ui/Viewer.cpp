@@ -190,7 +190,8 @@ int runViewer(const ViewerOptions& options) {
       // While a run loads, frames only show its overview and the progress: at most
       // kLoadingFps of them (input still wakes the loop at once), so that drawing (on a
       // software renderer, threads of its own) leaves the cores to the load.
-      if (app.busy())
+      // The first frame (the overview: the first useful one) is never held back.
+      if (app.busy() && !frameMs.empty())
         glfwWaitEventsTimeout(std::max(
             0.0,
             std::max(1.0 / kLoadingFps, kLoadingDrawShare * lastFrameWall) -

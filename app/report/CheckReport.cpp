@@ -7,6 +7,7 @@
 
 #include "app/report/Escape.h"
 #include "app/report/TextFile.h"
+#include "core/events/Printable.h"
 
 namespace stagescope::report {
 
@@ -103,18 +104,21 @@ void writeCheckJson(const CheckReport& report, const std::string& path) {
 
 std::string renderCheckText(const CheckReport& rep) {
   std::ostringstream o;
-  o << "stagescope check " << (rep.runPath.empty() ? rep.runId : rep.runPath) << " (status "
-    << rep.status << ")\n";
+  // Everything below may quote the run file (its id, module names, messages): each piece is
+  // made one printable line, so a hostile file can neither break lines nor drive the terminal.
+  using events::printableLine;
+  o << "stagescope check " << printableLine(rep.runPath.empty() ? rep.runId : rep.runPath)
+    << " (status " << printableLine(rep.status) << ")\n";
   for (const auto& r : rep.checks) {
     const char* mark = r.status == CheckStatus::Passed   ? "PASS"
                        : r.status == CheckStatus::Failed ? "FAIL"
                                                          : "SKIP";
     char head[96];
     std::snprintf(head, sizeof head, "  %s  %-19s (exit %2d)  ", mark, r.name.c_str(), r.exitCode);
-    o << head << r.summary;
+    o << head << printableLine(r.summary);
     if (r.status == CheckStatus::Failed) o << "; " << r.total << " failure(s)";
     o << "\n";
-    for (const auto& f : r.findings) o << "        - " << f.message << "\n";
+    for (const auto& f : r.findings) o << "        - " << printableLine(f.message) << "\n";
     if (r.total > static_cast<int64_t>(r.findings.size())) {
       o << "        ... and " << (r.total - static_cast<int64_t>(r.findings.size())) << " more\n";
     }

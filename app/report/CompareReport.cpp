@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/report/TextFile.h"
+#include "core/events/Printable.h"
 
 namespace stagescope::report {
 
@@ -201,13 +202,14 @@ std::string value(double v, const char* f) {
 std::string pct(double v) {
   return fmt(100.0 * v, "%.1f%%");
 }
+// Text from a run file in Markdown: one printable line (events::printableLine: control
+// characters and invalid UTF-8 as \xNN, so it can neither break the table nor drive a
+// terminal the report is printed to), with '|' escaped.
 std::string mdEscape(const std::string& s) {
   std::string o;
-  for (char ch : s) {
+  for (char ch : events::printableLine(s)) {
     if (ch == '|')
       o += "\\|";
-    else if (ch == '\n')
-      o += ' ';
     else
       o += ch;
   }
@@ -332,7 +334,7 @@ std::string renderMarkdown(const Comparison& c) {
   if (!c.configEqual) {
     o << "<details><summary>Config diff</summary>\n\n```diff\n";
     for (const auto& l : c.configDiff) {
-      if (l.op != ' ') o << l.op << l.text << "\n";
+      if (l.op != ' ') o << l.op << events::printableLine(l.text) << "\n";
     }
     o << "```\n\n</details>\n";
   }

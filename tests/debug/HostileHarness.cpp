@@ -326,6 +326,13 @@ Child start(const std::vector<std::string>& args, const Prepared& p, const std::
   ch.pid = ::fork();
   if (ch.pid == 0) {
     ::setpgid(0, 0);
+    // The command starts with the signals' default actions and none blocked, however the
+    // suite was started (a shell's background job ignores SIGINT, which exec keeps): a
+    // signal: case then tests what a user's Ctrl-C does.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     const int in = ::open("/dev/null", O_RDONLY);
     ::dup2(in, 0);
     ::dup2(outFd, 1);
@@ -411,6 +418,20 @@ void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mu
   }
   if (!mustSucceed && !c.expect.empty() && r.err.find(c.expect) == std::string::npos) {
     failures.push_back("stderr does not contain '" + c.expect + "'");
+  }
+  // Text quoted from a hostile input is printed escaped: no control character (an escape
+  // sequence, a carriage return, a bell) reaches the terminal raw.
+  for (const std::string* text : {&r.out, &r.err}) {
+    const auto raw = std::find_if(text->begin(), text->end(), [](char ch) {
+      const auto u = static_cast<unsigned char>(ch);
+      return (u < 0x20 && ch != '\n' && ch != '\t') || u == 0x7f;
+    });
+    if (raw != text->end()) {
+      failures.push_back(std::string(text == &r.out ? "stdout" : "stderr") +
+                         " holds the raw control character \\x" +
+                         "0123456789abcdef"[static_cast<unsigned char>(*raw) >> 4] +
+                         "0123456789abcdef"[static_cast<unsigned char>(*raw) & 15] + tag);
+    }
   }
   for (const char* bad : {"terminate called", "Aborted", "Segmentation fault",
                           "Exception raised from", "Sanitizer", "runtime error:"}) {

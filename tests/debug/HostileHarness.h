@@ -7,6 +7,8 @@
 //     and contains the case's fragment naming what was wrong;
 //   * every file that existed before the command is byte-identical afterwards (unless the case
 //     names it as one the command may replace), and still there;
+//   * stdout and stderr hold no raw control character (besides newline and tab): whatever a
+//     hostile input quotes is printed escaped;
 //   * no temporary file (a name with ".tmp-") is left behind;
 //   * no process of the command is left behind (its process group is empty and no process
 //     mentions the sandbox on its command line).

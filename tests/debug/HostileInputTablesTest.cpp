@@ -196,6 +196,9 @@ const Fixtures& fixtures() {
         {"config_text_garbage", "UPDATE run SET config_text = 'iterations = = 2'"},
         {"config_text_html", "UPDATE run SET config_text = '<script>alert(1)</script>'"},
         {"run_id_newline", "UPDATE run SET run_id = 'a' || char(10) || 'b' || char(27) || '[2J'"},
+        {"config_text_escape",
+         "UPDATE run SET config_text = 'seed = 1' || char(10) || '# ' || char(27) || '[2J' || "
+         "char(13) || char(7)"},
         {"module_name_sql",
          "UPDATE modules SET name = 'x''; DROP TABLE run; --' WHERE name = "
          "'vision'"},

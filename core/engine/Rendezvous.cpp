@@ -1,8 +1,11 @@
 #include "core/engine/Rendezvous.h"
 
 #include "core/engine/Clock.h"
+#include "core/events/Printable.h"
 
 #include <c10/util/Exception.h>
+
+#include <charconv>
 
 #include <cstdint>
 #include <string>
@@ -37,6 +40,24 @@ std::string secondsText(std::chrono::milliseconds t) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", static_cast<double>(t.count()) / 1000.0);
   return buf;
+}
+
+// The CLOCK_MONOTONIC time in ns that rank 0 stored under `key`: a whole decimal number, as
+// rank 0 writes it.  Anything else (a hostile or corrupted store) is a RendezvousError
+// (Network) quoting the value, never an uncaught std::stoll exception.
+int64_t storedNs(c10d::Store& store, const std::string& key, const std::string& phase) {
+  const std::string text = store.get_to_str(key);
+  int64_t ns = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, ns);
+  if (text.empty() || ec != std::errc() || at != end) {
+    throw RendezvousError(
+        RendezvousError::Kind::Network,
+        events::printableLine("clock alignment (" + phase + "): the store holds '" +
+                              text.substr(0, 64) + (text.size() > 64 ? "…" : "") + "' under " +
+                              key + ": expected rank 0's time in ns (a whole number)"));
+  }
+  return ns;
 }
 
 // Rank 0's verdict: "ok", or the one-line reason to stop.
@@ -129,7 +150,7 @@ ClockEstimate estimateClockOffset(c10d::Store& store, int rank, int worldSize,
                                                                 secondsText(timeout) + " s");
     }
     const int64_t t2 = nowNs();
-    const int64_t theirs = std::stoll(store.get_to_str(key(rank, k, "time")));
+    const int64_t theirs = storedNs(store, key(rank, k, "time"), phase);
     if (t2 - t1 < bestRtt) {
       bestRtt = t2 - t1;
       best.measuredNs = t1 + (t2 - t1) / 2 - theirs;

@@ -1,5 +1,6 @@
 #include "core/engine/RunIdentity.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -78,6 +79,16 @@ std::string encodeIdentity(const RunIdentity& id) {
   return s;
 }
 
+namespace {
+// A peer's format version: a whole number 0..INT_MAX, else -1 (shown as such in the mismatch
+// line; std::atoi would read garbage as 0 and overflow as undefined behaviour).
+int formatVersionOf(const std::string& v) {
+  int n = -1;
+  const auto [at, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() && at == v.data() + v.size() && n >= 0 ? n : -1;
+}
+}  // namespace
+
 RunIdentity decodeIdentity(const std::string& text) {
   RunIdentity id;
   std::istringstream in(text);
@@ -91,7 +102,7 @@ RunIdentity decodeIdentity(const std::string& text) {
     else if (k == "config_hash")
       id.configHash = v;
     else if (k == "format_version")
-      id.formatVersion = std::atoi(v.c_str());
+      id.formatVersion = formatVersionOf(v);
     else if (k == "version_stagescope")
       id.stagescopeVersion = v;
     else if (k == "version_torch")

@@ -1,9 +1,15 @@
 // View settings that outlive a session: a small key=value file next to imgui.ini under
 // $XDG_CONFIG_HOME/stagescope (or ~/.config/stagescope).
+#include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 
+#include "core/events/Printable.h"
 #include "ui/App.h"
 
 namespace stagescope::ui {
@@ -18,34 +24,76 @@ std::string configDir() {
   return (base / "stagescope").string();
 }
 
+namespace {
+
+// A setting's number: the whole text a finite number within [lo, hi].
+std::optional<double> settingNumber(const std::string& text, double lo, double hi) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || at != end || !std::isfinite(v) || v < lo || v > hi)
+    return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+// Each line "key=value".  A value that is not what the key takes (a number out of range or
+// not a number, a flag other than 0/1) keeps that setting's default and prints one line
+// naming the file, key, value and what was expected; unknown keys are ignored (a newer
+// viewer may have written them).
 void App::loadSettings() {
-  std::ifstream in(std::filesystem::path(configDir()) / "viewer.ini");
+  const std::string file = (std::filesystem::path(configDir()) / "viewer.ini").string();
+  std::ifstream in(file);
   std::string line;
+  auto bad = [&](const std::string& k, const std::string& v, const std::string& expected) {
+    std::fprintf(stderr, "%s\n",
+                 events::printableLine("viewer: " + file + ": " + k + " = '" + v.substr(0, 64) +
+                                       "': expected " + expected + "; the default is used")
+                     .c_str());
+  };
+  auto number = [&](const std::string& k, const std::string& v, double lo, double hi, float* out) {
+    if (auto n = settingNumber(v, lo, hi)) {
+      *out = static_cast<float>(*n);
+    } else {
+      char range[96];
+      std::snprintf(range, sizeof range, "a number from %g to %g", lo, hi);
+      bad(k, v, range);
+    }
+  };
+  auto flag = [&](const std::string& k, const std::string& v, bool* out) {
+    if (v == "0" || v == "1")
+      *out = v == "1";
+    else
+      bad(k, v, "0 or 1");
+  };
   while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     auto eq = line.find('=');
     if (eq == std::string::npos) continue;
     std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    try {
-      if (k == "recent") {
-        if (view_.recent.size() < 10) view_.recent.push_back(v);
-      } else if (k == "row_height")
-        view_.rowHeight = std::clamp(std::stof(v), 14.0f, 60.0f);
-      else if (k == "arrows")
-        view_.showArrows = v == "1";
-      else if (k == "plan")
-        view_.showPlan = v == "1";
-      else if (k == "idle")
-        view_.showIdle = v == "1";
-      else if (k == "speed")
-        view_.speed = std::clamp(std::stof(v), 1.0f, 5000.0f);
-      else if (k == "inspector_width")
-        view_.inspectorWidth = std::clamp(std::stof(v), 250.0f, 900.0f);
-      else if (k == "bottom_height")
-        view_.bottomHeight = std::clamp(std::stof(v), 120.0f, 900.0f);
-      else if (k == "tab")
-        view_.tab = static_cast<BottomTab>(std::clamp(std::stoi(v), 0, 4));
-    } catch (const std::exception&) {
-      // A damaged settings file only loses that setting.
+    if (k == "recent") {
+      if (view_.recent.size() < 10) view_.recent.push_back(v);
+    } else if (k == "row_height") {
+      number(k, v, 14, 60, &view_.rowHeight);
+    } else if (k == "arrows") {
+      flag(k, v, &view_.showArrows);
+    } else if (k == "plan") {
+      flag(k, v, &view_.showPlan);
+    } else if (k == "idle") {
+      flag(k, v, &view_.showIdle);
+    } else if (k == "speed") {
+      number(k, v, 1, 5000, &view_.speed);
+    } else if (k == "inspector_width") {
+      number(k, v, 250, 900, &view_.inspectorWidth);
+    } else if (k == "bottom_height") {
+      number(k, v, 120, 900, &view_.bottomHeight);
+    } else if (k == "tab") {
+      const auto n = settingNumber(v, 0, 4);
+      if (n && *n == std::floor(*n))
+        view_.tab = static_cast<BottomTab>(static_cast<int>(*n));
+      else
+        bad(k, v, "a whole number from 0 to 4");
     }
   }
 }

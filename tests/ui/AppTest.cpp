@@ -4,10 +4,13 @@
 // aligned with the main run, and no script command ever finds "no run is open".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <string>
 
 #include "imgui.h"
 #include "storage/RunFileWriter.h"
@@ -167,6 +170,70 @@ TEST(AppLaunch, CompareWithoutAnOpenRunIsAnError) {
   App app;
   std::string err = runScript(gui, app, {"open-compare " + fx.b});
   EXPECT_NE(err.find("no run is open"), std::string::npos) << err;
+}
+
+// "frames N" takes a whole number 0..1000000; anything else fails the script with one line
+// (std::atoi read "abc" as 0 and overflowed on huge numbers).
+TEST(AppScript, FramesTakesAWholeNumberOrFails) {
+  Fixture fx;
+  HeadlessImGui gui;
+  for (const std::string bad : {"frames abc", "frames", "frames -1", "frames 2.5", "frames 3x",
+                                "frames 99999999999", "frames 1000001", "frames \x1b[2J"}) {
+    App app;
+    const std::string err = runScript(gui, app, {bad});
+    EXPECT_NE(err.find("expected a number of frames from 0 to 1000000"), std::string::npos)
+        << bad << ": " << err;
+    EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+  }
+  App app;
+  EXPECT_EQ(runScript(gui, app, {"frames 3", "frames  0 "}), "");
+}
+
+// A damaged viewer.ini keeps each bad setting's default and says so in one line naming the
+// file, key, value and what was expected; good values are taken.
+TEST(AppSettings, BadValuesKeepTheDefaultWithOneLineEach) {
+  Fixture fx;
+  HeadlessImGui gui;
+  const ViewerState defaults;
+  {
+    fs::create_directories(fx.dir / "config" / "stagescope");
+    std::ofstream ini(fx.dir / "config" / "stagescope" / "viewer.ini");
+    ini << "row_height=abc\nspeed=nan\ninspector_width=1e999\nbottom_height=12x\n"
+           "tab=9999999999999\narrows=maybe\nplan=1\nrow_height=\x1b[2J\nunknown_key=1\n";
+  }
+  ::testing::internal::CaptureStderr();
+  App app;
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const ViewerState& v = app.state();
+  EXPECT_EQ(v.rowHeight, defaults.rowHeight);
+  EXPECT_EQ(v.speed, defaults.speed);
+  EXPECT_EQ(v.inspectorWidth, defaults.inspectorWidth);
+  EXPECT_EQ(v.bottomHeight, defaults.bottomHeight);
+  EXPECT_EQ(v.tab, defaults.tab);
+  EXPECT_EQ(v.showArrows, defaults.showArrows);
+  EXPECT_TRUE(v.showPlan);
+  for (const char* line :
+       {"row_height = 'abc': expected a number from 14 to 60; the default is used",
+        "speed = 'nan': expected a number from 1 to 5000", "inspector_width = '1e999'",
+        "bottom_height = '12x'", "tab = '9999999999999': expected a whole number from 0 to 4",
+        "arrows = 'maybe': expected 0 or 1", "row_height = '\\x1B[2J'"}) {
+    EXPECT_NE(err.find(line), std::string::npos) << line << " in\n" << err;
+  }
+  EXPECT_NE(err.find("viewer.ini: "), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 7) << err;
+  EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+
+  // Values the viewer itself saves are read back as they were.
+  app.state().rowHeight = 31.5f;
+  app.state().speed = 120;
+  app.state().tab = static_cast<BottomTab>(3);
+  app.saveSettings();
+  ::testing::internal::CaptureStderr();
+  App again;
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(again.state().rowHeight, 31.5f);
+  EXPECT_EQ(again.state().speed, 120.0f);
+  EXPECT_EQ(again.state().tab, static_cast<BottomTab>(3));
 }
 
 }  // namespace

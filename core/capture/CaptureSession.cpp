@@ -130,7 +130,19 @@ void CaptureSession::start(int globalRank, int worldSize) {
     storage::createRunFile(cfg_.runPath, runInfo(RunStatus::Running, ""));
   }
   const std::string shard = cfg_.runPath + ".rank" + std::to_string(globalRank) + ".shard";
-  writer_ = storage::ShardWriter::open(shard, cfg_.level, globalRank);
+  // The shard is created, never replaced: a file at its path (an earlier job's shard, any
+  // other file) stops this rank with one line and stays as it was (README "Output files").
+  storage::ShardWriterOptions shardOptions;
+  shardOptions.replaceExisting = false;
+  try {
+    writer_ = storage::ShardWriter::open(shard, cfg_.level, globalRank, shardOptions);
+  } catch (const storage::ShardExists& e) {
+    throw std::runtime_error("stagescope backend: rank " + std::to_string(globalRank) + ": " +
+                             e.path() +
+                             ": already exists (left by an earlier job?); the backend never "
+                             "replaces a file it did not create: move it away, or choose a new "
+                             "STAGESCOPE_RUN");
+  }
   events::RankInfo info;
   info.rank = globalRank;
   info.module = "job";

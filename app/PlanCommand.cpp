@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "app/Commands.h"
+#include "app/ErrorBoundary.h"
 #include "core/plan/Config.h"
 #include "core/plan/MemoryEstimate.h"
 #include "core/plan/Plan.h"
@@ -33,7 +34,7 @@ int planCommand(const std::string& config, const std::vector<std::string>& overr
     }
     return 0;
   } catch (const plan::ConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", oneLine(e).c_str());
     return 2;
   }
 }

@@ -1,4 +1,5 @@
 #include "app/RunChecks.h"
+#include "app/ErrorBoundary.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -37,7 +38,7 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     if (!files.json.empty()) report::writeCheckJson(rep, files.json);
     return rep.exitCode;
   } catch (const storage::RunFileError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", oneLine(e).c_str());  // the path may hold escapes
     return analysis::exit_code::kError;
   }
 }

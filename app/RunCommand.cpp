@@ -29,6 +29,7 @@
 #include "core/engine/Launcher.h"
 #include "core/engine/PreforkedRanks.h"
 #include "core/engine/RunIdentity.h"
+#include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "core/plan/ConfigFields.h"
 #include "core/plan/MemoryEstimate.h"
@@ -284,7 +285,7 @@ int runCommand(const RunOptions& opts) {
     const std::string stuck = plan::checkPlanProgress(thePlan);
     if (!stuck.empty()) {
       std::fprintf(stderr, "error: %s: the 1F1B plan cannot make progress:\n%s\n",
-                   opts.config.c_str(), stuck.c_str());
+                   events::printableLine(opts.config).c_str(), stuck.c_str());
       return kExitConfig;
     }
     // Before any file or process exists: a run the machine cannot hold is refused in one line.
@@ -292,14 +293,15 @@ int runCommand(const RunOptions& opts) {
         plan::memoryRefusal(plan::estimateMemory(cfg, thePlan, plan::forkedRanksFor(cfg)),
                             plan::availableMemoryBytes());
     if (!tooBig.empty() && !opts.force) {
-      std::fprintf(stderr, "error: %s: %s\n", opts.config.c_str(), tooBig.c_str());
+      std::fprintf(stderr, "error: %s\n",
+                   events::printableLine(opts.config + ": " + tooBig).c_str());
       return kExitConfig;
     }
   } catch (const plan::ConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", oneLine(e).c_str());
     return kExitConfig;
   } catch (const FaultFlagError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", oneLine(e).c_str());
     return kExitConfig;
   }
   if (opts.repeat < 1) {

@@ -13,6 +13,7 @@
 #include "core/engine/ElasticErrorFile.h"
 #include "core/engine/Launcher.h"
 #include "core/engine/ProcessGroups.h"
+#include "core/events/Printable.h"
 
 namespace stagescope::app {
 namespace {
@@ -176,7 +177,7 @@ void WorkerLiveness::onPeerDead(const engine::PeerFate& fate, double timeoutSeco
   const std::string message =
       "rank " + std::to_string(rank_) + " waits on rank " + std::to_string(fate.rank) + " (" +
       lastAction() + "), which stopped heartbeating: gave up before timeout_seconds = " + waited;
-  std::fprintf(stderr, "error: rank %d: %s\n", rank_, message.c_str());
+  std::fprintf(stderr, "error: rank %d: %s\n", rank_, events::printableLine(message).c_str());
   std::fflush(stderr);
   events::DiagnosisRecord d;
   d.rank = rank_;
@@ -216,7 +217,7 @@ void WorkerLiveness::onSignal(int sig, const std::string& errorFile) {
                 live_->self().host + ", pid " + std::to_string(live_->self().pid) +
                 "; last action: " + lastAction() + ")";
   }
-  std::fprintf(stderr, "error: rank %d: %s\n", rank_, d.message.c_str());
+  std::fprintf(stderr, "error: rank %d: %s\n", rank_, events::printableLine(d.message).c_str());
   std::fflush(stderr);
   const std::string line = "rank " + std::to_string(rank_) + ": " +
                            (root ? "root cause: " + root->sentence() + "; " : "") + d.message;

@@ -20,8 +20,11 @@ build: configure
 demo: build
 	scripts/demo.sh $(BUILD)
 
+# The suite, then its sanitizer pass (scripts/sanitize.sh: ASan + UBSan build of everything
+# but the engine; the hostile corpus and the storage/report/plan tests under it).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 600
+	JOBS=$(JOBS) scripts/sanitize.sh $(BUILD)/app/stagescope
 
 bench: build
 	scripts/bench.sh $(BUILD)

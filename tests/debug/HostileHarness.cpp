@@ -117,6 +117,19 @@ std::map<std::string, std::string> snapshot(const std::string& root) {
   return out;
 }
 
+// /proc/PID/cmdline, or what could be read of it: a process that exits meanwhile makes
+// read() fail with ESRCH, which std::ifstream turned into an exception out of the harness
+// (seen under the sanitizer pass; the exception also leaked the /proc DIR).
+std::string procCmdline(const char* pid) {
+  std::string out;
+  const int fd = ::open(("/proc/" + std::string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
 // Processes (other than us) whose command line mentions `needle`.
 std::vector<int> processesMentioning(const std::string& needle) {
   std::vector<int> out;
@@ -125,7 +138,7 @@ std::vector<int> processesMentioning(const std::string& needle) {
   while (dirent* e = ::readdir(d)) {
     const int pid = std::atoi(e->d_name);
     if (pid <= 0 || pid == ::getpid()) continue;
-    std::string cmd = readFile("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::string cmd = procCmdline(e->d_name);
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
     if (cmd.find(needle) != std::string::npos) out.push_back(pid);
   }

@@ -121,6 +121,7 @@ void App::frame(float dt) {
         return v;
       }();
       payloadFor_ = -2;
+      busyCache_.clear();  // shares of the previous run
       zoomFit();
       showFirstProblem();
     }

@@ -220,7 +220,14 @@ class App {
   ViewerState view_;
   FrameProbes probes_;
   std::vector<DrawItem> drawScratch_;
-  std::vector<float> busyScratch_;  // drawBusyRow: busy share per pixel column
+  // drawBusyRow: per rank, the busy shares of the last columns drawn and what they were for.
+  struct BusyCache {
+    const LoadedRun* run = nullptr;
+    double t0 = 0, nsPerPx = 0;
+    int columns = 0;
+    std::vector<float> busy;
+  };
+  std::vector<BusyCache> busyCache_;
   std::string screenshotRequest_;
   std::string openPathBuffer_;
   bool openPopup_ = false, openCompareMode_ = false;

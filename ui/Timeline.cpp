@@ -160,7 +160,20 @@ void App::drawBusyRow(ImDrawList* dl, const LoadedRun& run, int rank, const Rank
   const int c1 = std::min(static_cast<int>(std::ceil((to - view_.viewStart) / nsPerPx)),
                           static_cast<int>(p1.x - p0.x));
   if (c1 <= c0) return;
-  busyPerColumn(times, view_.viewStart + c0 * nsPerPx, nsPerPx, c1 - c0, busyScratch_);
+  // The shares depend only on the run, the rank and the columns' times: a frame that shows the
+  // same columns as the last one (hover, replay, a static view) reuses them.
+  if (busyCache_.size() <= static_cast<size_t>(rank)) busyCache_.resize(rank + 1);
+  BusyCache& cache = busyCache_[rank];
+  const double colT0 = view_.viewStart + c0 * nsPerPx;
+  if (cache.run != &run || cache.t0 != colT0 || cache.nsPerPx != nsPerPx ||
+      cache.columns != c1 - c0) {
+    busyPerColumn(times, colT0, nsPerPx, c1 - c0, cache.busy);
+    cache.run = &run;
+    cache.t0 = colT0;
+    cache.nsPerPx = nsPerPx;
+    cache.columns = c1 - c0;
+  }
+  const std::vector<float>& busyScratch_ = cache.busy;
   // The replay: actions from st.done on have not run yet at this step (dimmed).
   int pendingCol = c1;
   if (st.done >= 0 && static_cast<size_t>(st.done) < times.size())

@@ -1,8 +1,6 @@
 #include "core/analysis/Coverage.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
 #include <sstream>
 
 #include "core/analysis/Pairing.h"
@@ -19,8 +17,15 @@ PlannedMessages messagesOf(const ActionRecord& p) {
   // leaders share a rank send the llm's leader two messages from that rank.  A combined
   // action lists the peer of its two directions.
   const auto all = static_cast<int64_t>(p.peers.size());
-  std::set<int> peers(p.peers.begin(), p.peers.end());
-  const auto n = static_cast<int64_t>(peers.size());
+  // Distinct peers (only the combined kinds need them; computed without allocating: peers
+  // lists are short).
+  auto distinct = [&p] {
+    int64_t n = 0;
+    for (size_t i = 0; i < p.peers.size(); ++i)
+      n += std::find(p.peers.begin(), p.peers.begin() + static_cast<std::ptrdiff_t>(i),
+                     p.peers[i]) == p.peers.begin() + static_cast<std::ptrdiff_t>(i);
+    return n;
+  };
   switch (p.kind) {
     case ActionKind::SendForward:
       m.activationSends = all;
@@ -35,12 +40,12 @@ PlannedMessages messagesOf(const ActionRecord& p) {
       m.gradientRecvs = all;
       break;
     case ActionKind::SendForwardRecvBackward:
-      m.activationSends = n;
-      m.gradientRecvs = n;
+      m.activationSends = distinct();
+      m.gradientRecvs = m.activationSends;
       break;
     case ActionKind::SendBackwardRecvForward:
-      m.gradientSends = n;
-      m.activationRecvs = n;
+      m.gradientSends = distinct();
+      m.activationRecvs = m.gradientSends;
       break;
     default:
       break;
@@ -71,8 +76,27 @@ RunCoverage coverageOf(const RunModel& run, const RecordFilter& filter) {
   // An iteration counts as recorded when every rank that should record it did all of it.
   std::vector<int> iterationOk(static_cast<size_t>(iterations), 1);
   std::vector<int> iterationWanted(static_cast<size_t>(iterations), 0);
-  std::map<std::pair<int, int>, int64_t> recordedSides;  // (rank, iteration) -> transfer sides
-  for (const auto& t : run.transfers) recordedSides[{t.rank, t.iteration}]++;
+  // Recorded message sides per (rank, iteration), bucketed by rank once (a counting sort) so
+  // that the per-rank pass below is linear: transfers outside [0, nRanks) x [0, iterations)
+  // are never looked up.
+  std::vector<size_t> rankStart(nRanks + 1, 0);
+  auto counted = [&](const events::TransferRecord& t) {
+    return t.rank >= 0 && static_cast<size_t>(t.rank) < nRanks && t.iteration >= 0 &&
+           t.iteration < iterations;
+  };
+  for (const auto& t : run.transfers)
+    if (counted(t)) ++rankStart[static_cast<size_t>(t.rank) + 1];
+  for (size_t r = 0; r < nRanks; ++r) rankStart[r + 1] += rankStart[r];
+  std::vector<int32_t> sideIterations(rankStart[nRanks]);
+  {
+    std::vector<size_t> fill(rankStart.begin(), rankStart.end() - 1);
+    for (const auto& t : run.transfers)
+      if (counted(t)) sideIterations[fill[static_cast<size_t>(t.rank)]++] = t.iteration;
+  }
+  // Per iteration of the rank in hand: planned actions, the message sides they imply,
+  // recorded actions and recorded message sides.
+  const auto nIt = static_cast<size_t>(iterations);
+  std::vector<int64_t> plannedN(nIt), plannedMessages(nIt), doneN(nIt), sidesN(nIt);
   for (size_t r = 0; r < nRanks; ++r) {
     const int rank = static_cast<int>(r);
     const std::string module = run.moduleLabel(rank);
@@ -81,35 +105,50 @@ RunCoverage coverageOf(const RunModel& run, const RecordFilter& filter) {
     const auto& done = r < run.actions.size() ? run.actions[r] : kNone;
     const bool planOnce =
         !plan.empty() && plan.front().iteration == plan.back().iteration && iterations > 1;
+    std::fill(plannedN.begin(), plannedN.end(), 0);
+    std::fill(plannedMessages.begin(), plannedMessages.end(), 0);
+    std::fill(doneN.begin(), doneN.end(), 0);
+    std::fill(sidesN.begin(), sidesN.end(), 0);
+    if (planOnce) {  // the one stored iteration stands for every iteration
+      int64_t messages = 0;
+      for (const auto& p : plan) messages += messagesOf(p).total();
+      std::fill(plannedN.begin(), plannedN.end(), static_cast<int64_t>(plan.size()));
+      std::fill(plannedMessages.begin(), plannedMessages.end(), messages);
+    } else {
+      for (const auto& p : plan) {
+        if (p.iteration < 0 || p.iteration >= iterations) continue;
+        ++plannedN[static_cast<size_t>(p.iteration)];
+        plannedMessages[static_cast<size_t>(p.iteration)] += messagesOf(p).total();
+      }
+    }
+    for (const auto& a : done)
+      if (a.iteration >= 0 && a.iteration < iterations) ++doneN[static_cast<size_t>(a.iteration)];
+    for (size_t k = rankStart[r]; k < rankStart[r + 1]; ++k)
+      ++sidesN[static_cast<size_t>(sideIterations[k])];
     int reported = 0;
     for (int it = 0; it < iterations; ++it) {
-      // The planned actions of this rank and iteration.
-      std::vector<const ActionRecord*> planned;
-      for (const auto& p : plan) {
-        if (planOnce || p.iteration == it) planned.push_back(&p);
-      }
+      const auto i = static_cast<size_t>(it);
+      const int64_t planned = plannedN[i];
       if (!filter.wantsRankOf(run, it, rank)) {
-        c.skippedByFilter += static_cast<int64_t>(planned.size());
+        c.skippedByFilter += planned;
         continue;
       }
-      iterationWanted[static_cast<size_t>(it)] = 1;
-      int64_t doneHere = 0;
-      for (const auto& a : done) doneHere += a.iteration == it;
-      int64_t messages = 0;
-      for (const auto* p : planned) messages += messagesOf(*p).total();
-      c.actionsExpected += static_cast<int64_t>(planned.size());
-      c.actionsRecorded += std::min<int64_t>(doneHere, static_cast<int64_t>(planned.size()));
+      iterationWanted[i] = 1;
+      const int64_t doneHere = doneN[i];
+      const int64_t messages = plannedMessages[i];
+      c.actionsExpected += planned;
+      c.actionsRecorded += std::min<int64_t>(doneHere, planned);
       c.messagesExpected += messages;
-      auto sides = recordedSides.count({rank, it}) ? recordedSides[{rank, it}] : 0;
+      const int64_t sides = sidesN[i];
       c.messagesRecorded += std::min(sides, messages);
-      const bool ok = doneHere >= static_cast<int64_t>(planned.size()) && sides >= messages;
+      const bool ok = doneHere >= planned && sides >= messages;
       if (!ok) {
-        iterationOk[static_cast<size_t>(it)] = 0;
+        iterationOk[i] = 0;
         if (reported++ < 2) {
           std::ostringstream m;
           m << "rank " << rank << (module.empty() ? "" : " (" + module + ")") << " iteration " << it
-            << ": " << doneHere << " of " << planned.size() << " planned actions and " << sides
-            << " of " << messages << " message sides recorded";
+            << ": " << doneHere << " of " << planned << " planned actions and " << sides << " of "
+            << messages << " message sides recorded";
           c.missing.push_back(m.str());
         }
       }

@@ -81,7 +81,9 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
 
 int exportCommand(const std::string& run, const std::string& trace) {
   claimReportOutputs({{"--chrome-trace", trace, ReportKind::ChromeTrace}}, {run});
-  auto stats = report::writeChromeTrace(loadWithProgress(run, {}), trace);
+  storage::LoadOptions load;
+  load.timelineOnly = true;  // the trace shows actions, messages and diagnoses only
+  auto stats = report::writeChromeTrace(loadWithProgress(run, load), trace);
   (void)stats;
   std::printf("wrote %s\n", trace.c_str());
   return 0;

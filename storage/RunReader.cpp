@@ -4,6 +4,7 @@
 #include <bit>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -37,17 +38,22 @@ class Loader {
     readRun();
     readModules();
     readRanks();
-    readActions("plan", false);
+    const bool values = !opts_.timelineOnly;
+    if (values) readActions("plan", false);
     readActions("actions", true);
     readTransfers();
-    readGradients();
-    readLosses();
-    readInputs();
+    if (values) {
+      readGradients();
+      readLosses();
+      readInputs();
+    }
     readDiagnoses();
     readCollectives();
     if (m_.schemaVersion >= 2) {
-      readReferenceLosses();
-      readReferenceGradients();
+      if (values) {
+        readReferenceLosses();
+        readReferenceGradients();
+      }
       readWaits();
     }
     readShards();
@@ -130,9 +136,23 @@ class Loader {
     return true;
   }
 
+  // Rows of the big tables (for progress, and to size the vectors once: growing a vector of
+  // millions of records by doubling would hold the old and the new copy at once).
   void countRows() {
-    for (const char* t : {"plan", "actions", "transfers", "gradients", "losses"})
-      total_ += db_.queryInt("SELECT count(*) FROM " + stored(t));
+    for (const char* t : {"plan", "actions", "transfers", "gradients", "losses"}) {
+      if (opts_.timelineOnly && std::string_view(t) != "actions" &&
+          std::string_view(t) != "transfers")
+        continue;
+      const int64_t n = db_.queryInt("SELECT count(*) FROM " + stored(t));
+      rows_[t] = n;
+      total_ += n;
+    }
+  }
+  // Capacity to reserve for `table`: the rows it holds (capped at 2^30; past that the vector
+  // grows as it reads).
+  size_t reserveFor(const char* table) const {
+    auto it = rows_.find(table);
+    return it == rows_.end() ? 0 : static_cast<size_t>(std::clamp<int64_t>(it->second, 0, 1 << 30));
   }
 
   // ---- packed tables (format 3 run files; docs/run-file.md "Packed tables") ----
@@ -178,6 +198,48 @@ class Loader {
                      ") is not in table texts");
     return texts_[static_cast<size_t>(id)];
   }
+  // A text column's parsed value, parsed once per dictionary id: a packed file repeats a
+  // handful of texts (kinds, sides, shapes, peer lists) millions of times.  `parseText` turns
+  // the text into T or throws RunFileError; only a value that parsed is remembered, so a bad
+  // text fails on every row that has it, as without the memo.  Unpacked files parse each row.
+  template <typename T>
+  struct Memo {
+    std::vector<T> value;      // by text id
+    std::vector<uint8_t> has;  // by text id: value[id] is parsed
+    T scratch{};               // unpacked files and NULLs
+  };
+  template <typename T, typename ParseText>
+  const T& memoized(Memo<T>& memo, const char* table, const Stmt& s, int c, ParseText parseText) {
+    if (!packed_ || s.isNull(c)) {
+      memo.scratch = parseText(txt(table, s, c));
+      return memo.scratch;
+    }
+    const int64_t id = s.i64(c);
+    if (id >= 0 && static_cast<size_t>(id) < memo.has.size() && memo.has[static_cast<size_t>(id)])
+      return memo.value[static_cast<size_t>(id)];
+    T v = parseText(txt(table, s, c));  // txt: the id is in `texts` (else it throws)
+    const auto i = static_cast<size_t>(id);
+    if (memo.has.size() <= i) {
+      memo.has.resize(i + 1, 0);
+      memo.value.resize(i + 1);
+    }
+    memo.value[i] = std::move(v);
+    memo.has[i] = 1;
+    return memo.value[i];
+  }
+  // Parsers for memoized(): each throws RunFileError naming `table` on a bad text.
+  template <typename E, typename Parse>
+  auto enumOf(const char* table, Parse fn) {
+    return [this, table, fn](std::string_view t) { return parse<E>(table, t, fn); };
+  }
+  auto shapeOf(const char* table, const char* column) {
+    return [this, table, column](std::string_view t) {
+      std::vector<int64_t> v;
+      shape(table, column, t, &v);
+      return v;
+    };
+  }
+
   void tick() {
     if (progress_ && (++done_ & 0xffff) == 0 && total_ > 0)
       progress_(std::min(0.99f, static_cast<float>(done_) / static_cast<float>(total_)));
@@ -292,19 +354,25 @@ class Loader {
         table, {"rank", "iteration", "seq", "kind", "microbatch", "module", "stage", "peers"});
     if (withTimes) cols += ", start_ns, end_ns";
     Stmt s = db_.prepare("SELECT " + cols + " FROM " + stored(table) + " ORDER BY rowid");
+    Memo<events::ActionKind> kinds;
+    Memo<std::vector<int32_t>> peers;
     while (s.step()) {
       events::ActionRecord a;
       a.rank = bounded(s, 0, table, "rank", 0, kLastRank);
       a.iteration = bounded(s, 1, table, "iteration", 0, kLastIteration);
       a.seq = bounded(s, 2, table, "seq", 0, kInt32Max);
-      a.kind = parse<events::ActionKind>(table, txt(table, s, 3), parseActionKindText);
+      a.kind = memoized(kinds, table, s, 3, enumOf<events::ActionKind>(table, parseActionKindText));
       a.microbatch = bounded(s, 4, table, "microbatch", -1, kLastMicrobatch);
       assign(a.module, txt(table, s, 5));
       a.stage = bounded(s, 6, table, "stage", -1, kLastRank);
-      list(table, txt(table, s, 7), &a.peers);
-      for (int peer : a.peers) {
-        if (peer < 0 || peer > kLastRank) bad(table, "peer rank " + std::to_string(peer));
-      }
+      a.peers = memoized(peers, table, s, 7, [&](std::string_view t) {
+        std::vector<int32_t> v;
+        list(table, t, &v);
+        for (int peer : v) {
+          if (peer < 0 || peer > kLastRank) bad(table, "peer rank " + std::to_string(peer));
+        }
+        return v;
+      });
       if (withTimes) {
         a.startNs = s.i64(8);
         a.endNs = s.i64(9);
@@ -342,23 +410,33 @@ class Loader {
                               "stat_mean",  "stat_l2",        "stat_nan_count", "stat_inf_count",
                               "stat_numel", "start_ns",       "end_ns"}) +
         ", " + payload + " FROM " + stored("transfers") + " ORDER BY rowid");
+    Memo<events::Side> sides;
+    Memo<events::EdgeKind> edgeKinds;
+    Memo<events::BridgeRole> roles;
+    Memo<events::Direction> directions;
+    Memo<std::vector<int64_t>> shapes;
+    m_.transfers.reserve(reserveFor("transfers"));
+    m_.transferIds.reserve(reserveFor("transfers"));
     while (s.step()) {
       events::TransferRecord t;
       m_.transferIds.push_back(s.i64(0));
       t.rank = bounded(s, 1, "transfers", "rank", 0, kLastRank);
-      t.side = parse<events::Side>("transfers", txt("transfers", s, 2), parseSide);
+      t.side = memoized(sides, "transfers", s, 2, enumOf<events::Side>("transfers", parseSide));
       t.srcRank = bounded(s, 3, "transfers", "src_rank", 0, kLastRank);
       t.dstRank = bounded(s, 4, "transfers", "dst_rank", 0, kLastRank);
       t.srcGroupRank = bounded(s, 5, "transfers", "src_group_rank", -1, kLastRank);
       t.dstGroupRank = bounded(s, 6, "transfers", "dst_group_rank", -1, kLastRank);
       assign(t.edge, txt("transfers", s, 7));
-      t.edgeKind = parse<events::EdgeKind>("transfers", txt("transfers", s, 8), parseEdgeKind);
-      t.role = parse<events::BridgeRole>("transfers", txt("transfers", s, 9), parseBridgeRole);
-      t.direction = parse<events::Direction>("transfers", txt("transfers", s, 10), parseDirection);
+      t.edgeKind = memoized(edgeKinds, "transfers", s, 8,
+                            enumOf<events::EdgeKind>("transfers", parseEdgeKind));
+      t.role = memoized(roles, "transfers", s, 9,
+                        enumOf<events::BridgeRole>("transfers", parseBridgeRole));
+      t.direction = memoized(directions, "transfers", s, 10,
+                             enumOf<events::Direction>("transfers", parseDirection));
       t.iteration = bounded(s, 11, "transfers", "iteration", 0, kLastIteration);
       t.microbatch = bounded(s, 12, "transfers", "microbatch", -1, kLastMicrobatch);
       t.actionSeq = bounded(s, 13, "transfers", "action_seq", -1, kInt32Max);
-      shape("transfers", "shape", txt("transfers", s, 14), &t.shape);
+      t.shape = memoized(shapes, "transfers", s, 14, shapeOf("transfers", "shape"));
       assign(t.dtype, txt("transfers", s, 15));
       t.bytes = byteCount(s, 16, "transfers", "bytes");
       t.checksum = std::bit_cast<uint64_t>(s.i64(17));
@@ -398,12 +476,16 @@ class Loader {
                                                "stat_inf_count",
                                                "stat_numel"}) +
                          ", " + payload + " FROM " + stored("gradients") + " ORDER BY rowid");
+    Memo<events::GradPhase> phases;
+    Memo<std::vector<int64_t>> shapes;  // shape and full_shape (one dictionary, one parse)
+    m_.gradients.reserve(reserveFor("gradients"));
     while (s.step()) {
       events::GradientRecord g;
       g.rank = bounded(s, 0, "gradients", "rank", -1, kLastRank);
       g.iteration = bounded(s, 1, "gradients", "iteration", 0, kLastIteration);
       g.microbatch = bounded(s, 2, "gradients", "microbatch", -1, kLastMicrobatch);
-      g.phase = parse<events::GradPhase>("gradients", txt("gradients", s, 3), parseGradPhase);
+      g.phase = memoized(phases, "gradients", s, 3,
+                         enumOf<events::GradPhase>("gradients", parseGradPhase));
       assign(g.param, txt("gradients", s, 4));
       assign(g.module, txt("gradients", s, 5));
       g.tp = bounded(s, 6, "gradients", "tp", -1, kLastRank);
@@ -411,8 +493,8 @@ class Loader {
       g.dp = bounded(s, 8, "gradients", "dp", -1, kLastRank);
       g.partitionDim = s.i32(9);
       g.partitionOffset = s.i64(10);
-      shape("gradients", "shape", txt("gradients", s, 11), &g.shape);
-      shape("gradients", "full_shape", txt("gradients", s, 12), &g.fullShape);
+      g.shape = memoized(shapes, "gradients", s, 11, shapeOf("gradients", "shape"));
+      g.fullShape = memoized(shapes, "gradients", s, 12, shapeOf("gradients", "full_shape"));
       checkPartition(g);
       assign(g.dtype, txt("gradients", s, 13));
       real("gradients", s, 14, &g.norm, m_.info.level >= events::RecordLevel::Stats);
@@ -641,9 +723,10 @@ class Loader {
   const LoadOptions& opts_;
   std::function<void(float)>& progress_;
   int64_t total_ = 0, done_ = 0;
-  bool packed_ = false;             // the file has `texts` (a format-3 run file)
-  std::vector<std::string> texts_;  // texts_[id] = text of that id
-  std::vector<bool> known_;         // ids present in `texts`
+  std::map<std::string, int64_t> rows_;  // countRows: rows per logical table
+  bool packed_ = false;                  // the file has `texts` (a format-3 run file)
+  std::vector<std::string> texts_;       // texts_[id] = text of that id
+  std::vector<bool> known_;              // ids present in `texts`
 };
 
 // ---- post-processing -----------------------------------------------------------------------

@@ -21,6 +21,10 @@ struct LoadOptions {
   // so that all ranks share rank 0's clock.  The file keeps the raw times.
   bool applyClockOffsets = true;
   bool verify = false;  // run PRAGMA quick_check first (reads the whole file)
+  // Read only what a timeline shows (`export`): run, modules, ranks, actions, transfers (and
+  // their pairs), diagnoses, collectives, waits and shards.  The plan, gradients, losses,
+  // inputs and the reference stay empty, so such a model must never reach a check or compare.
+  bool timelineOnly = false;
 };
 
 // Loads the run file at `path`.  `progress` (optional) is called with a fraction in [0, 1] from

@@ -12,6 +12,7 @@
 #include "app/report/TextFile.h"
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Collectives.h"
+#include "core/events/Limits.h"
 
 namespace stagescope::report {
 
@@ -203,11 +204,19 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
   }
   // A colocated rank keeps one track (its actions never overlap), in the process of its first
   // module; its thread name lists every module it holds and each slice names its module.
+  // Memoised per rank (every event asks): a rank's pid is fixed by its first call.
+  std::vector<int> pidCache;
   auto pidOf = [&](int rank) {
+    if (rank >= 0 && static_cast<size_t>(rank) < pidCache.size() && pidCache[rank] > 0)
+      return pidCache[rank];
     const auto* info = findRank(run, rank);
     std::string m = info ? info->module : "";
     auto it = pid.find(m);
     if (it == pid.end()) it = pid.emplace(m, static_cast<int>(pid.size()) + 1).first;
+    if (rank >= 0 && rank <= events::limits::kMaxWorldSize) {
+      if (static_cast<size_t>(rank) >= pidCache.size()) pidCache.resize(rank + 1, 0);
+      pidCache[rank] = it->second;
+    }
     return it->second;
   };
   // Times come from the read model, where the reader already put every rank on rank 0's

@@ -731,12 +731,24 @@ class Loader {
 
 // ---- post-processing -----------------------------------------------------------------------
 
+// v[k] becomes the old v[order[k]], in place (cycle by cycle, one record in hand): a second
+// array of millions of records would double the model's peak memory.  `order` is a
+// permutation of 0..v.size()-1; it is consumed.
 template <typename T>
-void permute(std::vector<T>& v, const std::vector<uint32_t>& order) {
-  std::vector<T> out;
-  out.reserve(v.size());
-  for (uint32_t i : order) out.push_back(std::move(v[i]));
-  v = std::move(out);
+void permute(std::vector<T>& v, std::vector<uint32_t>& order) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] == i) continue;
+    T held = std::move(v[i]);
+    size_t j = i;
+    while (order[j] != i) {
+      const size_t k = order[j];
+      v[j] = std::move(v[k]);
+      order[j] = static_cast<uint32_t>(j);
+      j = k;
+    }
+    v[j] = std::move(held);
+    order[j] = static_cast<uint32_t>(j);
+  }
 }
 
 // a - b with two's-complement wrap-around: times and offsets come from a file, and a corrupt
@@ -821,8 +833,9 @@ void sortTransfers(RunModel& m) {
   std::vector<uint32_t> order;
   order.reserve(keys.size());
   for (const auto& k : keys) order.push_back(k.index);
+  std::vector<uint32_t> again = order;
   permute(m.transfers, order);
-  permute(m.transferIds, order);
+  permute(m.transferIds, again);
 }
 
 bool sameMessage(const events::TransferRecord& a, const events::TransferRecord& b) {

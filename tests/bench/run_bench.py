@@ -10,6 +10,7 @@ between stagescope and the PyTorch peer.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -564,6 +565,96 @@ class Bench:
         res["load"] = load()
         self.results["parts"]["realpath"] = res
 
+    # -- part 11: check / compare / export / merge on real engine runs -------------------------
+    # Two runs of the engine (llm pp4, a tiny model, 32 microbatches, record stats, same seed):
+    # ~5,400 events per iteration, so 186 iterations make ~10^6 events and 1,860 ~10^7.  Files
+    # given with --real-runs A,B (made earlier: a 10^7 run takes ~20 minutes on 2 busy cores)
+    # are used as they are and never deleted; otherwise the part runs the engine itself for each
+    # size in --real-iterations and deletes what it made.  Each command runs under /usr/bin/time
+    # (wall, user+sys CPU, peak RSS), alternating check/compare/export, --reps times; the
+    # merge is timed by re-merging a copy of run A's shards into a fresh run file.
+    REAL_SETS = ["iterations={n}", "microbatches=32", "micro_batch_size=1", "modules.llm.layers=8",
+                 "modules.llm.hidden=8", "modules.llm.ffn=8", "modules.llm.heads=1",
+                 "modules.llm.vocab=16", "modules.llm.text_len=2", "timeout_seconds=300"]
+
+    def timed(self, args):
+        exe = os.path.join(self.a.build, "app", "stagescope")
+        t = time.perf_counter()
+        p = subprocess.run(["/usr/bin/time", "-f", "rusage %M %U %S", exe] + args, capture_output=True,
+                           text=True, timeout=3600)
+        wall = time.perf_counter() - t
+        m = re.search(r"rusage (\d+) ([\d.]+) ([\d.]+)", p.stderr)
+        return {"seconds": wall, "exit": p.returncode, "load": load(),
+                "cpu_s": float(m.group(2)) + float(m.group(3)) if m else None,
+                "peak_rss_mb": int(m.group(1)) / 1024 if m else None}
+
+    def events_of(self, path):
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        n = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("actions_rows", "transfers_rows", "gradients_rows", "losses"))
+        db.close()
+        return n
+
+    def part_tools(self):
+        a = self.a
+        exe = os.path.join(a.build, "app", "stagescope")
+        work = os.path.join(a.build, "bench-tools")
+        os.makedirs(work, exist_ok=True)
+        sets = []
+        if a.real_runs:
+            sets.append(([os.path.abspath(x) for x in a.real_runs.split(",")], False))
+        else:
+            for n in ([3] if a.smoke else [int(x) for x in a.real_iterations.split(",")]):
+                paths = [os.path.join(work, f"real-{n}-{s}.db") for s in "ab"]
+                for f in paths:
+                    subprocess.run(["bash", "-c", f"rm -f '{f}' '{f}'.rank*.shard*"])
+                    cmd = [exe, "run", f"{ROOT}/assets/configs/llm_pp4.toml", "-q", "-o", f]
+                    for x in self.REAL_SETS:
+                        cmd += ["--set", x.format(n=n)]
+                    p = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
+                    if p.returncode != 0:
+                        raise RuntimeError(f"engine run failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+                sets.append((paths, True))
+        res = {"runs": [], "model": "llm_pp4.toml, " + ", ".join(x.format(n="N") for x in self.REAL_SETS)}
+        for (pa, pb), made in sets:
+            r = {"events": self.events_of(pa), "file_bytes": os.path.getsize(pa), "check": [], "compare": [],
+                 "export": []}
+            trace = os.path.join(work, "trace.json")
+            for rep in range(1 if a.smoke else a.reps):
+                r["check"].append(self.timed(["check", pa]))
+                r["compare"].append(self.timed(["compare", pa, pb]))
+                r["export"].append(self.timed(["export", pa, "--chrome-trace", trace]))
+                log(f"part 11 {r['events']:,} events rep {rep}: " + ", ".join(
+                    f"{k} {r[k][-1]['seconds']:.1f} s ({r[k][-1]['cpu_s']:.1f} s CPU, {r[k][-1]['peak_rss_mb']:.0f} MB)"
+                    for k in ("check", "compare", "export")) + f" (load {load()})")
+            if os.path.exists(trace):
+                os.remove(trace)
+            # Merge: run A's shards copied next to a fresh run file (the original stays untouched).
+            shards = sorted(glob.glob(pa + ".rank*.shard"))
+            if shards:
+                mdir = os.path.join(work, "merge")
+                shutil.rmtree(mdir, ignore_errors=True)
+                os.makedirs(mdir)
+                run = os.path.join(mdir, "run.db")
+                for sh in shards:
+                    shutil.copy(sh, os.path.join(mdir, "run.db" + sh[len(pa):]))
+                src = sqlite3.connect(f"file:{pa}?mode=ro", uri=True)
+                cfg = os.path.join(mdir, "config.toml")
+                with open(cfg, "w") as f:
+                    f.write(src.execute("SELECT config_text FROM run").fetchone()[0])
+                src.close()
+                r["merge"] = self.timed(["merge", run, "--config", cfg])
+                r["merge"]["rows"] = self.events_of(run) if r["merge"]["exit"] == 0 else None
+                shutil.rmtree(mdir, ignore_errors=True)
+            res["runs"].append(r)
+            self.results["parts"]["tools"] = res
+            self.write()
+            if made:
+                for f in (pa, pb):
+                    subprocess.run(["bash", "-c", f"rm -f '{f}' '{f}'.rank*.shard*"])
+        res["load"] = load()
+        self.results["parts"]["tools"] = res
+
     # -- part 8: resident memory per rank ------------------------------------------------------------
     def part_ranks(self):
         """tests/bench/rank_memory.py: Pss / private / Rss per rank at 8..128 ranks of a tiny
@@ -769,6 +860,25 @@ def markdown(r):
                 "< 10 s, < 2 GB each", f"{x['file_bytes'] / x['events']:.0f} B/event; exit codes "
                 f"{x['check']['exit']}, {x['compare']['exit']}, {x['export']['exit']}" +
                 ("; measured in an earlier run than the viewer rows" if x.get("cli_earlier") else ""))
+    tl = P.get("tools")
+    if tl:
+        for x in tl["runs"]:
+            def cell(k):
+                reps = x[k] if isinstance(x[k], list) else [x[k]]
+                best = min(reps, key=lambda y: y["seconds"])
+                return (f"{best['seconds']:.1f} s ({best['cpu_s']:.1f} s CPU), {max(y['peak_rss_mb'] for y in reps):.0f} MB")
+            def spread(k):
+                return ", ".join(f"{y['seconds']:.1f}/{y['cpu_s']:.1f} s @ load {y['load'].split()[0]}" for y in x[k])
+            row("11", f"check / compare / export, two {x['events']:,}-event engine runs (wall (CPU), peak RSS; best of "
+                f"{len(x['check'])})", " / ".join(cell(k) for k in ("check", "compare", "export")),
+                "< 10 s, < 2 GB each", f"{x['file_bytes'] / x['events']:.0f} B/event; exit codes "
+                f"{x['check'][0]['exit']}, {x['compare'][0]['exit']}, {x['export'][0]['exit']}; reps wall/CPU: check "
+                f"{spread('check')}; compare {spread('compare')}; export {spread('export')}" + measured(tl))
+            if x.get("merge"):
+                mg = x["merge"]
+                row("11", f"merge of the {x['events']:,}-event run's 4 shards (CLI)",
+                    f"{mg['seconds']:.1f} s ({mg['cpu_s']:.1f} s CPU), {mg['peak_rss_mb']:.0f} MB", "",
+                    f"exit {mg['exit']}; load {mg['load']}")
     s6 = P.get("scaling")
     if s6 and s6["hidden"]:
         row("6", "step time / run file vs m (pp4, stats)",
@@ -825,7 +935,7 @@ def main():
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--peer-python", default="")
     p.add_argument("--peer-reason", default="")
-    p.add_argument("--parts", default="1,2,3,4,5,6,7,8,9,10",
+    p.add_argument("--parts", default="1,2,3,4,5,6,7,8,9,10,11",
                    help="comma-separated sections; each runs alone, the others keep their earlier results")
     p.add_argument("--scale-events", default="1000000,10000000",
                    help="part 7: run sizes (events) to measure, comma-separated")
@@ -833,6 +943,10 @@ def main():
                    help="part 7: existing run files to measure instead (comma-separated; kept as they are)")
     p.add_argument("--scale-skip-cli", action="store_true",
                    help="part 7: only the viewer (no check / compare / export)")
+    p.add_argument("--real-runs", default="", help="part 11: two complete run files A,B to time check/compare/"
+                   "export/merge on (kept); without it part 11 runs the engine for each --real-iterations")
+    p.add_argument("--real-iterations", default="186", help="part 11: iterations per run (5,400 events each)")
+    p.add_argument("--reps", type=int, default=2, help="part 11: repetitions of each command")
     p.add_argument("--render-only", action="store_true", help="rewrite results.md from results.json")
     a = p.parse_args()
     if a.render_only:
@@ -857,7 +971,7 @@ def main():
         for key, fn in (("1", b.part_torch), ("2", b.part_recording), ("3", b.part_writer),
                         ("4", b.part_pipeline), ("6", b.part_scaling), ("5", b.part_scale),
                         ("7", b.part_realpath), ("8", b.part_ranks), ("9", b.part_multimodule),
-                        ("10", b.part_verification)):
+                        ("10", b.part_verification), ("11", b.part_tools)):
             if key in parts:
                 t = time.perf_counter()
                 before = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "load_start": load(),
@@ -877,7 +991,7 @@ def main():
 # Section number -> the result parts it writes.
 PART_KEYS = {"1": ["engine_vs_pytorch"], "2": ["recording_cost"], "3": ["writer"], "4": ["pipeline"],
              "5": ["scale"], "6": ["scaling"], "7": ["realpath"], "8": ["ranks"], "9": ["multimodule"],
-             "10": ["verification"]}
+             "10": ["verification"], "11": ["tools"]}
 
 
 def uptime():

@@ -174,6 +174,19 @@ class Module:
             out += [("head.weight", [self.vocab, h])]
         return [(f"{n}.{s}", shape) for s, shape in out]
 
+    def stage_of(self, suffix):
+        """The pipeline stage holding parameter `<module>.<suffix>` (docs/model.md)."""
+        if suffix.startswith("layers."):
+            l = int(suffix.split(".")[1])
+            return next(s for s in range(self.pp) if l <= self.last_layer_of_stage(s))
+        if suffix.startswith(("final_ln.", "projector.", "head.")):
+            return self.pp - 1
+        return 0
+
+    def params_of_stage(self, s):
+        n = len(self.name) + 1
+        return [name for name, _ in self.param_names() if self.stage_of(name[n:]) == s]
+
     # x: [S, B, h]; P: parameter name -> tensor
     def block(self, P, x, l):
         L = f"{self.name}.layers.{l}."
@@ -281,6 +294,13 @@ def rel_loss(what, got, ref, tol, verdict):
         ratio = abs(got - ref) / (tol * max(abs(ref), 1e-30))
     verdict.note("loss", ratio, f"{what}: recorded {got:.9g} recomputed {ref:.9g}, rel diff "
                                 f"{abs(got - ref) / max(abs(ref), 1e-30):.3g} > tol {tol:g}")
+
+
+def describe(key):
+    """A transfer key of the recomputation in words."""
+    if key[0] == "bridge":
+        return f"bridge from {key[1]} dp {key[2]} to llm dp {key[3]}"
+    return f"{key[1]}:pp{key[2]}->pp{key[2] + 1} dp {key[3]}"
 
 
 def shard_of(full, dim, offset, shape):
@@ -422,6 +442,7 @@ class Recompute:
                     s = sum(accumulated[(mod.name, d, self.m - 1)][n] for d in range(mod.dp))
                     reduced[n] = s / self.llm.dp
             self.check_gradients(t, accumulated, reduced, verdict)
+            self.recomputed_reduced = reduced
 
     def microbatch(self, t, j, copies, inputs, losses):
         """Forward of global microbatch j; returns (sum over llm replicas of CE / m, the tensors
@@ -486,7 +507,8 @@ class Recompute:
         tol = self.args.tol_grad
         rows = self.run.rows(
             "SELECT rank, side, src_rank, dst_rank, edge, edge_kind, direction, microbatch, "
-            "shape, dtype, payload FROM transfers WHERE iteration = ? AND payload IS NOT NULL", t)
+            "shape, dtype, payload FROM transfers WHERE iteration = ?", t)
+        sides = {}  # (key, microbatch, direction) -> {'send', 'recv'} recorded
         for rank, side, src, dst, edge, kind, direction, mb, shape, dtype, payload in rows:
             what = (f"transfer {edge} {direction} iteration {t} microbatch {mb} {side} on rank "
                     f"{rank} ({src}->{dst})")
@@ -494,6 +516,10 @@ class Recompute:
             # (the edge's first end) is the receiver.
             up, down = (src, dst) if direction == "activation" else (dst, src)
             key = self.transfer_key(edge, kind, up, down, what)
+            sides.setdefault((key, mb, direction), set()).add(side)
+            if payload is None:
+                verdict.note("coverage", math.inf, f"{what}: no payload at level full")
+                continue
             got = tensor_of(payload, dtype, dims(shape), what)
             if (key, mb) not in expected:
                 verdict.note("payload", math.inf, f"{what}: the recomputed step sends no such "
@@ -505,6 +531,15 @@ class Recompute:
                 verdict.note("payload", math.inf, f"{what}: the recomputed step has no {direction}")
                 continue
             verdict.compare("payload", what, got, ref, tol)
+        # Nothing lost: every tensor that crosses a stage or module boundary in the
+        # recomputation was recorded by its sender and its receiver.
+        directions = ["activation"] + ([] if self.forward_only else ["gradient"])
+        for (key, mb) in sorted(expected, key=str):
+            for direction in directions:
+                got = sides.get((key, mb, direction), set())
+                verdict.note("coverage", 0.0 if got == {"send", "recv"} else math.inf,
+                             f"transfer {describe(key)} {direction} iteration {t} microbatch "
+                             f"{mb}: recorded sides {sorted(got)}, expected send and recv")
 
     def transfer_key(self, edge, kind, src, dst, what):
         if kind == "bridge":
@@ -521,6 +556,7 @@ class Recompute:
 
     def check_gradients(self, t, accumulated, reduced, verdict):
         tol = self.args.tol_grad
+        seen = set()
         for rank, mb, phase, param, module, pdim, poff, shape, dtype, payload in self.run.rows(
                 "SELECT rank, microbatch, phase, param, module, partition_dim, partition_offset, "
                 "shape, dtype, payload FROM gradients WHERE iteration = ? AND phase IN "
@@ -529,6 +565,10 @@ class Recompute:
             what = (f"gradient {param} {phase} iteration {t}"
                     + (f" microbatch {mb}" if mb >= 0 else "") + f" rank {rank} (tp {r['tp']} "
                     f"pp {r['pp']} dp {r['dp']})")
+            seen.add((rank, module, phase, mb, param))
+            if payload is None:
+                verdict.note("coverage", math.inf, f"{what}: no payload at level full")
+                continue
             got = tensor_of(payload, dtype, dims(shape), what)
             if phase == "reduced":
                 full = reduced[param]
@@ -536,6 +576,18 @@ class Recompute:
                 full = accumulated[(module, r["dp"], mb)][param]
             verdict.compare("gradient " + phase, what, got, shard_of(full, pdim, poff, dims(shape)),
                             tol)
+        # Nothing lost: every rank records every parameter of its stage, per microbatch and
+        # after the reduction.
+        for (rank, module), r in sorted(self.run.ranks.items()):
+            names = self.modules[module].params_of_stage(r["pp"])
+            for phase, mbs in (("accumulated", range(self.m)), ("reduced", [-1])):
+                for mb in mbs:
+                    lost = [n for n in names if (rank, module, phase, mb, n) not in seen]
+                    verdict.note("coverage", math.inf if lost else 0.0,
+                                 f"gradient {phase} iteration {t}" +
+                                 (f" microbatch {mb}" if mb >= 0 else "") +
+                                 f" rank {rank} ({module} stage {r['pp']}): {len(lost)} of "
+                                 f"{len(names)} parameters not recorded ({', '.join(lost[:3])})")
 
     # -- the optimizer --
     def check_step(self, t, before, reduced_rows, after, verdict):
@@ -600,7 +652,11 @@ def main(argv=None):
                 if missing:
                     raise CannotRecompute(f"iteration {t}: parameters after the step not "
                                           f"recorded: {', '.join(missing[:5])}")
-                reduced, _ = gathered_reduced(rc, t, v)
+                reduced, lost = gathered_reduced(rc, t, v)
+                # A reduced gradient not recorded (already a coverage mismatch) steps with the
+                # recomputed one, so the optimizer check goes on for the rest.
+                for n in lost:
+                    reduced[n.split(" ")[0]] = rc.recomputed_reduced[n.split(" ")[0]]
                 rc.check_step(t, params, reduced, after, v)
             summary = ", ".join(f"{n} {k} (worst {v.worst.get(k, 0):.2g} of tol)"
                                 for k, n in sorted(v.checked.items()))

@@ -2,8 +2,8 @@
 # Independent recomputation of recorded runs (docs/recompute.md): records one layout at level
 # full and runs scripts/recompute.py on it.
 #   recompute_run.sh STAGESCOPE SOURCE_DIR WORK_DIR CASE
-# CASE: colocated | fan_in | fan_out_sgd | planted.  A layout case requires MATCH (exit 0); the
-# planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
+# CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault.  A layout case requires
+# MATCH (exit 0); a planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
 # SKIP) only when the venv's Python cannot import torch.
 set -u
 BIN=$1 SRC=$2 WORK=$3 CASE=$4
@@ -52,7 +52,7 @@ case $CASE in
       --set optimizer.momentum=0.9 --set loss_scale=8
     expect 0 "$DIR/run.db" "^iteration 0: MATCH" "^iteration 1: MATCH"
     ;;
-  planted)  # defects a correct engine never produces must be named
+  planted)  # defects a correct engine never produces must be named: edited and lost records
     record run "$SRC/assets/configs/single.toml"
     expect 0 "$DIR/run.db" "^iteration 0: MATCH"
     # 1. one element of one recorded reduced gradient moved by 1e-4 (10x the tolerance)
@@ -88,13 +88,30 @@ con.commit()
 EOF
     expect 1 "$DIR/payload.db" "^iteration 0: MATCH" "^iteration 1: MISMATCH" \
       "transfer vision->llm activation iteration 1 microbatch 2 send on rank 0 .*element \[0, 0, 0\]"
-    # 3. the engine's own fault injection: a NaN in the activation vision sends in microbatch 1
+    # 3. a lost record: one reduced gradient row and one received message deleted
+    cp "$DIR/run.db" "$DIR/lost.db"
+    "$PY" - "$DIR/lost.db" <<'EOF' || fail "deleting the records"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+con.execute("DELETE FROM gradients_rows WHERE id = (SELECT id FROM gradients WHERE phase = "
+            "'reduced' AND iteration = 1 AND param = 'llm.head.weight')")
+con.execute("DELETE FROM transfers_rows WHERE id = (SELECT id FROM transfers WHERE side = 'recv' "
+            "AND direction = 'gradient' AND iteration = 1 AND microbatch = 3)")
+con.commit()
+EOF
+    expect 1 "$DIR/lost.db" "^iteration 0: MATCH" "^iteration 1: MISMATCH" \
+      "gradient reduced iteration 1 rank 1 (llm stage 0): 1 of [0-9]* parameters not recorded (llm.head.weight)" \
+      "transfer bridge from vision dp 0 to llm dp 0 gradient iteration 1 microbatch 3: recorded sides \['send'\]"
+    ;;
+  planted_fault)
+    # 4. the engine's own fault injection: a NaN in the activation vision sends in microbatch 1
     "$BIN" run "$SRC/assets/configs/single.toml" --record full -q -o "$DIR/nan.db" \
-      --set timeout_seconds=300 --fault nan:iteration=0,microbatch=1,module=vision \
+      --set timeout_seconds=300 --set iterations=1 \
+      --fault nan:iteration=0,microbatch=1,module=vision \
       >"$DIR/nan.run.txt" 2>&1
     expect 1 "$DIR/nan.db" "^iteration 0: MISMATCH" \
       "transfer vision->llm activation iteration 0 microbatch 1 send on rank 0"
-    # 4. a file recompute cannot judge says so (level stats)
+    # 5. a file recompute cannot judge says so (level stats)
     "$BIN" run "$SRC/assets/configs/single.toml" -q -o "$DIR/stats.db" --set iterations=1 \
       >"$DIR/stats.run.txt" 2>&1 || fail "stats run"
     expect 3 "$DIR/stats.db" "recorded at level 'stats'; recomputation needs level 'full'"

@@ -120,14 +120,12 @@ void CaptureSession::start(int globalRank, int worldSize) {
   worldSize_ = worldSize;
   startUnixMs_ = unixMs();
   // Rank 0 creates the run file (as stagescope's launcher does); it refuses to replace an
-  // existing file, so a second job never overwrites a recorded run.
-  if (globalRank == 0) {
-    if (std::filesystem::exists(cfg_.runPath)) {
-      throw std::runtime_error("stagescope backend: run file '" + cfg_.runPath +
-                               "' already exists; choose a new STAGESCOPE_RUN (runs are never "
-                               "overwritten)");
-    }
-    storage::createRunFile(cfg_.runPath, runInfo(RunStatus::Running, ""));
+  // existing file, so a second job never overwrites a recorded run. It is created only once
+  // the rank's own shard is open, so a refused shard leaves no empty `running` run file.
+  if (globalRank == 0 && std::filesystem::exists(cfg_.runPath)) {
+    throw std::runtime_error("stagescope backend: run file '" + cfg_.runPath +
+                             "' already exists; choose a new STAGESCOPE_RUN (runs are never "
+                             "overwritten)");
   }
   const std::string shard = cfg_.runPath + ".rank" + std::to_string(globalRank) + ".shard";
   // The shard is created, never replaced: a file at its path (an earlier job's shard, any
@@ -143,6 +141,7 @@ void CaptureSession::start(int globalRank, int worldSize) {
                              "replaces a file it did not create: move it away, or choose a new "
                              "STAGESCOPE_RUN");
   }
+  if (globalRank == 0) storage::createRunFile(cfg_.runPath, runInfo(RunStatus::Running, ""));
   events::RankInfo info;
   info.rank = globalRank;
   info.module = "job";

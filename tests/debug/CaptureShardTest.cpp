@@ -58,5 +58,28 @@ TEST(CaptureShard, AnExistingFileIsRefusedNotReplaced) {
   fs::remove_all(dir);
 }
 
+// Rank 0 creates the run file, but only after its own shard is open: a refused shard leaves
+// no empty run file stuck in `running` behind it.
+TEST(CaptureShard, RankZeroRefusedLeavesNoRunFile) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("stagescope-capture-shard0-" + std::to_string(::getpid()));
+  fs::remove_all(dir);  // this test's own directory (named by our pid)
+  fs::create_directories(dir);
+  const fs::path run = dir / "job.db", shard = dir / "job.db.rank0.shard";
+  const std::string mine = "an earlier job's notes\n";
+  std::ofstream(shard, std::ios::binary) << mine;
+
+  CaptureSession& session = CaptureSession::instance();
+  CaptureConfig cfg;
+  cfg.runPath = run.string();
+  cfg.runId = "job";
+  session.configure(cfg);
+  EXPECT_THROW(session.start(0, 2), std::runtime_error);
+  EXPECT_FALSE(session.started());
+  EXPECT_EQ(slurp(shard), mine);
+  EXPECT_FALSE(fs::exists(run)) << "a refused rank 0 left " << run << " behind";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace stagescope::capture

@@ -40,6 +40,16 @@ class Out {
     buf_ += std::to_string(v);
     return *this;
   }
+  template <typename Ints>
+  Out& nums(const Ints& vs) {  // a JSON array of integers
+    buf_ += "[";
+    for (size_t k = 0; k < vs.size(); ++k) {
+      if (k) buf_ += ",";
+      num(vs[k]);
+    }
+    buf_ += "]";
+    return *this;
+  }
   Out& us(int64_t ns) {  // microseconds with ns precision
     char b[40];
     std::snprintf(b, sizeof b, "%lld.%03lld", static_cast<long long>(ns / 1000),
@@ -341,12 +351,8 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
       o.num(a.seq) << ",\"microbatch\":";
       o.num(a.microbatch) << ",\"module\":";
       o.str(a.module) << ",\"stage\":";
-      o.num(a.stage) << ",\"peers\":[";
-      for (size_t k = 0; k < a.peers.size(); ++k) {
-        if (k) o << ",";
-        o.num(a.peers[k]);
-      }
-      o << "]}}";
+      o.num(a.stage) << ",\"peers\":";
+      o.nums(a.peers) << "}}";
       ++st.slices;
     }
   }
@@ -473,12 +479,8 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
       o.str(c.op) << ",\"group\":";
       o.str(c.group) << ",\"group_rank\":";
       o.num(c.groupRank) << ",\"group_size\":";
-      o.num(c.groupSize) << ",\"group_ranks\":[";
-      for (size_t k = 0; k < c.groupRanks.size(); ++k) {
-        if (k) o << ",";
-        o.num(c.groupRanks[k]);
-      }
-      o << "],\"root\":";
+      o.num(c.groupSize) << ",\"group_ranks\":";
+      o.nums(c.groupRanks) << ",\"root\":";
       o.num(c.root) << ",\"reduce_op\":";
       o.str(c.reduceOp) << ",\"iteration\":";
       o.num(c.iteration) << ",\"group_seq\":";

@@ -21,20 +21,35 @@ std::string slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+// A fresh directory of this test's own (named by our pid) holding `job.db`'s shard path for
+// `rank` with someone else's text in it; the session is configured to record into job.db.
+struct ExistingShard {
+  fs::path dir, run, shard;
+  std::string text;
+  ExistingShard(const std::string& tag, int rank, std::string contents)
+      : dir(fs::temp_directory_path() / ("stagescope-" + tag + "-" + std::to_string(::getpid()))),
+        run(dir / "job.db"),
+        shard(dir / ("job.db.rank" + std::to_string(rank) + ".shard")),
+        text(std::move(contents)) {
+    fs::remove_all(dir);  // this test's own directory
+    fs::create_directories(dir);
+    std::ofstream(shard, std::ios::binary) << text;
+    CaptureConfig cfg;
+    cfg.runPath = run.string();
+    cfg.runId = "job";
+    CaptureSession::instance().configure(cfg);
+  }
+  ~ExistingShard() { fs::remove_all(dir); }
+};
+
 TEST(CaptureShard, AnExistingFileIsRefusedNotReplaced) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("stagescope-capture-shard-" + std::to_string(::getpid()));
-  fs::remove_all(dir);  // this test's own directory (named by our pid)
-  fs::create_directories(dir);
-  const fs::path run = dir / "job.db", shard = dir / "job.db.rank1.shard";
-  const std::string mine = "notes that are not a shard\n";
-  std::ofstream(shard, std::ios::binary) << mine;
+  ExistingShard f("capture-shard", 1, "notes that are not a shard\n");
+  const fs::path& dir = f.dir;
+  const fs::path& shard = f.shard;
+  const std::string& mine = f.text;
 
   CaptureSession& session = CaptureSession::instance();
   CaptureConfig cfg;
-  cfg.runPath = run.string();
-  cfg.runId = "job";
-  session.configure(cfg);
   try {
     session.start(1, 2);
     ADD_FAILURE() << "rank 1 started over an existing " << shard;
@@ -50,35 +65,23 @@ TEST(CaptureShard, AnExistingFileIsRefusedNotReplaced) {
 
   // A fresh path is created as before.
   cfg.runPath = (dir / "fresh.db").string();
+  cfg.runId = "job";
   session.configure(cfg);
   session.start(1, 2);
   EXPECT_TRUE(session.started());
   EXPECT_TRUE(fs::exists(dir / "fresh.db.rank1.shard"));
   session.finish(events::RunStatus::Completed, "");
-  fs::remove_all(dir);
 }
 
 // Rank 0 creates the run file, but only after its own shard is open: a refused shard leaves
 // no empty run file stuck in `running` behind it.
 TEST(CaptureShard, RankZeroRefusedLeavesNoRunFile) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("stagescope-capture-shard0-" + std::to_string(::getpid()));
-  fs::remove_all(dir);  // this test's own directory (named by our pid)
-  fs::create_directories(dir);
-  const fs::path run = dir / "job.db", shard = dir / "job.db.rank0.shard";
-  const std::string mine = "an earlier job's notes\n";
-  std::ofstream(shard, std::ios::binary) << mine;
-
+  ExistingShard f("capture-shard0", 0, "an earlier job's notes\n");
   CaptureSession& session = CaptureSession::instance();
-  CaptureConfig cfg;
-  cfg.runPath = run.string();
-  cfg.runId = "job";
-  session.configure(cfg);
   EXPECT_THROW(session.start(0, 2), std::runtime_error);
   EXPECT_FALSE(session.started());
-  EXPECT_EQ(slurp(shard), mine);
-  EXPECT_FALSE(fs::exists(run)) << "a refused rank 0 left " << run << " behind";
-  fs::remove_all(dir);
+  EXPECT_EQ(slurp(f.shard), f.text);
+  EXPECT_FALSE(fs::exists(f.run)) << "a refused rank 0 left " << f.run << " behind";
 }
 
 }  // namespace

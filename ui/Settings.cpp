@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include <unistd.h>
+
 #include "core/events/Printable.h"
 #include "ui/App.h"
 
@@ -98,20 +100,35 @@ void App::loadSettings() {
   }
 }
 
+// Written to a temporary file beside viewer.ini and renamed over it, so a full disk or a
+// crash mid-write leaves the previous settings whole (the viewer's own file; nothing else is
+// touched). A failed save is silent: settings are a convenience, never worth an error.
 void App::saveSettings() const {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::create_directories(configDir(), ec);
-  std::ofstream out(std::filesystem::path(configDir()) / "viewer.ini");
-  if (!out) return;
-  out << "row_height=" << view_.rowHeight << "\n";
-  out << "arrows=" << (view_.showArrows ? 1 : 0) << "\n";
-  out << "plan=" << (view_.showPlan ? 1 : 0) << "\n";
-  out << "idle=" << (view_.showIdle ? 1 : 0) << "\n";
-  out << "speed=" << view_.speed << "\n";
-  out << "inspector_width=" << view_.inspectorWidth << "\n";
-  out << "bottom_height=" << view_.bottomHeight << "\n";
-  out << "tab=" << static_cast<int>(view_.tab) << "\n";
-  for (const auto& r : view_.recent) out << "recent=" << r << "\n";
+  fs::create_directories(configDir(), ec);
+  const fs::path path = fs::path(configDir()) / "viewer.ini";
+  const fs::path tmp = fs::path(configDir()) / (".viewer.ini.tmp-" + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return;
+    out << "row_height=" << view_.rowHeight << "\n";
+    out << "arrows=" << (view_.showArrows ? 1 : 0) << "\n";
+    out << "plan=" << (view_.showPlan ? 1 : 0) << "\n";
+    out << "idle=" << (view_.showIdle ? 1 : 0) << "\n";
+    out << "speed=" << view_.speed << "\n";
+    out << "inspector_width=" << view_.inspectorWidth << "\n";
+    out << "bottom_height=" << view_.bottomHeight << "\n";
+    out << "tab=" << static_cast<int>(view_.tab) << "\n";
+    for (const auto& r : view_.recent) out << "recent=" << r << "\n";
+    out.close();
+    if (!out) {
+      fs::remove(tmp, ec);  // the temporary file this call created
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
 }
 
 void App::addRecent(const std::string& path) {

@@ -3,9 +3,13 @@
 // main run and a compare run given at launch is deterministic: the compare run is always
 // aligned with the main run, and no script command ever finds "no run is open".
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -234,6 +238,41 @@ TEST(AppSettings, BadValuesKeepTheDefaultWithOneLineEach) {
   EXPECT_EQ(again.state().rowHeight, 31.5f);
   EXPECT_EQ(again.state().speed, 120.0f);
   EXPECT_EQ(again.state().tab, static_cast<BottomTab>(3));
+}
+
+// Saving goes through a temporary file: a full disk (here RLIMIT_FSIZE in a child process)
+// leaves the earlier viewer.ini byte for byte and no temporary file behind. Written in place,
+// the file was truncated first and lost its settings.
+TEST(AppSettings, AFullDiskKeepsTheEarlierSettings) {
+  Fixture fx;
+  HeadlessImGui gui;
+  const fs::path dir = fx.dir / "config" / "stagescope";
+  fs::create_directories(dir);
+  const std::string before = "row_height=31.5\nspeed=120\ntab=3\n";
+  std::ofstream(dir / "viewer.ini") << before;
+  App app;
+  app.state().rowHeight = 40.0f;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead
+    const rlimit small{8, 8};
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    app.saveSettings();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  std::ifstream in(dir / "viewer.ini");
+  const std::string after{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_EQ(after, before);
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename(), "viewer.ini") << "left behind: " << e.path();
+  // With room to write, the new value replaces the file.
+  app.saveSettings();
+  App again;
+  EXPECT_EQ(again.state().rowHeight, 40.0f);
 }
 
 }  // namespace

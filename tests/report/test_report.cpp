@@ -15,6 +15,7 @@
 #include "app/report/CheckReport.h"
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
+#include "app/report/Escape.h"
 #include "app/report/Progress.h"
 #include "core/analysis/Analysis.h"
 #include "storage/Merge.h"
@@ -507,6 +508,10 @@ TEST(Compare, WritersProduceChartsAndParse) {
   EXPECT_GE(svgs, 4u);  // loss, grad bars, grad-norm line, step time, 2 x time per rank
   EXPECT_NE(html.find("diverged"), std::string::npos);
   EXPECT_NE(html.find("llm:pp0-&gt;pp1"), std::string::npos);
+  // The schedules line of the text report is in the HTML too.
+  EXPECT_NE(html.find("id=\"schedules\">" +
+                      report::xmlEscape(c.schedule.describe("baseline", "candidate"))),
+            std::string::npos);
   auto path = tempPath("compare.html");
   writeHtml(c, path);
   EXPECT_EQ(readFile(path), html);

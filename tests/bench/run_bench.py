@@ -868,7 +868,7 @@ def markdown(r):
                 best = min(reps, key=lambda y: y["seconds"])
                 return (f"{best['seconds']:.1f} s ({best['cpu_s']:.1f} s CPU), {max(y['peak_rss_mb'] for y in reps):.0f} MB")
             def spread(k):
-                return ", ".join(f"{y['seconds']:.1f}/{y['cpu_s']:.1f} s @ load {y['load'].split()[0]}" for y in x[k])
+                return ", ".join(f"{y['seconds']:.1f}/{y['cpu_s']:.1f} s @ load {y['load']}" for y in x[k])
             row("11", f"check / compare / export, two {x['events']:,}-event engine runs (wall (CPU), peak RSS; best of "
                 f"{len(x['check'])})", " / ".join(cell(k) for k in ("check", "compare", "export")),
                 "< 10 s, < 2 GB each", f"{x['file_bytes'] / x['events']:.0f} B/event; exit codes "

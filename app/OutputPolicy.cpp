@@ -62,6 +62,15 @@ bool isReportOfKind(const std::string& path, ReportKind kind) {
     case ReportKind::ChromeTrace:
       return startsWith(h, "{\"displayTimeUnit\":") &&
              h.find("\"otherData\":{\"run_id\"") != h.npos;
+    case ReportKind::Screenshot: {
+      // A PNG whose first chunk after IHDR is the tEXt "Software" = "stagescope viewer" that
+      // ui/ScreenshotFile writes: a user's other images are never replaced.
+      static const std::string kMark = std::string("tEXtSoftware") + '\0' + "stagescope viewer";
+      return h.size() >= 8 && h.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0 &&
+             h.compare(37, kMark.size(), kMark) == 0;
+    }
+    case ReportKind::ScreenshotProbes:
+      return startsWith(h, "timeline ");
   }
   return false;
 }
@@ -132,6 +141,10 @@ const char* describe(ReportKind kind) {
       return "a check JSON report";
     case ReportKind::ChromeTrace:
       return "a Chrome trace";
+    case ReportKind::Screenshot:
+      return "a stagescope viewer screenshot (PNG)";
+    case ReportKind::ScreenshotProbes:
+      return "a viewer screenshot's .probes file";
   }
   return "a report";
 }
@@ -203,6 +216,17 @@ void claimReportOutputs(const std::vector<ReportOutput>& outputs,
     claimed.push_back(&o);
   }
   for (const auto* o : claimed) createParentDirectories(o->path);
+}
+
+void claimScreenshotOutputs(const std::string& flag, const std::vector<std::string>& pngs,
+                            const std::vector<std::string>& inputs) {
+  std::vector<ReportOutput> outputs;
+  for (const auto& png : pngs) {
+    outputs.push_back({flag, png, ReportKind::Screenshot});
+    if (!png.empty() && png.back() != '/')
+      outputs.push_back({flag, png + ".probes", ReportKind::ScreenshotProbes});
+  }
+  claimReportOutputs(outputs, inputs);
 }
 
 RunOutputPlan checkRunOutput(const std::string& out, const std::vector<std::string>& inputs,

@@ -8,7 +8,8 @@
 //     Never an input of the command (the config), a directory (or any path ending in '/'), a
 //     symbolic link, a special file (/dev/null, a FIFO, a socket), or a file of any other kind -
 //     not even with --force.
-//   * a report (`compare --html/--md/--json`, `check --junit/--json`, `export --chrome-trace`):
+//   * a report (`compare --html/--md/--json`, `check --junit/--json`, `export --chrome-trace`,
+//     the viewer's `--screenshot PNG` and `--script 'screenshot PNG'` with their PNG.probes):
 //     a path where nothing exists, an empty regular file, or an earlier report of the same kind
 //     (recognised by its content, not its name).  Never an input of the command, another
 //     output of the same command, a directory, a symbolic link or a special file.
@@ -35,7 +36,9 @@ enum class ReportKind {
   CompareJson,
   CheckJUnit,
   CheckJson,
-  ChromeTrace
+  ChromeTrace,
+  Screenshot,       // the viewer's PNG
+  ScreenshotProbes  // where the viewer drew things, next to its PNG (PNG.probes)
 };
 const char* describe(ReportKind kind);  // "a compare HTML report", ...
 
@@ -50,6 +53,11 @@ struct ReportOutput {
 // directory cannot be created).
 void claimReportOutputs(const std::vector<ReportOutput>& outputs,
                         const std::vector<std::string>& inputs);
+
+// The viewer's screenshots: each PNG path and its PNG.probes companion, claimed like reports
+// (`flag` names the option in messages); `inputs` are the run files the viewer opens.
+void claimScreenshotOutputs(const std::string& flag, const std::vector<std::string>& pngs,
+                            const std::vector<std::string>& inputs);
 
 // What `run` may do at a run-file path.
 struct RunOutputPlan {

@@ -478,7 +478,12 @@ int cliMain(int argc, char** argv) {
   if (*exportCmd) return exportCommand(exportRun, trace);
   if (*mergeCmd) return mergeCommand(mergeRun, mergeShards, mergeConfig);
 #ifdef STAGESCOPE_HAVE_UI
-  if (*guiCmd) return stagescope::ui::runViewer(viewer);
+  if (*guiCmd) {
+    // Screenshots follow the output policy like any report, checked before the window opens.
+    claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(viewer),
+                           stagescope::ui::openedPaths(viewer));
+    return stagescope::ui::runViewer(viewer);
+  }
 #endif
   return stagescope::analysis::exit_code::kUsage;
 }

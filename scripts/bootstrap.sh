@@ -14,7 +14,7 @@ APT_PACKAGES=(
   libxxhash-dev                                # XXH3-64, the checksum of recorded tensors (header only)
   libgloo-dev                                  # gloo headers: the torch wheel ships none
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libgtest-dev
-  libimgui-dev libglfw3-dev libstb-dev libfreetype-dev libgl-dev
+  libimgui-dev libglfw3-dev libstb-dev libfreetype-dev libgl-dev zlib1g-dev
   xvfb xauth libgl1-mesa-dri                   # GUI tests under Xvfb + Mesa
   chromium                                     # HTML report screenshot test
   clang libclang-rt-14-dev                     # libFuzzer for the run-file reader fuzz target

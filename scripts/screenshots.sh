@@ -33,6 +33,9 @@ shot() {  # shot NAME RUN [OTHER] -- script commands...
   shift 3
   local args=()
   for c in "$@"; do args+=(--script "$c"); done
+  # assets/screenshots/*.png are this script's own output (the viewer replaces only PNGs that
+  # carry its own mark, which images written before that mark existed do not).
+  rm -f "$OUT/$name.png"
   XDG_CONFIG_HOME="$RUNS/config" xvfb-run -a -s '-screen 0 1600x1000x24' \
     "$GUI" "$run" $other --size 1600x1000 "${args[@]}" --screenshot "$OUT/$name.png" >/dev/null
   rm -f "$OUT/$name.png.probes"

@@ -1,21 +1,22 @@
 // runViewer: the GLFW window, the OpenGL3 renderer, drag-and-drop, the script runner and
-// screenshots (glReadPixels + stb_image_write, implementation from Debian's libstb).
+// screenshots (glReadPixels, then ui/ScreenshotFile).
 #include "ui/Viewer.h"
 
 #include <GLFW/glfw3.h>
-#include <stb/stb_image_write.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "backends/imgui_impl_glfw.h"
 #include "backends/imgui_impl_opengl3.h"
+#include "core/events/Printable.h"
 #include "ui/App.h"
+#include "ui/ScreenshotFile.h"
 #include "ui/ScriptRunner.h"
 #include "ui/ViewerTiming.h"
 
@@ -29,7 +30,10 @@ void onDrop(GLFWwindow* window, int count, const char** paths) {
   if (count > 1) app->openCompare(paths[1]);
 }
 
-bool writeScreenshot(const std::string& path, int width, int height, const FrameProbes& probes) {
+// Writes the framebuffer as a PNG at `path` and, next to it, `path`.probes: where things were
+// drawn, for the GUI tests.  Returns "" or the reason it could not.
+std::string writeScreenshot(const std::string& path, int width, int height,
+                            const FrameProbes& probes) {
   std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
   glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
@@ -38,13 +42,9 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
   for (int y = 0; y < height; ++y)
     std::copy_n(&pixels[static_cast<size_t>(height - 1 - y) * stride], stride,
                 &flipped[static_cast<size_t>(y) * stride]);
-  std::error_code ec;
-  auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (!stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(stride)))
-    return false;
-  // Where things were drawn, for the GUI test.
-  std::ofstream out(path + ".probes");
+  const std::string png = encodePng(flipped.data(), width, height);
+  if (png.empty()) return path + ": could not encode the PNG";
+  std::ostringstream out;
   auto rect = [&](const char* name, const ImVec4& r) {
     out << name << " " << r.x << " " << r.y << " " << r.z << " " << r.w << "\n";
   };
@@ -114,7 +114,12 @@ bool writeScreenshot(const std::string& path, int width, int height, const Frame
         << ((it.colour >> IM_COL32_G_SHIFT) & 0xff) << " "
         << ((it.colour >> IM_COL32_B_SHIFT) & 0xff) << "\n";
   }
-  return true;
+  try {
+    writeScreenshotFiles(path, png, out.str());
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // "loading", or whether the view spans at least half the run ("out") or less ("in").
@@ -233,9 +238,10 @@ int runViewer(const ViewerOptions& options) {
       glClear(GL_COLOR_BUFFER_BIT);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
       if (shotCountdown > 0 && --shotCountdown == 0) {
-        if (!writeScreenshot(pendingShot, fbw, fbh, app.probes())) {
-          std::fprintf(stderr, "could not write %s\n", pendingShot.c_str());
-          rc = 2;
+        if (const std::string why = writeScreenshot(pendingShot, fbw, fbh, app.probes());
+            !why.empty()) {
+          std::fprintf(stderr, "error: %s\n", events::printableLine(why).c_str());
+          rc = 1;
         } else {
           std::printf("screenshot %s (%dx%d)\n", pendingShot.c_str(), fbw, fbh);
         }
@@ -254,6 +260,15 @@ int runViewer(const ViewerOptions& options) {
         if (app.run()) timing.phase("loaded");
       }
     }
+    // A scripted session (CI, screenshots) that could not open a run says so and fails, after
+    // its screenshots were taken (they show the error banner).
+    if (scripted && rc == 0) {
+      for (const std::string* error : {&app.loadError(), &app.compareError()}) {
+        if (error->empty()) continue;
+        std::fprintf(stderr, "error: %s\n", events::printableLine(*error).c_str());
+        rc = 1;
+      }
+    }
     timing.memory();
     if (options.benchmark && !frameMs.empty()) {
       std::sort(frameMs.begin(), frameMs.end());
@@ -270,6 +285,29 @@ int runViewer(const ViewerOptions& options) {
   glfwDestroyWindow(window);
   glfwTerminate();
   return rc;
+}
+
+std::vector<std::string> screenshotPaths(const ViewerOptions& options) {
+  std::vector<std::string> paths;
+  if (!options.screenshot.empty()) paths.push_back(options.screenshot);
+  for (const std::string& command : options.script) {
+    std::istringstream in(command);
+    std::string verb, path;
+    in >> verb >> path;
+    if (verb == "screenshot" && !path.empty()) paths.push_back(path);
+  }
+  return paths;
+}
+
+std::vector<std::string> openedPaths(const ViewerOptions& options) {
+  std::vector<std::string> paths{options.run, options.other};
+  for (const std::string& command : options.script) {
+    std::istringstream in(command);
+    std::string verb, path;
+    in >> verb >> path;
+    if ((verb == "open" || verb == "open-compare") && !path.empty()) paths.push_back(path);
+  }
+  return paths;
 }
 
 }  // namespace stagescope::ui

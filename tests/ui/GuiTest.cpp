@@ -4,6 +4,7 @@
 // after the selection, the compare view shows differences.  Skips when xvfb-run is missing.
 #include <gtest/gtest.h>
 #include <stb/stb_image.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -487,6 +488,7 @@ TEST(Gui, BadFileShowsErrorInsteadOfCrashing) {
   if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "xvfb-run not installed";
   const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "bad";
+  fs::remove_all(dir);
   fs::create_directories(dir / "config");
   const fs::path bad = dir / "not_a_run.db";
   { std::ofstream(bad) << "this is not a run file"; }
@@ -496,7 +498,15 @@ TEST(Gui, BadFileShowsErrorInsteadOfCrashing) {
       << "' xvfb-run -a -s '-screen 0 1200x800x24' '" << STAGESCOPE_GUI_EXE << "' '" << bad.string()
       << "' --size 1200x800 --script 'frames 3'"
       << " --screenshot '" << shot << "' > '" << (dir / "gui.log").string() << "' 2>&1";
-  ASSERT_EQ(std::system(cmd.str().c_str()), 0);
+  // A scripted session that could not open its run still takes its screenshot (the banner),
+  // then says why on one line and exits 1, so that a CI job using it fails.
+  const int status = std::system(cmd.str().c_str());
+  std::ifstream logFile(dir / "gui.log");
+  const std::string log((std::istreambuf_iterator<char>(logFile)),
+                        std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << log;
+  EXPECT_NE(log.find("error: " + bad.string()), std::string::npos) << log;
   Image img;
   Probes probes;
   ASSERT_TRUE(img.load(shot));

@@ -20,11 +20,15 @@ microbatch inputs and compares with what the ranks recorded:
 
 Iteration t starts from the parameters the ranks recorded after step t-1 (the initial ones
 for t = 0): each step is judged on its own, so a defect is named in the iteration it happens.
+A run recorded with [record] filters is judged on what the filter kept; an iteration whose
+parameters or inputs it left out is printed as NOT CHECKED with what is missing, never as a
+mismatch (docs/recompute.md, "Record filters").
 
 Prints one verdict line per iteration and a final line.  Exit status: 0 every recorded value
 matches; 1 a mismatch (each named: module, parameter or edge, rank, the worst element);
 3 the file cannot be recomputed (not level full, a run that did not complete, records missing,
-an unsupported config), with one line saying why; 2 usage.
+a filter that leaves no iteration to recompute, an unsupported config), with one line saying
+why; 2 usage.
 
 Usage: recompute.py RUN.db [--tol-grad X] [--tol-loss X] [--max-report N] [-v]
 """
@@ -52,6 +56,11 @@ TOL_PARAM = 2.0 ** -21
 
 class CannotRecompute(Exception):
     """The file does not hold what a recomputation needs; the message says what."""
+
+
+class NotChecked(Exception):
+    """One iteration of a filtered run cannot be recomputed (the filter left out what it
+    needs); the message says what."""
 
 
 # ---- reading the run file ------------------------------------------------------------------
@@ -110,9 +119,16 @@ class Run:
         if status != "completed":
             raise CannotRecompute(f"{path}: run status {status!r}; only a completed run is "
                                   f"recomputed")
-        if rit or rmod or rrank:
-            raise CannotRecompute(f"{path}: recorded with filters (iterations {rit!r}, modules "
-                                  f"{rmod!r}, ranks {rrank!r}); recomputation needs every record")
+        # The [record] filter (docs/run-file.md, "Record filters"): a row exists only for an
+        # iteration in record_iterations on a rank in record_ranks holding a module in
+        # record_modules ('' = no restriction).  What it leaves out is "not checked", never a
+        # mismatch.
+        def listed(text, kind):
+            return None if not text else {kind(x) for x in str(text).split(",")}
+        self.filter = dict(iterations=listed(rit, int), modules=listed(rmod, str),
+                           ranks=listed(rrank, int))
+        self.filter_text = "; ".join(f"record.{k} = [{', '.join(map(str, sorted(v)))}]"
+                                     for k, v in self.filter.items() if v is not None)
         if tomllib is None:
             raise CannotRecompute("Python 3.11 or newer is needed (tomllib) to read config_text")
         self.config = tomllib.loads(text)
@@ -120,6 +136,19 @@ class Run:
         for rank, module, tp, pp, dp in con.execute(
                 "SELECT rank, module, tp, pp, dp FROM ranks"):
             self.ranks[(rank, module)] = dict(tp=tp, pp=pp, dp=dp)
+
+    def filtered(self):
+        return bool(self.filter_text)
+
+    def keeps(self, iteration, rank):
+        """Whether the filter kept rank `rank`'s records of `iteration` (a colocated rank is
+        kept whole when any module it holds is listed)."""
+        f = self.filter
+        if f["iterations"] is not None and iteration not in f["iterations"]:
+            return False
+        if f["ranks"] is not None and rank not in f["ranks"]:
+            return False
+        return f["modules"] is None or any(m in f["modules"] for r, m in self.ranks if r == rank)
 
     def rows(self, sql, *args):
         return self.con.execute(sql, args).fetchall()
@@ -340,6 +369,10 @@ class Recompute:
                         weight_decay=0.0)
         self.opt.update(cfg.get("optimizer", {}))
         self.opt_state = {}  # module -> (optimizer, {name: tensor})
+        # Adam and SGD with momentum carry state from step to step (a filtered-out step loses it)
+        self.stateful = self.opt["kind"] == "adam" or self.opt["momentum"] != 0
+        self.state_lost = set()  # parameters whose optimizer state the file cannot give
+        self.step_not_checked = set()  # of the current iteration
 
     # -- parameters --
     def gather(self, iteration, phase, verdict, same_copies=True):
@@ -382,7 +415,7 @@ class Recompute:
         if extra:
             raise CannotRecompute(f"{phase} iteration {iteration}: recorded parameters the model "
                                   f"does not have: {', '.join(extra[:5])}")
-        return full, missing
+        return full, missing, covered
 
     def inputs(self, iteration):
         """(module, dp replica, microbatch) -> input tensor, every first-stage copy identical."""
@@ -409,8 +442,10 @@ class Recompute:
             for d in range(mod.dp):
                 for j in range(self.m):
                     if (mod.name, d, j) not in inputs:
-                        raise CannotRecompute(f"iteration {t}: no input recorded for {mod.name} "
-                                              f"dp {d} microbatch {j}")
+                        why = f"no input recorded for {mod.name} dp {d} microbatch {j}"
+                        if self.run.filtered():
+                            raise NotChecked(f"{why} ({self.run.filter_text})")
+                        raise CannotRecompute(f"iteration {t}: {why}")
         grad = not self.forward_only
         # One parameter copy per (module, dp replica): its .grad is that replica's local
         # gradient, as the ranks of that replica hold it before the reduction.
@@ -500,8 +535,12 @@ class Recompute:
                 mean = sum(losses.values()) / len(losses)
                 rel_loss(f"loss iteration {t} (mean, rank {rank})", loss, mean, tol, verdict)
         for key in sorted(set(losses) - seen):
-            verdict.note("loss", math.inf, f"loss iteration {t} microbatch {key[0]} dp {key[1]}: "
-                                           f"not recorded by any rank")
+            # every rank of the llm's last stage of replica dp records it; a filter may drop all
+            last = [r for (r, m), c in self.run.ranks.items() if m == self.llm.name and
+                    c["pp"] == self.llm.pp - 1 and c["dp"] == key[1]]
+            if any(self.run.keeps(t, r) for r in last):
+                verdict.note("loss", math.inf, f"loss iteration {t} microbatch {key[0]} dp "
+                                               f"{key[1]}: not recorded by any rank")
 
     def check_transfers(self, t, expected, verdict):
         tol = self.args.tol_grad
@@ -533,13 +572,35 @@ class Recompute:
             verdict.compare("payload", what, got, ref, tol)
         # Nothing lost: every tensor that crosses a stage or module boundary in the
         # recomputation was recorded by its sender and its receiver.
+        # Under a [record] filter, only the sides whose recording rank the filter kept.
         directions = ["activation"] + ([] if self.forward_only else ["gradient"])
         for (key, mb) in sorted(expected, key=str):
+            up, down = self.ends(key)
             for direction in directions:
                 got = sides.get((key, mb, direction), set())
-                verdict.note("coverage", 0.0 if got == {"send", "recv"} else math.inf,
+                send, recv = (up, down) if direction == "activation" else (down, up)
+                want = {side for side, (ranks, need) in (("send", send), ("recv", recv))
+                        if need(self.run.keeps(t, r) for r in ranks)}
+                verdict.note("coverage", 0.0 if want <= got else math.inf,
                              f"transfer {describe(key)} {direction} iteration {t} microbatch "
-                             f"{mb}: recorded sides {sorted(got)}, expected send and recv")
+                             f"{mb}: recorded sides {sorted(got)}, expected "
+                             f"{' and '.join(x for x in ('send', 'recv') if x in want)}")
+
+    def ends(self, key):
+        """(upstream, downstream) of transfer `key`, each (ranks, rule): a side must be recorded
+        when rule(the filter keeps each of those ranks) holds.  Every TP rank of a pipeline
+        stage sends and receives its own copy (any kept rank records one); a bridge is recorded
+        by one leader of each end's replica (schedule.md §3.2; colocation may pick another TP
+        rank, docs/config.md), so a side is required only when its whole replica was kept."""
+        def ranks_of(module, **coords):
+            return [r for (r, m), c in self.run.ranks.items()
+                    if m == module and all(c[k] == v for k, v in coords.items())]
+        if key[0] == "bridge":
+            enc = self.modules[key[1]]
+            return ((ranks_of(enc.name, pp=enc.pp - 1, dp=key[2]), all),
+                    (ranks_of(self.llm.name, pp=0, dp=key[3]), all))
+        return ((ranks_of(key[1], pp=key[2], dp=key[3]), any),
+                (ranks_of(key[1], pp=key[2] + 1, dp=key[3]), any))
 
     def transfer_key(self, edge, kind, src, dst, what):
         if kind == "bridge":
@@ -579,6 +640,8 @@ class Recompute:
         # Nothing lost: every rank records every parameter of its stage, per microbatch and
         # after the reduction.
         for (rank, module), r in sorted(self.run.ranks.items()):
+            if not self.run.keeps(t, rank):
+                continue  # left out by the [record] filter: not checked
             names = self.modules[module].params_of_stage(r["pp"])
             for phase, mbs in (("accumulated", range(self.m)), ("reduced", [-1])):
                 for mb in mbs:
@@ -590,9 +653,13 @@ class Recompute:
                                  f"{len(names)} parameters not recorded ({', '.join(lost[:3])})")
 
     # -- the optimizer --
-    def check_step(self, t, before, reduced_rows, after, verdict):
+    def check_step(self, t, before, reduced_rows, after, covered, unknown, verdict):
         """Applies the configured optimizer (docs/model.md, "Optimizer") to `before` with the
-        recorded reduced gradients; compares with the recorded `after`."""
+        recorded reduced gradients; compares with the recorded `after` where `covered`.
+        Parameters in `unknown` (their reduced gradient was left out by a [record] filter) are
+        not stepped, and with a stateful optimizer (Adam, SGD with momentum) neither they nor
+        any parameter after an iteration that was not checked are judged again: their state
+        depends on gradients the file does not hold."""
         o = self.opt
         for mod in self.modules.values():
             if mod.name not in self.opt_state:
@@ -614,12 +681,23 @@ class Recompute:
             for n, _ in mod.param_names():
                 with torch.no_grad():
                     P[n].copy_(before[n])
-                P[n].grad = reduced_rows[n].to(torch.float32)
+                if n in unknown:
+                    P[n].grad = None  # not stepped: the optimizer leaves its state as it was
+                    if self.stateful:
+                        self.state_lost.add(n)
+                else:
+                    P[n].grad = reduced_rows[n].to(torch.float32)
             opt.step()
             for n, _ in mod.param_names():
-                if n in after:
-                    verdict.compare("step", f"parameter {n} after the step of iteration {t}",
-                                    after[n], P[n].detach().to(torch.float64), TOL_PARAM)
+                if n not in after or n in unknown or n in self.state_lost:
+                    if n in after:
+                        self.step_not_checked.add(n)
+                    continue
+                got, ref = after[n], P[n].detach().to(torch.float64)
+                if not covered[n].all():  # a [record] filter kept some shards only
+                    got, ref = got[covered[n]], ref[covered[n]]
+                verdict.compare("step", f"parameter {n} after the step of iteration {t}",
+                                got, ref, TOL_PARAM)
 
 
 def main(argv=None):
@@ -638,28 +716,55 @@ def main(argv=None):
     try:
         run = Run(a.run)
         rc = Recompute(run, a)
-        params, missing = rc.gather(0, "param_initial", Verdict(a.max_report))
+        params, missing, _ = rc.gather(0, "param_initial", Verdict(a.max_report))
+        why = None  # why the parameters before the next iteration are not known
         if missing:
-            raise CannotRecompute(f"{run.path}: initial parameters not recorded: "
-                                  f"{', '.join(missing[:5])}")
-        failed = 0
+            why = f"initial parameters not recorded: {', '.join(missing[:5])}"
+            if not run.filtered():
+                raise CannotRecompute(f"{run.path}: {why}")
+            params = None
+        failed, not_checked = 0, []
         for t in range(run.iterations):
             v = Verdict(a.max_report)
-            rc.iteration(t, params, v)
+            rc.step_not_checked = set()
+            try:
+                if params is None:
+                    raise NotChecked(f"{why} ({run.filter_text})")
+                rc.iteration(t, params, v)
+            except NotChecked as e:
+                print(f"iteration {t}: NOT CHECKED: {e}")
+                not_checked.append(t)
+                rc.state_lost.update(n for m in rc.modules.values() for n, _ in m.param_names()
+                                     if rc.stateful)
+                if not rc.forward_only:  # the next iteration may start from recorded params
+                    params, missing, _ = rc.gather(t, "param_after_step", Verdict(0))
+                    why = f"parameters after the step of iteration {t} not recorded: " \
+                          f"{', '.join(missing[:5])}"
+                    params = None if missing else params
+                continue
             after = {}
             if not rc.forward_only:
-                after, missing = rc.gather(t, "param_after_step", v)
-                if missing:
+                after, missing, covered = rc.gather(t, "param_after_step", v)
+                if missing and not run.filtered():
                     raise CannotRecompute(f"iteration {t}: parameters after the step not "
                                           f"recorded: {', '.join(missing[:5])}")
-                reduced, lost = gathered_reduced(rc, t, v)
-                # A reduced gradient not recorded (already a coverage mismatch) steps with the
-                # recomputed one, so the optimizer check goes on for the rest.
+                reduced, lost, _ = gathered_reduced(rc, t, v)
+                unknown = set()
                 for n in lost:
-                    reduced[n.split(" ")[0]] = rc.recomputed_reduced[n.split(" ")[0]]
-                rc.check_step(t, params, reduced, after, v)
+                    name = n.split(" ")[0]
+                    if run.filtered():  # left out by the filter: that parameter's step is not
+                        unknown.add(name)  # checked
+                    else:
+                        # A reduced gradient not recorded (already a coverage mismatch) steps
+                        # with the recomputed one, so the optimizer check goes on for the rest.
+                        reduced[name] = rc.recomputed_reduced[name]
+                rc.check_step(t, params, reduced, after, covered, unknown, v)
             summary = ", ".join(f"{n} {k} (worst {v.worst.get(k, 0):.2g} of tol)"
                                 for k, n in sorted(v.checked.items()))
+            if rc.step_not_checked:
+                summary += (f"; the step of {len(rc.step_not_checked)} parameters not checked "
+                            f"(their reduced gradient or optimizer state is not recorded: "
+                            f"{run.filter_text})")
             if v.mismatches:
                 failed += 1
                 print(f"iteration {t}: MISMATCH: {len(v.mismatches)} of "
@@ -670,10 +775,18 @@ def main(argv=None):
             else:
                 print(f"iteration {t}: MATCH: {sum(v.checked.values())} recorded values agree "
                       f"with the recomputation ({summary})")
-            if after:
-                params = after
+            if not rc.forward_only:
+                params = None if missing else after
+                why = f"parameters after the step of iteration {t} not recorded: " \
+                      f"{', '.join(missing[:5])}"
+        checked = run.iterations - len(not_checked)
+        if checked == 0:
+            raise CannotRecompute(f"{run.path}: no iteration can be recomputed from what the "
+                                  f"[record] filter kept ({run.filter_text})")
         verdict = "MISMATCH" if failed else "MATCH"
-        print(f"recompute {run.path}: {verdict} ({failed} of {run.iterations} iterations differ)")
+        rest = (f"; {len(not_checked)} not checked: iteration "
+                f"{', '.join(map(str, not_checked))} ({run.filter_text})" if not_checked else "")
+        print(f"recompute {run.path}: {verdict} ({failed} of {checked} iterations differ{rest})")
         return EXIT_MISMATCH if failed else EXIT_OK
     except CannotRecompute as e:
         print(f"recompute: cannot recompute: {e}", file=sys.stderr)

@@ -2,7 +2,7 @@
 # Independent recomputation of recorded runs (docs/recompute.md): records one layout at level
 # full and runs scripts/recompute.py on it.
 #   recompute_run.sh STAGESCOPE SOURCE_DIR WORK_DIR CASE
-# CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault.  A layout case requires
+# CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault | filtered.  A layout case requires
 # MATCH (exit 0); a planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
 # SKIP) only when the venv's Python cannot import torch.
 set -u
@@ -115,6 +115,36 @@ EOF
     "$BIN" run "$SRC/assets/configs/single.toml" -q -o "$DIR/stats.db" --set iterations=1 \
       >"$DIR/stats.run.txt" 2>&1 || fail "stats run"
     expect 3 "$DIR/stats.db" "recorded at level 'stats'; recomputation needs level 'full'"
+    ;;
+  filtered)  # [record] filters: what the filter kept is checked, the rest is named as not checked
+    # 1. iterations 0 and 1 of 3: iteration 2 has no inputs recorded
+    record its "$SRC/assets/configs/single.toml" --set iterations=3 --set 'record.iterations=[0,1]'
+    expect 0 "$DIR/its.db" "^iteration 0: MATCH" "^iteration 1: MATCH" \
+      "^iteration 2: NOT CHECKED: no input recorded for vision dp 0 microbatch 0 (record.iterations = \[0, 1\])" \
+      "MATCH (0 of 2 iterations differ; 1 not checked: iteration 2"
+    # 2. llm pp2 dp2 on ranks 1-4 without rank 4 (its last stage of replica 1): the other
+    # replica holds every parameter, so every iteration is checked; rank 4's records are not
+    # required, but rank 2's still are
+    record ranks "$SRC/assets/configs/single.toml" --set modules.llm.pp=2 --set modules.llm.dp=2 \
+      --set modules.llm.layers=2 --set 'record.ranks=[0,1,2,3]'
+    expect 0 "$DIR/ranks.db" "^iteration 0: MATCH" "^iteration 1: MATCH" \
+      "MATCH (0 of 2 iterations differ)"
+    cp "$DIR/ranks.db" "$DIR/ranks-lost.db"
+    "$PY" - "$DIR/ranks-lost.db" <<'EOF' || fail "deleting the records"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+con.execute("DELETE FROM gradients_rows WHERE id = (SELECT id FROM gradients WHERE phase = "
+            "'reduced' AND iteration = 0 AND rank = 2 AND param = 'llm.head.weight')")
+con.execute("DELETE FROM transfers_rows WHERE id = (SELECT id FROM transfers WHERE side = 'recv' "
+            "AND direction = 'activation' AND iteration = 1 AND microbatch = 0 AND rank = 2)")
+con.commit()
+EOF
+    expect 1 "$DIR/ranks-lost.db" "^iteration 0: MISMATCH" "^iteration 1: MISMATCH" \
+      "gradient reduced iteration 0 rank 2 (llm stage 1): 1 of [0-9]* parameters not recorded (llm.head.weight)" \
+      "transfer llm:pp0->pp1 dp 0 activation iteration 1 microbatch 0: recorded sides \['send'\], expected send and recv"
+    # 3. nothing left to recompute (a module's parameters filtered out): one line, exit 3
+    record mods "$SRC/assets/configs/single.toml" --set iterations=1 --set 'record.modules=["llm"]'
+    expect 3 "$DIR/mods.db" "no iteration can be recomputed from what the \[record\] filter kept (record.modules = \[llm\])"
     ;;
   *) fail "unknown case $CASE" ;;
 esac

@@ -279,9 +279,7 @@ int workerCommand(const WorkerOptions& opts) {
     for (int it = 0; it < cfg.iterations; ++it) {
       // The plan rows of an iteration are written as it starts: the first step does not wait
       // for the plan of every iteration, and the rows grow with the iterations executed.
-      for (auto& a : plan::toRecords(me, it)) {
-        if (cfg.record.wants(it, a.module, rank)) filtered.planned(std::move(a));
-      }
+      for (auto& a : plan::toRecords(me, it)) filtered.planned(std::move(a));
 
       engine::IterationResult r = executor.runIteration(it);
       recorder->flush();  // every iteration is durable before the next starts

@@ -4,6 +4,7 @@
 #include <torch/autograd.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
@@ -103,9 +104,14 @@ StageModel& Executor::model(const std::string& module) {
   return module.empty() ? *units_.front()->model : *unit(module).model;
 }
 
-bool Executor::recording(int iteration, const std::string& module) const {
-  return recorder_.level() > events::RecordLevel::Off &&
-         config_.record.wants(iteration, module, rank_);
+bool Executor::recording(int iteration) const {
+  // The [record] filter keeps a colocated rank whole when it keeps any module the rank holds
+  // (docs/run-file.md, "Record filters"), as events::FilteringRecorder does: whichever of its
+  // modules a record belongs to.
+  if (recorder_.level() == events::RecordLevel::Off) return false;
+  return std::any_of(units_.begin(), units_.end(), [&](const auto& u) {
+    return config_.record.wants(iteration, u->role.module, rank_);
+  });
 }
 
 StageInput Executor::dataFor(const Unit& u, int iteration, int microbatch) const {
@@ -143,8 +149,7 @@ void Executor::forward(int iteration, const plan::Action& a) {
       leaves[key] = t.detach().requires_grad_(!config_.forwardOnly);
     u.received.erase(rec);
   }
-  if (model.isFirst() && recording(iteration, a.module) &&
-      recorder_.level() >= events::RecordLevel::Full) {
+  if (model.isFirst() && recording(iteration) && recorder_.level() >= events::RecordLevel::Full) {
     recordInput(u, iteration, a.microbatch, in);
   }
   if (!model.isFirst()) {
@@ -167,7 +172,7 @@ void Executor::forward(int iteration, const plan::Action& a) {
   if (model.computesLoss()) {
     const double loss = out.item<double>();
     losses_.push_back(loss);
-    if (recording(iteration, a.module)) {
+    if (recording(iteration)) {
       recorder_.loss({rank_, iteration, a.microbatch, u.role.dp, loss});
     }
   }
@@ -221,7 +226,7 @@ void Executor::backward(int iteration, const plan::Action& a) {
   }
   u.inputs.erase(a.microbatch);
   u.outputs.erase(a.microbatch);
-  if (recording(iteration, a.module) && recorder_.level() >= events::RecordLevel::Stats) {
+  if (recording(iteration) && recorder_.level() >= events::RecordLevel::Stats) {
     recordGradients(u, iteration, a.microbatch, events::GradPhase::Accumulated);
   }
 }
@@ -270,7 +275,7 @@ void Executor::reduceGradients(int iteration, Unit& u) {
     p.value.mutable_grad().copy_(flat.narrow(0, offset, n).view_as(p.value));
     offset += n;
   }
-  if (recording(iteration, u.role.module)) {
+  if (recording(iteration)) {
     recordGradients(u, iteration, -1, events::GradPhase::Reduced);
   }
 }
@@ -278,7 +283,7 @@ void Executor::reduceGradients(int iteration, Unit& u) {
 void Executor::optimizerStep(int iteration, Unit& u) {
   u.optimizer->step();
   u.optimizer->zero_grad(true);
-  if (recording(iteration, u.role.module) && recorder_.level() >= events::RecordLevel::Stats) {
+  if (recording(iteration) && recorder_.level() >= events::RecordLevel::Stats) {
     recordGradients(u, iteration, -1, events::GradPhase::ParamAfterStep);
   }
 }
@@ -327,7 +332,7 @@ IterationResult Executor::runIteration(int iteration) {
   wait_.iteration = iteration;
   if (iteration == 0 && recorder_.level() >= events::RecordLevel::Full) {
     for (auto& u : units_) {
-      if (recording(iteration, u->role.module)) {
+      if (recording(iteration)) {
         recordGradients(*u, iteration, -1, events::GradPhase::ParamInitial);
       }
     }
@@ -361,7 +366,7 @@ IterationResult Executor::runIteration(int iteration) {
         break;
     }
     const int64_t end = nowNs();
-    if (recording(iteration, a.module)) {
+    if (recording(iteration)) {
       events::ActionRecord rec = plan::toRecord(me_, static_cast<size_t>(seq), iteration);
       rec.startNs = start;
       rec.endNs = end;
@@ -379,7 +384,7 @@ IterationResult Executor::runIteration(int iteration) {
     if (lossDpGroup_) allReduceSum(*lossDpGroup_, t, groups_.timeout());
     result.loss = t.item<double>() / config_.llm().dp;
     result.hasLoss = true;
-    if (recording(iteration, config_.llm().name)) {
+    if (recording(iteration)) {
       recorder_.loss({rank_, iteration, -1, unit(config_.llm().name).role.dp, result.loss});
     }
   }

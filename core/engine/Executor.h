@@ -62,7 +62,8 @@ class Executor {
   StageInput dataFor(const Unit& u, int iteration, int microbatch) const;
   void recordGradients(const Unit& u, int iteration, int microbatch, events::GradPhase phase);
   void recordInput(const Unit& u, int iteration, int microbatch, const StageInput& in);
-  bool recording(int iteration, const std::string& module) const;
+  // Whether this rank records `iteration` (level above off, and the [record] filter keeps it).
+  bool recording(int iteration) const;
 
   const plan::RunConfig& config_;
   const plan::Topology& topology_;

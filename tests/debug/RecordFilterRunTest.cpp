@@ -44,5 +44,48 @@ TEST(RecordFilterRun, WritesOnlyTheFilteredRowsAndCheckSaysWhatItSkipped) {
       << check.output;
 }
 
+// A colocated rank is kept whole when the filter keeps any module it holds (docs/run-file.md):
+// colocated.toml puts vision and audio on ranks 0-1 with llm stage 0, so record.modules = [llm]
+// keeps their plan rows, inputs and gradients on those ranks too, and check passes the run.
+// (The executor and the plan rows once filtered per module: vision's and audio's gradients and
+// plan rows were dropped while their hand-offs were kept, and check failed message_count.)
+TEST(RecordFilterRun, ColocatedRankIsKeptWhole) {
+  const std::string out = tempRunPath("record-filter-colocated");
+  const CliResult run =
+      runCli({"run", assetConfig("colocated"), "--set", "iterations=1", "--set",
+              "record.level=full", "--set", "record.modules=[\"llm\"]", "-o", out, "-q"},
+             150);
+  ASSERT_EQ(run.exitCode, 0) << run.output;
+  storage::Db db = storage::openStagescopeFile(out, false);
+  for (const char* module : {"vision", "audio"}) {
+    const std::string m = module;
+    for (const char* table : {"plan", "gradients", "inputs"}) {
+      EXPECT_GT(db.queryInt("SELECT count(*) FROM " + std::string(table) + " WHERE module = '" + m +
+                            "' AND rank IN (0, 1)"),
+                0)
+          << table << " has no row of " << m << " on the colocated ranks 0-1";
+    }
+  }
+  const CliResult check = runCli({"check", out});
+  EXPECT_EQ(check.exitCode, 0) << check.output;
+}
+
+// A ranks filter that leaves out one TP rank leaves that rank's shards out of every TP-split
+// gradient: reference_gradient skips those gradients (the filter explains the gap) instead of
+// failing them as "TP shards do not cover the full tensor" (it did; the other checks passed).
+TEST(RecordFilterRun, FilteredTensorParallelShardIsSkipped) {
+  const std::string out = tempRunPath("record-filter-tp");
+  // single.toml with the llm at tp 2: vision on rank 0, the llm's two TP ranks 1 and 2.
+  const CliResult run =
+      runCli({"run", assetConfig("single"), "--set", "iterations=1", "--set", "modules.llm.tp=2",
+              "--set", "record.ranks=[0, 1]", "--reference", "-o", out, "-q"},
+             150);
+  ASSERT_EQ(run.exitCode, 0) << run.output;
+  const CliResult check = runCli({"check", out});
+  EXPECT_EQ(check.exitCode, 0) << check.output;
+  EXPECT_NE(check.output.find("not recorded by the record filter (skipped)"), std::string::npos)
+      << check.output;
+}
+
 }  // namespace
 }  // namespace stagescope::testing

@@ -494,6 +494,24 @@ void checkNonFinite(Ctx& c, CheckResult& r) {
 }
 
 // ---- reference_gradient ---------------------------------------------------------------------
+// Whether the [record] filter explains the TP shards missing from gathered gradient `g`: every
+// TP index no recorded shard came from belongs to a rank of g's module the filter left out.
+bool shardsFiltered(const Ctx& c, const GatheredGradient& g) {
+  if (!c.opts.filter.any()) return false;
+  std::set<int> recorded, filteredOut, all;
+  for (int64_t i : g.records) {
+    const auto* ri = c.run.rankInfo(c.run.gradients[static_cast<size_t>(i)].rank, g.module);
+    if (ri) recorded.insert(ri->tp);
+  }
+  for (const auto& ri : c.run.ranks) {
+    if (ri.module != g.module) continue;
+    all.insert(ri.tp);
+    if (!c.opts.filter.wantsRankOf(c.run, g.iteration, ri.rank)) filteredOut.insert(ri.tp);
+  }
+  return std::all_of(all.begin(), all.end(),
+                     [&](int tp) { return recorded.count(tp) || filteredOut.count(tp); });
+}
+
 void checkReference(Ctx& c, CheckResult& r) {
   auto refs = gatherGradients(c.run, events::GradPhase::Reference, true);
   if (refs.empty()) {
@@ -533,6 +551,10 @@ void checkReference(Ctx& c, CheckResult& r) {
       continue;
     }
     const auto& g = *it->second;
+    if (!g.complete && shardsFiltered(c, g)) {
+      ++skipped;
+      continue;
+    }
     ++compared;
     std::ostringstream m;
     m.precision(6);

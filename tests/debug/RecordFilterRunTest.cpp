@@ -87,5 +87,22 @@ TEST(RecordFilterRun, FilteredTensorParallelShardIsSkipped) {
       << check.output;
 }
 
+// A ranks filter that leaves out one pipeline stage of a module leaves its parameters out
+// entirely: reference_gradient skips them ("no reduced gradient of llm.tok_embed" failed it
+// while another stage of the llm was kept).
+TEST(RecordFilterRun, FilteredPipelineStageIsSkipped) {
+  const std::string out = tempRunPath("record-filter-pp");
+  // single.toml with the llm at pp 2: vision on rank 0, llm stage 0 on rank 1, stage 1 on 2.
+  const CliResult run = runCli(
+      {"run", assetConfig("single"), "--set", "iterations=1", "--set", "modules.llm.pp=2", "--set",
+       "modules.llm.layers=2", "--set", "record.ranks=[0, 2]", "--reference", "-o", out, "-q"},
+      150);
+  ASSERT_EQ(run.exitCode, 0) << run.output;
+  const CliResult check = runCli({"check", out});
+  EXPECT_EQ(check.exitCode, 0) << check.output;
+  EXPECT_NE(check.output.find("not recorded by the record filter (skipped)"), std::string::npos)
+      << check.output;
+}
+
 }  // namespace
 }  // namespace stagescope::testing

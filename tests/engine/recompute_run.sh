@@ -2,7 +2,7 @@
 # Independent recomputation of recorded runs (docs/recompute.md): records one layout at level
 # full and runs scripts/recompute.py on it.
 #   recompute_run.sh STAGESCOPE SOURCE_DIR WORK_DIR CASE
-# CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault | filtered.  A layout case requires
+# CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault | filtered | loss_tolerance.  A layout case requires
 # MATCH (exit 0); a planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
 # SKIP) only when the venv's Python cannot import torch.
 set -u
@@ -145,6 +145,25 @@ EOF
     # 3. nothing left to recompute (a module's parameters filtered out): one line, exit 3
     record mods "$SRC/assets/configs/single.toml" --set iterations=1 --set 'record.modules=["llm"]'
     expect 3 "$DIR/mods.db" "no iteration can be recomputed from what the \[record\] filter kept (record.modules = \[llm\])"
+    ;;
+  loss_tolerance)  # the loss rule |l - l_ref| <= 1e-6 * max(1, |l_ref|), on values from runs
+    "$PY" - "$RECOMPUTE" <<'EOF' || fail "loss tolerance"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("recompute", sys.argv[1])
+rc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rc)
+def mismatches(got, ref):
+    v = rc.Verdict(10)
+    rc.rel_loss("loss", got, ref, 1e-6, v)
+    return len(v.mismatches)
+# a correct sweep run (colocated, forward-only, vocab 2): a confident prediction's float32
+# cross-entropy is 6e-8 (2.4e-6 relative) from the float64 one, a few ulps of its logits
+assert mismatches(0.0252452195, 0.0252451593) == 0, "a correct small loss is a mismatch"
+# above 1 the rule stays relative: 5e-6 relative on a loss of 4 is a mismatch
+assert mismatches(4.00002, 4.0) == 1, "a loss off by 5e-6 relative passes"
+assert mismatches(float("nan"), 4.0) == 1 and mismatches(2e-6, 0.0) == 1
+print("loss tolerance: ok")
+EOF
     ;;
   *) fail "unknown case $CASE" ;;
 esac

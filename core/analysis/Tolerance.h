@@ -13,8 +13,10 @@
 // from dividing round-off by round-off.
 //
 // Bounds per iteration (float32; measured on 5 correct layout pairs of assets/configs/default.toml
-// over 6 iterations, docs/analysis.md):
-//   iteration 0    gradients and messages 2e-5 (measured max 4.1e-6), losses 1e-6 (1.1e-7)
+// over 6 iterations, and on 117 random correct layouts against their reference, docs/analysis.md):
+//   iteration 0    gradients and messages 1e-4 (measured max 4.1e-6 between layouts, 3.5e-5
+//                  against the reference: a small attention q gradient, where the engine is
+//                  1.7e-5 and the reference 8e-6 from the float64 recomputation), losses 1e-6
 //   iteration >= 1 gradients and messages 1e-3 (measured max 8.3e-5), losses 1e-5 (7.6e-7)
 // A file whose two TP shards of one gradient were swapped differs by ~1.41; one gradient scaled
 // by 1.5 by 0.33: both far outside every bound.
@@ -34,7 +36,7 @@ namespace stagescope::analysis {
 enum class ValueKind { Gradient, Transfer, Loss };
 
 struct ToleranceRule {
-  double gradientFirst = 2e-5, gradientLater = 1e-3;
+  double gradientFirst = 1e-4, gradientLater = 1e-3;
   double lossFirst = 1e-6, lossLater = 1e-5;
   double floorRel = 1e-3;     // of the whole model's gradient norm of the iteration
   double override = -1;       // >= 0: one tolerance for every iteration and kind (--tol)

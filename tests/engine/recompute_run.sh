@@ -2,7 +2,8 @@
 # Independent recomputation of recorded runs (docs/recompute.md): records one layout at level
 # full and runs scripts/recompute.py on it.
 #   recompute_run.sh STAGESCOPE SOURCE_DIR WORK_DIR CASE
-# CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault | filtered | loss_tolerance.  A layout case requires
+# CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault | filtered | loss_tolerance |
+# sweep_layouts.  A layout case requires
 # MATCH (exit 0); a planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
 # SKIP) only when the venv's Python cannot import torch.
 set -u
@@ -164,6 +165,16 @@ assert mismatches(4.00002, 4.0) == 1, "a loss off by 5e-6 relative passes"
 assert mismatches(float("nan"), 4.0) == 1 and mismatches(2e-6, 0.0) == 1
 print("loss tolerance: ok")
 EOF
+    ;;
+  sweep_layouts)  # random layouts that exposed a verdict defect: check passes, recompute MATCH
+    for cfg in "$SRC"/tests/engine/sweep/*.toml; do
+      name=$(basename "$cfg" .toml)
+      "$BIN" run "$cfg" --record full --reference --check -q -o "$DIR/$name.db" \
+        --set timeout_seconds=300 >"$DIR/$name.run.txt" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] || { cat "$DIR/$name.run.txt"; fail "$name: run --check exited $rc"; }
+      expect 0 "$DIR/$name.db" "^iteration 0: MATCH"
+    done
     ;;
   *) fail "unknown case $CASE" ;;
 esac

@@ -70,6 +70,10 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
   for (size_t k = 0; k < planned; ++k)
     started += k == 0 || run.plan[r][k].iteration != run.plan[r][k - 1].iteration ? 1 : 0;
   if (planned > 0 && acts.size() >= planned && started >= wanted) return {};
+  // A rank the [record] filter keeps in no iteration records no plan and no action by design:
+  // its merged shard, no error or timeout of its own (above) and no peer that saw it stop are
+  // all the records can say, and they say it finished.
+  if (wanted == 0 && acts.empty() && seenByPeers(run, r).empty()) return {};
   const std::string where = acts.empty() ? "before its first action"
                                          : "after " + std::to_string(acts.size()) +
                                                " of its actions (the last in " + "iteration " +

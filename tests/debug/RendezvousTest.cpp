@@ -238,6 +238,19 @@ TEST_F(Rendezvous, SameConfigCompletesAndMerges) {
   EXPECT_NE(merged.output.find("run completed"), std::string::npos) << merged.output;
 }
 
+TEST_F(Rendezvous, RankOutsideTheRecordFilterCompletes) {
+  // record.ranks = [0, 1]: rank 2 records no plan and no action by design; merge --config must
+  // judge the run completed (it said "rank 2 stopped before its first action ... killed by a
+  // signal or crashed", exit 10, on a run whose every rank exited 0).
+  const std::string cfg = config("filtered", "level", "\"stats\"\nranks = [0, 1]");
+  const std::string out = (dir_ / "run.db").string();
+  auto exits = runWorkers({cfg, cfg, cfg}, out, {});
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(exits[r].code, 0) << exits[r].output;
+  const auto merged = runCli({"merge", out, "--config", cfg});
+  EXPECT_EQ(merged.exitCode, 0) << merged.output;
+  EXPECT_NE(merged.output.find("run completed"), std::string::npos) << merged.output;
+}
+
 TEST_F(Rendezvous, MergeWithoutConfigSaysWhatToAdd) {
   const std::string cfg = config("same");
   const std::string out = (dir_ / "run.db").string();

@@ -3,7 +3,7 @@
 # full and runs scripts/recompute.py on it.
 #   recompute_run.sh STAGESCOPE SOURCE_DIR WORK_DIR CASE
 # CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault | filtered | loss_tolerance |
-# sweep_layouts.  A layout case requires
+# sweep_layouts | sweep_seed.  A layout case requires
 # MATCH (exit 0); a planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
 # SKIP) only when the venv's Python cannot import torch.
 set -u
@@ -175,6 +175,17 @@ EOF
       [ $rc -eq 0 ] || { cat "$DIR/$name.run.txt"; fail "$name: run --check exited $rc"; }
       expect 0 "$DIR/$name.db" "^iteration 0: MATCH"
     done
+    ;;
+  sweep_seed)  # a bounded run of the random-layout sweep: two layouts of a fixed seed (a
+    # colocated fan-out 1->2 with Adam over 3 iterations, a colocated tp 3 fan-out 1->3), each
+    # with --reference --check and recompute.py; the sweep fails unless both pass on both
+    STAGESCOPE_BIN="$BIN" "$PY" "$SRC/scripts/layout_sweep.py" --runs 2 --seed 27 --max-ranks 4 --recompute \
+      --keep "$DIR" >"$DIR/sweep.txt" 2>&1
+    rc=$?
+    cat "$DIR/sweep.txt"
+    [ $rc -eq 0 ] || fail "layout_sweep.py exited $rc"
+    [ "$(grep -c '^ok: .* recompute MATCH ' "$DIR/sweep.txt")" -eq 2 ] || fail "not 2 layouts MATCH"
+    grep -q "^2 runs, 0 failed" "$DIR/sweep.txt" || fail "no '2 runs, 0 failed' line"
     ;;
   *) fail "unknown case $CASE" ;;
 esac

@@ -36,27 +36,34 @@ class Loader {
     readTexts();
     countRows();
     readRun();
-    readModules();
-    readRanks();
     const bool values = !opts_.timelineOnly;
+    const bool timeline = !opts_.detailsOnly;
+    if (timeline) {
+      readModules();
+      readRanks();
+    }
     if (values) readActions("plan", false);
-    readActions("actions", true);
-    readTransfers();
+    if (timeline) {
+      readActions("actions", true);
+      readTransfers();
+    }
     if (values) {
       readGradients();
       readLosses();
       readInputs();
     }
-    readDiagnoses();
-    readCollectives();
+    if (timeline) {
+      readDiagnoses();
+      readCollectives();
+    }
     if (m_.schemaVersion >= 2) {
       if (values) {
         readReferenceLosses();
         readReferenceGradients();
       }
-      readWaits();
+      if (timeline) readWaits();
     }
-    readShards();
+    if (timeline) readShards();
   }
 
  private:
@@ -140,9 +147,9 @@ class Loader {
   // millions of records by doubling would hold the old and the new copy at once).
   void countRows() {
     for (const char* t : {"plan", "actions", "transfers", "gradients", "losses"}) {
-      if (opts_.timelineOnly && std::string_view(t) != "actions" &&
-          std::string_view(t) != "transfers")
-        continue;
+      const bool timelineTable =
+          std::string_view(t) == "actions" || std::string_view(t) == "transfers";
+      if ((opts_.timelineOnly && !timelineTable) || (opts_.detailsOnly && timelineTable)) continue;
       const int64_t n = db_.queryInt("SELECT count(*) FROM " + stored(t));
       rows_[t] = n;
       total_ += n;

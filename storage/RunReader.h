@@ -25,6 +25,10 @@ struct LoadOptions {
   // their pairs), diagnoses, collectives, waits and shards.  The plan, gradients, losses,
   // inputs and the reference stay empty, so such a model must never reach a check or compare.
   bool timelineOnly = false;
+  // Read only what timelineOnly leaves out (the viewer's second phase): the plan, gradients,
+  // losses, inputs and the reference, with the run row they need; everything else stays empty.
+  // Merged into a timelineOnly model of the same file, the two make the whole model.
+  bool detailsOnly = false;
 };
 
 // Loads the run file at `path`.  `progress` (optional) is called with a fraction in [0, 1] from

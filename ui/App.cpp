@@ -1,6 +1,7 @@
 #include "ui/App.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -9,53 +10,142 @@ namespace stagescope::ui {
 
 // ---- RunSlot -------------------------------------------------------------------------------
 
+namespace {
+// Thrown from a progress report to end a phase that is no longer wanted (another run opened,
+// the slot closed, the viewer quit): the reader unwinds and closes the file.
+struct Cancelled {};
+}  // namespace
+
 RunSlot::~RunSlot() {
-  if (thread_.joinable()) thread_.join();
+  stop();
 }
 
-void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> compareWith) {
+void RunSlot::stop() {
+  cancel_ = true;
   if (thread_.joinable()) thread_.join();
-  path = p;
-  comparedWith = compareWith;
-  error.clear();
+  cancel_ = false;
+  phase_ = Phase::Idle;
+}
+
+void RunSlot::start(Phase phase, std::function<void()> work) {
+  phase_ = phase;
   finished_ = false;
   progress_ = 0;
-  thread_ = std::thread([this, p, compareWith] {
-    std::shared_ptr<const LoadedRun> result;
-    std::shared_ptr<const analysis::Comparison> compared;
+  thread_ = std::thread([this, work = std::move(work)] {
     std::string err;
     try {
-      auto loaded = openRun(p, [this](float f) { progress_ = f; });
-      if (compareWith) compared = compareForViewer(*compareWith, *loaded);
-      result = std::move(loaded);
+      work();
+    } catch (const Cancelled&) {
+      err = "cancelled";
     } catch (const storage::RunFileError& e) {
       err = e.what();
     } catch (const std::exception& e) {
-      err = p + ": " + e.what();
+      err = path + ": " + e.what();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    result_ = std::move(result);
-    resultComparison_ = std::move(compared);
-    resultError_ = std::move(err);
-    finished_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      resultError_ = std::move(err);
+      finished_ = true;
+    }
+    if (wake) wake();
   });
 }
 
-bool RunSlot::poll() {
-  if (!thread_.joinable() || !finished_) return false;
-  thread_.join();
-  std::lock_guard<std::mutex> lock(mutex_);
-  error = resultError_;
-  if (error.empty()) {
-    run = std::move(result_);
-    comparison = std::move(resultComparison_);
+void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> compareWith) {
+  stop();
+  path = p;
+  comparedWith = compareWith;
+  error.clear();
+  // A run whose details were still loading would stay without them (stop() ended that phase):
+  // it goes now; a whole run stays on screen until the new one is in (or failed to open).
+  if (run && !run->detailsLoaded) {
+    run.reset();
+    owned_.reset();
   }
-  return true;
+  auto report = [this](float f) {
+    if (cancel_) throw Cancelled{};
+    progress_ = f;
+  };
+  start(Phase::Timeline, [this, p, compareWith, report] {
+    std::shared_ptr<LoadedRun> loaded;
+    std::shared_ptr<const analysis::Comparison> compared;
+    if (compareWith) {  // the compare slot: the whole run, then the comparison
+      loaded = openRun(p, report);
+      compared = compareForViewer(*compareWith, *loaded);
+    } else {
+      loaded = openTimeline(p, report);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = std::move(loaded);
+    resultComparison_ = std::move(compared);
+  });
+}
+
+RunSlot::Change RunSlot::poll(bool holdTimeline, bool holdDetails) {
+  if (phase_ == Phase::Idle || !finished_) return Change::None;
+  if (phase_ == Phase::Timeline ? holdTimeline : holdDetails) return Change::None;
+  thread_.join();
+  std::unique_lock<std::mutex> lock(mutex_);
+  const Phase done = phase_;
+  phase_ = Phase::Idle;
+  error = std::move(resultError_);
+  resultError_.clear();
+  if (!error.empty()) {
+    resultDetails_.reset();
+    resultProblems_.reset();
+    if (done != Phase::Timeline) error = path + ": the details could not be read: " + error;
+    return Change::Failed;
+  }
+  auto report = [this](float f) {
+    if (cancel_) throw Cancelled{};
+    progress_ = f;
+  };
+  switch (done) {
+    case Phase::Timeline: {
+      owned_ = std::move(result_);
+      run = owned_;
+      comparison = std::move(resultComparison_);
+      if (owned_->detailsLoaded) return Change::Opened;  // the compare slot's whole run
+      // The details, read while the run is already interactive.
+      std::shared_ptr<const LoadedRun> timeline = owned_;
+      detailsStart_ = std::chrono::steady_clock::now();
+      start(Phase::Details, [this, timeline, report] {
+        storage::RunModel details = loadDetails(*timeline, report);
+        std::lock_guard<std::mutex> lock(mutex_);
+        resultDetails_ = std::move(details);
+      });
+      return Change::Opened;
+    }
+    case Phase::Details: {
+      // No other thread reads the run now: merge, then judge the whole model on a thread
+      // (the UI thread keeps drawing it meanwhile; both only read).
+      mergeDetails(*owned_, std::move(*resultDetails_));
+      resultDetails_.reset();
+      std::shared_ptr<const LoadedRun> whole = owned_;
+      start(Phase::Verdicts, [this, whole] {
+        RunProblems problems = judgeRun(*whole);
+        std::lock_guard<std::mutex> lock(mutex_);
+        resultProblems_ = std::move(problems);
+      });
+      progress_ = 0.95f;
+      return Change::None;
+    }
+    case Phase::Verdicts:
+      completeDetails(*owned_, std::move(*resultProblems_));
+      resultProblems_.reset();
+      owned_->detailsSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - detailsStart_).count();
+      return Change::Details;
+    case Phase::Idle:
+      break;
+  }
+  return Change::None;
 }
 
 void RunSlot::close() {
-  if (thread_.joinable()) thread_.join();
+  stop();
   run.reset();
+  owned_.reset();
   comparison.reset();
   comparedWith.reset();
   error.clear();
@@ -89,7 +179,7 @@ void App::open(const std::string& path) {
 void App::openCompare(const std::string& path) {
   if (path.empty()) return;
   if (main_.loading())
-    pendingCompare_ = path;  // aligned against the main run once that is open
+    pendingCompare_ = path;  // aligned against the main run once that is whole
   else
     other_.load(path, main_.run);
   view_.tab = BottomTab::Compare;
@@ -103,10 +193,8 @@ std::string App::takeScreenshotRequest() {
 }
 
 void App::frame(float dt) {
-  if (!holdLoads_ && main_.poll()) {
-    if (!main_.error.empty()) {
-      bannerError_ = main_.error;
-    } else {
+  switch (main_.poll(holdLoads_, holdDetails_)) {
+    case RunSlot::Change::Opened:  // the timeline: interactive
       addRecent(main_.path);
       view_ = [&] {
         ViewerState v = view_;
@@ -121,23 +209,48 @@ void App::frame(float dt) {
         return v;
       }();
       payloadFor_ = -2;
+      plotsFor_ = nullptr;
       busyCache_.clear();  // shares of the previous run
       zoomFit();
-      showFirstProblem();
+      viewAtOpen_ = currentView();
+      break;
+    case RunSlot::Change::Details: {
+      // The verdicts are in: lead to the first problem unless the user has moved on since
+      // the run opened.  The compare run follows the whole main run: a pending one starts
+      // now, an open one realigns.
+      view_.findDirty = true;
+      if (currentView() == viewAtOpen_) showFirstProblem();
+      std::string compare = pendingCompare_.empty() ? other_.path : pendingCompare_;
+      pendingCompare_.clear();
+      if (!compare.empty()) other_.load(compare, main_.run);
+      break;
     }
-    // The compare run follows the main run: a pending one starts now, an open one realigns.
-    std::string compare = pendingCompare_.empty() ? other_.path : pendingCompare_;
-    pendingCompare_.clear();
-    if (!compare.empty() && main_.run) other_.load(compare, main_.run);
+    case RunSlot::Change::Failed: {
+      bannerError_ = main_.error;
+      // A pending compare run is aligned with the run still open, if that one is whole.
+      std::string compare;
+      compare.swap(pendingCompare_);
+      if (!compare.empty() && main_.run && main_.run->detailsLoaded)
+        other_.load(compare, main_.run);
+      break;
+    }
+    case RunSlot::Change::None:
+      break;
   }
-  if (other_.poll()) {
-    if (!other_.error.empty()) {
+  switch (other_.poll()) {
+    case RunSlot::Change::Failed:
       bannerError_ = other_.error;
-    } else if (other_.comparedWith != main_.run) {
-      other_.load(other_.path, main_.run);  // the main run changed while this one loaded
-    } else {
-      addRecent(other_.path);
-    }
+      break;
+    case RunSlot::Change::Opened:
+      if (other_.comparedWith == main_.run)
+        addRecent(other_.path);
+      else if (main_.loading())  // the main run changed while this one loaded
+        pendingCompare_ = other_.path;
+      else if (main_.run && main_.run->detailsLoaded)
+        other_.load(other_.path, main_.run);
+      break;
+    default:
+      break;
   }
   advancePlayback(dt);
   probes_ = FrameProbes{};
@@ -251,16 +364,27 @@ void App::drawStatusBar(const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), IM_COL32(36, 38, 43, 255));
   ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 3));
-  if (main_.loading()) {
+  const LoadedRun* r = main_.run.get();
+  if (main_.loading() && !main_.detailsPending()) {
     ImGui::Text("Loading %s", main_.path.c_str());
     ImGui::SameLine();
     ImGui::ProgressBar(main_.progress(), ImVec2(240, 16));
-  } else if (const LoadedRun* r = main_.run.get()) {
+  } else if (r && !r->detailsLoaded) {
+    size_t events = r->model.transfers.size();
+    for (const auto& a : r->model.actions) events += a.size();
+    ImGui::Text("%zu actions and transfers   %zu ranks   timeline in %.2f s (+%.2f s index)   %s",
+                events, static_cast<size_t>(r->model.rankCount()), r->loadSeconds, r->indexSeconds,
+                detailsNote().c_str());
+    if (main_.detailsPending()) {
+      ImGui::SameLine();
+      ImGui::ProgressBar(main_.progress(), ImVec2(200, 16));
+    }
+  } else if (r) {
     size_t events = r->model.transfers.size() + r->model.gradients.size() + r->model.losses.size();
     for (const auto& a : r->model.actions) events += a.size();
-    ImGui::Text("%zu events   %zu ranks   loaded in %.2f s (+%.2f s index)   %s", events,
-                static_cast<size_t>(r->model.rankCount()), r->loadSeconds, r->indexSeconds,
-                r->model.partial ? "PARTIAL RUN" : "");
+    ImGui::Text("%zu events   %zu ranks   timeline in %.2f s (+%.2f s index), details %.2f s   %s",
+                events, static_cast<size_t>(r->model.rankCount()), r->loadSeconds, r->indexSeconds,
+                r->detailsSeconds, r->model.partial ? "PARTIAL RUN" : "");
     if (r->replay.brokenConstraints())
       ImGui::SameLine(),
           ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%zu causal constraints could not be met",
@@ -509,7 +633,7 @@ bool App::showStuck() {
 }
 
 bool App::showDivergence() {
-  const analysis::Comparison* c = other_.comparison.get();
+  const analysis::Comparison* c = comparison();
   const LoadedRun* r = main_.run.get();
   if (!c || !c->first || !r) return false;
   const analysis::AlignedItem& it = *c->first;

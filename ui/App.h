@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,19 +23,37 @@
 
 namespace stagescope::ui {
 
-// One run being loaded on a background thread.
+// One run being loaded on a background thread, in phases (LoadedRun.h): the timeline (then
+// `run` is set: interactive), the details, the verdicts (then run->detailsLoaded).  Each phase
+// runs on its own thread; poll(), on the UI thread, takes a finished phase over and starts
+// the next, so that only the UI thread ever modifies the run, and only while no other thread
+// reads it.
 class RunSlot {
  public:
   ~RunSlot();
-  // Loads `path`; with `compareWith`, also compares it against that run (the compare slot).
+  // Loads `path`; with `compareWith`, also compares it against that run (the compare slot: one
+  // phase, the whole run, then the comparison).
   void load(const std::string& path, std::shared_ptr<const LoadedRun> compareWith = {});
-  // Moves a finished load into run/error; true when something changed this call.
-  bool poll();
-  // True from load() until poll() has taken the result over (not merely until the loading
+  enum class Change {
+    None,
+    Opened,   // `run` is set (the timeline: interactive; the compare slot: the whole run)
+    Details,  // run->detailsLoaded became true
+    Failed,   // `error` is set (`run` stays as it was when the details failed)
+  };
+  // Takes a finished phase over and starts the next.  While `holdTimeline` a finished first
+  // phase is not taken over; while `holdDetails` finished details are not (for tests of those
+  // states, which otherwise last as long as the load happens to take).
+  Change poll(bool holdTimeline = false, bool holdDetails = false);
+  // True from load() until poll() has taken the last phase over (not merely until a loading
   // thread finished): a script command must never run between the two.
-  bool loading() const { return thread_.joinable(); }
+  bool loading() const { return phase_ != Phase::Idle; }
+  // The timeline is in and the details are still loading.
+  bool detailsPending() const { return run && !run->detailsLoaded && loading(); }
   float progress() const { return progress_; }
   void close();
+  // Called from the loading thread when a phase has finished (the host wakes its event loop,
+  // which may be waiting for input); set before load().
+  std::function<void()> wake;
 
   std::string path;
   std::shared_ptr<const LoadedRun> run;
@@ -42,19 +62,34 @@ class RunSlot {
   std::string error;
 
  private:
+  enum class Phase { Idle, Timeline, Details, Verdicts };
+  // Stops the running phase (its thread ends at its next progress report) and joins it.
+  void stop();
+  void start(Phase phase, std::function<void()> work);
+
+  Phase phase_ = Phase::Idle;
+  std::shared_ptr<LoadedRun> owned_;  // == run: the slot's own handle, the only one that writes
   std::thread thread_;
   std::atomic<float> progress_{0};
-  std::atomic<bool> finished_{false};
+  std::atomic<bool> finished_{false}, cancel_{false};
   std::mutex mutex_;
-  std::shared_ptr<const LoadedRun> result_;
+  std::shared_ptr<LoadedRun> result_;
   std::shared_ptr<const analysis::Comparison> resultComparison_;
+  std::optional<storage::RunModel> resultDetails_;
+  std::optional<RunProblems> resultProblems_;
   std::string resultError_;
+  std::chrono::steady_clock::time_point detailsStart_;
 };
 
 // Rectangles of what the last frame drew, for the GUI test's pixel checks.
 struct FrameProbes {
   ImVec4 timeline, inspector, gridMap, bottom, banner;  // x0, y0, x1, y1
   ImU32 bannerColour = 0;                               // the status badge's fill
+  std::string bannerText;                               // the banner's sentence
+  std::vector<std::string> bannerButtons;               // its problem buttons, left to right
+  // Panels that said "loading details…" (or why the details are missing) instead of drawing
+  // what needs them: "plots", "find", "inspector", "compare".
+  std::vector<std::string> detailsPendingPanels;
   struct Item {
     int rank;
     int64_t action;
@@ -136,7 +171,11 @@ class App {
   // Script: returns false with *error set when the command is unknown or fails.
   bool runCommand(const std::string& command, std::string* error);
   // Loading, or a compare run waits for the main run: script commands wait.
-  bool busy() const { return main_.loading() || other_.loading() || !pendingCompare_.empty(); }
+  // (Details held by holdDetails do not count: scripts then run on the interactive run.)
+  bool busy() const {
+    return (main_.loading() && !(holdDetails_ && main_.detailsPending())) || other_.loading() ||
+           !pendingCompare_.empty();
+  }
   bool quitRequested() const { return quit_; }
   // A screenshot the host should write after rendering this frame ("" if none).
   std::string takeScreenshotRequest();
@@ -145,7 +184,11 @@ class App {
   ViewerState& state() { return view_; }
   const LoadedRun* run() const { return main_.run.get(); }
   const LoadedRun* compareRun() const { return other_.run.get(); }
-  const analysis::Comparison* comparison() const { return other_.comparison.get(); }
+  // The comparison of the compare run with the open main run (none while it is realigned with
+  // a main run opened since).
+  const analysis::Comparison* comparison() const {
+    return other_.comparedWith == main_.run ? other_.comparison.get() : nullptr;
+  }
   const std::string& compareError() const { return other_.error; }
   const std::string& loadError() const { return main_.error; }
   // True once a frame drew the run's overview while the run itself was still loading.
@@ -154,6 +197,14 @@ class App {
   // overview and progress).  For tests of that state, which otherwise lasts as long as the
   // load happens to take.
   void holdLoads(bool hold) { holdLoads_ = hold; }
+  // While held, the run is interactive but its details are not taken over (the panels that
+  // need them say "loading details…"), and script commands run.  For tests of that state.
+  void holdDetails(bool hold) { holdDetails_ = hold; }
+  // Called from a loading thread when a load phase has finished (runViewer: wakes the event
+  // loop so that the finished phase is taken over at once, not at the next timed frame).
+  void setWake(const std::function<void()>& wake) { main_.wake = other_.wake = wake; }
+  // The open run's timeline is in and its details are still loading.
+  bool detailsPending() const { return main_.detailsPending(); }
 
  private:
   // Panels (one file each).
@@ -171,6 +222,12 @@ class App {
   void drawOpenPopup();
   void drawErrorBanner(const ImVec2& pos, const ImVec2& size);
   void drawStatusBanner(const ImVec2& pos, const ImVec2& size);
+  // The banner while the details load (or failed to): the recorded status, no verdict.
+  void drawPendingBanner(const ImVec2& pos, const ImVec2& size);
+  // "" once the details are in; else what a panel that needs them says instead.
+  std::string detailsNote() const;
+  // Draws detailsNote() in a panel that needs the details; true when it did (the panel stops).
+  bool drawDetailsPending(const char* panel);
 
   // Timeline helpers.
   void zoomFit();
@@ -216,7 +273,19 @@ class App {
   std::string pendingCompare_;  // opened while the main run was loading: loaded after it
   std::optional<storage::RunOverview> overview_;  // of the run being opened (none: old file)
   bool overviewShown_ = false;
-  bool holdLoads_ = false;
+  bool holdLoads_ = false, holdDetails_ = false;
+  // The view when the run became interactive: when the details arrive and the user has not
+  // moved or selected anything since, the first problem is shown (as when a run opens whole).
+  struct ViewAtOpen {
+    double start = 0, end = 0;
+    int64_t step = 0;
+    Selection selection;
+    bool operator==(const ViewAtOpen&) const = default;
+  };
+  ViewAtOpen viewAtOpen_;
+  ViewAtOpen currentView() const {
+    return {view_.viewStart, view_.viewEnd, view_.step, view_.selection};
+  }
   ViewerState view_;
   FrameProbes probes_;
   std::vector<DrawItem> drawScratch_;

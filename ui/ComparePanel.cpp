@@ -51,13 +51,14 @@ void App::drawCompare() {
     ImGui::TextDisabled("Open a run first.");
     return;
   }
+  if (!pendingCompare_.empty() && drawDetailsPending("compare")) return;  // compares whole runs
   if (other_.loading() || !pendingCompare_.empty()) {
     ImGui::Text("Loading and comparing %s",
                 pendingCompare_.empty() ? other_.path.c_str() : pendingCompare_.c_str());
     ImGui::ProgressBar(other_.progress(), ImVec2(300, 0));
     return;
   }
-  const analysis::Comparison* c = other_.comparison.get();
+  const analysis::Comparison* c = comparison();
   if (!other_.run || !c) {
     ImGui::TextUnformatted(
         "Compare this run with a second run (any layout of the same model and seed).");

@@ -109,6 +109,8 @@ void App::drawFind() {
   q.iteration = std::max(-1, q.iteration);
   q.microbatch = std::max(-1, q.microbatch);
   if (changed) view_.findDirty = true;
+  // Gradients, and NaN/Inf in causal order (gradients and losses take part), are details.
+  if ((q.what == FindWhat::Gradients || q.nanInf) && drawDetailsPending("find")) return;
   if (view_.findDirty) {
     view_.findHits = findItems(model, q, 20000, &view_.findTotal, &run->replay);
     view_.findDirty = false;

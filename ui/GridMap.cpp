@@ -89,10 +89,13 @@ void App::drawGridMap() {
         const std::string what = buf;  // the rank runs another of its modules now
         std::snprintf(buf, sizeof buf, "%s %s", what.c_str(), modules[mi].name.c_str());
       }
+    } else if (st.done >= static_cast<int32_t>(acts.size()) && !run->detailsLoaded) {
+      // How the rank ended needs its plan (a detail): no word until it is in.
+      std::snprintf(buf, sizeof buf, "loading...");
     } else if (st.done >= static_cast<int32_t>(acts.size()) &&
-               run->problems.ranks[rank].fate != RankFate::Completed) {
+               run->fateOf(rank)->fate != RankFate::Completed) {
       // After its last recorded action: how the rank ended (never "finished" unless it did).
-      const RankProblem& p = run->problems.ranks[rank];
+      const RankProblem& p = *run->fateOf(rank);
       std::string word = toString(p.fate);
       for (char& ch : word) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
       if (p.waitsOnRank >= 0) word += " on r" + std::to_string(p.waitsOnRank);
@@ -214,7 +217,7 @@ void App::drawGridMap() {
                 model.colocated(rank) ? "shared: " : "",
                 model.colocated(rank) ? model.moduleLabel(rank).c_str() : m.name.c_str(),
                 cs.line1.c_str(), cs.fate ? "\n" : "",
-                cs.fate ? run->problems.ranks[rank].why.c_str() : "", stored);
+                cs.fate ? run->fateOf(rank)->why.c_str() : "", stored);
           ImGui::PopID();
         }
       }

@@ -153,6 +153,9 @@ void App::inspectAction(int rank, int64_t index) {
       else
         ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1), "%s mb%d  (as planned)",
                            events::toString(p.kind), p.microbatch);
+    } else if (!run->detailsLoaded) {  // the plan is a detail
+      probes_.detailsPendingPanels.push_back("inspector");
+      row("plan", "%s", detailsNote().c_str());
     }
     int64_t b = run->replay.positionOf(rank, static_cast<int32_t>(index), false);
     int64_t e = run->replay.positionOf(rank, static_cast<int32_t>(index), true);

@@ -13,9 +13,9 @@ namespace {
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-}  // namespace
 
-std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
+// The indexes of the timeline: everything but the verdicts (problems), which need the details.
+std::shared_ptr<LoadedRun> indexTimeline(storage::RunModel model) {
   auto t0 = std::chrono::steady_clock::now();
   auto run = std::make_shared<LoadedRun>();
   run->model = std::move(model);
@@ -41,7 +41,6 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
   }
   run->replay = ReplayOrder::build(m, run->pairActions);
   run->time = analysis::timeBreakdown(m);
-  run->problems = findProblems(m, run->replay);
   run->collectives = indexCollectives(m);
   run->iterationStartNs.assign(std::max(0, m.info.iterations), INT64_MAX);
   for (const auto& acts : m.actions)
@@ -57,16 +56,81 @@ std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
   return run;
 }
 
+}  // namespace
+
+std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
+  auto run = indexTimeline(std::move(model));
+  completeDetails(*run, judgeRun(*run));
+  return run;
+}
+
 std::shared_ptr<LoadedRun> openRun(const std::string& path,
                                    const std::function<void(float)>& progress) {
+  auto half = [&](float offset) {
+    return [&progress, offset](float f) {
+      if (progress) progress(offset + 0.5f * f);
+    };
+  };
+  auto run = openTimeline(path, half(0));
   auto t0 = std::chrono::steady_clock::now();
-  storage::RunModel model = storage::loadRun(path, storage::LoadOptions{}, progress);
+  mergeDetails(*run, loadDetails(*run, half(0.5f)));
+  completeDetails(*run, judgeRun(*run));
+  run->detailsSeconds = since(t0);
+  if (progress) progress(1.0f);
+  return run;
+}
+
+std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
+                                        const std::function<void(float)>& progress) {
+  auto t0 = std::chrono::steady_clock::now();
+  storage::LoadOptions opts;
+  opts.timelineOnly = true;
+  // The reader's own progress takes 90 %, indexing the rest.
+  storage::RunModel model = storage::loadRun(path, opts, [&progress](float f) {
+    if (progress) progress(0.9f * f);
+  });
   double loadSeconds = since(t0);
-  if (progress) progress(0.9f);
-  auto run = indexRun(std::move(model));
+  auto run = indexTimeline(std::move(model));
   run->loadSeconds = loadSeconds;
   if (progress) progress(1.0f);
   return run;
+}
+
+storage::RunModel loadDetails(const LoadedRun& run, const std::function<void(float)>& progress) {
+  storage::LoadOptions opts;
+  opts.detailsOnly = true;
+  storage::RunModel d = storage::loadRun(run.model.path, opts, progress);
+  // The same file as the timeline's: a run file replaced in between would pair this run's
+  // timeline with another run's gradients, and the verdicts would judge neither.
+  const auto& a = run.model.info;
+  const auto& b = d.info;
+  if (d.schemaVersion != run.model.schemaVersion || a.runId != b.runId ||
+      a.configHash != b.configHash || a.status != b.status || a.endUnixMs != b.endUnixMs)
+    throw storage::RunFileError(storage::RunFileError::Kind::Corrupt,
+                                run.model.path + ": the file changed while it loaded (run " +
+                                    a.runId + ", status " + events::toString(a.status) +
+                                    " when the timeline was read; run " + b.runId + ", status " +
+                                    events::toString(b.status) + " now): open it again");
+  return d;
+}
+
+void mergeDetails(LoadedRun& run, storage::RunModel&& details) {
+  auto& m = run.model;
+  m.plan = std::move(details.plan);
+  m.gradients = std::move(details.gradients);
+  m.losses = std::move(details.losses);
+  m.inputs = std::move(details.inputs);
+  m.referenceLosses = std::move(details.referenceLosses);
+  m.referenceGradients = std::move(details.referenceGradients);
+}
+
+RunProblems judgeRun(const LoadedRun& run) {
+  return findProblems(run.model, run.replay);
+}
+
+void completeDetails(LoadedRun& run, RunProblems&& problems) {
+  run.problems = std::move(problems);
+  run.detailsLoaded = true;
 }
 
 std::vector<uint8_t> transferPayload(const LoadedRun& run, int64_t transferIndex) {

@@ -1,7 +1,15 @@
 // A run as the viewer holds it: the read model plus everything derived from it once, on the
 // loading thread (row order, transfer->action links, causal replay order,
-// transfer pairs ordered by send time, time per rank).  Immutable after loading; view state lives
-// apart (ViewerState.h).  ImGui-free.
+// transfer pairs ordered by send time, time per rank).  View state lives apart (ViewerState.h).
+// ImGui-free.
+//
+// Loaded in two phases (README, "The viewer", large runs): openTimeline reads what the timeline,
+// grid map, transfers and replay need (storage::LoadOptions::timelineOnly) and indexes it: the run
+// is interactive.  Then, on a background thread, loadDetails reads the rest (plan, gradients,
+// losses, inputs, reference: LoadOptions::detailsOnly); the owning thread merges it in
+// (mergeDetails), judgeRun computes the verdicts over the whole model, and completeDetails
+// takes them.  Only then is `detailsLoaded` true.  Apart from those two calls a LoadedRun is
+// immutable.
 #pragma once
 
 #include <functional>
@@ -35,16 +43,45 @@ struct LoadedRun {
   // the timeline searches and shades every frame.
   std::vector<TimeColumns> actionTimes;
   CollectiveIndex collectives;  // captured runs: collectives across groups
-  double loadSeconds = 0, indexSeconds = 0;
+  // False while the details are loading: model.plan, gradients, losses, inputs and the
+  // reference are empty and `problems` is not computed.  Nothing that reads them (fates and
+  // stuck actions, NaN/Inf, corrupted messages, plots, the gradient and loss inspector, find over
+  // gradients, the compare) may run or show before; each says "loading details…" instead.
+  bool detailsLoaded = false;
+  double loadSeconds = 0, indexSeconds = 0;  // the timeline: read, index
+  double detailsSeconds = 0;                 // the details: read, merge and judge
+
+  // The fate of `rank` (problems.ranks), or nullptr while the details load (no verdict yet)
+  // or for a rank out of range.
+  const RankProblem* fateOf(int rank) const {
+    if (!detailsLoaded || rank < 0 || rank >= static_cast<int>(problems.ranks.size()))
+      return nullptr;
+    return &problems.ranks[static_cast<size_t>(rank)];
+  }
 };
 
-// Derives the indexes of a loaded model.
+// Derives the indexes of a whole loaded model (details included: detailsLoaded is true).
 std::shared_ptr<LoadedRun> indexRun(storage::RunModel model);
 
-// Opens the run file `path` through storage::loadRun.  Throws storage::RunFileError (or
-// std::exception) with a message naming the file.
+// Opens the whole run file `path` (both phases, one after the other).  Throws
+// storage::RunFileError (or std::exception) with a message naming the file.
 std::shared_ptr<LoadedRun> openRun(const std::string& path,
                                    const std::function<void(float)>& progress = {});
+
+// Phase 1: the timeline of `path` and its indexes, details not loaded.  Throws like openRun.
+std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
+                                        const std::function<void(float)>& progress = {});
+// Phase 2 (any thread; reads the file only): the details of `run`'s file.  Throws like openRun,
+// also when the file's run row no longer matches the one the timeline was read with (the file
+// was replaced in between).
+storage::RunModel loadDetails(const LoadedRun& run,
+                              const std::function<void(float)>& progress = {});
+// Moves `details` into run.model.  Call with no other thread reading `run`.
+void mergeDetails(LoadedRun& run, storage::RunModel&& details);
+// The verdicts over the whole (merged) model: findProblems.  Only reads `run`.
+RunProblems judgeRun(const LoadedRun& run);
+// Takes the verdicts: detailsLoaded becomes true.  Call with no other thread reading `run`.
+void completeDetails(LoadedRun& run, RunProblems&& problems);
 
 // Payload bytes of one transfer (empty when unavailable).
 std::vector<uint8_t> transferPayload(const LoadedRun& run, int64_t transferIndex);

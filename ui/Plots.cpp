@@ -60,6 +60,7 @@ void App::drawPlots() {
     ImGui::TextDisabled("No run open.");
     return;
   }
+  if (drawDetailsPending("plots")) return;  // losses and gradients are details
   const auto& model = run->model;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();

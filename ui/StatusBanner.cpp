@@ -54,6 +54,48 @@ const char* statusWord(events::RunStatus s) {
 
 }  // namespace
 
+void App::drawPendingBanner(const ImVec2& pos, const ImVec2& size) {
+  const auto& m = main_.run->model;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 end(pos.x + size.x, pos.y + size.y);
+  dl->AddRectFilled(pos, end, IM_COL32(40, 42, 48, 255));
+  // The status the run file records (not a verdict of ours), in a neutral colour.
+  const char* word = statusWord(m.info.status);
+  const ImVec2 ws = ImGui::CalcTextSize(word);
+  const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
+  probes_.bannerColour = IM_COL32(90, 94, 104, 255);
+  dl->AddRectFilled(b0, b1, probes_.bannerColour, 3);
+  dl->AddText(ImVec2(b0.x + 6, pos.y + (size.y - ws.y) / 2), theme::kText, word);
+  const std::string text = detailsNote() +
+                           "  |  the timeline, grid map and replay are ready; fates, stuck ranks, "
+                           "NaN/Inf and corrupted messages follow once the whole run is in";
+  probes_.bannerText = text;
+  dl->PushClipRect(ImVec2(b1.x + 10, pos.y), ImVec2(end.x - 260, end.y), true);
+  dl->AddText(ImVec2(b1.x + 10, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2), theme::kTextDim,
+              text.c_str());
+  dl->PopClipRect();
+  if (main_.detailsPending()) {
+    ImGui::SetCursorScreenPos(ImVec2(end.x - 250, pos.y + 7));
+    ImGui::ProgressBar(main_.progress(), ImVec2(240, size.y - 14));
+  }
+}
+
+std::string App::detailsNote() const {
+  const LoadedRun* r = main_.run.get();
+  if (!r || r->detailsLoaded) return "";
+  if (main_.detailsPending()) return "loading details... (plan, gradients, losses)";
+  return "details not loaded: " + (main_.error.empty() ? std::string("(stopped)") : main_.error);
+}
+
+bool App::drawDetailsPending(const char* panel) {
+  const std::string note = detailsNote();
+  if (note.empty()) return false;
+  probes_.detailsPendingPanels.push_back(panel);
+  ImGui::TextDisabled("%s", note.c_str());
+  if (main_.detailsPending()) ImGui::ProgressBar(main_.progress(), ImVec2(300, 0));
+  return true;
+}
+
 void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   const LoadedRun* run = main_.run.get();
   if (!run) return;
@@ -64,6 +106,11 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 end(pos.x + size.x, pos.y + size.y);
   probes_.banner = ImVec4(pos.x, pos.y, end.x, end.y);
+  if (!run->detailsLoaded) {
+    // No verdict before the whole model is in: the recorded status and what is loading.
+    drawPendingBanner(pos, size);
+    return;
+  }
   dl->AddRectFilled(
       pos, end, completed && !nonFinite ? IM_COL32(30, 44, 34, 255) : IM_COL32(66, 28, 30, 255));
   // The status badge.
@@ -86,7 +133,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     buttons.emplace_back("Stuck: rank " + std::to_string(pr.firstStuckRank) + " (" +
                              toString(pr.ranks[pr.firstStuckRank].fate) + ")",
                          1);
-  const analysis::Comparison* cmp = other_.comparison.get();
+  const analysis::Comparison* cmp = comparison();
   if (cmp && cmp->first && cmp->first->a >= 0) buttons.emplace_back("First divergence", 2);
   float buttonsW = 0;
   for (const auto& [label, which] : buttons)
@@ -114,6 +161,8 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   if (pr.nonFiniteRecords > 0)
     text += "  |  " + std::to_string(pr.nonFiniteRecords) +
             " records hold NaN/Inf; first: " + describe(m, pr.firstNonFinite);
+  probes_.bannerText = text;
+  for (const auto& b : buttons) probes_.bannerButtons.push_back(b.first);
   const float textW = end.x - x - buttonsW - 12;
   dl->PushClipRect(ImVec2(x, pos.y), ImVec2(x + std::max(0.0f, textW), end.y), true);
   dl->AddText(ImVec2(x, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2),

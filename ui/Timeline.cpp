@@ -500,8 +500,10 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     }
     // A rank that did not complete: its stuck action (the first planned action it never
     // completed) after its last recorded one, in the colour of its fate.
-    const RankProblem& fate = run->problems.ranks[rank];
-    if (fate.fate != RankFate::Completed && st.done >= static_cast<int32_t>(acts.size())) {
+    const RankProblem* fateOf = run->fateOf(rank);  // none while the details load
+    if (fateOf && fateOf->fate != RankFate::Completed &&
+        st.done >= static_cast<int32_t>(acts.size())) {
+      const RankProblem& fate = *fateOf;
       const int64_t from = acts.empty() ? model.minTimeNs : acts.back().endNs;
       const float sx0 = xOf(static_cast<double>(from));
       const float sx1 =
@@ -628,8 +630,9 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       dl->AddText(ImVec2(pos.x + 10, y + (rowH - 15) / 2), tc, row.label.c_str());
     }
     if (st.running) dl->AddCircleFilled(dot, 4, theme::kAccent);
-    const RankFate fate = run->problems.ranks[rank].fate;
-    if (fate != RankFate::Completed) {
+    const RankProblem* fateOf = run->fateOf(rank);  // none while the details load
+    if (fateOf && fateOf->fate != RankFate::Completed) {
+      const RankFate fate = fateOf->fate;
       const char* word = toString(fate);
       const ImVec2 ws = ImGui::CalcTextSize(word);
       const ImVec2 b1(pos.x + kLabelWidth - 4, y + rowHt / 2 + ws.y / 2 + 1);

@@ -122,16 +122,22 @@ std::string writeScreenshot(const std::string& path, int width, int height,
   return "";
 }
 
-// "loading", or whether the view spans at least half the run ("out") or less ("in").
+// "loading" (no run yet), "details" (interactive, the details still loading), or whether the
+// view spans at least half the run ("out") or less ("in").
 // While a run loads, frames come at most kLoadingFps a second and at most one per
 // kLoadingDrawShare times the last frame's wall time (a frame that took 200 ms on a busy
 // software renderer is followed by 800 ms for the load).
+// While the details load (the run is interactive), a frame without input only moves the
+// progress bar, and drawing the whole timeline costs the software renderer far more than the
+// overview did: kDetailsFps.
 constexpr double kLoadingFps = 8;
+constexpr double kDetailsFps = 1;
 constexpr double kLoadingDrawShare = 4;
 
 const char* zoomState(App& app) {
   const LoadedRun* run = app.run();
   if (!run) return "loading";
+  if (!run->detailsLoaded) return "details";
   const double span = static_cast<double>(run->model.maxTimeNs - run->model.minTimeNs);
   return app.state().viewEnd - app.state().viewStart >= 0.5 * span ? "out" : "in";
 }
@@ -144,16 +150,22 @@ int runViewer(const ViewerOptions& options) {
   // window exists: creating a window and its GL context takes about a second on a software
   // renderer, and the load uses that second.  App needs no ImGui context until frame().
   auto appOwner = std::make_unique<App>();
-  if (!options.run.empty()) appOwner->open(options.run);
+  // A finished load phase wakes the event loop (which waits for input between the few frames
+  // drawn while loading).  GLFW is initialised before anything loads: glfwPostEmptyEvent needs
+  // it, and a phase can finish before the window exists (then the event waits in the queue).
   glfwSetErrorCallback(
       [](int code, const char* text) { std::fprintf(stderr, "glfw error %d: %s\n", code, text); });
   if (!glfwInit()) return 1;
+  appOwner->setWake([] { glfwPostEmptyEvent(); });
+  appOwner->holdDetails(options.holdDetails);
+  if (!options.run.empty()) appOwner->open(options.run);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   GLFWwindow* window =
       glfwCreateWindow(options.width, options.height, "stagescope", nullptr, nullptr);
   if (!window) {
+    appOwner.reset();  // ends the load (it wakes GLFW when done) before GLFW goes
     glfwTerminate();
     return 1;
   }
@@ -199,7 +211,8 @@ int runViewer(const ViewerOptions& options) {
       if (app.busy() && !frameMs.empty())
         glfwWaitEventsTimeout(std::max(
             0.0,
-            std::max(1.0 / kLoadingFps, kLoadingDrawShare * lastFrameWall) -
+            std::max(1.0 / (app.detailsPending() ? kDetailsFps : kLoadingFps),
+                     kLoadingDrawShare * lastFrameWall) -
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count()));
       else
         glfwPollEvents();
@@ -257,7 +270,8 @@ int runViewer(const ViewerOptions& options) {
             zoomState(app));
         timing.phase("first-frame");
         if (app.run() || app.overviewShown()) timing.phase("first-useful-frame");
-        if (app.run()) timing.phase("loaded");
+        if (app.run()) timing.phase("interactive");
+        if (app.run() && app.run()->detailsLoaded) timing.phase("loaded");
       }
     }
     // A scripted session (CI, screenshots) that could not open a run says so and fails, after

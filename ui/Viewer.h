@@ -14,6 +14,9 @@ struct ViewerOptions {
   // loading has finished.  scriptCommandHelp() lists them.
   std::vector<std::string> script;
   bool benchmark = false;  // print per-frame CPU time (median, p99) on exit
+  // For tests: the run's details are never taken over, and the script runs once the run is
+  // interactive (App::holdDetails).
+  bool holdDetails = false;
 };
 
 // The script commands with their arguments, one per line (for --help and the docs).

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--benchmark")
       o.benchmark = true;
+    else if (a == "--hold-details")  // tests: the state while the details load, pinned
+      o.holdDetails = true;
     else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: stagescope-gui [RUN [OTHER]] [--screenshot PNG] [--script CMD]... "

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "imgui.h"
 #include "storage/RunFileWriter.h"
@@ -166,6 +167,151 @@ TEST(AppLaunch, OverviewShowsTheStructureWhileTheRunLoads) {
   ASSERT_EQ(runScript(gui, app, {"frames 2"}), "");
   ASSERT_NE(app.run(), nullptr);
   EXPECT_TRUE(app.probes().overviewRows.empty());
+}
+
+// A run that failed with problems of every kind the verdicts name: a NaN (first in an
+// activation), a killed rank that never completed its plan, a rank that timed out waiting
+// for it.  Every one of them needs the details (the plan for fates and stuck actions, gradients
+// and losses for the first NaN/Inf in causal order).
+storage::RunModel failedRunWithNaN() {
+  SyntheticSpec spec = defaultSyntheticSpec();
+  spec.nanIteration = 1;
+  spec.nanMicrobatch = 0;
+  storage::RunModel m = makeSyntheticRun(spec);
+  int killed = -1, up = -1;
+  for (const auto& r : m.ranks) {
+    if (r.module == "llm" && r.tp == 0 && r.pp == 1 && r.dp == 0) killed = r.rank;
+    if (r.module == "llm" && r.tp == 0 && r.pp == 0 && r.dp == 0) up = r.rank;
+  }
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  std::vector<int64_t> cut(m.ranks.size(), span * 85 / 100);
+  cut[static_cast<size_t>(killed)] = span * 80 / 100;
+  endRunEarly(m, cut);
+  m.info.status = events::RunStatus::Failed;
+  m.info.statusReason = "rank " + std::to_string(killed) + " was killed";
+  events::DiagnosisRecord k;
+  k.rank = killed;
+  k.kind = "rank_killed";
+  k.message = "killed by signal 9";
+  events::DiagnosisRecord t;
+  t.rank = up;
+  t.kind = "timeout";
+  t.waitsOnRank = killed;
+  t.message = "waits for the gradient";
+  m.diagnoses = {k, t};
+  return m;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Two-phase loading: the run is interactive once its timeline is in, and until the details
+// (plan, gradients, losses) are merged no verdict is shown anywhere: no problem buttons or
+// NaN/Inf sentence in the banner, no fate in the grid map or on the timeline, and the panels
+// that need the details say so.  holdDetails pins that state however fast the load is.
+// Released, the details are merged and the verdicts are those of the whole run.
+TEST(AppLaunch, NoVerdictIsShownBeforeTheDetailsAreIn) {
+  Fixture fx;
+  HeadlessImGui gui;
+  const std::string path = (fx.dir / "failed.db").string();
+  storage::writeRunFile(failedRunWithNaN(), path);
+  const auto whole = openRun(path);  // the reference: both phases, one after the other
+  ASSERT_TRUE(whole->detailsLoaded);
+  ASSERT_GT(whole->problems.nonFiniteRecords, 0u);
+  ASSERT_GE(whole->problems.firstStuckRank, 0);
+  ASSERT_FALSE(whole->model.gradients.empty());
+
+  App app;
+  app.holdDetails(true);
+  app.open(path);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!app.run() && std::chrono::steady_clock::now() < deadline) gui.frame(app);
+  ASSERT_NE(app.run(), nullptr) << "the timeline did not load within 2 minutes";
+  // The details are read meanwhile; give them time to finish, so that only the hold keeps
+  // them out.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (const char* tab : {"tab grid", "tab plots", "tab find", "find-nonfinite"}) {
+    std::string err;
+    ASSERT_TRUE(app.runCommand(tab, &err)) << err;
+    for (int i = 0; i < 3; ++i) gui.frame(app);
+    const FrameProbes& p = app.probes();
+    SCOPED_TRACE(tab);
+    EXPECT_TRUE(app.detailsPending());
+    EXPECT_FALSE(app.busy());  // held: script commands run on the interactive run
+    EXPECT_FALSE(app.run()->detailsLoaded);
+    EXPECT_TRUE(app.run()->model.gradients.empty());
+    // The timeline is drawn (interactive), with no fate and no stuck action on it.
+    EXPECT_FALSE(p.busyRows.empty() && p.items.empty());
+    EXPECT_TRUE(p.stuck.empty());
+    EXPECT_TRUE(p.waits.empty());
+    // The banner: the recorded status and "loading details", no verdict.
+    EXPECT_TRUE(p.bannerButtons.empty());
+    EXPECT_NE(p.bannerText.find("loading details"), std::string::npos) << p.bannerText;
+    EXPECT_EQ(p.bannerText.find("NaN/Inf;"), std::string::npos) << p.bannerText;
+    EXPECT_EQ(p.bannerText.find("records hold"), std::string::npos) << p.bannerText;
+    EXPECT_TRUE(p.cells.empty());  // grid cells in the colour of a fate
+  }
+  // The run stays usable: the replay moves, an action can be selected.
+  std::string err;
+  EXPECT_TRUE(app.runCommand("step 10", &err)) << err;
+  EXPECT_EQ(app.state().step, 10);
+  {
+    ASSERT_TRUE(app.runCommand("tab plots", &err)) << err;
+    for (int i = 0; i < 3; ++i) gui.frame(app);
+    EXPECT_TRUE(contains(app.probes().detailsPendingPanels, "plots"));
+    ASSERT_TRUE(app.runCommand("find-nonfinite", &err)) << err;
+    for (int i = 0; i < 3; ++i) gui.frame(app);
+    EXPECT_TRUE(contains(app.probes().detailsPendingPanels, "find"));
+  }
+
+  // Released: merged, judged, and the verdicts are the whole run's.
+  app.holdDetails(false);
+  ASSERT_EQ(runScript(gui, app, {"last", "tab grid", "frames 3"}), "");
+  const LoadedRun* r = app.run();
+  ASSERT_TRUE(r->detailsLoaded);
+  EXPECT_FALSE(app.detailsPending());
+  EXPECT_EQ(r->model.gradients.size(), whole->model.gradients.size());
+  EXPECT_EQ(r->model.losses.size(), whole->model.losses.size());
+  ASSERT_EQ(r->model.plan.size(), whole->model.plan.size());
+  for (size_t k = 0; k < r->model.plan.size(); ++k)
+    EXPECT_EQ(r->model.plan[k].size(), whole->model.plan[k].size());
+  EXPECT_EQ(r->problems.nonFiniteRecords, whole->problems.nonFiniteRecords);
+  EXPECT_EQ(r->problems.firstNonFinite.kind, whole->problems.firstNonFinite.kind);
+  EXPECT_EQ(r->problems.firstNonFinite.index, whole->problems.firstNonFinite.index);
+  EXPECT_EQ(r->problems.firstStuckRank, whole->problems.firstStuckRank);
+  ASSERT_EQ(r->problems.ranks.size(), whole->problems.ranks.size());
+  for (size_t k = 0; k < r->problems.ranks.size(); ++k) {
+    EXPECT_EQ(r->problems.ranks[k].fate, whole->problems.ranks[k].fate) << "rank " << k;
+    EXPECT_EQ(r->problems.ranks[k].stuckPlan, whole->problems.ranks[k].stuckPlan) << "rank " << k;
+  }
+  const FrameProbes& p = app.probes();
+  EXPECT_TRUE(p.detailsPendingPanels.empty());
+  EXPECT_TRUE(contains(p.bannerButtons, "First NaN/Inf"));
+  EXPECT_NE(p.bannerText.find("records hold NaN/Inf"), std::string::npos) << p.bannerText;
+  EXPECT_FALSE(p.cells.empty());  // the killed and stopped ranks' fates in the grid map
+  EXPECT_FALSE(p.stuck.empty());  // and their stuck actions on the timeline
+  // The user moved the replay while the details loaded: nothing was selected for them.
+  EXPECT_EQ(app.state().selection.kind, Selection::Kind::None);
+}
+
+// Left alone while the details load, the viewer leads to the first problem once they are in,
+// as when a run opened whole.
+TEST(AppLaunch, TheFirstProblemIsShownWhenTheDetailsArrive) {
+  Fixture fx;
+  HeadlessImGui gui;
+  const std::string path = (fx.dir / "failed.db").string();
+  storage::writeRunFile(failedRunWithNaN(), path);
+  const auto whole = openRun(path);
+  App app;
+  app.open(path);
+  ASSERT_EQ(runScript(gui, app, {"frames 1"}), "");
+  ASSERT_TRUE(app.run()->detailsLoaded);
+  const NonFinite& n = whole->problems.firstNonFinite;
+  ASSERT_NE(n.kind, NonFinite::Kind::None);
+  EXPECT_NE(app.state().selection.kind, Selection::Kind::None);
+  EXPECT_EQ(app.state().selection.index,
+            whole->problems.corruptMessages > 0 ? whole->problems.firstCorruptTransfer : n.index);
 }
 
 TEST(AppLaunch, CompareWithoutAnOpenRunIsAnError) {

@@ -185,11 +185,12 @@ events::DiagnosisRecord record(int rank, const std::string& kind, int waitsOn,
 // Opens `run` in the real viewer under Xvfb, runs `script` and writes `shot`; returns the log
 // (empty string and a failed assertion when the viewer exits non-zero).
 std::string shoot(const fs::path& dir, const std::string& run,
-                  const std::vector<std::string>& script, const std::string& shot) {
+                  const std::vector<std::string>& script, const std::string& shot,
+                  const std::string& options = "") {
   std::ostringstream cmd;
   cmd << "XDG_CONFIG_HOME='" << (dir / "config").string()
       << "' xvfb-run -a -s '-screen 0 1600x1000x24' '" << STAGESCOPE_GUI_EXE << "' '" << run
-      << "' --size 1600x1000";
+      << "' --size 1600x1000 " << options;
   for (const auto& c : script) cmd << " --script '" << c << "'";
   cmd << " --screenshot '" << shot << "' > '" << shot << ".log' 2>&1";
   const int rc = std::system(cmd.str().c_str());
@@ -260,6 +261,26 @@ TEST(Gui, KilledRankIsMarkedAndTheWaitsPointAtIt) {
     EXPECT_GT(countReddish(img, {w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12}), 10u);
   }
   EXPECT_EQ(toKilled, 2);
+
+  // The same run while its details (the plan) load: the timeline and the grid map are drawn,
+  // and no fate anywhere — the banner's badge is the recorded status in grey, the killed
+  // rank's cell is not red, no stuck action, no wait-for arrow.
+  const std::string pendingShot = (dir / "killed-pending.png").string();
+  shoot(dir, run, {"frames 3"}, pendingShot, "--hold-details");
+  Image pending;
+  Probes q;
+  ASSERT_TRUE(pending.load(pendingShot));
+  ASSERT_TRUE(q.load(pendingShot + ".probes"));
+  EXPECT_FALSE(q.busyRows.empty() && q.items.empty());  // the timeline is drawn
+  EXPECT_TRUE(q.cells.empty());
+  EXPECT_TRUE(q.stuck.empty());
+  EXPECT_TRUE(q.waits.empty());
+  EXPECT_LT(std::abs(q.badge[0] - q.badge[2]), 30);  // grey, not the failure red
+  EXPECT_EQ(countReddish(pending, q.regions["banner"]), 0u);
+  EXPECT_LT(shareOfColour(pending, cell->x0, cell->y0, cell->x1, cell->y1, cell->r, cell->g,
+                          cell->b, 8, 2),
+            0.05);
+  EXPECT_GT(nonBackground(pending, q.regions["gridmap"]), 0.02);  // the grid map is drawn
 }
 
 // A hang: two llm ranks wait on each other (a cycle).  The banner says HUNG (orange), both

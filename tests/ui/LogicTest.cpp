@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -508,6 +509,114 @@ TEST(RunProblems, FirstNonFiniteIsCausallyFirstNotFirstByEdgeName) {
   for (const auto& x : all) lossSeen |= x.kind == NonFinite::Kind::Loss;
   EXPECT_TRUE(lossSeen);
   EXPECT_EQ(all.front().index, n.index);
+}
+
+// The viewer's two phases: the timeline (storage::LoadOptions::timelineOnly) and the details
+// (detailsOnly) read disjoint parts of the file; merged and judged, they are the whole run as
+// one load reads it, record for record, verdicts included.
+TEST(OpenRun, TimelineThenDetailsIsTheWholeRun) {
+  auto dir = std::filesystem::temp_directory_path() / "stagescope_ui_logic";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "two_phases.db").string();
+  std::filesystem::remove(path);  // this test's own file from an earlier run
+  SyntheticSpec spec = defaultSyntheticSpec();
+  spec.nanIteration = 1;
+  spec.nanMicrobatch = 1;
+  storage::RunModel written = makeSyntheticRun(spec);
+  endRunEarly(written, std::vector<int64_t>(written.ranks.size(),
+                                            (written.maxTimeNs - written.minTimeNs) * 3 / 4));
+  written.info.status = events::RunStatus::Hung;
+  storage::writeRunFile(written, path);
+
+  const storage::RunModel whole = storage::loadRun(path);
+  const auto wholeRun = indexRun(storage::loadRun(path));
+  auto run = openTimeline(path);
+  EXPECT_FALSE(run->detailsLoaded);
+  EXPECT_EQ(run->fateOf(0), nullptr);  // no verdict before the details
+  EXPECT_TRUE(run->model.plan.empty() || run->model.plan.front().empty());
+  EXPECT_TRUE(run->model.gradients.empty());
+  EXPECT_TRUE(run->model.losses.empty());
+  // The timeline is whole already.
+  ASSERT_EQ(run->model.actions.size(), whole.actions.size());
+  for (size_t r = 0; r < whole.actions.size(); ++r)
+    EXPECT_EQ(run->model.actions[r].size(), whole.actions[r].size());
+  EXPECT_EQ(run->model.transfers.size(), whole.transfers.size());
+  EXPECT_EQ(run->model.diagnoses.size(), whole.diagnoses.size());
+  EXPECT_EQ(run->replay.size(), wholeRun->replay.size());
+
+  storage::RunModel details = loadDetails(*run);
+  // The details read no timeline.
+  for (const auto& a : details.actions) EXPECT_TRUE(a.empty());
+  EXPECT_TRUE(details.transfers.empty());
+  EXPECT_TRUE(details.ranks.empty());
+  mergeDetails(*run, std::move(details));
+  completeDetails(*run, judgeRun(*run));
+  ASSERT_TRUE(run->detailsLoaded);
+
+  const auto& m = run->model;
+  ASSERT_EQ(m.plan.size(), whole.plan.size());
+  for (size_t r = 0; r < whole.plan.size(); ++r) {
+    ASSERT_EQ(m.plan[r].size(), whole.plan[r].size());
+    for (size_t i = 0; i < whole.plan[r].size(); ++i) {
+      EXPECT_EQ(m.plan[r][i].iteration, whole.plan[r][i].iteration);
+      EXPECT_EQ(m.plan[r][i].seq, whole.plan[r][i].seq);
+      EXPECT_EQ(m.plan[r][i].kind, whole.plan[r][i].kind);
+    }
+  }
+  ASSERT_EQ(m.gradients.size(), whole.gradients.size());
+  for (size_t i = 0; i < whole.gradients.size(); ++i) {
+    EXPECT_EQ(m.gradients[i].param, whole.gradients[i].param);
+    EXPECT_EQ(m.gradients[i].iteration, whole.gradients[i].iteration);
+    EXPECT_EQ(m.gradients[i].phase, whole.gradients[i].phase);
+    EXPECT_EQ(m.gradients[i].checksum, whole.gradients[i].checksum);
+  }
+  ASSERT_EQ(m.losses.size(), whole.losses.size());
+  for (size_t i = 0; i < whole.losses.size(); ++i)
+    EXPECT_EQ(std::isnan(m.losses[i].loss) ? 0 : m.losses[i].loss,
+              std::isnan(whole.losses[i].loss) ? 0 : whole.losses[i].loss);
+  EXPECT_EQ(m.referenceLosses.size(), whole.referenceLosses.size());
+  EXPECT_EQ(m.referenceGradients.size(), whole.referenceGradients.size());
+  EXPECT_EQ(m.inputs.size(), whole.inputs.size());
+  // The verdicts are the whole run's.
+  const RunProblems& p = run->problems;
+  const RunProblems& q = wholeRun->problems;
+  ASSERT_GT(q.nonFiniteRecords, 0u);
+  ASSERT_GE(q.firstStuckRank, 0);
+  EXPECT_EQ(p.nonFiniteRecords, q.nonFiniteRecords);
+  EXPECT_EQ(p.firstNonFinite.kind, q.firstNonFinite.kind);
+  EXPECT_EQ(p.firstNonFinite.index, q.firstNonFinite.index);
+  EXPECT_EQ(p.firstStuckRank, q.firstStuckRank);
+  ASSERT_EQ(p.ranks.size(), q.ranks.size());
+  for (size_t r = 0; r < q.ranks.size(); ++r) {
+    EXPECT_EQ(p.ranks[r].fate, q.ranks[r].fate) << "rank " << r;
+    EXPECT_EQ(p.ranks[r].stuckPlan, q.ranks[r].stuckPlan) << "rank " << r;
+  }
+}
+
+// A file replaced between the two phases (another run written to the same path) is not merged
+// into the first one's timeline: one error naming the file and both runs.
+TEST(OpenRun, DetailsOfAnotherRunAreRefused) {
+  auto dir = std::filesystem::temp_directory_path() / "stagescope_ui_logic";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "replaced.db").string();
+  std::filesystem::remove(path);  // this test's own file from an earlier run
+  storage::RunModel first = makeSyntheticRun(defaultSyntheticSpec());
+  first.info.runId = "first-run";
+  storage::writeRunFile(first, path);
+  auto run = openTimeline(path);
+  std::filesystem::remove(path);
+  storage::RunModel second = makeSyntheticRun(defaultSyntheticSpec());
+  second.info.runId = "second-run";
+  storage::writeRunFile(second, path);
+  try {
+    loadDetails(*run);
+    FAIL() << "the details of another run were accepted";
+  } catch (const storage::RunFileError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_NE(what.find("changed while it loaded"), std::string::npos) << what;
+    EXPECT_NE(what.find("second-run"), std::string::npos) << what;
+  }
 }
 
 TEST(OpenRun, BadFilesGiveTypedErrors) {

@@ -146,6 +146,11 @@ const char* zoomState(App& app) {
 
 int runViewer(const ViewerOptions& options) {
   ViewerTiming timing;
+  // Startup, phase by phase (STAGESCOPE_GUI_TIMING): "main" (the process loaded: libraries
+  // and static initialisers), "glfw-init" (the X connection), "opened" (the overview read and
+  // the load's thread started), "gl-context" (the window and its software GL context),
+  // "window" (ImGui, fonts and the GL backend set up), then the first frames.
+  timing.phase("main");
   // The run starts loading (overview, then the run on its background thread) before the
   // window exists: creating a window and its GL context takes about a second on a software
   // renderer, and the load uses that second.  App needs no ImGui context until frame().
@@ -156,9 +161,11 @@ int runViewer(const ViewerOptions& options) {
   glfwSetErrorCallback(
       [](int code, const char* text) { std::fprintf(stderr, "glfw error %d: %s\n", code, text); });
   if (!glfwInit()) return 1;
+  timing.phase("glfw-init");
   appOwner->setWake([] { glfwPostEmptyEvent(); });
   appOwner->holdDetails(options.holdDetails);
   if (!options.run.empty()) appOwner->open(options.run);
+  timing.phase("opened");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
@@ -170,6 +177,7 @@ int runViewer(const ViewerOptions& options) {
     return 1;
   }
   glfwMakeContextCurrent(window);
+  timing.phase("gl-context");
   const bool scripted = !options.script.empty() || !options.screenshot.empty();
   glfwSwapInterval(scripted || options.benchmark ? 0 : 1);
 

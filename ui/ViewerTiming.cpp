@@ -77,7 +77,8 @@ void ViewerTiming::phase(const char* name) {
   getrusage(RUSAGE_SELF, &ru);
   const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                      static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  std::fprintf(out_, "%.1f phase %s %.2f\n", sinceStartMs(), name, cpu);
+  // And the resident memory then (MB): what the timeline alone holds, what the details add.
+  std::fprintf(out_, "%.1f phase %s %.2f %.1f\n", sinceStartMs(), name, cpu, statusMb("VmRSS:"));
   std::fflush(out_);
 }
 

@@ -2,14 +2,17 @@
 //
 // Enabled by the environment variable STAGESCOPE_GUI_TIMING=PATH (or "-" for stderr).  Each
 // line is "<ms since the process started> <event> [values]":
-//   <t> phase window | first-frame | first-useful-frame | loaded  <process CPU s>
-//   <t> frame <cpu ms> <wall ms> <loading|out|in>   one per frame (cpu: NewFrame..Render;
+//   <t> phase <name> <process CPU s> <VmRSS MB>   names, in order: main, glfw-init, opened,
+//                                                 gl-context, window, first-frame,
+//                                                 first-useful-frame, interactive, loaded
+//   <t> frame <cpu ms> <wall ms> <loading|details|out|in>   one per frame (cpu: NewFrame..Render;
 //                                                   wall: the whole loop, GL and swap included)
 //   <t> memory <VmRSS MB> <VmHWM MB>                at exit
 // "first-useful-frame" is the first frame that drew the run (its overview or its actions);
-// "loaded" the first frame with the whole run.  A frame is "out" while the view spans at least
-// half the run, "in" otherwise.  The process start is /proc/self/stat's start time, so the
-// dynamic loader and static initialisation count.  ImGui-free.
+// "interactive" the first frame with the run's timeline (the details still loading: frames
+// "details"); "loaded" the first frame with the whole run.  A frame is "out" while the view
+// spans at least half the run, "in" otherwise.  The process start is /proc/self/stat's start time,
+// so the dynamic loader and static initialisation count.  ImGui-free.
 #pragma once
 
 #include <cstdio>

@@ -852,7 +852,8 @@ def markdown(r):
                     f"out {fmt(fc, 'out')} ms, in {fmt(fc, 'in')} ms / {g['peak_rss_mb']:.0f} MB",
                     "< 1 s / " + ("< 10 s" if x["events"] >= 5000000 else "< 2 s") + " / < 16, < 2 ms p99 / < 2 GB",
                     f"wall per frame (Xvfb software GL, swap included): out {fmt(fw, 'out')} ms, in {fmt(fw, 'in')} ms; "
-                    f"window at {ph.get('window', float('nan')):.2f} s")
+                    f"window at {ph.get('window', float('nan')):.2f} s; interactive (timeline in, details loading) "
+                    f"at {ph.get('interactive', float('nan')):.2f} s")
             if "check" not in x:  # --scale-skip-cli: the viewer alone was measured
                 continue
             row("7", f"check / compare / export, {ev}-event runs (CLI, wall, peak RSS)",

@@ -241,6 +241,7 @@ int runViewer(const ViewerOptions& options) {
       float dt = std::chrono::duration<float>(now - last).count();
       last = now;
       auto t0 = std::chrono::steady_clock::now();
+      const double threadCpu0 = threadCpuMs();
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
       // A scripted session has no pointer: its screenshots never depend on where the X
@@ -251,6 +252,7 @@ int runViewer(const ViewerOptions& options) {
       ImGui::Render();
       const double cpuMs =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double threadMs = threadCpuMs() - threadCpu0;
       frameMs.push_back(cpuMs);
       int fbw = 0, fbh = 0;
       glfwGetFramebufferSize(window, &fbw, &fbh);
@@ -275,7 +277,7 @@ int runViewer(const ViewerOptions& options) {
             cpuMs,
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count(),
-            zoomState(app));
+            zoomState(app), threadMs);
         timing.phase("first-frame");
         if (app.run() || app.overviewShown()) timing.phase("first-useful-frame");
         if (app.run()) timing.phase("interactive");

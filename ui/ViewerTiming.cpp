@@ -82,8 +82,16 @@ void ViewerTiming::phase(const char* name) {
   std::fflush(out_);
 }
 
-void ViewerTiming::frame(double cpuMs, double wallMs, const char* state) {
-  if (out_) std::fprintf(out_, "%.1f frame %.3f %.3f %s\n", sinceStartMs(), cpuMs, wallMs, state);
+void ViewerTiming::frame(double cpuMs, double wallMs, const char* state, double threadCpuMs) {
+  if (out_)
+    std::fprintf(out_, "%.1f frame %.3f %.3f %s %.3f\n", sinceStartMs(), cpuMs, wallMs, state,
+                 threadCpuMs);
+}
+
+double threadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 void ViewerTiming::memory() {

@@ -5,8 +5,9 @@
 //   <t> phase <name> <process CPU s> <VmRSS MB>   names, in order: main, glfw-init, opened,
 //                                                 gl-context, window, first-frame,
 //                                                 first-useful-frame, interactive, loaded
-//   <t> frame <cpu ms> <wall ms> <loading|details|out|in>   one per frame (cpu: NewFrame..Render;
-//                                                   wall: the whole loop, GL and swap included)
+//   <t> frame <cpu ms> <wall ms> <loading|details|out|in> <thread cpu ms>   one per frame
+//       (cpu: NewFrame..Render in wall time, so preemption counts; wall: the whole loop, GL and
+//       swap included; thread cpu: the CPU time the UI thread itself spent in NewFrame..Render)
 //   <t> memory <VmRSS MB> <VmHWM MB>                at exit
 // "first-useful-frame" is the first frame that drew the run (its overview or its actions);
 // "interactive" the first frame with the run's timeline (the details still loading: frames
@@ -20,6 +21,9 @@
 
 namespace stagescope::ui {
 
+// The calling thread's CPU time in ms (CLOCK_THREAD_CPUTIME_ID).
+double threadCpuMs();
+
 class ViewerTiming {
  public:
   ViewerTiming();  // reads STAGESCOPE_GUI_TIMING; disabled when unset
@@ -30,7 +34,7 @@ class ViewerTiming {
   bool enabled() const { return out_ != nullptr; }
   // Logs the phase the first time it is called with that name.
   void phase(const char* name);
-  void frame(double cpuMs, double wallMs, const char* state);
+  void frame(double cpuMs, double wallMs, const char* state, double threadCpuMs);
   void memory();
 
  private:

@@ -1,14 +1,19 @@
 #include "ui/ViewerTiming.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+
+#include "core/events/Printable.h"
 
 namespace stagescope::ui {
 namespace {
@@ -44,6 +49,27 @@ double statusMb(const std::string& key) {
 
 const double kStartMs = processStartMs();
 
+// Why the timing log may not be written at `path` ("" when it may): like every output of
+// stagescope (README "Output files"), it replaces only an empty file or an earlier timing log
+// (its first line "<ms> phase <name> <cpu>"), never a directory, link, special file or any
+// other file.
+std::string refusedLogPath(const char* path) {
+  struct stat st {};
+  if (::lstat(path, &st) != 0) return "";  // nothing there (or fopen says why)
+  if (S_ISLNK(st.st_mode))
+    return "is a symbolic link; expected a new file or an earlier timing log";
+  if (!S_ISREG(st.st_mode))
+    return "is not a regular file; expected a new file or an earlier timing log";
+  if (st.st_size == 0) return "";
+  std::ifstream in(path);
+  std::string ms, word;
+  in >> ms >> word;
+  char* end = nullptr;
+  std::strtod(ms.c_str(), &end);
+  if (!ms.empty() && end == ms.c_str() + ms.size() && word == "phase") return "";
+  return "exists and is not a viewer timing log (stagescope replaces only its own)";
+}
+
 }  // namespace
 
 ViewerTiming::ViewerTiming() {
@@ -53,9 +79,16 @@ ViewerTiming::ViewerTiming() {
     out_ = stderr;
     return;
   }
+  if (const std::string refused = refusedLogPath(where); !refused.empty()) {
+    std::fprintf(stderr, "STAGESCOPE_GUI_TIMING: %s: %s; the viewer runs without its timing log\n",
+                 events::printableLine(where).c_str(), refused.c_str());
+    return;
+  }
   out_ = std::fopen(where, "w");
   ownsFile_ = out_ != nullptr;
-  if (!out_) std::fprintf(stderr, "STAGESCOPE_GUI_TIMING: cannot write %s\n", where);
+  if (!out_)
+    std::fprintf(stderr, "STAGESCOPE_GUI_TIMING: cannot write %s: %s\n",
+                 events::printableLine(where).c_str(), std::strerror(errno));
 }
 
 ViewerTiming::~ViewerTiming() {

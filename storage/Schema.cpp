@@ -402,14 +402,22 @@ std::string dataColumns(const TableDef& table) {
   return out;
 }
 
-std::string insertSql(const TableDef& table, const char* verb) {
+std::string insertSql(const TableDef& table, const char* verb, int rows) {
   std::string marks;
   for (const auto& c : table.columns) {
     if (isKeyColumn(c)) continue;
     marks += marks.empty() ? "?" : ",?";
   }
-  return std::string(verb) + " INTO " + table.name + "(" + dataColumns(table) + ") VALUES(" +
-         marks + ")";
+  std::string sql =
+      std::string(verb) + " INTO " + table.name + "(" + dataColumns(table) + ") VALUES";
+  for (int r = 0; r < rows; ++r) sql += (r ? ",(" : "(") + marks + ")";
+  return sql;
+}
+
+int dataColumnCount(const TableDef& table) {
+  int n = 0;
+  for (const auto& c : table.columns) n += isKeyColumn(c) ? 0 : 1;
+  return n;
 }
 
 void createSchema(Db& db, FileKind kind) {

@@ -67,8 +67,11 @@ const TableDef& tableDef(std::string_view name);
 // Names of the columns a writer fills, comma-separated, in declaration order, leaving out the
 // INTEGER PRIMARY KEY `id` and `shard_id`.  INSERT statements bind in this order.
 std::string dataColumns(const TableDef& table);
-// "INSERT INTO <table>(<dataColumns>) VALUES(?,?,…)".
-std::string insertSql(const TableDef& table, const char* verb = "INSERT");
+// "INSERT INTO <table>(<dataColumns>) VALUES(?,?,…)", with `rows` parenthesised groups of
+// parameters (one row each, in order: row r's column c is parameter r * dataColumnCount + c + 1).
+std::string insertSql(const TableDef& table, const char* verb = "INSERT", int rows = 1);
+// How many columns dataColumns names (the parameters of one row of insertSql).
+int dataColumnCount(const TableDef& table);
 
 enum class FileKind { Shard, Run };
 // Creates tables (IF NOT EXISTS), sets application_id and user_version.  No indexes.  A run

@@ -6,8 +6,10 @@
 
 #include <cerrno>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
+#include <span>
 #include <stdexcept>
 
 #include "storage/Schema.h"
@@ -17,282 +19,336 @@ namespace stagescope::storage {
 
 using events::RecordLevel;
 
-// The writer thread's connection, prepared statements and scratch text buffers.  Statements
-// are prepared once; every row is bind/step/reset, text bound without copying (the record
-// outlives the step).
+namespace {
+
+// Rows per multi-row INSERT: one sqlite3_step inserts this many rows, so SQLite's
+// per-statement work (step, halt, reset, its allocations) is paid once per kRowsPerInsert
+// rows instead of once per row.  16 took the CPU per row of the actions table by a third;
+// more rows per statement gained little (bench_writer).
+constexpr int kRowsPerInsert = 16;
+
+// One table's INSERT, prepared for one row and for kRowsPerInsert rows.
+struct TableInsert {
+  Stmt one, many;
+  int columns = 0;  // parameters per row
+  TableInsert() = default;
+  TableInsert(Db& db, const char* table) {
+    const TableDef& def = tableDef(table);
+    one = db.prepare(insertSql(def));
+    many = db.prepare(insertSql(def, "INSERT", kRowsPerInsert));
+    columns = dataColumnCount(def);
+  }
+};
+
+// Binds one row's columns in declaration order, from parameter `next` on.
+struct RowBinder {
+  Stmt& s;
+  int next;
+  template <typename V>
+  void put(V v) {
+    s.bind(next++, v);
+  }
+  void text(std::string_view v) { s.bindTextStatic(next++, v); }
+  void null() { s.bindNull(next++); }
+  void real(double v) { bindReal(s, next++, v); }
+  void blob(const std::vector<uint8_t>& p) { s.bindBlobStatic(next++, p.data(), p.size()); }
+};
+
+// The text of an integer list (shape, peers) as the shard stores it ("4,128,1024"), formatted
+// only when it differs from the list this holder formatted last: consecutive rows mostly
+// repeat it.  The text stays valid until the next call.
+class ListText {
+ public:
+  template <typename List>
+  std::string_view of(const List& list) {
+    if (valid_ && std::equal(list.begin(), list.end(), key_.begin(), key_.end())) return text_;
+    key_.assign(list.begin(), list.end());
+    text_.clear();
+    appendList(text_, list);
+    valid_ = true;
+    return text_;
+  }
+
+ private:
+  std::vector<int64_t> key_;
+  std::string text_;
+  bool valid_ = false;
+};
+
+}  // namespace
+
+// The writer thread's connection, prepared statements and list texts.  Statements are
+// prepared once; rows are bound, kRowsPerInsert to a statement, then step/reset; text is
+// bound without copying (the records and list texts outlive the step).
 struct ShardWriter::Impl {
   Db db;
-  Stmt begin, commit, ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses,
-      collectives, waits, referenceLosses, referenceGradients;
-  std::string list1, list2;  // formatted shape / peers of the current row
+  Stmt begin, commit;
+  TableInsert ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses, collectives,
+      waits, referenceLosses, referenceGradients;
+  // Two list texts per row of a multi-row statement: they must all stay valid until its step.
+  ListText lists[kRowsPerInsert][2];
   RecordLevel level;
 
   Impl(Db d, RecordLevel lvl) : db(std::move(d)), level(lvl) {
     begin = db.prepare("BEGIN IMMEDIATE");
     commit = db.prepare("COMMIT");
-    ranks = db.prepare(insertSql(tableDef("ranks")));
-    planned = db.prepare(insertSql(tableDef("plan")));
-    actions = db.prepare(insertSql(tableDef("actions")));
-    transfers = db.prepare(insertSql(tableDef("transfers")));
-    gradients = db.prepare(insertSql(tableDef("gradients")));
-    losses = db.prepare(insertSql(tableDef("losses")));
-    inputs = db.prepare(insertSql(tableDef("inputs")));
-    diagnoses = db.prepare(insertSql(tableDef("diagnoses")));
-    collectives = db.prepare(insertSql(tableDef("collectives")));
-    waits = db.prepare(insertSql(tableDef("waits")));
-    referenceLosses = db.prepare(insertSql(tableDef("reference_losses")));
-    referenceGradients = db.prepare(insertSql(tableDef("reference_gradients")));
+    ranks = TableInsert(db, "ranks");
+    planned = TableInsert(db, "plan");
+    actions = TableInsert(db, "actions");
+    transfers = TableInsert(db, "transfers");
+    gradients = TableInsert(db, "gradients");
+    losses = TableInsert(db, "losses");
+    inputs = TableInsert(db, "inputs");
+    diagnoses = TableInsert(db, "diagnoses");
+    collectives = TableInsert(db, "collectives");
+    waits = TableInsert(db, "waits");
+    referenceLosses = TableInsert(db, "reference_losses");
+    referenceGradients = TableInsert(db, "reference_gradients");
   }
 
   bool keepStats() const { return level >= RecordLevel::Stats; }
   bool keepPayload() const { return level >= RecordLevel::Full; }
 
-  void bindChecksum(Stmt& s, int i, uint64_t checksum) {
+  // Inserts `rows` in order: kRowsPerInsert per statement, the rest one by one.
+  // bind(RowBinder&, slot, record) binds one record; slot < kRowsPerInsert is its place in the
+  // statement (which list texts it may use).
+  template <typename T, typename Bind>
+  void insertAll(TableInsert& t, const RecordList<T>& rows, Bind bind) {
+    static_assert(RecordList<T>::kChunk % kRowsPerInsert == 0);
+    rows.forEachChunk([&](std::span<const T> chunk) {
+      const size_t n = chunk.size();
+      size_t i = 0;
+      for (; i + kRowsPerInsert <= n; i += kRowsPerInsert) {
+        for (int k = 0; k < kRowsPerInsert; ++k) {
+          RowBinder b{t.many, k * t.columns + 1};
+          bind(b, k, chunk[i + k]);
+        }
+        t.many.run();
+      }
+      for (; i < n; ++i) {
+        RowBinder b{t.one, 1};
+        bind(b, 0, chunk[i]);
+        t.one.run();
+      }
+    });
+  }
+
+  void checksum(RowBinder& b, uint64_t checksum) {
     if (keepStats() && checksum != 0)
-      s.bind(i, std::bit_cast<int64_t>(checksum));
+      b.put(std::bit_cast<int64_t>(checksum));
     else
-      s.bindNull(i);
+      b.null();
   }
-  // Binds the 7 stat_* columns starting at i; returns the next index.
-  int bindStats(Stmt& s, int i, bool has, const events::TensorStats& st) {
+  // The 7 stat_* columns.
+  void stats(RowBinder& b, bool has, const events::TensorStats& st) {
     if (!has || !keepStats()) {
-      for (int k = 0; k < 7; ++k) s.bindNull(i + k);
-      return i + 7;
+      for (int k = 0; k < 7; ++k) b.null();
+      return;
     }
-    bindReal(s, i++, st.min);
-    bindReal(s, i++, st.max);
-    bindReal(s, i++, st.mean);
-    bindReal(s, i++, st.l2);
-    s.bind(i++, st.nanCount);
-    s.bind(i++, st.infCount);
-    s.bind(i++, st.numel);
-    return i;
+    b.real(st.min);
+    b.real(st.max);
+    b.real(st.mean);
+    b.real(st.l2);
+    b.put(st.nanCount);
+    b.put(st.infCount);
+    b.put(st.numel);
   }
-  void bindPayload(Stmt& s, int i, const std::vector<uint8_t>& p) {
+  void payload(RowBinder& b, const std::vector<uint8_t>& p) {
     if (keepPayload() && !p.empty())
-      s.bindBlobStatic(i, p.data(), p.size());
+      b.blob(p);
     else
-      s.bindNull(i);
+      b.null();
+  }
+  void norm(RowBinder& b, double n) {
+    if (keepStats())
+      b.real(n);
+    else
+      b.null();
   }
 
-  void write(const events::RankInfo& r) {
-    Stmt& s = ranks;
-    s.bind(1, r.rank);
-    s.bindTextStatic(2, r.module);
-    s.bind(3, r.tp);
-    s.bind(4, r.cp);
-    s.bind(5, r.pp);
-    s.bind(6, r.dp);
-    s.bind(7, r.globalStage);
-    s.bind(8, r.totalStages);
-    s.bind(9, r.warmup);
-    s.bindTextStatic(10, r.host);
-    s.bindTextStatic(11, r.device);
-    s.bind(12, r.pid);
-    s.bind(13, r.clockOffsetNs);
+  void bindRank(RowBinder& b, const events::RankInfo& r) {
+    b.put(r.rank);
+    b.text(r.module);
+    b.put(r.tp);
+    b.put(r.cp);
+    b.put(r.pp);
+    b.put(r.dp);
+    b.put(r.globalStage);
+    b.put(r.totalStages);
+    b.put(r.warmup);
+    b.text(r.host);
+    b.text(r.device);
+    b.put(r.pid);
+    b.put(r.clockOffsetNs);
     if (r.clockOffsetUncertaintyNs >= 0)
-      s.bind(14, r.clockOffsetUncertaintyNs);
+      b.put(r.clockOffsetUncertaintyNs);
     else
-      s.bindNull(14);
-    s.run();
+      b.null();
   }
-  void write(Stmt& s, const events::ActionRecord& a, bool withTimes) {
-    list1.clear();
-    appendList(list1, a.peers);
-    s.bind(1, a.rank);
-    s.bind(2, a.iteration);
-    s.bind(3, a.seq);
-    s.bindTextStatic(4, events::toString(a.kind));
-    s.bind(5, a.microbatch);
-    s.bindTextStatic(6, a.module);
-    s.bind(7, a.stage);
-    s.bindTextStatic(8, list1);
+  void bindAction(RowBinder& b, int slot, const events::ActionRecord& a, bool withTimes) {
+    b.put(a.rank);
+    b.put(a.iteration);
+    b.put(a.seq);
+    b.text(events::toString(a.kind));
+    b.put(a.microbatch);
+    b.text(a.module);
+    b.put(a.stage);
+    b.text(lists[slot][0].of(a.peers));
     if (withTimes) {
-      s.bind(9, a.startNs);
-      s.bind(10, a.endNs);
+      b.put(a.startNs);
+      b.put(a.endNs);
     }
-    s.run();
   }
-  void write(const events::TransferRecord& t) {
-    Stmt& s = transfers;
-    list1.clear();
-    appendList(list1, t.shape);
-    s.bind(1, t.rank);
-    s.bindTextStatic(2, events::toString(t.side));
-    s.bind(3, t.srcRank);
-    s.bind(4, t.dstRank);
-    s.bind(5, t.srcGroupRank);
-    s.bind(6, t.dstGroupRank);
-    s.bindTextStatic(7, t.edge);
-    s.bindTextStatic(8, events::toString(t.edgeKind));
-    s.bindTextStatic(9, events::toString(t.role));
-    s.bindTextStatic(10, events::toString(t.direction));
-    s.bind(11, t.iteration);
-    s.bind(12, t.microbatch);
-    s.bind(13, t.actionSeq);
-    s.bindTextStatic(14, list1);
-    s.bindTextStatic(15, t.dtype);
-    s.bind(16, t.bytes);
-    bindChecksum(s, 17, t.checksum);
-    int i = bindStats(s, 18, t.hasStats, t.stats);
-    s.bind(i++, t.startNs);
-    s.bind(i++, t.endNs);
-    bindPayload(s, i, t.payload);
-    s.run();
+  void bindTransfer(RowBinder& b, int slot, const events::TransferRecord& t) {
+    b.put(t.rank);
+    b.text(events::toString(t.side));
+    b.put(t.srcRank);
+    b.put(t.dstRank);
+    b.put(t.srcGroupRank);
+    b.put(t.dstGroupRank);
+    b.text(t.edge);
+    b.text(events::toString(t.edgeKind));
+    b.text(events::toString(t.role));
+    b.text(events::toString(t.direction));
+    b.put(t.iteration);
+    b.put(t.microbatch);
+    b.put(t.actionSeq);
+    b.text(lists[slot][0].of(t.shape));
+    b.text(t.dtype);
+    b.put(t.bytes);
+    checksum(b, t.checksum);
+    stats(b, t.hasStats, t.stats);
+    b.put(t.startNs);
+    b.put(t.endNs);
+    payload(b, t.payload);
   }
-  void write(const events::GradientRecord& g) {
-    Stmt& s = gradients;
-    list1.clear();
-    appendList(list1, g.shape);
-    list2.clear();
-    appendList(list2, g.fullShape);
-    s.bind(1, g.rank);
-    s.bind(2, g.iteration);
-    s.bind(3, g.microbatch);
-    s.bindTextStatic(4, events::toString(g.phase));
-    s.bindTextStatic(5, g.param);
-    s.bindTextStatic(6, g.module);
-    s.bind(7, g.tp);
-    s.bind(8, g.pp);
-    s.bind(9, g.dp);
-    s.bind(10, g.partitionDim);
-    s.bind(11, g.partitionOffset);
-    s.bindTextStatic(12, list1);
-    s.bindTextStatic(13, list2);
-    s.bindTextStatic(14, g.dtype);
-    if (keepStats())
-      bindReal(s, 15, g.norm);
-    else
-      s.bindNull(15);
-    bindChecksum(s, 16, g.checksum);
-    int i = bindStats(s, 17, g.hasStats, g.stats);
-    bindPayload(s, i, g.payload);
-    s.run();
+  void bindGradient(RowBinder& b, int slot, const events::GradientRecord& g) {
+    b.put(g.rank);
+    b.put(g.iteration);
+    b.put(g.microbatch);
+    b.text(events::toString(g.phase));
+    b.text(g.param);
+    b.text(g.module);
+    b.put(g.tp);
+    b.put(g.pp);
+    b.put(g.dp);
+    b.put(g.partitionDim);
+    b.put(g.partitionOffset);
+    b.text(lists[slot][0].of(g.shape));
+    b.text(lists[slot][1].of(g.fullShape));
+    b.text(g.dtype);
+    norm(b, g.norm);
+    checksum(b, g.checksum);
+    stats(b, g.hasStats, g.stats);
+    payload(b, g.payload);
   }
-  void write(const events::LossRecord& l) {
-    Stmt& s = losses;
-    s.bind(1, l.rank);
-    s.bind(2, l.iteration);
-    s.bind(3, l.microbatch);
-    s.bind(4, l.dp);
-    bindReal(s, 5, l.loss);
-    s.run();
+  void bindLoss(RowBinder& b, const events::LossRecord& l) {
+    b.put(l.rank);
+    b.put(l.iteration);
+    b.put(l.microbatch);
+    b.put(l.dp);
+    b.real(l.loss);
   }
-  void writeReference(const events::LossRecord& l) {
-    Stmt& s = referenceLosses;
-    s.bind(1, l.iteration);
-    s.bind(2, l.microbatch);
-    s.bind(3, l.dp);
-    bindReal(s, 4, l.loss);
-    s.run();
+  void bindReferenceLoss(RowBinder& b, const events::LossRecord& l) {
+    b.put(l.iteration);
+    b.put(l.microbatch);
+    b.put(l.dp);
+    b.real(l.loss);
   }
-  void writeReference(const events::GradientRecord& g) {
-    Stmt& s = referenceGradients;
-    list1.clear();
-    appendList(list1, g.shape);
-    s.bind(1, g.iteration);
-    s.bindTextStatic(2, g.param);
-    s.bindTextStatic(3, g.module);
-    s.bindTextStatic(4, list1);
-    s.bindTextStatic(5, g.dtype);
-    if (keepStats())
-      bindReal(s, 6, g.norm);
-    else
-      s.bindNull(6);
-    bindChecksum(s, 7, g.checksum);
-    int i = bindStats(s, 8, g.hasStats, g.stats);
-    bindPayload(s, i, g.payload);
-    s.run();
+  void bindReferenceGradient(RowBinder& b, int slot, const events::GradientRecord& g) {
+    b.put(g.iteration);
+    b.text(g.param);
+    b.text(g.module);
+    b.text(lists[slot][0].of(g.shape));
+    b.text(g.dtype);
+    norm(b, g.norm);
+    checksum(b, g.checksum);
+    stats(b, g.hasStats, g.stats);
+    payload(b, g.payload);
   }
-  void write(const events::WaitRecord& w) {
-    Stmt& s = waits;
-    s.bind(1, w.rank);
-    s.bind(2, w.iteration);
-    s.bind(3, w.actionSeq);
-    s.bindTextStatic(4, events::toString(w.action));
-    s.bind(5, w.microbatch);
-    s.bind(6, w.peer);
-    s.bindTextStatic(7, events::toString(w.op));
-    s.bindTextStatic(8, w.edge);
-    s.bindTextStatic(9, events::toString(w.direction));
-    bindReal(s, 10, w.timeoutSeconds);
-    s.bindTextStatic(11, w.error);
-    s.bind(12, w.timeNs);
-    s.run();
+  void bindWait(RowBinder& b, const events::WaitRecord& w) {
+    b.put(w.rank);
+    b.put(w.iteration);
+    b.put(w.actionSeq);
+    b.text(events::toString(w.action));
+    b.put(w.microbatch);
+    b.put(w.peer);
+    b.text(events::toString(w.op));
+    b.text(w.edge);
+    b.text(events::toString(w.direction));
+    b.real(w.timeoutSeconds);
+    b.text(w.error);
+    b.put(w.timeNs);
   }
-  void write(const events::InputRecord& in) {
-    Stmt& s = inputs;
-    list1.clear();
-    appendList(list1, in.shape);
-    s.bind(1, in.rank);
-    s.bind(2, in.iteration);
-    s.bind(3, in.microbatch);
-    s.bindTextStatic(4, in.module);
-    s.bindTextStatic(5, in.name);
-    s.bindTextStatic(6, list1);
-    s.bindTextStatic(7, in.dtype);
-    bindPayload(s, 8, in.payload);
-    s.run();
+  void bindInput(RowBinder& b, int slot, const events::InputRecord& in) {
+    b.put(in.rank);
+    b.put(in.iteration);
+    b.put(in.microbatch);
+    b.text(in.module);
+    b.text(in.name);
+    b.text(lists[slot][0].of(in.shape));
+    b.text(in.dtype);
+    payload(b, in.payload);
   }
-  void write(const events::DiagnosisRecord& d) {
-    Stmt& s = diagnoses;
-    s.bind(1, d.rank);
-    s.bindTextStatic(2, d.kind);
-    s.bind(3, d.iteration);
-    s.bind(4, d.actionSeq);
-    s.bind(5, d.waitsOnRank);
-    s.bindTextStatic(6, d.message);
-    s.bind(7, d.timeNs);
-    s.run();
+  void bindDiagnosis(RowBinder& b, const events::DiagnosisRecord& d) {
+    b.put(d.rank);
+    b.text(d.kind);
+    b.put(d.iteration);
+    b.put(d.actionSeq);
+    b.put(d.waitsOnRank);
+    b.text(d.message);
+    b.put(d.timeNs);
   }
-
-  void write(const events::CollectiveRecord& c) {
-    Stmt& s = collectives;
-    list1.clear();
-    appendList(list1, c.groupRanks);
-    list2.clear();
-    appendList(list2, c.shape);
-    s.bind(1, c.rank);
-    s.bind(2, c.iteration);
-    s.bind(3, c.seq);
-    s.bind(4, c.groupSeq);
-    s.bindTextStatic(5, c.op);
-    s.bindTextStatic(6, c.group);
-    s.bind(7, c.groupRank);
-    s.bind(8, c.groupSize);
-    s.bindTextStatic(9, list1);
-    s.bind(10, c.root);
-    s.bindTextStatic(11, c.reduceOp);
-    s.bindTextStatic(12, list2);
-    s.bindTextStatic(13, c.dtype);
-    s.bind(14, c.bytes);
-    bindChecksum(s, 15, c.inChecksum);
-    bindChecksum(s, 16, c.outChecksum);
-    int i = bindStats(s, 17, c.hasStats, c.stats);
-    s.bind(i++, c.startNs);
-    s.bind(i++, c.endNs);
-    s.bindTextStatic(i++, c.state);
-    bindPayload(s, i, c.payload);
-    s.run();
+  void bindCollective(RowBinder& b, int slot, const events::CollectiveRecord& c) {
+    b.put(c.rank);
+    b.put(c.iteration);
+    b.put(c.seq);
+    b.put(c.groupSeq);
+    b.text(c.op);
+    b.text(c.group);
+    b.put(c.groupRank);
+    b.put(c.groupSize);
+    b.text(lists[slot][0].of(c.groupRanks));
+    b.put(c.root);
+    b.text(c.reduceOp);
+    b.text(lists[slot][1].of(c.shape));
+    b.text(c.dtype);
+    b.put(c.bytes);
+    checksum(b, c.inChecksum);
+    checksum(b, c.outChecksum);
+    stats(b, c.hasStats, c.stats);
+    b.put(c.startNs);
+    b.put(c.endNs);
+    b.text(c.state);
+    payload(b, c.payload);
   }
 
   // Writes one batch in one transaction.
-  void write(const Batch& b) {
+  void write(const Batch& batch) {
     begin.run();
     try {
-      for (const auto& r : b.runs) writeRunInfo(db, r);
-      for (const auto& r : b.ranks) write(r);
-      for (const auto& a : b.planned) write(planned, a, false);
-      for (const auto& a : b.actions) write(actions, a, true);
-      for (const auto& t : b.transfers) write(t);
-      for (const auto& g : b.gradients) write(g);
-      for (const auto& l : b.losses) write(l);
-      for (const auto& in : b.inputs) write(in);
-      for (const auto& d : b.diagnoses) write(d);
-      for (const auto& c : b.collectives) write(c);
-      for (const auto& w : b.waits) write(w);
-      for (const auto& l : b.referenceLosses) writeReference(l);
-      for (const auto& g : b.referenceGradients) writeReference(g);
+      for (const auto& r : batch.runs) writeRunInfo(db, r);
+      insertAll(ranks, batch.ranks, [&](RowBinder& b, int, const auto& r) { bindRank(b, r); });
+      insertAll(planned, batch.planned,
+                [&](RowBinder& b, int k, const auto& a) { bindAction(b, k, a, false); });
+      insertAll(actions, batch.actions,
+                [&](RowBinder& b, int k, const auto& a) { bindAction(b, k, a, true); });
+      insertAll(transfers, batch.transfers,
+                [&](RowBinder& b, int k, const auto& t) { bindTransfer(b, k, t); });
+      insertAll(gradients, batch.gradients,
+                [&](RowBinder& b, int k, const auto& g) { bindGradient(b, k, g); });
+      insertAll(losses, batch.losses, [&](RowBinder& b, int, const auto& l) { bindLoss(b, l); });
+      insertAll(inputs, batch.inputs,
+                [&](RowBinder& b, int k, const auto& in) { bindInput(b, k, in); });
+      insertAll(diagnoses, batch.diagnoses,
+                [&](RowBinder& b, int, const auto& d) { bindDiagnosis(b, d); });
+      insertAll(collectives, batch.collectives,
+                [&](RowBinder& b, int k, const auto& c) { bindCollective(b, k, c); });
+      insertAll(waits, batch.waits, [&](RowBinder& b, int, const auto& w) { bindWait(b, w); });
+      insertAll(referenceLosses, batch.referenceLosses,
+                [&](RowBinder& b, int, const auto& l) { bindReferenceLoss(b, l); });
+      insertAll(referenceGradients, batch.referenceGradients,
+                [&](RowBinder& b, int k, const auto& g) { bindReferenceGradient(b, k, g); });
       commit.run();
     } catch (...) {
       sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
@@ -369,8 +425,8 @@ ShardWriter::~ShardWriter() {
   close();
 }
 
-template <typename T>
-void ShardWriter::enqueue(std::vector<T> Batch::*list, T&& record, size_t payloadBytes) {
+template <typename List, typename T>
+void ShardWriter::enqueue(List Batch::*list, T&& record, size_t payloadBytes) {
   if (level_ == RecordLevel::Off) return;
   std::unique_lock lock(mu_);
   if (closed_) return;

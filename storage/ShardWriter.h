@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/events/Recorder.h"
+#include "storage/RecordList.h"
 
 namespace stagescope::storage {
 
@@ -88,17 +89,17 @@ class ShardWriter final : public events::Recorder {
   // One drained batch of records, grouped by kind.  Public only for the implementation.
   struct Batch {
     std::vector<events::RunInfo> runs;
-    std::vector<events::RankInfo> ranks;
-    std::vector<events::ActionRecord> planned, actions;
-    std::vector<events::TransferRecord> transfers;
-    std::vector<events::GradientRecord> gradients;
-    std::vector<events::LossRecord> losses;
-    std::vector<events::InputRecord> inputs;
-    std::vector<events::DiagnosisRecord> diagnoses;
-    std::vector<events::CollectiveRecord> collectives;
-    std::vector<events::WaitRecord> waits;
-    std::vector<events::LossRecord> referenceLosses;
-    std::vector<events::GradientRecord> referenceGradients;
+    RecordList<events::RankInfo> ranks;
+    RecordList<events::ActionRecord> planned, actions;
+    RecordList<events::TransferRecord> transfers;
+    RecordList<events::GradientRecord> gradients;
+    RecordList<events::LossRecord> losses;
+    RecordList<events::InputRecord> inputs;
+    RecordList<events::DiagnosisRecord> diagnoses;
+    RecordList<events::CollectiveRecord> collectives;
+    RecordList<events::WaitRecord> waits;
+    RecordList<events::LossRecord> referenceLosses;
+    RecordList<events::GradientRecord> referenceGradients;
     size_t rows = 0;
     size_t bytes = 0;  // payload bytes
     void clear();
@@ -107,8 +108,8 @@ class ShardWriter final : public events::Recorder {
  private:
   struct Impl;
   ShardWriter(std::string path, events::RecordLevel level, ShardWriterOptions opts);
-  template <typename T>
-  void enqueue(std::vector<T> Batch::*list, T&& record, size_t payloadBytes);
+  template <typename List, typename T>
+  void enqueue(List Batch::*list, T&& record, size_t payloadBytes);
   void loop();
 
   std::string path_;

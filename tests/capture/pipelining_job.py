@@ -41,7 +41,8 @@ def main():
     ap.add_argument("--depth", type=int, default=1, help="Linear layers per stage")
     ap.add_argument("--out", required=True)
     ap.add_argument("--times", action="store_true",
-                    help="also save the wall time of every step (rank 0: barrier, step, barrier)")
+                    help="also save the wall time of every step (barrier, step, barrier) and this "
+                         "process's CPU seconds in it (all its threads: user + sys)")
     args = ap.parse_args()
 
     if args.backend == "stagescope":
@@ -61,11 +62,12 @@ def main():
                             loss_fn=loss_fn)
     first, last = 0 in indices, (num_stages - 1) in indices
 
-    losses_all, times = [], []
+    losses_all, times, cpu = [], [], []
     for it in range(args.steps):
         if args.times:
             dist.barrier()
             t0 = time.perf_counter()
+            c0 = time.process_time()
         if args.backend == "stagescope":
             stagescope_torch.step(it)
         g = torch.Generator().manual_seed(10_000 + it)
@@ -92,11 +94,12 @@ def main():
         if args.times:
             dist.barrier()
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
 
     dist.barrier()
     os.makedirs(args.out, exist_ok=True)
     params = {f"stage{i}.{k}": v.clone() for i, m in modules.items() for k, v in m.state_dict().items()}
-    torch.save({"losses": losses_all, "params": params, "times": times}, os.path.join(args.out, f"rank{rank}.pt"))
+    torch.save({"losses": losses_all, "params": params, "times": times, "cpu": cpu}, os.path.join(args.out, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
 

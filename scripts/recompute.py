@@ -123,15 +123,34 @@ class Run:
         # iteration in record_iterations on a rank in record_ranks holding a module in
         # record_modules ('' = no restriction).  What it leaves out is "not checked", never a
         # mismatch.
-        def listed(text, kind):
-            return None if not text else {kind(x) for x in str(text).split(",")}
-        self.filter = dict(iterations=listed(rit, int), modules=listed(rmod, str),
-                           ranks=listed(rrank, int))
+        def listed(column, text, kind):
+            if text is None or text == "":
+                return None
+            try:
+                if not isinstance(text, str):
+                    raise ValueError
+                return {kind(x) for x in text.split(",")}
+            except ValueError:
+                raise CannotRecompute(f"{path}: run.{column} = {ascii(text)}: expected a "
+                                      f"comma-separated list of "
+                                      f"{'integers' if kind is int else 'module names'}")
+        self.filter = dict(iterations=listed("record_iterations", rit, int),
+                           modules=listed("record_modules", rmod, str),
+                           ranks=listed("record_ranks", rrank, int))
         self.filter_text = "; ".join(f"record.{k} = [{', '.join(map(str, sorted(v)))}]"
                                      for k, v in self.filter.items() if v is not None)
         if tomllib is None:
             raise CannotRecompute("Python 3.11 or newer is needed (tomllib) to read config_text")
-        self.config = tomllib.loads(text)
+        if not isinstance(text, str):
+            raise CannotRecompute(f"{path}: run.config_text is not text")
+        try:
+            self.config = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise CannotRecompute(f"{path}: run.config_text is not TOML ({e})")
+        for column, value in (("iterations", self.iterations), ("microbatches", self.m)):
+            if not isinstance(value, int) or value < 1:
+                raise CannotRecompute(f"{path}: run.{column} = {ascii(value)}: expected an "
+                                      f"integer >= 1")
         self.ranks = {}  # (rank, module) -> dict(tp, pp, dp)
         for rank, module, tp, pp, dp in con.execute(
                 "SELECT rank, module, tp, pp, dp FROM ranks"):
@@ -795,6 +814,14 @@ def main(argv=None):
         return EXIT_MISMATCH if failed else EXIT_OK
     except CannotRecompute as e:
         print(f"recompute: cannot recompute: {e}", file=sys.stderr)
+        return EXIT_CANNOT
+    except (sqlite3.Error, KeyError, ValueError, TypeError, IndexError, AttributeError,
+            ZeroDivisionError, OverflowError, RuntimeError) as e:
+        # A run file whose tables or config hold what no stagescope writes (a hostile or
+        # damaged file): one line, never a traceback.
+        why = str(e).splitlines()[0] if str(e) else ""
+        print(f"recompute: cannot recompute: {a.run}: malformed run file "
+              f"({type(e).__name__}: {ascii(why)[1:-1]})", file=sys.stderr)
         return EXIT_CANNOT
 
 

@@ -123,6 +123,20 @@ EOF
     expect 0 "$DIR/its.db" "^iteration 0: MATCH" "^iteration 1: MATCH" \
       "^iteration 2: NOT CHECKED: no input recorded for vision dp 0 microbatch 0 (record.iterations = \[0, 1\])" \
       "MATCH (0 of 2 iterations differ; 1 not checked: iteration 2"
+    # a hostile filter column is one line (exit 3), never a traceback
+    cp "$DIR/its.db" "$DIR/its-bad.db"
+    "$PY" -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE run SET record_ranks = '1,,x'\"); c.commit()" "$DIR/its-bad.db" || fail "editing record_ranks"
+    expect 3 "$DIR/its-bad.db" "^recompute: cannot recompute: .*run.record_ranks = '1,,x': expected a comma-separated list of integers"
+    [ "$(wc -l <"$DIR/its-bad.db.recompute.txt")" -eq 1 ] || fail "more than one line for a bad record_ranks"
+    # so is a config_text that is not TOML, and one whose microbatches is not a number
+    cp "$DIR/its.db" "$DIR/cfg-bad.db"
+    "$PY" -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE run SET config_text = 'not toml ['\"); c.commit()" "$DIR/cfg-bad.db" || fail "editing config_text"
+    expect 3 "$DIR/cfg-bad.db" "^recompute: cannot recompute: .*run.config_text is not TOML"
+    [ "$(wc -l <"$DIR/cfg-bad.db.recompute.txt")" -eq 1 ] || fail "more than one line for a bad config_text"
+    cp "$DIR/its.db" "$DIR/mb-bad.db"
+    "$PY" -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE run SET config_text = replace(config_text, 'microbatches = 4', 'microbatches = \\\"x\\\"')\"); c.commit()" "$DIR/mb-bad.db" || fail "editing microbatches"
+    expect 3 "$DIR/mb-bad.db" "^recompute: cannot recompute: .*malformed run file (TypeError"
+    [ "$(wc -l <"$DIR/mb-bad.db.recompute.txt")" -eq 1 ] || fail "more than one line for a bad microbatches"
     # 2. llm pp2 dp2 on ranks 1-4 without rank 4 (its last stage of replica 1): the other
     # replica holds every parameter, so every iteration is checked; rank 4's records are not
     # required, but rank 2's still are

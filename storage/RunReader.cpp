@@ -36,32 +36,29 @@ class Loader {
     readTexts();
     countRows();
     readRun();
-    const bool values = !opts_.timelineOnly;
+    const bool values = !opts_.timelineOnly && !opts_.statusOnly;  // gradients, losses, ...
     const bool timeline = !opts_.detailsOnly;
+    const bool messages = timeline && !opts_.statusOnly;  // transfers, collectives, waits
     if (timeline) {
       readModules();
       readRanks();
     }
-    if (values) readActions("plan", false);
-    if (timeline) {
-      readActions("actions", true);
-      readTransfers();
-    }
+    if (!opts_.timelineOnly) readActions("plan", false);
+    if (timeline) readActions("actions", true);
+    if (messages) readTransfers();
     if (values) {
       readGradients();
       readLosses();
       readInputs();
     }
-    if (timeline) {
-      readDiagnoses();
-      readCollectives();
-    }
+    if (timeline) readDiagnoses();
+    if (messages) readCollectives();
     if (m_.schemaVersion >= 2) {
       if (values) {
         readReferenceLosses();
         readReferenceGradients();
       }
-      if (timeline) readWaits();
+      if (messages) readWaits();
     }
     if (timeline) readShards();
   }
@@ -150,6 +147,8 @@ class Loader {
       const bool timelineTable =
           std::string_view(t) == "actions" || std::string_view(t) == "transfers";
       if ((opts_.timelineOnly && !timelineTable) || (opts_.detailsOnly && timelineTable)) continue;
+      if (opts_.statusOnly && std::string_view(t) != "actions" && std::string_view(t) != "plan")
+        continue;
       const int64_t n = db_.queryInt("SELECT count(*) FROM " + stored(t));
       rows_[t] = n;
       total_ += n;

@@ -275,6 +275,61 @@ TEST(RoundTrip, PayloadsAreNotLoadedUnlessAsked) {
   EXPECT_TRUE(loadTransferPayload(run, 999).empty());
 }
 
+// `merge` judges a run's status from its plan, actions and diagnoses only (statusOnly): those
+// come back whole, the bulky tables (transfers, gradients, losses, inputs) are not read.
+TEST(RoundTrip, StatusOnlyReadsWhatTheStatusJudgementNeeds) {
+  TempDir dir;
+  const std::string run = dir.file("run.db");
+  const events::RunInfo info = sampleRun(2, RecordLevel::Stats);
+  createRunFile(run, info);
+  {
+    auto w0 = ShardWriter::open(shardPathFor(run, 0), RecordLevel::Stats, 0);
+    w0->run(info);
+    w0->rank(sampleRank(0));
+    w0->planned(sampleAction(0, 0, 0));
+    w0->planned(sampleAction(0, 0, 1));
+    w0->action(sampleAction(0, 0, 0));
+    w0->transfer(sampleTransfer(events::Side::Send, 0, 1, 1, 2));
+    w0->gradient(sampleGradient(0, 1));
+    w0->diagnosis(sampleDiagnosis(0));
+    w0->close();
+    auto w1 = ShardWriter::open(shardPathFor(run, 1), RecordLevel::Stats, 1);
+    w1->rank(sampleRank(1));
+    w1->planned(sampleAction(1, 0, 0));
+    w1->action(sampleAction(1, 0, 0));
+    w1->transfer(sampleTransfer(events::Side::Recv, 0, 1, 1, 2));
+    w1->loss(sampleLoss(1, 1, 0));
+    w1->input(sampleInput(1, 1, 3));
+    w1->close();
+  }
+  ASSERT_TRUE(mergeShards(run, findShards(run)).ok());
+  const RunModel all = loadRun(run);
+  LoadOptions opts;
+  opts.statusOnly = true;
+  const RunModel m = loadRun(run, opts);
+  expectRunInfo(m.info, info);
+  ASSERT_EQ(m.ranks.size(), all.ranks.size());
+  ASSERT_EQ(m.plan.size(), 2u);
+  ASSERT_EQ(m.plan[0].size(), 2u);
+  ASSERT_EQ(m.plan[1].size(), 1u);
+  expectAction(m.plan[0][1], all.plan[0][1], false);
+  ASSERT_EQ(m.actions.size(), 2u);
+  ASSERT_EQ(m.actions[0].size(), 1u);
+  expectAction(m.actions[1][0], all.actions[1][0], true);
+  ASSERT_EQ(m.diagnoses.size(), 1u);
+  EXPECT_EQ(m.diagnoses[0].message, all.diagnoses[0].message);
+  // What the full load holds and the status judgement does not read.
+  ASSERT_EQ(all.transfers.size(), 2u);
+  ASSERT_EQ(all.gradients.size(), 1u);
+  ASSERT_EQ(all.losses.size(), 1u);
+  ASSERT_EQ(all.inputs.size(), 1u);
+  EXPECT_TRUE(m.transfers.empty());
+  EXPECT_TRUE(m.pairs.empty());
+  EXPECT_TRUE(m.gradients.empty());
+  EXPECT_TRUE(m.losses.empty());
+  EXPECT_TRUE(m.inputs.empty());
+}
+
 TEST(RoundTrip, StatusUpdateAndProgress) {
   TempDir dir;
   const std::string run = dir.file("run.db");

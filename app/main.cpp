@@ -247,7 +247,11 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // without our launcher) gets the judged status.  An existing run keeps its status unless
   // every shard merged and the records now show a completed run (e.g. a merge that failed
   // for lack of disk space, re-run after freeing some), or it was left `running`.
-  const storage::RunModel m = storage::loadRun(run);
+  // The judgement reads the plan, actions and diagnoses only (judgeWorkerRun, judgeByDiagnoses):
+  // not the run's transfers and gradients, which are ~90 % of a big run's rows.
+  storage::LoadOptions statusLoad;
+  statusLoad.statusOnly = true;
+  const storage::RunModel m = storage::loadRun(run, statusLoad);
   // The config the run file recorded (the one given to --config when it was just created).
   Judgement judged{m.info.status, m.info.statusReason};
   if (isCapturedRun(m) && !create) {

@@ -1,8 +1,10 @@
 #include "app/RunChecks.h"
 #include "app/ErrorBoundary.h"
+#include "app/RunLoading.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "app/report/CheckReport.h"
 #include "core/analysis/HangGraph.h"
@@ -21,13 +23,16 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     // Payloads (level full) let the checks judge values, not norms.
     storage::LoadOptions load;
     load.payloads = true;
-    storage::RunModel run = loadWithProgress(path, load);
-    storage::RunModel other;
+    storage::RunModel run, other;
+    if (against.empty()) {
+      run = loadWithProgress(path, load);
+    } else {
+      std::tie(run, other) = loadTwoWithProgress(path, against, load);
+    }
     analysis::CheckOptions opts;
     opts.tolerance = files.tolerance;
     opts.filter = analysis::recordFilterOf(run);
     if (!against.empty()) {
-      other = loadWithProgress(against, load);
       opts.against = &other;
       opts.againstBitwise = files.bitwise;
       opts.againstFilter = analysis::recordFilterOf(other);
@@ -36,6 +41,8 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     std::fputs(report::renderCheckText(rep).c_str(), stdout);
     if (!files.junit.empty()) report::writeJUnit(rep, files.junit);
     if (!files.json.empty()) report::writeCheckJson(rep, files.json);
+    keepUntilExit(std::move(run));
+    keepUntilExit(std::move(other));
     return rep.exitCode;
   } catch (const storage::RunFileError& e) {
     std::fprintf(stderr, "error: %s\n", oneLine(e).c_str());  // the path may hold escapes

@@ -26,8 +26,6 @@ struct CheckFiles {
 // check's exit code (README "Exit codes").
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files);
 int exitCodeFor(events::RunStatus status);
-// loadRun with a progress bar on a terminal, plain lines otherwise (app/main.cpp).
-storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts);
 // The wait-for graph of a hung run (analysis::waitForGraph: the ranks' structured timeout
 // records and the plan, never their sentences), as terminal text and "hang" diagnoses.
 struct HangAnalysis {

@@ -16,6 +16,7 @@
 #include "app/OutputPolicy.h"
 #include "app/RunChecks.h"
 #include "app/RunFileLock.h"
+#include "app/RunLoading.h"
 #include "app/WorkerRunVerdict.h"
 #include "app/report/CheckReport.h"
 #include "app/report/ChromeTrace.h"
@@ -36,21 +37,6 @@
 
 namespace stagescope::app {
 
-// Loads a run file with a progress bar on a terminal (plain lines in CI logs), shown only
-// when loading takes longer than half a second: small files and errors stay one line.
-storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts) {
-  const auto start = std::chrono::steady_clock::now();
-  std::optional<report::Progress> progress;
-  auto model = storage::loadRun(path, opts, [&](float f) {
-    if (!progress && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500)) {
-      progress.emplace("loading " + path, 1000);
-    }
-    if (progress) progress->update(static_cast<uint64_t>(f * 1000));
-  });
-  if (progress) progress->finish();
-  return model;
-}
-
 namespace {
 
 int compareCommand(const std::string& a, const std::string& b, const std::string& html,
@@ -63,7 +49,7 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   // Payloads (level full) let the comparison judge values, not checksums or norms.
   storage::LoadOptions load;
   load.payloads = true;
-  storage::RunModel ra = loadWithProgress(a, load), rb = loadWithProgress(b, load);
+  auto [ra, rb] = loadTwoWithProgress(a, b, load);
   analysis::CompareOptions opts;
   opts.labelA = a;
   opts.labelB = b;
@@ -76,6 +62,8 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   if (!html.empty()) report::writeHtml(c, html);
   if (!md.empty()) report::writeMarkdown(c, md);
   if (!json.empty()) report::writeJson(c, json);
+  keepUntilExit(std::move(ra));
+  keepUntilExit(std::move(rb));
   return analysis::exitCodeOf(c.verdict);
 }
 
@@ -83,8 +71,9 @@ int exportCommand(const std::string& run, const std::string& trace) {
   claimReportOutputs({{"--chrome-trace", trace, ReportKind::ChromeTrace}}, {run});
   storage::LoadOptions load;
   load.timelineOnly = true;  // the trace shows actions, messages and diagnoses only
-  auto stats = report::writeChromeTrace(loadWithProgress(run, load), trace);
-  (void)stats;
+  storage::RunModel model = loadWithProgress(run, load);
+  (void)report::writeChromeTrace(model, trace);
+  keepUntilExit(std::move(model));
   std::printf("wrote %s\n", trace.c_str());
   return 0;
 }

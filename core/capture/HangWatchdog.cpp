@@ -9,7 +9,13 @@ namespace stagescope::capture {
 
 namespace {
 constexpr int64_t kNsPerMs = 1000000;
+
+// How often the thread looks at an op of this timeout: a quarter of it, 10 ms .. 1 s.
+std::chrono::milliseconds pollPeriod(std::chrono::milliseconds timeout) {
+  return std::clamp(std::chrono::milliseconds(timeout / 4), std::chrono::milliseconds(10),
+                    std::chrono::milliseconds(1000));
 }
+}  // namespace
 
 HangWatchdog::HangWatchdog(Report report) : report_(std::move(report)) {
   thread_ = std::thread([this] { run(); });
@@ -22,8 +28,11 @@ HangWatchdog::~HangWatchdog() {
 uint64_t HangWatchdog::add(PendingOp op) {
   std::lock_guard lock(mu_);
   const uint64_t id = next_++;
+  // Wake the thread only when this op needs a shorter poll than the one it sleeps in: a wake
+  // per posted op was a context switch per op on the job's cores.
+  const bool sooner = pollPeriod(op.timeout) < sleeping_;
   ops_[id].op = std::move(op);
-  cv_.notify_one();  // its timeout may be shorter than the current poll period
+  if (sooner) cv_.notify_one();
   return id;
 }
 
@@ -87,10 +96,11 @@ void HangWatchdog::run() {
     // reported at most 25 % after its timeout.
     auto period = std::chrono::milliseconds(1000);
     for (const auto& [id, e] : ops_) {
-      if (!e.reported) period = std::min(period, e.op.timeout / 4);
+      if (!e.reported) period = std::min(period, pollPeriod(e.op.timeout));
     }
-    period = std::max(period, std::chrono::milliseconds(10));
+    sleeping_ = period;
     cv_.wait_for(lock, period);
+    sleeping_ = std::chrono::milliseconds(0);  // awake: add() need not wake it
     if (stopping_) break;
     std::vector<Entry> stuck = takeStuck(engine::nowNs());
     if (stuck.empty()) continue;

@@ -78,6 +78,8 @@ class HangWatchdog {
   std::map<uint64_t, Entry> ops_;
   uint64_t next_ = 1;
   bool stopping_ = false;
+  // The poll period the thread is sleeping in (0 while it is awake and will recompute it).
+  std::chrono::milliseconds sleeping_{0};
   std::thread thread_;
 };
 

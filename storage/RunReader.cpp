@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/events/Limits.h"
 #include "storage/Merge.h"
@@ -242,8 +243,12 @@ class Loader {
     return [this, table, column](std::string_view t) {
       std::vector<int64_t> v;
       shape(table, column, t, &v);
-      return v;
+      return events::Shape(v);
     };
+  }
+  // A text column as an interned name: interned once per dictionary id of a packed file.
+  const events::Name& name(Memo<events::Name>& memo, const char* table, const Stmt& s, int c) {
+    return memoized(memo, table, s, c, [](std::string_view t) { return events::Name(t); });
   }
 
   void tick() {
@@ -361,7 +366,8 @@ class Loader {
     if (withTimes) cols += ", start_ns, end_ns";
     Stmt s = db_.prepare("SELECT " + cols + " FROM " + stored(table) + " ORDER BY rowid");
     Memo<events::ActionKind> kinds;
-    Memo<std::vector<int32_t>> peers;
+    Memo<events::Name> names;
+    Memo<events::RankList> peers;
     while (s.step()) {
       events::ActionRecord a;
       a.rank = bounded(s, 0, table, "rank", 0, kLastRank);
@@ -369,7 +375,7 @@ class Loader {
       a.seq = bounded(s, 2, table, "seq", 0, kInt32Max);
       a.kind = memoized(kinds, table, s, 3, enumOf<events::ActionKind>(table, parseActionKindText));
       a.microbatch = bounded(s, 4, table, "microbatch", -1, kLastMicrobatch);
-      assign(a.module, txt(table, s, 5));
+      a.module = name(names, table, s, 5);
       a.stage = bounded(s, 6, table, "stage", -1, kLastRank);
       a.peers = memoized(peers, table, s, 7, [&](std::string_view t) {
         std::vector<int32_t> v;
@@ -377,7 +383,7 @@ class Loader {
         for (int peer : v) {
           if (peer < 0 || peer > kLastRank) bad(table, "peer rank " + std::to_string(peer));
         }
-        return v;
+        return events::RankList(v);
       });
       if (withTimes) {
         a.startNs = s.i64(8);
@@ -420,7 +426,8 @@ class Loader {
     Memo<events::EdgeKind> edgeKinds;
     Memo<events::BridgeRole> roles;
     Memo<events::Direction> directions;
-    Memo<std::vector<int64_t>> shapes;
+    Memo<events::Shape> shapes;
+    Memo<events::Name> names;  // edge and dtype
     m_.transfers.reserve(reserveFor("transfers"));
     m_.transferIds.reserve(reserveFor("transfers"));
     while (s.step()) {
@@ -432,7 +439,7 @@ class Loader {
       t.dstRank = bounded(s, 4, "transfers", "dst_rank", 0, kLastRank);
       t.srcGroupRank = bounded(s, 5, "transfers", "src_group_rank", -1, kLastRank);
       t.dstGroupRank = bounded(s, 6, "transfers", "dst_group_rank", -1, kLastRank);
-      assign(t.edge, txt("transfers", s, 7));
+      t.edge = name(names, "transfers", s, 7);
       t.edgeKind = memoized(edgeKinds, "transfers", s, 8,
                             enumOf<events::EdgeKind>("transfers", parseEdgeKind));
       t.role = memoized(roles, "transfers", s, 9,
@@ -443,7 +450,7 @@ class Loader {
       t.microbatch = bounded(s, 12, "transfers", "microbatch", -1, kLastMicrobatch);
       t.actionSeq = bounded(s, 13, "transfers", "action_seq", -1, kInt32Max);
       t.shape = memoized(shapes, "transfers", s, 14, shapeOf("transfers", "shape"));
-      assign(t.dtype, txt("transfers", s, 15));
+      t.dtype = name(names, "transfers", s, 15);
       t.bytes = byteCount(s, 16, "transfers", "bytes");
       t.checksum = std::bit_cast<uint64_t>(s.i64(17));
       readStats("transfers", s, 18, &t.hasStats, &t.stats);
@@ -483,7 +490,8 @@ class Loader {
                                                "stat_numel"}) +
                          ", " + payload + " FROM " + stored("gradients") + " ORDER BY rowid");
     Memo<events::GradPhase> phases;
-    Memo<std::vector<int64_t>> shapes;  // shape and full_shape (one dictionary, one parse)
+    Memo<events::Shape> shapes;  // shape and full_shape (one dictionary, one parse)
+    Memo<events::Name> names;    // param, module and dtype
     m_.gradients.reserve(reserveFor("gradients"));
     while (s.step()) {
       events::GradientRecord g;
@@ -492,8 +500,8 @@ class Loader {
       g.microbatch = bounded(s, 2, "gradients", "microbatch", -1, kLastMicrobatch);
       g.phase = memoized(phases, "gradients", s, 3,
                          enumOf<events::GradPhase>("gradients", parseGradPhase));
-      assign(g.param, txt("gradients", s, 4));
-      assign(g.module, txt("gradients", s, 5));
+      g.param = name(names, "gradients", s, 4);
+      g.module = name(names, "gradients", s, 5);
       g.tp = bounded(s, 6, "gradients", "tp", -1, kLastRank);
       g.pp = bounded(s, 7, "gradients", "pp", -1, kLastRank);
       g.dp = bounded(s, 8, "gradients", "dp", -1, kLastRank);
@@ -502,7 +510,7 @@ class Loader {
       g.shape = memoized(shapes, "gradients", s, 11, shapeOf("gradients", "shape"));
       g.fullShape = memoized(shapes, "gradients", s, 12, shapeOf("gradients", "full_shape"));
       checkPartition(g);
-      assign(g.dtype, txt("gradients", s, 13));
+      g.dtype = name(names, "gradients", s, 13);
       real("gradients", s, 14, &g.norm, m_.info.level >= events::RecordLevel::Stats);
       g.checksum = std::bit_cast<uint64_t>(s.i64(15));
       readStats("gradients", s, 16, &g.hasStats, &g.stats);
@@ -519,7 +527,7 @@ class Loader {
   // A shard of a partitioned gradient lies inside its full shape: the analysis copies it to
   // partition_offset along partition_dim of a buffer of full_shape's size.
   void checkPartition(const events::GradientRecord& g) {
-    const auto& full = g.fullShape;
+    const std::vector<int64_t>& full = g.fullShape;
     const int dim = g.partitionDim;
     auto fail = [&](const std::string& why) {
       bad("gradients", "param '" + g.param + "' partition_dim " + std::to_string(dim) + " offset " +
@@ -572,11 +580,13 @@ class Loader {
       events::GradientRecord g;
       g.phase = events::GradPhase::Reference;
       g.iteration = s.i32(0);
-      assign(g.param, s.text(1));
-      assign(g.module, s.text(2));
-      list("reference_gradients", s.text(3), &g.shape);
+      g.param = s.text(1);
+      g.module = s.text(2);
+      std::vector<int64_t> dims;
+      list("reference_gradients", s.text(3), &dims);
+      g.shape = dims;
       g.fullShape = g.shape;
-      assign(g.dtype, s.text(4));
+      g.dtype = s.text(4);
       real("reference_gradients", s, 5, &g.norm);
       g.checksum = std::bit_cast<uint64_t>(s.i64(6));
       readStats("reference_gradients", s, 7, &g.hasStats, &g.stats);
@@ -618,10 +628,12 @@ class Loader {
       in.rank = bounded(s, 0, "inputs", "rank", -1, kLastRank);
       in.iteration = bounded(s, 1, "inputs", "iteration", 0, kLastIteration);
       in.microbatch = bounded(s, 2, "inputs", "microbatch", -1, kLastMicrobatch);
-      assign(in.module, s.text(3));
-      assign(in.name, s.text(4));
-      shape("inputs", "shape", s.text(5), &in.shape);
-      assign(in.dtype, s.text(6));
+      in.module = s.text(3);
+      in.name = s.text(4);
+      std::vector<int64_t> dims;
+      shape("inputs", "shape", s.text(5), &dims);
+      in.shape = dims;
+      in.dtype = s.text(6);
       if (opts_.payloads) readPayload(s, 7, &in.payload);
       m_.inputs.push_back(std::move(in));
     }
@@ -877,23 +889,60 @@ void pairTransfers(RunModel& m) {
   }
 }
 
+// Sorts gradients by (iteration, phase, param, tp, pp, dp, microbatch, file order).  Each
+// record's key is packed into two integers once (the param as the rank of its name among the
+// distinct names, which are few): the sort compares integers, never texts, and moves 24-byte
+// keys, not records; the records are then permuted in place.
+void sortGradients(std::vector<events::GradientRecord>& gradients) {
+  std::vector<events::Name> names;
+  std::unordered_map<events::Name, uint32_t> rankOf;
+  for (const auto& g : gradients)
+    if (rankOf.try_emplace(g.param, 0).second) names.push_back(g.param);
+  std::sort(names.begin(), names.end());
+  for (uint32_t i = 0; i < names.size(); ++i) rankOf[names[i]] = i;
+  // Field widths: the reader bounds iteration to 0..kMaxIterations-1 (20 bits), tp/pp/dp to
+  // -1..4095 and microbatch to -1..65535 (stored +1: 13 and 17 bits); phase is 3 bits; a name's
+  // rank is below the number of records (32 bits, as `index`).
+  static_assert(lim::kMaxIterations <= (1 << 20) && lim::kMaxWorldSize < (1 << 13) &&
+                lim::kMaxMicrobatches < (1 << 17));
+  struct Key {
+    uint64_t hi, lo;  // hi: iteration, phase, param rank; lo: tp, pp, dp, microbatch
+    uint32_t index;
+    bool operator<(const Key& o) const {
+      return hi != o.hi ? hi < o.hi : lo != o.lo ? lo < o.lo : index < o.index;
+    }
+  };
+  auto field = [](int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v) + 1); };
+  std::vector<Key> keys;
+  keys.reserve(gradients.size());
+  uint32_t lastRank = 0;
+  events::Name lastName;
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    const auto& g = gradients[i];
+    if (i == 0 || g.param != lastName) {
+      lastName = g.param;
+      lastRank = rankOf[g.param];
+    }
+    const uint64_t hi = static_cast<uint64_t>(g.iteration) << 35 |
+                        static_cast<uint64_t>(g.phase) << 32 | uint64_t{lastRank};
+    const uint64_t lo =
+        field(g.tp) << 43 | field(g.pp) << 30 | field(g.dp) << 17 | field(g.microbatch);
+    keys.push_back({hi, lo, static_cast<uint32_t>(i)});
+  }
+  if (std::is_sorted(keys.begin(), keys.end())) return;
+  std::sort(keys.begin(), keys.end());
+  std::vector<uint32_t> order;
+  order.reserve(keys.size());
+  for (const auto& k : keys) order.push_back(k.index);
+  permute(gradients, order);
+}
+
 void sortRest(RunModel& m) {
   std::stable_sort(m.collectives.begin(), m.collectives.end(), [](const auto& a, const auto& b) {
     return std::tie(a.iteration, a.group, a.groupSeq, a.rank) <
            std::tie(b.iteration, b.group, b.groupSeq, b.rank);
   });
-  auto gradKey = [](const events::GradientRecord& g) {
-    return std::tie(g.iteration, g.phase, g.param, g.tp, g.pp, g.dp, g.microbatch);
-  };
-  auto gradLess = [&](const auto& a, const auto& b) { return gradKey(a) < gradKey(b); };
-  if (!std::is_sorted(m.gradients.begin(), m.gradients.end(), gradLess)) {
-    std::vector<uint32_t> order(m.gradients.size());
-    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return gradLess(m.gradients[a], m.gradients[b]);
-    });
-    permute(m.gradients, order);
-  }
+  sortGradients(m.gradients);
   std::stable_sort(m.losses.begin(), m.losses.end(), [](const auto& a, const auto& b) {
     return std::tie(a.iteration, a.microbatch, a.dp, a.rank) <
            std::tie(b.iteration, b.microbatch, b.dp, b.rank);

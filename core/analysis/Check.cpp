@@ -238,7 +238,8 @@ bool holdsPlan(const RunModel& run) {
 
 bool sameAction(const ActionRecord& p, const ActionRecord& a) {
   if (p.kind != a.kind || p.microbatch != a.microbatch) return false;
-  auto x = p.peers, y = a.peers;
+  if (p.peers == a.peers) return true;  // interned lists: the same list is the same handle
+  std::vector<int32_t> x = p.peers, y = a.peers;
   std::sort(x.begin(), x.end());
   std::sort(y.begin(), y.end());
   return x == y;

@@ -5,6 +5,10 @@
 // export).  Times are nanoseconds of the recording host's monotonic clock (CLOCK_MONOTONIC);
 // `seq` numbers give the causal order on one rank.  Ranks are global ranks unless a field
 // says "group".  Iterations, microbatches and sequence numbers start at 0; -1 means "none".
+// Texts and integer lists that repeat across millions of records (parameter, module, dtype and
+// edge names; shapes; peer lists) are interned handles (events::Name, events::Shape,
+// events::RankList: 8 bytes each, never freed, read like the std::string / std::vector they
+// replace); one-off texts (messages, config, host names) stay std::string.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +16,8 @@
 #include <vector>
 
 #include "core/events/Checksum.h"
+#include "core/events/InternedList.h"
+#include "core/events/Name.h"
 
 namespace stagescope::events {
 
@@ -41,9 +47,9 @@ struct ActionRecord {
   int32_t seq = -1;  // index in this rank's action list of this iteration
   ActionKind kind = ActionKind::Forward;
   int32_t microbatch = -1;
-  std::string module;  // module this action belongs to ("" for rank-wide actions)
   int32_t stage = -1;  // pp index within the module
-  std::vector<int32_t> peers;
+  Name module;         // module this action belongs to ("" for rank-wide actions)
+  RankList peers;
   int64_t startNs = 0;
   int64_t endNs = 0;
 };
@@ -74,17 +80,17 @@ struct TransferRecord {
   Side side = Side::Send;
   int32_t srcRank = -1, dstRank = -1;            // global ranks
   int32_t srcGroupRank = -1, dstGroupRank = -1;  // ranks inside the group used for the message
-  std::string edge;  // "llm:pp0->pp1" for P2P, "vision->llm" for a bridge
+  Name edge;  // "llm:pp0->pp1" for P2P, "vision->llm" for a bridge
   EdgeKind edgeKind = EdgeKind::P2P;
   BridgeRole role = BridgeRole::None;
   Direction direction = Direction::Activation;
+  bool hasStats = false;  // `stats` holds values
   int32_t iteration = -1, microbatch = -1;
   int32_t actionSeq = -1;  // the ActionRecord.seq this message belongs to
-  std::vector<int64_t> shape;
-  std::string dtype;  // "float32", "bfloat16", ...
+  Shape shape;
+  Name dtype;  // "float32", "bfloat16", ...
   int64_t bytes = 0;
   uint64_t checksum = 0;  // checksumBytes (XXH3-64) of the raw contiguous bytes; 0 = none
-  bool hasStats = false;
   TensorStats stats;
   int64_t startNs = 0, endNs = 0;
   std::vector<uint8_t> payload;  // raw bytes, only at level full
@@ -105,18 +111,18 @@ struct GradientRecord {
   int32_t rank = -1;
   int32_t iteration = -1, microbatch = -1;  // microbatch -1 for Reduced/ParamAfterStep
   GradPhase phase = GradPhase::Accumulated;
-  std::string param;  // full logical name, layout independent: "llm.layers.3.attn.q.weight"
-  std::string module;
+  bool hasStats = false;  // `stats` holds values
+  Name param;             // full logical name, layout independent: "llm.layers.3.attn.q.weight"
+  Name module;
   int32_t tp = 0, pp = 0, dp = 0;
   int32_t partitionDim =
       -1;  // dimension along which the full tensor is split by TP (-1: replicated)
-  int64_t partitionOffset = 0;     // offset of this shard along partitionDim in the full tensor
-  std::vector<int64_t> shape;      // shard shape
-  std::vector<int64_t> fullShape;  // full (unsharded) shape
-  std::string dtype;
+  int64_t partitionOffset = 0;  // offset of this shard along partitionDim in the full tensor
+  Shape shape;                  // shard shape
+  Shape fullShape;              // full (unsharded) shape
+  Name dtype;
   double norm = 0;
   uint64_t checksum = 0;
-  bool hasStats = false;
   TensorStats stats;
   std::vector<uint8_t> payload;  // raw values at level full
 };
@@ -135,10 +141,10 @@ struct LossRecord {
 struct InputRecord {
   int32_t rank = -1;
   int32_t iteration = -1, microbatch = -1;
-  std::string module;
-  std::string name;  // "tokens", "patches"
-  std::vector<int64_t> shape;
-  std::string dtype;
+  Name module;
+  Name name;  // "tokens", "patches"
+  Shape shape;
+  Name dtype;
   std::vector<uint8_t> payload;
 };
 

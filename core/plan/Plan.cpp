@@ -470,11 +470,11 @@ events::ActionRecord toRecord(const RankPlan& rankPlan, size_t index, int iterat
   r.microbatch = a.microbatch;
   r.module = a.module;
   r.stage = a.stage;
+  std::vector<int32_t> peers;
   for (const Message& m : a.messages) {
-    if (std::find(r.peers.begin(), r.peers.end(), m.peer) == r.peers.end()) {
-      r.peers.push_back(m.peer);
-    }
+    if (std::find(peers.begin(), peers.end(), m.peer) == peers.end()) peers.push_back(m.peer);
   }
+  r.peers = peers;
   return r;
 }
 

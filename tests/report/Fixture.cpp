@@ -133,7 +133,7 @@ model::RunModel makeRun(const FixtureOptions& o) {
         a.microbatch = mb;
         a.module = "llm";
         a.stage = s;
-        if (peer >= 0) a.peers.push_back(peer);
+        if (peer >= 0) a.peers = {peer};
         run.plan[r].push_back(a);
       };
       auto fwd = [&](int mb) {

@@ -1,6 +1,7 @@
 #include "storage/RunReader.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <filesystem>
 #include <limits>
@@ -889,51 +890,75 @@ void pairTransfers(RunModel& m) {
   }
 }
 
-// Sorts gradients by (iteration, phase, param, tp, pp, dp, microbatch, file order).  Each
-// record's key is packed into two integers once (the param as the rank of its name among the
-// distinct names, which are few): the sort compares integers, never texts, and moves 24-byte
-// keys, not records; the records are then permuted in place.
+// Sorts gradients by (iteration, phase, param, tp, pp, dp, microbatch, file order), the param
+// by the rank of its name among the distinct names (few: each is compared once, here).  Each
+// record's fields are packed into one 64-bit key, each field in the bits its largest value in
+// this run needs and the record's index in the lowest bits (so ties keep file order): the sort
+// moves and compares 8-byte integers, never records or texts, and the records are then
+// permuted in place.  Fields that need more than 64 bits in all (not seen in real runs) are
+// sorted by comparing them one by one instead.
 void sortGradients(std::vector<events::GradientRecord>& gradients) {
+  const size_t n = gradients.size();
   std::vector<events::Name> names;
   std::unordered_map<events::Name, uint32_t> rankOf;
   for (const auto& g : gradients)
     if (rankOf.try_emplace(g.param, 0).second) names.push_back(g.param);
   std::sort(names.begin(), names.end());
   for (uint32_t i = 0; i < names.size(); ++i) rankOf[names[i]] = i;
-  // Field widths: the reader bounds iteration to 0..kMaxIterations-1 (20 bits), tp/pp/dp to
-  // -1..4095 and microbatch to -1..65535 (stored +1: 13 and 17 bits); phase is 3 bits; a name's
-  // rank is below the number of records (32 bits, as `index`).
-  static_assert(lim::kMaxIterations <= (1 << 20) && lim::kMaxWorldSize < (1 << 13) &&
-                lim::kMaxMicrobatches < (1 << 17));
-  struct Key {
-    uint64_t hi, lo;  // hi: iteration, phase, param rank; lo: tp, pp, dp, microbatch
-    uint32_t index;
-    bool operator<(const Key& o) const {
-      return hi != o.hi ? hi < o.hi : lo != o.lo ? lo < o.lo : index < o.index;
-    }
-  };
-  auto field = [](int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v) + 1); };
-  std::vector<Key> keys;
-  keys.reserve(gradients.size());
+  std::vector<uint32_t> paramRank(n);
+  events::Name last;
   uint32_t lastRank = 0;
-  events::Name lastName;
-  for (size_t i = 0; i < gradients.size(); ++i) {
-    const auto& g = gradients[i];
-    if (i == 0 || g.param != lastName) {
-      lastName = g.param;
-      lastRank = rankOf[g.param];
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 0 || gradients[i].param != last) {
+      last = gradients[i].param;
+      lastRank = rankOf[last];
     }
-    const uint64_t hi = static_cast<uint64_t>(g.iteration) << 35 |
-                        static_cast<uint64_t>(g.phase) << 32 | uint64_t{lastRank};
-    const uint64_t lo =
-        field(g.tp) << 43 | field(g.pp) << 30 | field(g.dp) << 17 | field(g.microbatch);
-    keys.push_back({hi, lo, static_cast<uint32_t>(i)});
+    paramRank[i] = lastRank;
   }
-  if (std::is_sorted(keys.begin(), keys.end())) return;
-  std::sort(keys.begin(), keys.end());
+  // The key's fields, most significant first; the reader bounds each to 0..2^20 (-1 stored +1).
+  constexpr size_t kFields = 7;
+  auto fields = [&](size_t i) {
+    const auto& g = gradients[i];
+    auto up = [](int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v) + 1); };
+    return std::array<uint64_t, kFields>{static_cast<uint64_t>(g.iteration),
+                                         static_cast<uint64_t>(g.phase),
+                                         paramRank[i],
+                                         up(g.tp),
+                                         up(g.pp),
+                                         up(g.dp),
+                                         up(g.microbatch)};
+  };
+  std::array<uint64_t, kFields> maxima{};
+  for (size_t i = 0; i < n; ++i) {
+    const auto f = fields(i);
+    for (size_t k = 0; k < kFields; ++k) maxima[k] = std::max(maxima[k], f[k]);
+  }
+  std::array<int, kFields> width{};
+  int bits = n > 1 ? std::bit_width(n - 1) : 0;  // the index
+  const int indexBits = bits;
+  for (size_t k = 0; k < kFields; ++k) bits += width[k] = std::bit_width(maxima[k]);
   std::vector<uint32_t> order;
-  order.reserve(keys.size());
-  for (const auto& k : keys) order.push_back(k.index);
+  if (bits <= 64) {
+    std::vector<uint64_t> keys(n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto f = fields(i);
+      uint64_t key = 0;
+      for (size_t k = 0; k < kFields; ++k) key = key << width[k] | f[k];
+      keys[i] = key << indexBits | i;
+    }
+    std::vector<uint32_t>().swap(paramRank);  // freed before the sort's peak
+    if (std::is_sorted(keys.begin(), keys.end())) return;
+    std::sort(keys.begin(), keys.end());
+    const uint64_t indexMask = indexBits ? ~uint64_t{0} >> (64 - indexBits) : 0;
+    order.resize(n);
+    for (size_t k = 0; k < n; ++k) order[k] = static_cast<uint32_t>(keys[k] & indexMask);
+  } else {
+    order.resize(n);
+    for (uint32_t i = 0; i < n; ++i) order[i] = i;
+    auto less = [&](uint32_t a, uint32_t b) { return fields(a) < fields(b); };
+    if (std::is_sorted(order.begin(), order.end(), less)) return;
+    std::stable_sort(order.begin(), order.end(), less);
+  }
   permute(gradients, order);
 }
 

@@ -17,7 +17,10 @@
 namespace stagescope::storage::test {
 namespace {
 
-TEST(GradientOrder, SortedByTheDocumentedKeyWithFileOrderForTies) {
+// `wide`: some records carry the largest values the reader accepts (iteration 999999, tp/pp/dp
+// 4095, microbatch 65535), so the fields need more than 64 bits and the reader sorts by
+// comparing them one by one instead of by a packed key.
+void expectDocumentedOrder(bool wide) {
   TempDir dir;
   const std::string run = dir.file("run.db");
   const auto level = events::RecordLevel::Stats;
@@ -40,6 +43,11 @@ TEST(GradientOrder, SortedByTheDocumentedKeyWithFileOrderForTies) {
     g.microbatch = static_cast<int32_t>(rng() % 3) - 1;  // -1..1
     g.partitionDim = -1;
     g.checksum = static_cast<uint64_t>(i) + 1;  // the write (file) order
+    if (wide && i % 100 == 7) {
+      g.iteration = 999999;
+      g.tp = g.pp = g.dp = 4095;
+      g.microbatch = 65535;
+    }
     written.push_back(g);
   }
   {
@@ -66,6 +74,14 @@ TEST(GradientOrder, SortedByTheDocumentedKeyWithFileOrderForTies) {
     EXPECT_EQ(key(m.gradients[i]), key(want[i]));
     EXPECT_EQ(m.gradients[i].checksum, want[i].checksum);  // ties in file order
   }
+}
+
+TEST(GradientOrder, SortedByTheDocumentedKeyWithFileOrderForTies) {
+  expectDocumentedOrder(false);
+}
+
+TEST(GradientOrder, FieldsWiderThan64BitsSortTheSame) {
+  expectDocumentedOrder(true);
 }
 
 }  // namespace

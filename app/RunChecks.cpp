@@ -27,7 +27,11 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     if (against.empty()) {
       run = loadWithProgress(path, load);
     } else {
-      std::tie(run, other) = loadTwoWithProgress(path, against, load);
+      // The --against run is only compared (compareRuns): its reduced gradients are all the
+      // comparison judges (LoadOptions::onlyReducedGradients).
+      storage::LoadOptions otherLoad = load;
+      otherLoad.onlyReducedGradients = true;
+      std::tie(run, other) = loadTwoWithProgress(path, against, load, otherLoad);
     }
     analysis::CheckOptions opts;
     opts.tolerance = files.tolerance;

@@ -57,18 +57,25 @@ storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions
 std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::string& a,
                                                                     const std::string& b,
                                                                     storage::LoadOptions opts) {
+  return loadTwoWithProgress(a, b, opts, opts);
+}
+
+std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::string& a,
+                                                                    const std::string& b,
+                                                                    storage::LoadOptions optsA,
+                                                                    storage::LoadOptions optsB) {
   SharedProgress progress("loading " + a + " and " + b, 2);
   storage::RunModel ma, mb;
   std::exception_ptr errorA, errorB;
   std::thread second([&] {
     try {
-      mb = storage::loadRun(b, opts, [&](float f) { progress.update(1, f); });
+      mb = storage::loadRun(b, optsB, [&](float f) { progress.update(1, f); });
     } catch (...) {
       errorB = std::current_exception();
     }
   });
   try {
-    ma = storage::loadRun(a, opts, [&](float f) { progress.update(0, f); });
+    ma = storage::loadRun(a, optsA, [&](float f) { progress.update(0, f); });
   } catch (...) {
     errorA = std::current_exception();
   }

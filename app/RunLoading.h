@@ -21,6 +21,11 @@ storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions
 std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::string& a,
                                                                     const std::string& b,
                                                                     storage::LoadOptions opts);
+// The same with options of its own for each run.
+std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::string& a,
+                                                                    const std::string& b,
+                                                                    storage::LoadOptions optsA,
+                                                                    storage::LoadOptions optsB);
 
 // Keeps `model` until the process exits instead of freeing it.  A command that ends right after
 // its report would otherwise spend seconds of CPU freeing a 10^7-event read model string by

@@ -46,9 +46,12 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
                       {"--md", md, ReportKind::CompareMarkdown},
                       {"--json", json, ReportKind::CompareJson}},
                      {a, b});
-  // Payloads (level full) let the comparison judge values, not checksums or norms.
+  // Payloads (level full) let the comparison judge values, not checksums or norms.  Only the
+  // reduced gradients are kept: the comparison judges no other (core/analysis/Align.h), and the
+  // per-microbatch ones are most of a run's rows (1.4 GB of a 10^7-event run).
   storage::LoadOptions load;
   load.payloads = true;
+  load.onlyReducedGradients = true;
   auto [ra, rb] = loadTwoWithProgress(a, b, load);
   analysis::CompareOptions opts;
   opts.labelA = a;

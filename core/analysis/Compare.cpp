@@ -106,15 +106,19 @@ RunSummary summarize(const RunModel& run, const std::string& label) {
     if (m.cp > 1) s.layout += " cp" + std::to_string(m.cp);
   }
   for (const auto& a : run.actions) s.events += a.size();
-  s.events += run.transfers.size() + run.gradients.size() + run.losses.size();
+  s.events +=
+      run.transfers.size() + run.gradients.size() + run.gradientsNotLoaded + run.losses.size();
   s.time = timeBreakdown(run);
   return s;
 }
 
-// The compute dtype of a run: the dtype of its recorded gradients (float32 when none).
+// The compute dtype of a run: the dtype of its first reduced gradient (the gradients compared),
+// else of its first message, else float32.  Only reduced gradients, so that a model loaded with
+// storage::LoadOptions::onlyReducedGradients (`compare`) gets the rule a whole model (the
+// viewer) gets.
 std::string dtypeOf(const RunModel& run) {
   for (const auto& g : run.gradients) {
-    if (!g.dtype.empty()) return g.dtype;
+    if (g.phase == events::GradPhase::Reduced && !g.dtype.empty()) return g.dtype;
   }
   for (const auto& t : run.transfers) {
     if (!t.dtype.empty()) return t.dtype;

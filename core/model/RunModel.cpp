@@ -55,7 +55,7 @@ int RunModel::rankCount() const {
 }
 
 size_t RunModel::eventCount() const {
-  size_t n = transfers.size() + gradients.size() + losses.size();
+  size_t n = transfers.size() + gradients.size() + gradientsNotLoaded + losses.size();
   for (const auto& a : actions) n += a.size();
   return n;
 }

@@ -51,6 +51,9 @@ struct RunModel {
   std::vector<TransferPair> pairs;   // one per message (send or recv seen), in transfers order
   std::vector<events::GradientRecord>
       gradients;  // sorted by (iteration, phase, param, tp, pp, dp, microbatch)
+  // Gradient rows the file holds that `gradients` does not (storage::LoadOptions::
+  // onlyReducedGradients): counted as events, never judged.  0 for a whole model.
+  size_t gradientsNotLoaded = 0;
   std::vector<events::LossRecord>
       losses;  // ranks only; sorted by (iteration, microbatch, dp, rank)
   // The single-process reference (`run --reference`), never mixed into the per-rank vectors:
@@ -93,7 +96,7 @@ struct RunModel {
   // Distinct ranks that have a row.
   int rankCount() const;
   int iterations() const { return info.iterations; }
-  size_t eventCount() const;  // actions + transfers + gradients + losses
+  size_t eventCount() const;  // actions + transfers + gradients (loaded or not) + losses
 };
 
 // The modules at the two ends of a transfer's edge: ("llm", "llm") for "llm:pp0->pp1",

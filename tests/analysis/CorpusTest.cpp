@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 
+#include "app/report/CompareReport.h"
 #include "core/analysis/Compare.h"
 #include "core/analysis/NonFinite.h"
 #include "storage/RunReader.h"
@@ -217,12 +218,18 @@ CompareOutcome compareEverywhere(const std::string& a, const std::string& b,
   static const std::regex re("id=\"first-divergence\" data-kind=\"[a-z]*\" data-key=\"([^\"]*)\"");
   EXPECT_TRUE(std::regex_search(page, m, re)) << "no first-divergence element in the HTML";
   const std::string htmlKey = m.size() > 1 ? unescapeHtml(m[1]) : "?";
-  // The library call the viewer makes.
+  // The library call the viewer makes, on whole models; the CLI loads only the reduced
+  // gradients (storage::LoadOptions::onlyReducedGradients): the same report.
   storage::LoadOptions lo;
   lo.payloads = true;
   auto ra = storage::loadRun(a, lo), rb = storage::loadRun(b, lo);
   analysis::CompareOptions co;
+  co.labelA = a;
+  co.labelB = b;
+  co.filterA = analysis::recordFilterOf(ra);
+  co.filterB = analysis::recordFilterOf(rb);
   const auto c = analysis::compareRuns(ra, rb, co);
+  EXPECT_EQ(nlohmann::json::parse(report::renderJson(c)), j) << a << " vs " << b;
   const std::string libKey = c.first ? c.first->key : "";
   EXPECT_EQ(analysis::toString(c.verdict), o.verdict);
   EXPECT_EQ(jsonKey, htmlKey);

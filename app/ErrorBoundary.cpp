@@ -1,6 +1,6 @@
 #include "app/ErrorBoundary.h"
 
-#ifdef STAGESCOPE_HAVE_ENGINE
+#ifdef STAGESCOPE_LINKS_LIBTORCH  // stagescope-engine (app/CMakeLists.txt)
 #include <c10/util/Exception.h>
 #endif
 
@@ -20,7 +20,7 @@ namespace stagescope::app {
 
 std::string oneLine(const std::exception& e) {
   std::string message = e.what();
-#ifdef STAGESCOPE_HAVE_ENGINE
+#ifdef STAGESCOPE_LINKS_LIBTORCH
   if (const auto* torchError = dynamic_cast<const c10::Error*>(&e)) {
     message = torchError->what_without_backtrace();
   }

@@ -1,17 +1,16 @@
 // stagescope: the command-line entry.  Thin: parse arguments, call the part, print, exit.
-#include <sqlite3.h>
-#ifdef STAGESCOPE_HAVE_ENGINE
-#include <torch/version.h>
-#endif
+// Links no LibTorch: `run` and `worker` are parsed here and then executed by the engine
+// executable next to this one (app/EngineExec.h).
 #include <CLI/CLI.hpp>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
+#include "app/CommandLine.h"
 #include "app/Commands.h"
+#include "app/EngineExec.h"
 #include "app/ErrorBoundary.h"
 #include "app/OutputPolicy.h"
 #include "app/RunChecks.h"
@@ -23,7 +22,6 @@
 #include "app/report/CompareReport.h"
 #include "app/report/Progress.h"
 #include "core/analysis/HangGraph.h"
-#include "core/engine/RunIdentity.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
@@ -303,71 +301,14 @@ namespace {
 
 using namespace stagescope::app;
 
-#ifdef STAGESCOPE_HAVE_ENGINE
-constexpr const char* kTorchLine = "LibTorch " TORCH_VERSION;
-#else
-constexpr const char* kTorchLine =
-    "LibTorch: none (built without the engine; run and worker unavailable)";
-#endif
-
-std::string versionText() {
-  return std::string("stagescope ") + stagescope::engine::kStagescopeVersion + "\n" + kTorchLine +
-         "\nSQLite " + sqlite3_libversion() + "\nrun file format " +
-         std::to_string(stagescope::storage::kSchemaVersion) + " (application_id 0x53544753)";
-}
-
-// A finite number >= 0 (CLI11 alone accepts "nan", "inf" and negative tolerances).
-const CLI::Validator kTolerance(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < 0) {
-        return "expected a finite number >= 0, got '" + text + "'";
-      }
-      return "";
-    },
-    "TOL>=0");
-
-// A path option given as an empty string would silently mean "the default" or "the cwd".
-const CLI::Validator kPath(
-    [](std::string& text) -> std::string {
-      return text.empty() ? std::string("expected a path, got an empty string") : std::string();
-    },
-    "PATH");
-
 int cliMain(int argc, char** argv) {
-  CLI::App cli{"stagescope: run, record, check, compare and replay multimodule 1F1B pipelines"};
-  cli.require_subcommand(1);
-  cli.set_version_flag("--version", versionText(),
-                       "print the versions of stagescope, LibTorch, "
-                       "SQLite and the run-file format");
-
+  const auto cliRoot = newCommandLine(versionText(engineTorchLine()));
+  CLI::App& cli = *cliRoot;
+  // `run` and `worker` are defined here for help and usage errors, and run by the engine.
   RunOptions run;
-  auto* runCmd = cli.add_subcommand("run", "launch the ranks of CONFIG locally and record the run");
-  runCmd->add_option("config", run.config, "run configuration (TOML)")->required();
-  runCmd->add_option("--set", run.overrides, "override a config value: key=value (repeatable)");
-  runCmd->add_option("--fault", run.faults,
-                     "inject a fault: KIND:iteration=I,microbatch=M,module=NAME,stage=S,"
-                     "direction=activation|gradient[,delay=SECONDS][,rank=R] (repeatable; KIND "
-                     "is delay, drop, corrupt, shape, nan, inf or kill)");
-  runCmd->add_option("-o,--out", run.out, "run file (default runs/<config>-<time>.db)")
-      ->check(kPath);
-  runCmd->add_option("--record", run.record, "recording level: off, meta, stats, full");
-  runCmd->add_flag("--reference", run.reference, "also record the single-process reference");
-  runCmd->add_flag("--check", run.check, "check the run file afterwards; exit with its code");
-  runCmd->add_option("--repeat", run.repeat, "run N times and require bitwise-identical runs")
-      ->check(CLI::Range(1, 1000));
-  runCmd->add_flag(
-      "--force", run.force,
-      "replace an existing run file at -o (with its shards; never any other file), and "
-      "run even when the memory estimate exceeds MemAvailable");
-  runCmd->add_flag("-q,--quiet", run.quiet, "do not forward rank output");
-
+  CLI::App* runCmd = addRunCommand(cli, run);
   WorkerOptions worker;
-  auto* workerCmd =
-      cli.add_subcommand("worker", "run one rank (RANK/WORLD_SIZE/MASTER_* from env)");
-  workerCmd->add_option("config", worker.config)->required();
-  workerCmd->add_option("-o,--out", worker.out, "run file next to which the shard is written")
-      ->required();
+  CLI::App* workerCmd = addWorkerCommand(cli, worker);
 
   std::string planConfig;
   std::vector<std::string> planSet;
@@ -386,28 +327,30 @@ int cliMain(int argc, char** argv) {
       ->add_option("--tol", files.tolerance,
                    "relative L2 tolerance for the reference gradients and --tolerant "
                    "(default: the per-iteration, dtype-aware rule, docs/analysis.md)")
-      ->check(kTolerance);
-  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report")->check(kPath);
-  checkCmd->add_option("--json", files.json, "write the findings as JSON")->check(kPath);
+      ->check(toleranceValidator());
+  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report")->check(pathValidator());
+  checkCmd->add_option("--json", files.json, "write the findings as JSON")->check(pathValidator());
 
   std::string cmpA, cmpB, html, md, json;
   double cmpTol = -1;
   auto* cmpCmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
   cmpCmd->add_option("a", cmpA)->required();
   cmpCmd->add_option("b", cmpB)->required();
-  cmpCmd->add_option("--html", html, "write a self-contained HTML report")->check(kPath);
-  cmpCmd->add_option("--md", md, "write a Markdown report")->check(kPath);
-  cmpCmd->add_option("--json", json, "write a JSON report")->check(kPath);
+  cmpCmd->add_option("--html", html, "write a self-contained HTML report")->check(pathValidator());
+  cmpCmd->add_option("--md", md, "write a Markdown report")->check(pathValidator());
+  cmpCmd->add_option("--json", json, "write a JSON report")->check(pathValidator());
   cmpCmd
       ->add_option("--tol", cmpTol,
                    "one relative L2 tolerance for every value (default: the per-iteration rule, "
                    "docs/analysis.md)")
-      ->check(kTolerance);
+      ->check(toleranceValidator());
 
   std::string exportRun, trace;
   auto* exportCmd = cli.add_subcommand("export", "export a run as a Chrome/Perfetto trace");
   exportCmd->add_option("run", exportRun)->required();
-  exportCmd->add_option("--chrome-trace", trace, "trace JSON file")->check(kPath)->required();
+  exportCmd->add_option("--chrome-trace", trace, "trace JSON file")
+      ->check(pathValidator())
+      ->required();
 
   std::string mergeRun;
   std::vector<std::string> mergeShards;
@@ -429,39 +372,9 @@ int cliMain(int argc, char** argv) {
   guiCmd->footer(stagescope::ui::scriptCommandHelp());
 #endif
 
-  if (argc > 1 && argv[1][0] != '-') {
-    bool known = false;
-    for (const auto* sub : cli.get_subcommands({})) known = known || sub->get_name() == argv[1];
-    if (!known) {
-      std::string names;
-      for (const auto* sub : cli.get_subcommands({})) names += " " + sub->get_name();
-      std::fprintf(stderr, "error: unknown command '%s'; expected one of:%s\n",
-                   stagescope::events::printableLine(argv[1]).c_str(), names.c_str());
-      std::fprintf(stderr, "usage: stagescope --help\n");
-      return stagescope::analysis::exit_code::kUsage;
-    }
-  }
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return cli.exit(e);
-    // Usage errors: one line naming what was wrong, one line saying where help is; exit 2.
-    std::string where = "stagescope";
-    for (const auto* sub : cli.get_subcommands()) where += " " + sub->get_name();
-    std::fprintf(stderr, "error: %s\n", stagescope::events::printableLine(e.what()).c_str());
-    std::fprintf(stderr, "usage: %s --help\n", where.c_str());
-    return stagescope::analysis::exit_code::kUsage;
-  }
-#ifdef STAGESCOPE_HAVE_ENGINE
-  if (*runCmd) return runCommand(run);
-  if (*workerCmd) return workerCommand(worker);
-#else
-  if (*runCmd || *workerCmd) {
-    throw UsageError(std::string("`stagescope ") + (*runCmd ? "run" : "worker") +
-                     "` needs the engine, which this build leaves out (STAGESCOPE_WITH_TORCH=OFF); "
-                     "use a build with LibTorch");
-  }
-#endif
+  if (const auto done = parseCommandLine(cli, argc, argv)) return *done;
+  if (*runCmd) execEngine("run", argv);
+  if (*workerCmd) execEngine("worker", argv);
   if (*planCmd) return planCommand(planConfig, planSet);
   if (*checkCmd) {
     files.bitwise = !tolerant;

@@ -38,7 +38,8 @@ BUILD="${1:-build/default}"
 [[ $# -gt 0 ]] && shift
 [[ "${1:-}" == "--" ]] && shift
 BUILD="$(cd "$BUILD" 2>/dev/null && pwd || echo "$ROOT/$BUILD")"
-[[ -x "$BUILD/app/stagescope" ]] || { echo "bench: $BUILD/app/stagescope not built (make build)" >&2; exit 2; }
+[[ -x "$BUILD/app/stagescope" && -x "$BUILD/app/stagescope-engine" ]] ||
+  { echo "bench: $BUILD/app/stagescope or stagescope-engine not built (make build)" >&2; exit 2; }
 
 PY=python3
 command -v "$PY" >/dev/null || PY="$ROOT/.venv/bin/python"

@@ -5,7 +5,8 @@
 # its whole suite: the storage/report/plan unit tests and the hostile-input corpus
 # (tests/debug/hostile/*.cases) minus the cases of `run`/`worker`, which need the engine and
 # run in the main pass.  The corpus' fixture run files are made by the main build's stagescope
-# (argument 1).  Any sanitizer finding fails the test that hit it.
+# (argument 1), whose `run` execs the stagescope-engine next to it.  Any sanitizer finding fails
+# the test that hit it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fixture_exe=$(realpath "${1:-build/default/app/stagescope}")
@@ -13,6 +14,10 @@ jobs=${JOBS:-2}
 build=build/sanitize
 if [ ! -x "$fixture_exe" ]; then
   echo "sanitize.sh: $fixture_exe: no stagescope with the engine to make fixture runs; build it first (make build)" >&2
+  exit 2
+fi
+if [ ! -x "$(dirname "$fixture_exe")/stagescope-engine" ]; then
+  echo "sanitize.sh: $(dirname "$fixture_exe")/stagescope-engine: missing; the fixture runs need the engine next to $fixture_exe (make build)" >&2
   exit 2
 fi
 test -f "$build/build.ninja" ||

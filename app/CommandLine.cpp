@@ -1,0 +1,112 @@
+#include "app/CommandLine.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/analysis/Check.h"
+#include "core/engine/RunIdentity.h"  // kStagescopeVersion (a constant; nothing is linked)
+#include "core/events/Printable.h"
+#include "storage/Schema.h"
+
+namespace stagescope::app {
+
+std::unique_ptr<CLI::App> newCommandLine(const std::string& version) {
+  auto cli = std::make_unique<CLI::App>(
+      "stagescope: run, record, check, compare and replay multimodule 1F1B pipelines");
+  cli->require_subcommand(1);
+  cli->set_version_flag("--version", version,
+                        "print the versions of stagescope, LibTorch, "
+                        "SQLite and the run-file format");
+  return cli;
+}
+
+CLI::App* addRunCommand(CLI::App& cli, RunOptions& run) {
+  auto* runCmd = cli.add_subcommand("run", "launch the ranks of CONFIG locally and record the run");
+  runCmd->add_option("config", run.config, "run configuration (TOML)")->required();
+  runCmd->add_option("--set", run.overrides, "override a config value: key=value (repeatable)");
+  runCmd->add_option("--fault", run.faults,
+                     "inject a fault: KIND:iteration=I,microbatch=M,module=NAME,stage=S,"
+                     "direction=activation|gradient[,delay=SECONDS][,rank=R] (repeatable; KIND "
+                     "is delay, drop, corrupt, shape, nan, inf or kill)");
+  runCmd->add_option("-o,--out", run.out, "run file (default runs/<config>-<time>.db)")
+      ->check(pathValidator());
+  runCmd->add_option("--record", run.record, "recording level: off, meta, stats, full");
+  runCmd->add_flag("--reference", run.reference, "also record the single-process reference");
+  runCmd->add_flag("--check", run.check, "check the run file afterwards; exit with its code");
+  runCmd->add_option("--repeat", run.repeat, "run N times and require bitwise-identical runs")
+      ->check(CLI::Range(1, 1000));
+  runCmd->add_flag(
+      "--force", run.force,
+      "replace an existing run file at -o (with its shards; never any other file), and "
+      "run even when the memory estimate exceeds MemAvailable");
+  runCmd->add_flag("-q,--quiet", run.quiet, "do not forward rank output");
+  return runCmd;
+}
+
+CLI::App* addWorkerCommand(CLI::App& cli, WorkerOptions& worker) {
+  auto* workerCmd =
+      cli.add_subcommand("worker", "run one rank (RANK/WORLD_SIZE/MASTER_* from env)");
+  workerCmd->add_option("config", worker.config)->required();
+  workerCmd->add_option("-o,--out", worker.out, "run file next to which the shard is written")
+      ->required();
+  return workerCmd;
+}
+
+const CLI::Validator& toleranceValidator() {
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x) || x < 0) {
+          return "expected a finite number >= 0, got '" + text + "'";
+        }
+        return "";
+      },
+      "TOL>=0");
+  return v;
+}
+
+const CLI::Validator& pathValidator() {
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        return text.empty() ? std::string("expected a path, got an empty string") : std::string();
+      },
+      "PATH");
+  return v;
+}
+
+std::optional<int> parseCommandLine(CLI::App& cli, int argc, char** argv) {
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const auto* sub : cli.get_subcommands({})) known = known || sub->get_name() == argv[1];
+    if (!known) {
+      std::string names;
+      for (const auto* sub : cli.get_subcommands({})) names += " " + sub->get_name();
+      std::fprintf(stderr, "error: unknown command '%s'; expected one of:%s\n",
+                   events::printableLine(argv[1]).c_str(), names.c_str());
+      std::fprintf(stderr, "usage: stagescope --help\n");
+      return analysis::exit_code::kUsage;
+    }
+  }
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return cli.exit(e);
+    // Usage errors: one line naming what was wrong, one line saying where help is; exit 2.
+    std::string where = "stagescope";
+    for (const auto* sub : cli.get_subcommands()) where += " " + sub->get_name();
+    std::fprintf(stderr, "error: %s\n", events::printableLine(e.what()).c_str());
+    std::fprintf(stderr, "usage: %s --help\n", where.c_str());
+    return analysis::exit_code::kUsage;
+  }
+  return std::nullopt;
+}
+
+std::string versionText(const std::string& torchLine) {
+  return std::string("stagescope ") + engine::kStagescopeVersion + "\n" + torchLine + "\nSQLite " +
+         sqlite3_libversion() + "\nrun file format " + std::to_string(storage::kSchemaVersion) +
+         " (application_id 0x53544753)";
+}
+
+}  // namespace stagescope::app

@@ -1,0 +1,126 @@
+// `stagescope` (the front, no LibTorch) and `stagescope-engine` (run, worker): the front finds
+// the engine next to the file it runs from, and says in one line which file is missing when it
+// is not there (app/EngineExec.h).  That the front links no LibTorch is DependencyRule.* in
+// tests/CMakeLists.txt; that `run` through the front behaves as before is the rest of the suite.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/debug/DebugUtil.h"
+#include "tests/engine/RunHarness.h"
+
+namespace stagescope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+#ifdef STAGESCOPE_HAVE_ENGINE
+constexpr bool kHaveEngine = true;
+#else
+constexpr bool kHaveEngine = false;
+#endif
+
+// A fresh directory holding a copy of this build's `stagescope` and nothing else.
+fs::path lonelyFront(const std::string& tag) {
+  const fs::path dir = fs::path(tempRunPath(tag)).replace_extension("");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(stagescopeExe(), dir / "stagescope");
+  return dir;
+}
+
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  return out;
+}
+
+TEST(EngineExec, FrontWithoutTheEngineNamesTheMissingFileInOneLine) {
+  const fs::path dir = lonelyFront("engine-missing");
+  const std::string front = (dir / "stagescope").string();
+  const std::string engine = (dir / "stagescope-engine").string();
+  const std::string out = (dir / "run.db").string();
+  const std::string what = kHaveEngine
+                               ? ", which is missing; expected the stagescope-engine executable "
+                                 "built with this stagescope next to it (cmake --build BUILD "
+                                 "--target stagescope-engine)"
+                               : ", which this build leaves out (STAGESCOPE_WITH_TORCH=OFF); use "
+                                 "a build with LibTorch";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", debugConfig("tiny"), "-o", out, "-q"},
+        std::vector<std::string>{"worker", debugConfig("tiny"), "--out", out}}) {
+    const CliResult r = runCliWith(front, args, 60);
+    EXPECT_EQ(r.exitCode, 2) << r.output;
+    EXPECT_EQ(r.output,
+              "error: `stagescope " + args[0] + "` needs the engine, " + engine + what + "\n");
+  }
+  EXPECT_EQ(entries(dir), std::vector<std::string>{"stagescope"}) << "nothing was written";
+  fs::remove_all(dir);
+}
+
+// Help and usage errors of run/worker come from the front, engine or not.
+TEST(EngineExec, FrontWithoutTheEngineStillHelpsAndRefusesBadArguments) {
+  const fs::path dir = lonelyFront("engine-missing-help");
+  const std::string front = (dir / "stagescope").string();
+  const CliResult help = runCliWith(front, {"run", "--help"}, 60);
+  EXPECT_EQ(help.exitCode, 0) << help.output;
+  for (const char* option : {"--set", "--fault", "--out", "--record", "--reference", "--check",
+                             "--repeat", "--force", "--quiet"}) {
+    EXPECT_NE(help.output.find(option), std::string::npos) << option << " in\n" << help.output;
+  }
+  const CliResult bad = runCliWith(front, {"run", debugConfig("tiny"), "--repeat", "0"}, 60);
+  EXPECT_EQ(bad.exitCode, 2) << bad.output;
+  EXPECT_EQ(lines(bad.output).size(), 2u) << bad.output;
+  EXPECT_EQ(bad.output.find("needs the engine"), std::string::npos) << bad.output;
+  fs::remove_all(dir);
+}
+
+TEST(EngineExec, VersionSaysWhereTheEnginesLibTorchIs) {
+  const fs::path dir = lonelyFront("engine-missing-version");
+  const CliResult lonely = runCliWith((dir / "stagescope").string(), {"--version"}, 60);
+  EXPECT_EQ(lonely.exitCode, 0) << lonely.output;
+  const std::string expected =
+      kHaveEngine ? "LibTorch 2." : "LibTorch: none (built without the engine; run and worker";
+  EXPECT_NE(lonely.output.find(expected), std::string::npos) << lonely.output;
+  if (kHaveEngine) {
+    EXPECT_NE(lonely.output.find(" expected in " + (dir / "stagescope-engine").string() +
+                                 ", which is missing: run and worker unavailable"),
+              std::string::npos)
+        << lonely.output;
+    const CliResult built = runCli({"--version"}, 60);
+    EXPECT_NE(built.output.find("(in stagescope-engine, for run and worker)"), std::string::npos)
+        << built.output;
+  }
+  fs::remove_all(dir);
+}
+
+// The front alone does every other command: `plan` from the copy prints what the build's does.
+TEST(EngineExec, FrontWithoutTheEngineRunsTheOtherCommands) {
+  const fs::path dir = lonelyFront("engine-missing-plan");
+  const CliResult lonely = runCliWith((dir / "stagescope").string(), {"plan", debugConfig("tiny")});
+  const CliResult built = runCli({"plan", debugConfig("tiny")});
+  EXPECT_EQ(lonely.exitCode, 0) << lonely.output;
+  EXPECT_EQ(lonely.output, built.output);
+  fs::remove_all(dir);
+}
+
+// Through a symbolic link in another directory (an install that links `stagescope` into a bin
+// directory), the engine is still found next to the real file: the engine itself reads the
+// config and refuses it, which the front never does.
+TEST(EngineExec, EngineIsFoundNextToTheLinkedFile) {
+  if (!kHaveEngine) GTEST_SKIP() << "this build has no engine";
+  const fs::path dir = fs::path(tempRunPath("engine-link")).replace_extension("");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::create_symlink(fs::absolute(stagescopeExe()), dir / "stagescope");
+  const std::string missing = (dir / "no-such-config.toml").string();
+  const CliResult r = runCliWith((dir / "stagescope").string(), {"run", missing, "-q"}, 120);
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_EQ(r.output, "error: " + missing +
+                          ": cannot open the config file (missing or not a regular file)\n");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stagescope::testing

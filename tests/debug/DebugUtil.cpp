@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,16 @@ namespace stagescope::testing {
 
 std::string debugConfig(const std::string& name) {
   return std::string(STAGESCOPE_SOURCE_DIR) + "/tests/debug/configs/" + name + ".toml";
+}
+
+std::filesystem::file_time_type builtAt(const std::string& exe) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_time_type front = fs::last_write_time(exe, ec);
+  const fs::path real = fs::canonical(exe, ec);
+  const fs::file_time_type engine =
+      ec ? front : fs::last_write_time(real.parent_path() / "stagescope-engine", ec);
+  return ec ? front : std::max(front, engine);
 }
 
 CliResult runCli(const std::vector<std::string>& args, int timeoutSeconds) {

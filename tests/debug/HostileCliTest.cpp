@@ -55,7 +55,7 @@ const std::string kCases =
 
 // Fixture files shared by every case, built once per build tree (several test processes may
 // start at once: the first builds them under a lock, the others wait).  Rebuilt when the
-// stagescope executable is newer than them.
+// stagescope executable or the engine next to it is newer than them.
 const Fixtures& fixtures() {
   static const Fixtures built = [] {
     const fs::path dir = STAGESCOPE_FIXTURE_DIR;
@@ -72,8 +72,7 @@ const Fixtures& fixtures() {
     f["run2"] += ".db";
     const fs::path ready = dir / "ready";
     std::error_code ec;
-    const bool fresh =
-        fs::exists(ready) && fs::last_write_time(ready, ec) > fs::last_write_time(kFixtureExe, ec);
+    const bool fresh = fs::exists(ready) && fs::last_write_time(ready, ec) > builtAt(kFixtureExe);
     if (!fresh) {
       fs::remove(ready);
       for (const auto& [name, path] : f) {

@@ -92,8 +92,7 @@ const Fixtures& fixtures() {
     f["shard"] = run.string() + ".rank0.shard";
     const fs::path ready = dir / "ready";
     std::error_code ec;
-    const bool fresh =
-        fs::exists(ready) && fs::last_write_time(ready, ec) > fs::last_write_time(kFixtureExe, ec);
+    const bool fresh = fs::exists(ready) && fs::last_write_time(ready, ec) > builtAt(kFixtureExe);
     if (!fresh) {
       for (const auto& e : fs::directory_iterator(dir)) {
         if (e.path().filename() != ".lock") fs::remove_all(e.path());

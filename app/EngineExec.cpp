@@ -47,8 +47,9 @@ std::string engineTorchLine() {
 #ifdef STAGESCOPE_HAVE_ENGINE
   const std::string path = enginePath();
   if (::access(path.c_str(), X_OK) != 0) {
-    return std::string("LibTorch ") + TORCH_VERSION + " expected in " + path +
-           ", which is missing: run and worker unavailable";
+    const bool exists = ::access(path.c_str(), F_OK) == 0;
+    return std::string("LibTorch ") + TORCH_VERSION + " expected in " + path + ", which " +
+           (exists ? "is not executable" : "is missing") + ": run and worker unavailable";
   }
   return std::string("LibTorch ") + TORCH_VERSION + " (in " + kEngineFileName +
          ", for run and worker)";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tests/debug/DebugUtil.h"
@@ -56,6 +57,31 @@ TEST(EngineExec, FrontWithoutTheEngineNamesTheMissingFileInOneLine) {
               "error: `stagescope " + args[0] + "` needs the engine, " + engine + what + "\n");
   }
   EXPECT_EQ(entries(dir), std::vector<std::string>{"stagescope"}) << "nothing was written";
+  fs::remove_all(dir);
+}
+
+// A file at the engine's path that cannot be executed is named with the reason, and left alone.
+TEST(EngineExec, AnEngineThatCannotBeStartedIsNamedWithTheReason) {
+  const fs::path dir = lonelyFront("engine-not-executable");
+  const fs::path engine = dir / "stagescope-engine";
+  { std::ofstream(engine) << "not a program\n"; }
+  fs::permissions(engine, fs::perms::owner_read | fs::perms::owner_write);
+  const CliResult r =
+      runCliWith((dir / "stagescope").string(), {"run", debugConfig("tiny"), "-q"}, 60);
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_EQ(r.output, "error: `stagescope run` needs the engine, " + engine.string() +
+                          ", which cannot be started: Permission denied; expected an executable "
+                          "file\n");
+  if (kHaveEngine) {
+    const CliResult v = runCliWith((dir / "stagescope").string(), {"--version"}, 60);
+    EXPECT_NE(v.output.find(engine.string() + ", which is not executable: run and worker "
+                                              "unavailable"),
+              std::string::npos)
+        << v.output;
+  }
+  std::ifstream in(engine);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "not a program\n");
   fs::remove_all(dir);
 }
 

@@ -34,13 +34,13 @@ struct LoadOptions {
   // collectives, waits and the reference stay empty, so such a model must never reach a check,
   // compare or export.
   bool statusOnly = false;
-  // Keep only the gradients a comparison judges (`compare`, the --against run of `check`): rows
-  // of phase Reduced (and a format-1 file's reference rows).  Every other gradient row (the
-  // per-microbatch Accumulated ones, 94 % of a `stats` run's gradients; ParamAfterStep;
-  // ParamInitial) is read and checked exactly as without this flag, so a bad row is the same
-  // error, but not kept: RunModel::gradientsNotLoaded counts them.  Gradient indices of such a
-  // model (AlignedItem::a/b of a gradient) index its smaller vector, so a consumer that indexes
-  // another model of the same file with them (the viewer) must not use it.
+  // Read only the gradients a comparison judges (`compare`, the --against run of `check`): rows
+  // of phase Reduced (and a format-1 file's reference rows), selected in SQL.  Every other
+  // gradient row (the per-microbatch Accumulated ones, 94 % of a `stats` run's gradients;
+  // ParamAfterStep; ParamInitial) is not read, so not checked either (a bad value there fails a
+  // whole load, not this one), and RunModel::gradientsNotLoaded counts them.  Gradient indices
+  // of such a model (AlignedItem::a/b of a gradient) index its smaller vector, so a consumer that
+  // indexes another model of the same file with them (the viewer) must not use it.
   bool onlyReducedGradients = false;
 };
 

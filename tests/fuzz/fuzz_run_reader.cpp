@@ -1,7 +1,7 @@
 // libFuzzer target for the run-file reader: every input is written to a file and opened with
-// storage::loadRun (and the payload reader).  A RunFileError is the expected answer to garbage
-// (the reader's contract, storage/RunReader.h); any other exception, a crash, a sanitizer report,
-// a hang or runaway memory is a bug in storage/.
+// storage::loadRun (and the payload reader; and as `compare` loads it).  A RunFileError is the
+// expected answer to garbage (the reader's contract, storage/RunReader.h); any other exception, a
+// crash, a sanitizer report, a hang or runaway memory is a bug in storage/.
 #include <unistd.h>
 
 #include <cstdint>
@@ -46,6 +46,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The one expected answer to garbage.  Any other exception (a bad_alloc from a size the
     // reader trusted, an SqliteError that escaped its translation) is left uncaught: libFuzzer
     // reports it as a crash, with the input that caused it.
+  }
+  try {
+    // What `compare` loads: payloads, and only the reduced gradients (another SQL statement).
+    stagescope::storage::LoadOptions compared;
+    compared.payloads = true;
+    compared.onlyReducedGradients = true;
+    (void)stagescope::storage::loadRun(path, compared);
+  } catch (const stagescope::storage::RunFileError&) {
   }
   removeFiles(path);
   return 0;

@@ -1,6 +1,8 @@
 // LoadOptions::onlyReducedGradients (what `compare` loads): the model holds exactly the whole
 // model's reduced gradients, in the same order with the same fields and payloads, and counts
-// every other gradient row in RunModel::gradientsNotLoaded, so the event count is unchanged.
+// every other gradient row in RunModel::gradientsNotLoaded, so the event count is unchanged;
+// in the packed format and the format-2 layout.  The other rows are not read: a bad value there
+// fails a whole load, not this one; a bad value in a reduced row fails both.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -11,6 +13,7 @@
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
 #include "storage/ShardWriter.h"
+#include "storage/Sqlite.h"
 
 namespace stagescope::storage::test {
 namespace {
@@ -45,13 +48,14 @@ std::string writeGradients(const TempDir& dir, int n) {
   return run;
 }
 
-void expectReducedOfWhole(const std::string& run) {
-  LoadOptions whole;
-  whole.payloads = true;
-  LoadOptions reduced = whole;
-  reduced.onlyReducedGradients = true;
-  const RunModel w = loadRun(run, whole);
-  const RunModel r = loadRun(run, reduced);
+RunModel load(const std::string& run, bool onlyReduced) {
+  LoadOptions o;
+  o.payloads = true;
+  o.onlyReducedGradients = onlyReduced;
+  return loadRun(run, o);
+}
+
+void expectReducedOf(const RunModel& w, const RunModel& r) {
   std::vector<const events::GradientRecord*> want;
   for (const auto& g : w.gradients)
     if (g.phase == events::GradPhase::Reduced) want.push_back(&g);
@@ -74,19 +78,39 @@ void expectReducedOfWhole(const std::string& run) {
 
 TEST(OnlyReducedGradients, KeepsTheWholeModelsReducedGradientsAndCountsTheRest) {
   TempDir dir;
-  expectReducedOfWhole(writeGradients(dir, 400));
+  const std::string run = writeGradients(dir, 400);
+  expectReducedOf(load(run, false), load(run, true));
 }
 
-// A file without the gradient index (an older writer, or one dropped) reads the same.
-TEST(OnlyReducedGradients, SameWithoutTheGradientIndex) {
+TEST(OnlyReducedGradients, SameInTheFormat2Layout) {
   TempDir dir;
   const std::string run = writeGradients(dir, 400);
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(run.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP INDEX gradients_by_param", nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
-  expectReducedOfWhole(run);
+  rewriteAsFormat2(run);
+  const RunModel w = load(run, false);
+  ASSERT_EQ(w.schemaVersion, 2);
+  expectReducedOf(w, load(run, true));
+}
+
+TEST(OnlyReducedGradients, RowsNotKeptAreNotRead) {
+  TempDir dir;
+  const std::string run = writeGradients(dir, 400);
+  const RunModel before = load(run, false);
+  auto corrupt = [&](const char* phase) {
+    Db db(run, Db::Mode::ReadWrite);
+    db.exec(std::string("UPDATE gradients SET rank = -5 WHERE id = (SELECT min(id) FROM ") +
+            "gradients WHERE phase = '" + phase + "')");
+  };
+  corrupt("accumulated");
+  EXPECT_THROW(load(run, false), RunFileError);
+  expectReducedOf(before, load(run, true));
+  corrupt("reduced");
+  try {
+    load(run, true);
+    ADD_FAILURE() << "a bad reduced row must fail the load";
+  } catch (const RunFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("table gradients: rank = -5"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -59,21 +59,6 @@ std::string writeSample(const TempDir& dir) {
   return run;
 }
 
-// Rewrites a format-3 run file in the format-2 layout: each packed table becomes a plain table
-// with the logical columns (copied from its view), `texts` goes, user_version 2.
-void rewriteAsFormat2(const std::string& path) {
-  Db db(path, Db::Mode::ReadWrite);
-  for (const char* name : {"plan", "actions", "transfers", "gradients"}) {
-    const TableDef& t = tableDef(name);
-    const std::string n = name;
-    db.exec("CREATE TABLE " + n + "_v2 AS SELECT " +
-            (n == "transfers" || n == "gradients" ? "id, " : "") + dataColumns(t) +
-            ", shard_id FROM " + n + " ORDER BY id; DROP VIEW " + n + "; DROP TABLE " + n +
-            "_rows; ALTER TABLE " + n + "_v2 RENAME TO " + n + ";");
-  }
-  db.exec("DROP TABLE texts; PRAGMA user_version = 2;");
-}
-
 void expectSameRows(const RunModel& a, const RunModel& b) {
   ASSERT_EQ(a.actions.size(), b.actions.size());
   for (size_t r = 0; r < a.actions.size(); ++r) {

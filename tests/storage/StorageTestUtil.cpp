@@ -7,7 +7,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "storage/Schema.h"
 #include "storage/ShardWriter.h"
+#include "storage/Sqlite.h"
 
 namespace stagescope::storage::test {
 namespace fs = std::filesystem;
@@ -171,6 +173,21 @@ std::string readBytes(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Rewrites a format-3 run file in the format-2 layout: each packed table becomes a plain table
+// with the logical columns (copied from its view), `texts` goes, user_version 2.
+void rewriteAsFormat2(const std::string& path) {
+  Db db(path, Db::Mode::ReadWrite);
+  for (const char* name : {"plan", "actions", "transfers", "gradients"}) {
+    const TableDef& t = tableDef(name);
+    const std::string n = name;
+    db.exec("CREATE TABLE " + n + "_v2 AS SELECT " +
+            (n == "transfers" || n == "gradients" ? "id, " : "") + dataColumns(t) +
+            ", shard_id FROM " + n + " ORDER BY id; DROP VIEW " + n + "; DROP TABLE " + n +
+            "_rows; ALTER TABLE " + n + "_v2 RENAME TO " + n + ";");
+  }
+  db.exec("DROP TABLE texts; PRAGMA user_version = 2;");
 }
 
 }  // namespace stagescope::storage::test

@@ -38,6 +38,10 @@ events::DiagnosisRecord sampleDiagnosis(int rank);
 // Writes `n` executed actions of iteration 0 for `rank` (seq 0..n-1) into a new shard.
 void writeActionsShard(const std::string& shardPath, int rank, int n);
 
+// Rewrites a format-3 run file in the format-2 layout: each packed table becomes a plain table
+// with the logical columns, `texts` goes, user_version 2.
+void rewriteAsFormat2(const std::string& path);
+
 void writeText(const std::string& path, const std::string& text);
 std::string readBytes(const std::string& path);
 

@@ -2,6 +2,17 @@
 // in float32 whatever the run's dtype, and stores it in the run file's own reference tables
 // (reference_gradients with full values, reference_losses), so `check` can compare every gathered
 // gradient with it.
+//
+// float32 runs: the reference trains its own float32 trajectory from the initial parameters
+// (the run and the reference differ only by round-off, iteration after iteration).
+// bfloat16 runs: the reference of iteration t starts from the run's own parameters at the start
+// of t, upcast to float32 (iteration 0: the initial parameters rounded to the run's dtype, as
+// every rank holds them; t >= 1: the run's recorded parameters after the step of t-1, which
+// carry values at level full), and computes that iteration's gradients in float32 on the same
+// global batch.  So each iteration's verdict judges the engine's bfloat16 arithmetic alone, not
+// the drift of a float32 trajectory away from the bfloat16 one (docs/analysis.md, "bfloat16").
+// An iteration whose starting parameters the file does not hold (below level full, or left out
+// by a [record] filter) gets no reference, and a line says so.
 #pragma once
 
 #include <string>

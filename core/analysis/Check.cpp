@@ -529,6 +529,12 @@ void checkReference(Ctx& c, CheckResult& r) {
   }
   const std::string dtype = got.empty() ? refs.front().dtype : got.front().dtype;
   const ToleranceRule rule = toleranceFor(dtype, c.opts.tolerance);
+  // A low-precision run's reference also computed each gradient in the run's dtype: its distance
+  // from the truth scales that gradient's bound (Tolerance.h, lowPrecisionGradientBound).
+  std::map<std::pair<int, std::string>, const GatheredGradient*> inDtype;
+  std::vector<GatheredGradient> inDtypeRefs;
+  if (rule.lowPrecision) inDtypeRefs = gatherReferenceInRunDtype(c.run, true);
+  for (const auto& g : inDtypeRefs) inDtype[{g.iteration, g.param}] = &g;
   int compared = 0, byValues = 0, byNorms = 0, skipped = 0;
   for (const auto& ref : refs) {
     Finding f;
@@ -570,13 +576,27 @@ void checkReference(Ctx& c, CheckResult& r) {
       continue;
     }
     const double floor = rule.floorRel * std::sqrt(modelNorm[ref.iteration]);
-    const double tol = rule.bound(ValueKind::Gradient, ref.iteration);
+    double tol = rule.bound(ValueKind::Gradient, ref.iteration);
+    double dtypeRel = -1;  // the reference's own run-dtype computation from the truth
+    if (auto low = inDtype.find({ref.iteration, ref.param});
+        low != inDtype.end() && low->second->hasValues && ref.hasValues) {
+      dtypeRel = valueDistance(low->second->values, ref.values, floor).rel;
+      tol = rule.lowPrecisionGradientBound(ref.iteration, dtypeRel);
+    }
+    // Why the bound is what it is, when the run-dtype computation set it.
+    auto boundReason = [&](std::ostream& o) {
+      if (dtypeRel >= 0 && tol == ToleranceRule::kDtypeDeviationFactor * dtypeRel) {
+        o << " (the bound is " << ToleranceRule::kDtypeDeviationFactor << " x " << dtypeRel
+          << ", the relative L2 of the reference's own " << dtype << " computation)";
+      }
+    };
     if (g.hasValues && ref.hasValues) {
       ++byValues;
       const ValueDistance d = valueDistance(g.values, ref.values, floor);
       if (!(d.rel <= tol)) {
         m << "gradient of " << ref.param << " iteration " << ref.iteration
           << " differs from the reference by values: relative L2 " << d.rel << " > " << tol;
+        boundReason(m);
         if (d.worst >= 0 && static_cast<size_t>(d.worst) < g.values.size()) {
           m << "; largest difference at element " << d.worst << ": " << g.values[d.worst]
             << " vs reference " << ref.values[d.worst];
@@ -594,6 +614,7 @@ void checkReference(Ctx& c, CheckResult& r) {
         << " (gathered from " << g.shards << " shard" << (g.shards == 1 ? "" : "s")
         << "), reference " << ref.norm << " (relative " << rel << " > " << tol
         << "; evidence: norms, the fallback without payloads)";
+      boundReason(m);
       f.message = m.str();
       add(r, c.opts, f);
     }
@@ -601,7 +622,30 @@ void checkReference(Ctx& c, CheckResult& r) {
   std::ostringstream s;
   s << compared << " parameter gradients compared with the reference (" << byValues
     << " by values, " << byNorms << " by norms (fallback: no payloads)); rule: " << rule.describe();
+  if (!inDtype.empty() && c.opts.tolerance < 0) {
+    s << "; gradients with the reference's own " << dtype << " computation: max("
+      << ToleranceRule::kDtypeDeviationBase << ", " << ToleranceRule::kDtypeDeviationFactor
+      << " x its relative L2 from float32)";
+  }
   if (skipped) s << "; " << skipped << " not recorded by the record filter (skipped)";
+  // A bfloat16 run's reference exists only for the iterations whose starting parameters the
+  // file holds (app/ReferenceRecord.h): the others are named, never passed silently.
+  std::set<int> referenced, unreferenced;
+  for (const auto& ref : refs) referenced.insert(ref.iteration);
+  for (const auto& g : got) {
+    if (!referenced.count(g.iteration)) unreferenced.insert(g.iteration);
+  }
+  if (!unreferenced.empty()) {
+    s << "; not compared: iteration";
+    if (unreferenced.size() > 1) s << "s";
+    const char* sep = " ";
+    for (int it : unreferenced) {
+      s << sep << it;
+      sep = ", ";
+    }
+    s << " (no reference: it starts from the run's recorded parameters, which this file does "
+         "not hold)";
+  }
   r.summary = s.str();
   if (compared == 0 && r.status != CheckStatus::Failed) {
     r.status = CheckStatus::Skipped;

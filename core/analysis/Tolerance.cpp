@@ -11,6 +11,12 @@ namespace {
 constexpr double kLowPrecisionBound = 0.15;
 }  // namespace
 
+double ToleranceRule::lowPrecisionGradientBound(int iteration, double inDtype) const {
+  const double base = bound(ValueKind::Gradient, iteration);
+  if (override >= 0 || !lowPrecision || !(inDtype >= 0) || !std::isfinite(inDtype)) return base;
+  return std::max(kDtypeDeviationBase, kDtypeDeviationFactor * inDtype);
+}
+
 double ToleranceRule::bound(ValueKind kind, int iteration) const {
   if (override >= 0) return override;
   if (lowPrecision) return kLowPrecisionBound;

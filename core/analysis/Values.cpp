@@ -1,5 +1,7 @@
 #include "core/analysis/Values.h"
 
+#include "core/analysis/Tolerance.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -58,16 +60,16 @@ bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,
   return true;
 }
 
-std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradPhase phase,
-                                              bool values) {
-  // The reference has its own records (RunModel::referenceGradients); GatheredGradient::records
-  // then index that vector.
-  const auto& records =
-      phase == events::GradPhase::Reference ? run.referenceGradients : run.gradients;
+namespace {
+
+// Gathers the records of `records` that `wanted` selects (gatherGradients' contract).
+template <class Wanted>
+std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientRecord>& records,
+                                             bool values, Wanted wanted) {
   // Group record indices by (iteration, param).
   std::vector<size_t> idx;
   for (size_t i = 0; i < records.size(); ++i) {
-    if (records[i].phase == phase) idx.push_back(i);
+    if (wanted(records[i])) idx.push_back(i);
   }
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
     const auto& x = records[a];
@@ -169,6 +171,27 @@ std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradP
     i = j;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradPhase phase,
+                                              bool values) {
+  if (phase == events::GradPhase::Reference) {
+    // The reference has its own records (RunModel::referenceGradients); GatheredGradient::records
+    // then index that vector.  Its truth is the records not in a low-precision dtype.
+    return gatherSelected(run.referenceGradients, values, [](const events::GradientRecord& r) {
+      return r.phase == events::GradPhase::Reference && !isLowPrecision(r.dtype);
+    });
+  }
+  return gatherSelected(run.gradients, values,
+                        [phase](const events::GradientRecord& r) { return r.phase == phase; });
+}
+
+std::vector<GatheredGradient> gatherReferenceInRunDtype(const RunModel& run, bool values) {
+  return gatherSelected(run.referenceGradients, values, [](const events::GradientRecord& r) {
+    return r.phase == events::GradPhase::Reference && isLowPrecision(r.dtype);
+  });
 }
 
 }  // namespace stagescope::analysis

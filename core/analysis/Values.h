@@ -33,8 +33,15 @@ struct GatheredGradient {
 // Gathers all records of `phase` (Reduced, Reference, ParamAfterStep, ...), sorted by
 // (iteration, param).  values = decode payloads (float32/float64/bfloat16/float16) and
 // assemble the full tensors.
+// Phase Reference gathers the reference's truth: its records in float32/float64.
 std::vector<GatheredGradient> gatherGradients(const model::RunModel& run, events::GradPhase phase,
                                               bool values);
+
+// The reference's gradients computed in a low-precision run's own dtype (bfloat16/float16) by
+// the single-process model from the run's parameters (app/ReferenceRecord.h): how far that
+// dtype's arithmetic alone lands from the truth, per tensor.  Empty for float32 runs and for
+// files recorded before it existed.
+std::vector<GatheredGradient> gatherReferenceInRunDtype(const model::RunModel& run, bool values);
 
 // Decodes a raw payload into doubles; false for unsupported dtypes or a size mismatch.
 bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,

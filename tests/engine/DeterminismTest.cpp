@@ -105,26 +105,60 @@ TEST(Dtype, Bfloat16RunMovesBfloat16AndTracksTheFloat32Loss) {
   }
 }
 
-// A bfloat16 run is judged against the float32 truth: `--reference` computes in float32
-// whatever the run's dtype, and check's reference_gradient applies the documented
-// low-precision bound (core/analysis/Tolerance.h; docs/analysis.md gives the measured worst
-// deviation per layout).  The float32 bound of iteration 0 would fail the same file: the run
-// really deviates as bf16 does, and the bound is what lets it pass.
+// A bfloat16 run is judged against the float32 truth: `--reference` computes each iteration in
+// float32 from the run's own parameters at the start of that iteration, and also in bfloat16
+// from the same parameters (how far bfloat16's arithmetic alone moves each gradient); check's
+// reference_gradient applies the documented low-precision bound, scaled per gradient by that
+// distance (core/analysis/Tolerance.h; docs/analysis.md gives the measurements).  The float32
+// bound of iteration 0 would fail the same file: the run really deviates as bf16 does, and the
+// bound is what lets it pass.
 TEST(Dtype, Bfloat16IsCheckedAgainstTheFloat32ReferenceWithTheDocumentedBound) {
   RunOutput bf16 = runStagescope(
       assetConfig("fan_out"),
       {"--set", "dtype=\"bfloat16\"", "--record", "full", "--reference", "--check"}, "bf16-ref");
   ASSERT_EQ(bf16.exitCode, 0) << bf16.output;
   EXPECT_NE(bf16.output.find("PASS  reference_gradient"), std::string::npos) << bf16.output;
+  EXPECT_EQ(bf16.output.find("not computed"), std::string::npos) << bf16.output;
   auto run = storage::loadRun(bf16.runPath);
   ASSERT_FALSE(run.referenceGradients.empty());
-  for (const auto& g : run.referenceGradients) EXPECT_EQ(g.dtype, "float32") << g.param;
-  for (const auto& g : run.gradients) EXPECT_EQ(g.dtype, "bfloat16") << g.param;
+  // Per (iteration, parameter): one float32 truth and one bfloat16 computation.
+  std::map<std::tuple<int, std::string, std::string>, int> refs;
+  for (const auto& g : run.referenceGradients) ++refs[{g.iteration, g.param, g.dtype}];
+  std::map<std::pair<int, std::string>, int> reduced;
+  for (const auto& g : run.gradients) {
+    EXPECT_EQ(g.dtype, "bfloat16") << g.param;
+    if (g.phase == events::GradPhase::Reduced) reduced[{g.iteration, g.param}] = 1;
+  }
+  ASSERT_EQ(refs.size(), 2 * reduced.size());
+  for (const auto& [key, n] : reduced) {
+    EXPECT_EQ((refs[{key.first, key.second, "float32"}]), 1) << key.second;
+    EXPECT_EQ((refs[{key.first, key.second, "bfloat16"}]), 1) << key.second;
+  }
   const std::string strict =
       "'" + stagescopeExe() + "' check '" + bf16.runPath + "' --tol 2e-5 > /dev/null 2>&1";
   const int status = std::system(strict.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 17);  // reference_gradient
+}
+
+// Below level full a bfloat16 run's parameters after each step are not in the file, so only
+// iteration 0 (whose parameters are the initial draw rounded to bfloat16) has a reference; check
+// compares it and names the iterations it could not compare, instead of passing them silently.
+TEST(Dtype, Bfloat16AtLevelStatsIsComparedWhereTheReferenceKnowsTheRunsParameters) {
+  RunOutput bf16 =
+      runStagescope(assetConfig("fan_out"),
+                    {"--set", "dtype=\"bfloat16\"", "--reference", "--check"}, "bf16-ref-stats");
+  ASSERT_EQ(bf16.exitCode, 0) << bf16.output;
+  EXPECT_NE(bf16.output.find("reference: iteration 1 not computed: the bfloat16 run's parameters "
+                             "after the step of iteration 0 are not in the file with values"),
+            std::string::npos)
+      << bf16.output;
+  EXPECT_NE(bf16.output.find("PASS  reference_gradient"), std::string::npos) << bf16.output;
+  EXPECT_NE(bf16.output.find("not compared: iteration 1 (no reference"), std::string::npos)
+      << bf16.output;
+  auto run = storage::loadRun(bf16.runPath);
+  ASSERT_FALSE(run.referenceGradients.empty());
+  for (const auto& g : run.referenceGradients) EXPECT_EQ(g.iteration, 0) << g.param;
 }
 
 // Every send has exactly one receive with the same checksum and shape, and each edge

@@ -3,7 +3,7 @@
 # full and runs scripts/recompute.py on it.
 #   recompute_run.sh STAGESCOPE SOURCE_DIR WORK_DIR CASE
 # CASE: colocated | fan_in | fan_out_sgd | planted | planted_fault | filtered | loss_tolerance |
-# sweep_layouts | sweep_seed.  A layout case requires
+# sweep_layouts | sweep_bf16 | sweep_seed.  A layout case requires
 # MATCH (exit 0); a planted case requires that recompute.py names each planted defect (exit 1).  Exit 77 (ctest
 # SKIP) only when the venv's Python cannot import torch.
 set -u
@@ -188,6 +188,37 @@ EOF
       rc=$?
       [ $rc -eq 0 ] || { cat "$DIR/$name.run.txt"; fail "$name: run --check exited $rc"; }
       expect 0 "$DIR/$name.db" "^iteration 0: MATCH"
+    done
+    ;;
+  sweep_bf16)  # random bfloat16 layouts that check failed while correct (docs/analysis.md,
+    # "bfloat16"): check passes; the same file with one reduced gradient scaled by 1.5 fails it
+    for cfg in "$SRC"/tests/engine/sweep_bf16/*.toml; do
+      name=$(basename "$cfg" .toml)
+      "$BIN" run "$cfg" --record full --reference --check -q -o "$DIR/$name.db" \
+        --set timeout_seconds=300 >"$DIR/$name.run.txt" 2>&1
+      rc=$?
+      cat "$DIR/$name.run.txt"
+      [ $rc -eq 0 ] || fail "$name: run --check exited $rc"
+      grep -q "PASS  reference_gradient" "$DIR/$name.run.txt" || fail "$name: reference_gradient did not pass"
+      cp "$DIR/$name.db" "$DIR/$name-scaled.db"
+      "$PY" - "$DIR/$name-scaled.db" <<'PY' || fail "$name: planting the scaled gradient"
+import sqlite3, sys, torch
+con = sqlite3.connect(sys.argv[1])
+rows = con.execute("SELECT id, payload FROM gradients WHERE phase = 'reduced' AND iteration = 0 "
+                   "AND param = 'llm.head.weight' AND dtype = 'bfloat16'").fetchall()
+assert rows, "no reduced bfloat16 llm.head.weight in iteration 0"
+for rid, payload in rows:  # every copy, so that whichever check gathers is scaled
+    t = torch.frombuffer(bytearray(payload), dtype=torch.bfloat16) * 1.5
+    con.execute("UPDATE gradients_rows SET payload = ? WHERE id = ?",
+                (t.view(torch.uint8).numpy().tobytes(), rid))
+con.commit()
+PY
+      "$BIN" check "$DIR/$name-scaled.db" >"$DIR/$name-scaled.txt" 2>&1
+      rc=$?
+      cat "$DIR/$name-scaled.txt"
+      [ $rc -eq 17 ] || fail "$name: check of the scaled gradient exited $rc, expected 17"
+      grep -q "gradient of llm.head.weight iteration 0 differs from the reference" \
+        "$DIR/$name-scaled.txt" || fail "$name: the scaled gradient is not named"
     done
     ;;
   sweep_seed)  # a bounded run of the random-layout sweep: two layouts of a fixed seed (a

@@ -191,7 +191,8 @@ EOF
     done
     ;;
   sweep_bf16)  # random bfloat16 layouts that check failed while correct (docs/analysis.md,
-    # "bfloat16"): check passes; the same file with one reduced gradient scaled by 1.5 fails it
+    # "bfloat16"): check passes and recompute.py says MATCH; the same file with one reduced
+    # gradient scaled by 1.5 fails both, and so does a bfloat16 run with two TP shards swapped
     for cfg in "$SRC"/tests/engine/sweep_bf16/*.toml; do
       name=$(basename "$cfg" .toml)
       "$BIN" run "$cfg" --record full --reference --check -q -o "$DIR/$name.db" \
@@ -200,6 +201,7 @@ EOF
       cat "$DIR/$name.run.txt"
       [ $rc -eq 0 ] || fail "$name: run --check exited $rc"
       grep -q "PASS  reference_gradient" "$DIR/$name.run.txt" || fail "$name: reference_gradient did not pass"
+      expect 0 "$DIR/$name.db" "^iteration 0: MATCH" "^iteration 1: MATCH" "^iteration 2: MATCH"
       cp "$DIR/$name.db" "$DIR/$name-scaled.db"
       "$PY" - "$DIR/$name-scaled.db" <<'PY' || fail "$name: planting the scaled gradient"
 import sqlite3, sys, torch
@@ -219,7 +221,35 @@ PY
       [ $rc -eq 17 ] || fail "$name: check of the scaled gradient exited $rc, expected 17"
       grep -q "gradient of llm.head.weight iteration 0 differs from the reference" \
         "$DIR/$name-scaled.txt" || fail "$name: the scaled gradient is not named"
+      expect 1 "$DIR/$name-scaled.db" "^iteration 0: MISMATCH" \
+        "gradient llm.head.weight reduced iteration 0: relative L2"
     done
+    # two TP shards of one reduced gradient swapped (every copy) in a bfloat16 fan_out run
+    record swap "$SRC/assets/configs/fan_out.toml" --set 'dtype="bfloat16"' --set iterations=1 \
+      --reference
+    "$PY" - "$DIR/swap.db" <<'PY' || fail "planting the swapped shards"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+param = "vision.layers.0.mlp.fc1.weight"
+shards = {}
+for rid, tp, dp, payload in con.execute(
+        "SELECT id, tp, dp, payload FROM gradients WHERE phase = 'reduced' AND iteration = 0 "
+        "AND param = ? AND partition_dim >= 0", (param,)):
+    shards.setdefault(dp, {})[tp] = (rid, payload)
+assert shards and all(sorted(d) == [0, 1] for d in shards.values()), shards.keys()
+for d in shards.values():
+    (a, pa), (b, pb) = d[0], d[1]
+    con.execute("UPDATE gradients_rows SET payload = ? WHERE id = ?", (pb, a))
+    con.execute("UPDATE gradients_rows SET payload = ? WHERE id = ?", (pa, b))
+con.commit()
+PY
+    "$BIN" check "$DIR/swap.db" >"$DIR/swap.check.txt" 2>&1
+    rc=$?
+    cat "$DIR/swap.check.txt"
+    [ $rc -eq 17 ] || fail "check of the swapped shards exited $rc, expected 17"
+    grep -q "gradient of vision.layers.0.mlp.fc1.weight iteration 0 differs from the reference" \
+      "$DIR/swap.check.txt" || fail "the swapped shards are not named"
+    expect 1 "$DIR/swap.db" "gradient vision.layers.0.mlp.fc1.weight reduced iteration 0: relative L2"
     ;;
   sweep_seed)  # a bounded run of the random-layout sweep: two layouts of a fixed seed (a
     # colocated fan-out 1->2 with Adam over 3 iterations, a colocated tp 3 fan-out 1->3), each

@@ -635,21 +635,25 @@ void checkReference(Ctx& c, CheckResult& r) {
   for (const auto& g : got) {
     if (!referenced.count(g.iteration)) unreferenced.insert(g.iteration);
   }
+  std::ostringstream notCompared;
   if (!unreferenced.empty()) {
-    s << "; not compared: iteration";
-    if (unreferenced.size() > 1) s << "s";
+    notCompared << "not compared: iteration";
+    if (unreferenced.size() > 1) notCompared << "s";
     const char* sep = " ";
     for (int it : unreferenced) {
-      s << sep << it;
+      notCompared << sep << it;
       sep = ", ";
     }
-    s << " (no reference: it starts from the run's recorded parameters, which this file does "
-         "not hold)";
+    notCompared << " (no reference: it starts from the run's recorded parameters, which this "
+                   "file does not hold)";
+    s << "; " << notCompared.str();
   }
   r.summary = s.str();
   if (compared == 0 && r.status != CheckStatus::Failed) {
     r.status = CheckStatus::Skipped;
-    r.summary = "skipped: no reduced gradient recorded to compare with the reference";
+    r.summary = unreferenced.empty()
+                    ? "skipped: no reduced gradient recorded to compare with the reference"
+                    : "skipped: " + notCompared.str();
   }
 }
 

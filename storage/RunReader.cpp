@@ -410,6 +410,11 @@ class Loader {
     auto b = s.blob(c);
     out->assign(b.begin(), b.end());
   }
+  static void readPayload(const Stmt& s, int c, events::Bytes* out) {
+    std::vector<uint8_t> bytes;
+    readPayload(s, c, &bytes);
+    *out = std::move(bytes);
+  }
 
   void readTransfers() {
     const std::string payload = opts_.payloads ? "payload" : "NULL";

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/events/Bytes.h"
 #include "core/events/Checksum.h"
 #include "core/events/InternedList.h"
 #include "core/events/Name.h"
@@ -124,7 +125,7 @@ struct GradientRecord {
   double norm = 0;
   uint64_t checksum = 0;
   TensorStats stats;
-  std::vector<uint8_t> payload;  // raw values at level full
+  Bytes payload;  // raw values at level full (8 bytes when empty: millions of these at stats)
 };
 
 // Loss of one microbatch (value before the /m normalisation) on a last-stage rank, or of the

@@ -86,7 +86,8 @@ void expectGradient(const events::GradientRecord& got, const events::GradientRec
   EXPECT_EQ(got.norm, stats ? want.norm : 0.0);
   EXPECT_EQ(got.checksum, stats ? want.checksum : 0u);
   expectStats(got.hasStats, got.stats, stats && want.hasStats, want.stats);
-  EXPECT_EQ(got.payload, level == RecordLevel::Full ? want.payload : std::vector<uint8_t>{});
+  EXPECT_EQ(got.payload.vec(),
+            level == RecordLevel::Full ? want.payload.vec() : std::vector<uint8_t>{});
 }
 
 void expectRunInfo(const events::RunInfo& got, const events::RunInfo& want) {

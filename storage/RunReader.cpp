@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -39,6 +44,7 @@ class Loader {
     countRows();
     readRun();
     const bool values = !opts_.timelineOnly && !opts_.statusOnly;  // gradients, losses, ...
+    if (values) startSecondReader();
     const bool timeline = !opts_.detailsOnly;
     const bool messages = timeline && !opts_.statusOnly;  // transfers, collectives, waits
     if (timeline) {
@@ -253,8 +259,9 @@ class Loader {
   }
 
   void tick() {
-    if (progress_ && (++done_ & 0xffff) == 0 && total_ > 0)
-      progress_(std::min(0.99f, static_cast<float>(done_) / static_cast<float>(total_)));
+    if (!progress_ || (++done_ & 0xffff) != 0 || total_ <= 0) return;
+    const int64_t done = done_ + (second_ ? second_->rowsDone.load(std::memory_order_relaxed) : 0);
+    progress_(std::min(0.99f, static_cast<float>(done) / static_cast<float>(total_)));
   }
 
   void readRun() {
@@ -468,40 +475,321 @@ class Loader {
     }
   }
 
+  // ---- gradients: the biggest table, read by two threads when it is large ----
+  // (docs/run-file.md "Reading a run file"): the main thread reads the rows below rowid
+  // `split_` after the other tables, a second thread (its own connection, the same snapshot)
+  // the rows from `split_` on, meanwhile.  Both put their records into their own slots of one
+  // vector sized from the row count (Slots), so no second copy of the records is made; a
+  // failure on either side is reported as a serial read would report it first.
+
+  // Where one thread puts the gradient records it reads: slots of m_.gradients grouped in
+  // buckets, one per iteration where the table's iteration index counts the rows of each (a
+  // record then lands among its iteration's records: sorting moves it within those, in
+  // cache, instead of across the whole vector), else one.  Within a bucket the main thread's
+  // slots come before the second's, each filled in file order, so the file order of a serial
+  // read is kept wherever it matters (ties of the sort key).
+  struct Slots {
+    static constexpr uint32_t kNone = UINT32_MAX;
+    events::GradientRecord* base = nullptr;
+    std::vector<uint32_t> bucketOf;        // [iteration] -> bucket; empty: one bucket for all
+    std::vector<size_t> first, next, end;  // per bucket: its first slot, next free, one past
+
+    // Puts `g`; false when its bucket is full or it has none (the counts were wrong).
+    bool put(events::GradientRecord&& g) {
+      size_t b = 0;
+      if (!bucketOf.empty()) {
+        const auto it = static_cast<size_t>(g.iteration);  // 0..kLastIteration (bounded)
+        if (it >= bucketOf.size() || bucketOf[it] == kNone) return false;
+        b = bucketOf[it];
+      }
+      if (next[b] == end[b]) return false;
+      base[next[b]++] = std::move(g);
+      return true;
+    }
+  };
+
+  struct SecondReader {
+    std::thread thread;
+    std::mutex mutex;       // guards db: the interrupt must not reach a closed connection
+    sqlite3* db = nullptr;  // its connection while open
+    std::atomic<bool> cancelled{false};  // the main thread failed first and stops it
+    std::exception_ptr error;            // what it threw; read after join
+    std::atomic<int64_t> rowsDone{0};    // for progress, published every 4096 rows
+    // Set before the thread starts: the rowid range it reads (inclusive), the table's rowid
+    // bounds as the main connection saw them, and its slots.
+    int64_t from = 0, to = 0, min = 0, max = 0;
+    Slots slots;
+    events::RunInfo run;  // the run row the main connection read
+    // Written by the thread, read after join: format-1 reference rows, in file order.
+    std::vector<events::GradientRecord> references;
+
+    ~SecondReader() { stop(); }
+    void stop() {
+      if (!thread.joinable()) return;
+      cancelled = true;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (db) sqlite3_interrupt(db);
+      }
+      thread.join();
+    }
+  };
+
+  // Two threads read the gradients when the table holds at least LoadOptions::parallelFromRows
+  // rows, and only from a file in rollback-journal mode (a merged run file): there the second
+  // connection's snapshot is the first one's, because no writer can commit while the first
+  // holds its read lock.  A shard (WAL) is read by one thread.
+  void startSecondReader() {
+    const auto it = rows_.find("gradients");
+    if (opts_.parallelFromRows <= 0 || opts_.onlyReducedGradients || it == rows_.end() ||
+        it->second < 2 || it->second < opts_.parallelFromRows)
+      return;
+    {
+      Stmt mode = db_.prepare("PRAGMA journal_mode");
+      if (!mode.step() || mode.text(0) == "wal") return;
+    }
+    const int64_t n = it->second;
+    int64_t lo = 0, hi = 0;
+    {
+      Stmt range = db_.prepare("SELECT min(rowid), max(rowid) FROM " + stored("gradients"));
+      if (!range.step() || range.isNull(0)) return;
+      lo = range.i64(0);
+      hi = range.i64(1);
+    }
+    // Balance the threads: the main one also reads every other table (rows_ counts them).
+    const int64_t secondRows = std::clamp<int64_t>(total_ / 2, 1, n - 1);
+    // hi - lo >= n - 1: rowids are distinct.  Dense (a merged file's rowids are): the rows
+    // from `split` on are exactly hi - split + 1; otherwise split by the rowid span and count.
+    const uint64_t gaps =
+        static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) - static_cast<uint64_t>(n - 1);
+    int64_t split = hi - secondRows + 1;
+    int64_t second = secondRows;
+    if (gaps != 0) {
+      const double span = static_cast<double>(hi) - static_cast<double>(lo) + 1;
+      const double from = static_cast<double>(hi) + 1 -
+                          span * static_cast<double>(secondRows) / static_cast<double>(n);
+      split = from <= static_cast<double>(lo) + 1 ? lo + 1
+              : from >= static_cast<double>(hi)   ? hi
+                                                  : static_cast<int64_t>(from);
+      Stmt count = db_.prepare("SELECT count(*) FROM " + stored("gradients") +
+                               " WHERE rowid >= " + std::to_string(split));
+      count.step();
+      second = std::clamp<int64_t>(count.i64(0), 0, n);
+    }
+    auto r = std::make_unique<SecondReader>();
+    r->from = split;
+    r->to = hi;
+    r->min = lo;
+    r->max = hi;
+    split_ = split;
+    m_.gradients = std::vector<events::GradientRecord>(static_cast<size_t>(n));
+    planSlots(n, split, second, slots_, r->slots);
+    r->run = m_.info;
+    second_ = std::move(r);
+    second_->thread = std::thread([this, reader = second_.get()] { secondMain(*reader); });
+  }
+
+  // The slots of both threads: by iteration when the index gradients_by_param (iteration
+  // first) counts the rows of each iteration below and from `split` to `n` in all, else one
+  // bucket: the main thread's n - second slots, then the second thread's.
+  void planSlots(int64_t n, int64_t split, int64_t second, Slots& mine, Slots& theirs) {
+    mine.base = theirs.base = m_.gradients.data();
+    std::vector<std::array<int64_t, 3>> counts;  // iteration, rows, rows from split
+    if (packed_ && db_.queryInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                                "name = 'gradients_by_param'") == 1) {
+      Stmt q = db_.prepare("SELECT iteration, count(*), sum(rowid >= ?1) FROM " +
+                           stored("gradients") + " GROUP BY iteration");
+      q.bind(1, split);
+      int64_t rows = 0;
+      while (q.step()) {
+        // A NULL iteration reads as 0 (bounded); a value that is not one fails when its row is
+        // read, so it needs no slot.
+        const int type = sqlite3_column_type(q.handle(), 0);
+        const int64_t iteration = type == SQLITE_NULL ? 0 : q.i64(0);
+        rows += q.i64(1);
+        if (type != SQLITE_NULL && type != SQLITE_INTEGER) continue;
+        if (iteration < 0 || iteration > kLastIteration) continue;
+        if (!counts.empty() && counts.back()[0] == iteration) {  // NULL then 0
+          counts.back()[1] += q.i64(1);
+          counts.back()[2] += q.i64(2);
+        } else {
+          counts.push_back({iteration, q.i64(1), q.i64(2)});
+        }
+      }
+      if (rows != n) counts.clear();
+      std::sort(counts.begin(), counts.end());
+    }
+    auto addBucket = [](Slots& s, size_t first, size_t count) {
+      s.first.push_back(first);
+      s.next.push_back(first);
+      s.end.push_back(first + count);
+    };
+    if (counts.empty()) {
+      addBucket(mine, 0, static_cast<size_t>(n - second));
+      addBucket(theirs, static_cast<size_t>(n - second), static_cast<size_t>(second));
+      return;
+    }
+    const auto size = static_cast<size_t>(counts.back()[0]) + 1;
+    mine.bucketOf.assign(size, Slots::kNone);
+    size_t at = 0;
+    for (const auto& [iteration, rows, fromSplit] : counts) {
+      const auto below = static_cast<size_t>(rows - fromSplit);
+      mine.bucketOf[static_cast<size_t>(iteration)] = static_cast<uint32_t>(mine.first.size());
+      addBucket(mine, at, below);
+      addBucket(theirs, at + below, static_cast<size_t>(fromSplit));
+      at += static_cast<size_t>(rows);
+    }
+    theirs.bucketOf = mine.bucketOf;
+  }
+
+  // The second thread: its own connection and Loader with this one's dictionary.
+  void secondMain(SecondReader& r) {
+    try {
+      Db db(m_.path, Db::Mode::ReadOnly);
+      db.setBusyTimeout(10000);
+      {
+        std::lock_guard<std::mutex> lock(r.mutex);
+        r.db = db.handle();
+      }
+      struct Unpublish {  // before the connection closes
+        SecondReader& r;
+        ~Unpublish() {
+          std::lock_guard<std::mutex> lock(r.mutex);
+          r.db = nullptr;
+        }
+      } unpublish{r};
+      if (r.cancelled) return;
+      Transaction snapshot(db, false);
+      RunModel mine;
+      mine.path = m_.path;
+      mine.schemaVersion = m_.schemaVersion;
+      mine.info.level = r.run.level;
+      std::function<void(float)> none;
+      Loader other(db, mine, opts_, none);
+      other.packed_ = packed_;
+      other.texts_ = texts_;
+      other.known_ = known_;
+      other.checkSameFile(r.run, r.min, r.max);
+      int64_t rows = 0;
+      other.readGradientRows(r.from, r.to, [&](events::GradientRecord&& g) {
+        if (!r.slots.put(std::move(g))) other.miscounted();
+        if ((++rows & 0xfff) == 0) {
+          r.rowsDone.store(rows, std::memory_order_relaxed);
+          if (r.cancelled) throw std::runtime_error("cancelled");  // the main thread's error wins
+        }
+      });
+      r.references = std::move(mine.referenceGradients);
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+  }
+
+  [[noreturn]] void changed(const std::string& what) {
+    throw RunFileError(Kind::Corrupt, m_.path + ": the file changed while it was read (" + what +
+                                          "); read it again");
+  }
+  // The rows disagree with the counts their index gave (the same snapshot, so the index is
+  // not the table's).
+  [[noreturn]] void miscounted() {
+    bad("gradients",
+        "more rows than its index counts (a damaged index; sqlite3's REINDEX "
+        "rebuilds it)");
+  }
+  // The second connection reads the same file as the first: the same run row and gradients
+  // rowid range.
+  void checkSameFile(const events::RunInfo& first, int64_t min, int64_t max) {
+    Stmt run = db_.prepare("SELECT run_id, config_hash, end_unix_ms, status FROM run WHERE id = 1");
+    const bool hasRun = run.step();
+    if (hasRun != !first.runId.empty() ||
+        (hasRun && (run.text(0) != first.runId || run.text(1) != first.configHash ||
+                    run.i64(2) != first.endUnixMs ||
+                    run.text(3) != std::string_view(events::toString(first.status)))))
+      changed("its run row differs");
+    Stmt range = db_.prepare("SELECT min(rowid), max(rowid) FROM " + stored("gradients"));
+    if (!range.step() || range.i64(0) != min || range.i64(1) != max)
+      changed("its gradients table differs");
+  }
+
   void readGradients() {
+    constexpr int64_t kFirst = std::numeric_limits<int64_t>::min();
+    if (!second_) {
+      // Only reduced rows: the vector grows as it reads (~3 % of a stats run's rows).
+      if (!opts_.onlyReducedGradients) m_.gradients.reserve(reserveFor("gradients"));
+      const int64_t read = readGradientRows(
+          kFirst, std::numeric_limits<int64_t>::max(),
+          [this](events::GradientRecord&& g) { m_.gradients.push_back(std::move(g)); });
+      if (opts_.onlyReducedGradients) {
+        // The rows not selected count as events (countRows counted every row).
+        const auto counted = rows_.find("gradients");
+        const int64_t notRead =
+            std::max<int64_t>((counted == rows_.end() ? read : counted->second) - read, 0);
+        m_.gradientsNotLoaded = static_cast<size_t>(notRead);
+        done_ += notRead;  // progress: those rows are done too
+      }
+      return;
+    }
+    SecondReader& r = *second_;
+    readGradientRows(kFirst, split_ - 1, [&](events::GradientRecord&& g) {
+      if (!slots_.put(std::move(g))) miscounted();
+    });
+    r.thread.join();
+    if (r.error) std::rethrow_exception(r.error);
+    // Slots left empty (reference rows went to referenceGradients; an index that counted more
+    // rows than there are): close the gaps, keeping the order.
+    size_t at = 0;
+    auto keep = [&](size_t from, size_t to) {
+      if (at != from)
+        std::move(m_.gradients.begin() + static_cast<std::ptrdiff_t>(from),
+                  m_.gradients.begin() + static_cast<std::ptrdiff_t>(to),
+                  m_.gradients.begin() + static_cast<std::ptrdiff_t>(at));
+      at += to - from;
+    };
+    for (size_t b = 0; b < slots_.first.size(); ++b) {
+      keep(slots_.first[b], slots_.next[b]);
+      keep(r.slots.first[b], r.slots.next[b]);
+    }
+    m_.gradients.resize(at);
+    for (auto& g : r.references) m_.referenceGradients.push_back(std::move(g));
+    second_.reset();
+  }
+
+  // Reads the gradient rows with rowid in [from, to] in file order; each record goes to `put`,
+  // a reference row (format 1) to m_.referenceGradients instead.
+  template <typename Put>
+  int64_t readGradientRows(int64_t from, int64_t to, Put put) {
     const std::string payload = opts_.payloads ? "payload" : "NULL";
-    Stmt s = db_.prepare("SELECT " +
-                         columns("gradients", {"rank",
-                                               "iteration",
-                                               "microbatch",
-                                               "phase",
-                                               "param",
-                                               "module",
-                                               "tp",
-                                               "pp",
-                                               "dp",
-                                               "partition_dim",
-                                               "partition_offset",
-                                               "shape",
-                                               "full_shape",
-                                               "dtype",
-                                               "norm",
-                                               "checksum",
-                                               "stat_min",
-                                               "stat_max",
-                                               "stat_mean",
-                                               "stat_l2",
-                                               "stat_nan_count",
-                                               "stat_inf_count",
-                                               "stat_numel"}) +
-                         ", " + payload + " FROM " + stored("gradients") +
-                         (opts_.onlyReducedGradients ? " WHERE " + reducedPhaseFilter() : "") +
-                         " ORDER BY rowid");
+    Stmt s = db_.prepare(
+        "SELECT " +
+        columns("gradients", {"rank",
+                              "iteration",
+                              "microbatch",
+                              "phase",
+                              "param",
+                              "module",
+                              "tp",
+                              "pp",
+                              "dp",
+                              "partition_dim",
+                              "partition_offset",
+                              "shape",
+                              "full_shape",
+                              "dtype",
+                              "norm",
+                              "checksum",
+                              "stat_min",
+                              "stat_max",
+                              "stat_mean",
+                              "stat_l2",
+                              "stat_nan_count",
+                              "stat_inf_count",
+                              "stat_numel"}) +
+        ", " + payload + " FROM " + stored("gradients") + " WHERE rowid BETWEEN ?1 AND ?2" +
+        (opts_.onlyReducedGradients ? " AND " + reducedPhaseFilter() : "") + " ORDER BY rowid");
+    s.bind(1, from);
+    s.bind(2, to);
     Memo<events::GradPhase> phases;
     Memo<events::Shape> shapes;  // shape and full_shape (one dictionary, one parse)
     Memo<events::Name> names;    // param, module and dtype
-    // Only reduced rows: the vector grows as it reads (~3 % of a stats run's rows).
-    if (!opts_.onlyReducedGradients) m_.gradients.reserve(reserveFor("gradients"));
     int64_t read = 0;
     while (s.step()) {
       ++read;
@@ -530,17 +818,10 @@ class Loader {
       if (g.phase == events::GradPhase::Reference)
         m_.referenceGradients.push_back(std::move(g));
       else
-        m_.gradients.push_back(std::move(g));
+        put(std::move(g));
       tick();
     }
-    if (opts_.onlyReducedGradients) {
-      // The rows not selected count as events (countRows counted every row).
-      const auto counted = rows_.find("gradients");
-      const int64_t notRead =
-          std::max<int64_t>((counted == rows_.end() ? read : counted->second) - read, 0);
-      m_.gradientsNotLoaded = static_cast<size_t>(notRead);
-      done_ += notRead;  // progress: those rows are done too
-    }
+    return read;
   }
 
   // SQL condition selecting the gradient rows LoadOptions::onlyReducedGradients keeps: phase
@@ -780,6 +1061,11 @@ class Loader {
   const LoadOptions& opts_;
   std::function<void(float)>& progress_;
   int64_t total_ = 0, done_ = 0;
+  // The second gradients reader (startSecondReader) while it runs, the first rowid it reads,
+  // and this thread's slots for the rows below.
+  std::unique_ptr<SecondReader> second_;
+  int64_t split_ = 0;
+  Slots slots_;                          // the main thread's
   std::map<std::string, int64_t> rows_;  // countRows: rows per logical table
   bool packed_ = false;                  // the file has `texts` (a format-3 run file)
   std::vector<std::string> texts_;       // texts_[id] = text of that id
@@ -790,21 +1076,21 @@ class Loader {
 
 // v[k] becomes the old v[order[k]], in place (cycle by cycle, one record in hand): a second
 // array of millions of records would double the model's peak memory.  `order` is a
-// permutation of 0..v.size()-1; it is consumed.
-template <typename T>
-void permute(std::vector<T>& v, std::vector<uint32_t>& order) {
+// permutation of 0..v.size()-1 (of any unsigned integer type); it is consumed.
+template <typename T, typename Index>
+void permute(std::vector<T>& v, std::vector<Index>& order) {
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i] == i) continue;
     T held = std::move(v[i]);
     size_t j = i;
     while (order[j] != i) {
-      const size_t k = order[j];
+      const size_t k = static_cast<size_t>(order[j]);
       v[j] = std::move(v[k]);
-      order[j] = static_cast<uint32_t>(j);
+      order[j] = static_cast<Index>(j);
       j = k;
     }
     v[j] = std::move(held);
-    order[j] = static_cast<uint32_t>(j);
+    order[j] = static_cast<Index>(j);
   }
 }
 
@@ -943,24 +1229,24 @@ void sortGradients(std::vector<events::GradientRecord>& gradients) {
     if (rankOf.try_emplace(g.param, 0).second) names.push_back(g.param);
   std::sort(names.begin(), names.end());
   for (uint32_t i = 0; i < names.size(); ++i) rankOf[names[i]] = i;
-  std::vector<uint32_t> paramRank(n);
+  // The rank of record i's param (consecutive records mostly share theirs: one lookup each run).
   events::Name last;
   uint32_t lastRank = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i == 0 || gradients[i].param != last) {
+  auto paramRank = [&](size_t i) {
+    if (gradients[i].param != last || i == 0) {
       last = gradients[i].param;
       lastRank = rankOf[last];
     }
-    paramRank[i] = lastRank;
-  }
+    return lastRank;
+  };
   // The key's fields, most significant first; the reader bounds each to 0..2^20 (-1 stored +1).
   constexpr size_t kFields = 7;
-  auto fields = [&](size_t i) {
+  auto fields = [&](size_t i, uint32_t param) {
     const auto& g = gradients[i];
     auto up = [](int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v) + 1); };
     return std::array<uint64_t, kFields>{static_cast<uint64_t>(g.iteration),
                                          static_cast<uint64_t>(g.phase),
-                                         paramRank[i],
+                                         param,
                                          up(g.tp),
                                          up(g.pp),
                                          up(g.dp),
@@ -968,36 +1254,37 @@ void sortGradients(std::vector<events::GradientRecord>& gradients) {
   };
   std::array<uint64_t, kFields> maxima{};
   for (size_t i = 0; i < n; ++i) {
-    const auto f = fields(i);
+    const auto f = fields(i, paramRank(i));
     for (size_t k = 0; k < kFields; ++k) maxima[k] = std::max(maxima[k], f[k]);
   }
   std::array<int, kFields> width{};
   int bits = n > 1 ? std::bit_width(n - 1) : 0;  // the index
   const int indexBits = bits;
   for (size_t k = 0; k < kFields; ++k) bits += width[k] = std::bit_width(maxima[k]);
-  std::vector<uint32_t> order;
   if (bits <= 64) {
+    // One array: the keys, sorted, then each reduced to its index (the permutation).
     std::vector<uint64_t> keys(n);
     for (size_t i = 0; i < n; ++i) {
-      const auto f = fields(i);
+      const auto f = fields(i, paramRank(i));
       uint64_t key = 0;
       for (size_t k = 0; k < kFields; ++k) key = key << width[k] | f[k];
       keys[i] = key << indexBits | i;
     }
-    std::vector<uint32_t>().swap(paramRank);  // freed before the sort's peak
     if (std::is_sorted(keys.begin(), keys.end())) return;
     std::sort(keys.begin(), keys.end());
     const uint64_t indexMask = indexBits ? ~uint64_t{0} >> (64 - indexBits) : 0;
-    order.resize(n);
-    for (size_t k = 0; k < n; ++k) order[k] = static_cast<uint32_t>(keys[k] & indexMask);
+    for (auto& k : keys) k &= indexMask;
+    permute(gradients, keys);
   } else {
-    order.resize(n);
+    std::vector<uint32_t> ranks(n);
+    for (size_t i = 0; i < n; ++i) ranks[i] = paramRank(i);
+    std::vector<uint32_t> order(n);
     for (uint32_t i = 0; i < n; ++i) order[i] = i;
-    auto less = [&](uint32_t a, uint32_t b) { return fields(a) < fields(b); };
+    auto less = [&](uint32_t a, uint32_t b) { return fields(a, ranks[a]) < fields(b, ranks[b]); };
     if (std::is_sorted(order.begin(), order.end(), less)) return;
     std::stable_sort(order.begin(), order.end(), less);
+    permute(gradients, order);
   }
-  permute(gradients, order);
 }
 
 void sortRest(RunModel& m) {

@@ -42,6 +42,11 @@ struct LoadOptions {
   // of such a model (AlignedItem::a/b of a gradient) index its smaller vector, so a consumer that
   // indexes another model of the same file with them (the viewer) must not use it.
   bool onlyReducedGradients = false;
+  // A gradients table with at least this many rows is read by two threads, each on its own
+  // connection to the same snapshot, over two rowid ranges (<= 0: always one thread; never with
+  // onlyReducedGradients).  The result, and the error a bad file gives, are those of a serial
+  // read (docs/run-file.md "Reading a run file").
+  int64_t parallelFromRows = int64_t{1} << 18;
 };
 
 // Loads the run file at `path`.  `progress` (optional) is called with a fraction in [0, 1] from

@@ -55,6 +55,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)stagescope::storage::loadRun(path, compared);
   } catch (const stagescope::storage::RunFileError&) {
   }
+  try {
+    // The gradients on two threads and connections (LoadOptions::parallelFromRows), which
+    // real runs only reach at 2^18 gradient rows: here from two rows on.
+    stagescope::storage::LoadOptions parallel;
+    parallel.parallelFromRows = 1;
+    (void)stagescope::storage::loadRun(path, parallel);
+  } catch (const stagescope::storage::RunFileError&) {
+  }
   removeFiles(path);
   return 0;
 }

@@ -1,0 +1,164 @@
+// Reading the gradients table on two threads (LoadOptions::parallelFromRows): the model, and the
+// error a bad file gives, must be those of a serial read of the same file.  Each test loads
+// one file both ways (parallelFromRows 0: serial; 1: always two threads) and compares.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <tuple>
+
+#include "StorageTestUtil.h"
+#include "storage/Merge.h"
+#include "storage/RunReader.h"
+#include "storage/ShardWriter.h"
+#include "storage/Sqlite.h"
+
+namespace stagescope::storage::test {
+namespace {
+
+// A merged run file of two ranks with `perRank` gradients each (distinct checksums in write
+// order), some actions and losses, at level full (payloads present).
+std::string makeRun(const TempDir& dir, int perRank) {
+  const std::string run = dir.file("run.db");
+  const auto level = events::RecordLevel::Full;
+  const events::RunInfo info = sampleRun(2, level);
+  createRunFile(run, info);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto w = ShardWriter::open(shardPathFor(run, rank), level, rank);
+    if (rank == 0) w->run(info);
+    w->rank(sampleRank(rank));
+    for (int i = 0; i < 50; ++i) w->action(sampleAction(rank, i / 10, i % 10));
+    for (int i = 0; i < perRank; ++i) {
+      events::GradientRecord g = sampleGradient(rank, i % 7);
+      g.microbatch = i % 5;
+      g.param = "llm.layers." + std::to_string(i % 11) + ".w";
+      g.checksum = static_cast<uint64_t>(rank * perRank + i + 1);
+      g.payload = std::vector<uint8_t>(static_cast<size_t>(i % 4) * 4, static_cast<uint8_t>(i));
+      w->gradient(g);
+    }
+    for (int i = 0; i < 20; ++i) w->loss(sampleLoss(rank, i / 4, i % 4));
+    w->close();
+  }
+  EXPECT_TRUE(mergeShards(run, findShards(run)).ok());
+  return run;
+}
+
+void exec(const std::string& path, const std::string& sql) {
+  Db db(path, Db::Mode::ReadWrite);
+  db.exec(sql);
+}
+
+RunModel load(const std::string& path, int64_t parallelFromRows) {
+  LoadOptions opts;
+  opts.payloads = true;
+  opts.parallelFromRows = parallelFromRows;
+  return loadRun(path, opts);
+}
+
+auto fields(const events::GradientRecord& g) {
+  return std::make_tuple(g.rank, g.iteration, g.microbatch, static_cast<int>(g.phase), g.hasStats,
+                         g.param.str(), g.module.str(), g.tp, g.pp, g.dp, g.partitionDim,
+                         g.partitionOffset, g.shape.vec(), g.fullShape.vec(), g.dtype.str(), g.norm,
+                         g.checksum, g.stats.numel, g.payload.vec());
+}
+
+void expectSameGradients(const std::vector<events::GradientRecord>& a,
+                         const std::vector<events::GradientRecord>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(fields(a[i]), fields(b[i]));
+  }
+}
+
+void expectSameModel(const std::string& path) {
+  const RunModel serial = load(path, 0);
+  const RunModel parallel = load(path, 1);
+  ASSERT_FALSE(serial.gradients.empty());
+  expectSameGradients(parallel.gradients, serial.gradients);
+  expectSameGradients(parallel.referenceGradients, serial.referenceGradients);
+  EXPECT_EQ(parallel.losses.size(), serial.losses.size());
+  EXPECT_EQ(parallel.actions.size(), serial.actions.size());
+}
+
+// The error message of loading `path` with `parallelFromRows` ("" when it loads).
+std::string errorOf(const std::string& path, int64_t parallelFromRows) {
+  try {
+    load(path, parallelFromRows);
+  } catch (const RunFileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ParallelRead, GivesTheSerialModel) {
+  TempDir dir;
+  const std::string run = makeRun(dir, 1500);
+  expectSameModel(run);
+}
+
+// Rowids with holes: the second thread's share is counted, not derived from the rowid range.
+TEST(ParallelRead, RowidsWithHolesGiveTheSerialModel) {
+  TempDir dir;
+  const std::string run = makeRun(dir, 1500);
+  exec(run, "DELETE FROM gradients_rows WHERE id % 7 = 3 OR id BETWEEN 1400 AND 1700");
+  expectSameModel(run);
+}
+
+// Rows land by iteration (counted by the iteration index); a NULL iteration reads as 0.
+TEST(ParallelRead, NullIterationsGiveTheSerialModel) {
+  TempDir dir;
+  const std::string run = makeRun(dir, 1500);
+  exec(run, "UPDATE gradients_rows SET iteration = NULL WHERE id % 9 = 4");
+  expectSameModel(run);
+}
+
+// Without the iteration index the rows land in one bucket per thread: the same model.
+TEST(ParallelRead, WithoutTheIterationIndexGivesTheSerialModel) {
+  TempDir dir;
+  const std::string run = makeRun(dir, 1500);
+  exec(run, "DROP INDEX gradients_by_param");
+  expectSameModel(run);
+}
+
+// Reference rows inside the gradients table (as format 1 kept them) go to referenceGradients
+// from either thread, in file order; the slots they leave are closed.
+TEST(ParallelRead, ReferenceRowsInTheGradientsTableGiveTheSerialModel) {
+  TempDir dir;
+  const std::string run = makeRun(dir, 1500);
+  exec(run, "UPDATE gradients SET phase = 'reference', rank = -1 WHERE id % 5 = 1");
+  const RunModel serial = load(run, 0);
+  ASSERT_GT(serial.referenceGradients.size(), 500u);
+  expectSameModel(run);
+}
+
+// One clear error, and the one a serial read reports first: a bad row only in the second
+// thread's range; bad rows in both ranges (the first range's wins); a bad row in a table read
+// before the gradients and one in the second range (the earlier table's wins).
+TEST(ParallelRead, ReportsTheErrorOfASerialRead) {
+  TempDir dir;
+  const std::string run = makeRun(dir, 1500);
+  const std::string late = dir.file("late.db");
+  std::filesystem::copy_file(run, late);
+  exec(late, "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900");
+  const std::string lateError = errorOf(late, 0);
+  EXPECT_NE(lateError.find("tp = 99999"), std::string::npos) << lateError;
+  EXPECT_EQ(errorOf(late, 1), lateError);
+
+  const std::string both = dir.file("both.db");
+  std::filesystem::copy_file(late, both);
+  exec(both, "UPDATE gradients_rows SET iteration = -5 WHERE id = 3");
+  const std::string bothError = errorOf(both, 0);
+  EXPECT_NE(bothError.find("iteration = -5"), std::string::npos) << bothError;
+  EXPECT_EQ(errorOf(both, 1), bothError);
+
+  const std::string earlier = dir.file("earlier.db");
+  std::filesystem::copy_file(late, earlier);
+  exec(earlier, "UPDATE actions_rows SET seq = -7 WHERE id = 10");
+  const std::string earlierError = errorOf(earlier, 0);
+  EXPECT_NE(earlierError.find("seq = -7"), std::string::npos) << earlierError;
+  EXPECT_EQ(errorOf(earlier, 1), earlierError);
+}
+
+}  // namespace
+}  // namespace stagescope::storage::test

@@ -38,6 +38,15 @@ expect() {  # expect RC DB PATTERN...: recompute.py exits RC and prints every PA
     grep -q -- "$p" "$db.recompute.txt" || fail "recompute.py $db: no line matching '$p'"
   done
 }
+check_names() {  # check_names DB PARAM: check exits 17 and names PARAM's iteration-0 gradient
+  local db=$1 param=$2 rc
+  "$BIN" check "$db" >"$db.check.txt" 2>&1
+  rc=$?
+  cat "$db.check.txt"
+  [ $rc -eq 17 ] || fail "check of $db exited $rc, expected 17"
+  grep -q "gradient of $param iteration 0 differs from the reference" "$db.check.txt" ||
+    fail "check of $db does not name $param"
+}
 
 case $CASE in
   colocated)  # three stages on ranks 0-1 (two encoders + llm stage 0): local hand-offs
@@ -215,12 +224,7 @@ for rid, payload in rows:  # every copy, so that whichever check gathers is scal
                 (t.view(torch.uint8).numpy().tobytes(), rid))
 con.commit()
 PY
-      "$BIN" check "$DIR/$name-scaled.db" >"$DIR/$name-scaled.txt" 2>&1
-      rc=$?
-      cat "$DIR/$name-scaled.txt"
-      [ $rc -eq 17 ] || fail "$name: check of the scaled gradient exited $rc, expected 17"
-      grep -q "gradient of llm.head.weight iteration 0 differs from the reference" \
-        "$DIR/$name-scaled.txt" || fail "$name: the scaled gradient is not named"
+      check_names "$DIR/$name-scaled.db" llm.head.weight
       expect 1 "$DIR/$name-scaled.db" "^iteration 0: MISMATCH" \
         "gradient llm.head.weight reduced iteration 0: relative L2"
     done
@@ -243,12 +247,7 @@ for d in shards.values():
     con.execute("UPDATE gradients_rows SET payload = ? WHERE id = ?", (pa, b))
 con.commit()
 PY
-    "$BIN" check "$DIR/swap.db" >"$DIR/swap.check.txt" 2>&1
-    rc=$?
-    cat "$DIR/swap.check.txt"
-    [ $rc -eq 17 ] || fail "check of the swapped shards exited $rc, expected 17"
-    grep -q "gradient of vision.layers.0.mlp.fc1.weight iteration 0 differs from the reference" \
-      "$DIR/swap.check.txt" || fail "the swapped shards are not named"
+    check_names "$DIR/swap.db" vision.layers.0.mlp.fc1.weight
     expect 1 "$DIR/swap.db" "gradient vision.layers.0.mlp.fc1.weight reduced iteration 0: relative L2"
     ;;
   sweep_seed)  # a bounded run of the random-layout sweep: two layouts of a fixed seed (a

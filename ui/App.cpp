@@ -23,8 +23,25 @@ RunSlot::~RunSlot() {
 void RunSlot::stop() {
   cancel_ = true;
   if (thread_.joinable()) thread_.join();
+  if (detailsThread_.joinable()) detailsThread_.join();
   cancel_ = false;
   phase_ = Phase::Idle;
+  std::lock_guard<std::mutex> lock(mutex_);
+  resultDetails_.reset();
+  resultDetailsError_.clear();
+}
+
+std::string RunSlot::attempt(const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const Cancelled&) {
+    return "cancelled";
+  } catch (const storage::RunFileError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return path + ": " + e.what();
+  }
+  return {};
 }
 
 void RunSlot::start(Phase phase, std::function<void()> work) {
@@ -32,20 +49,32 @@ void RunSlot::start(Phase phase, std::function<void()> work) {
   finished_ = false;
   progress_ = 0;
   thread_ = std::thread([this, work = std::move(work)] {
-    std::string err;
-    try {
-      work();
-    } catch (const Cancelled&) {
-      err = "cancelled";
-    } catch (const storage::RunFileError& e) {
-      err = e.what();
-    } catch (const std::exception& e) {
-      err = path + ": " + e.what();
-    }
+    std::string err = attempt(work);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       resultError_ = std::move(err);
       finished_ = true;
+    }
+    if (wake) wake();
+  });
+}
+
+void RunSlot::startDetails(const std::string& p) {
+  detailsFinished_ = false;
+  detailsProgress_ = 0;
+  detailsThread_ = std::thread([this, p] {
+    std::string err = attempt([this, &p] {
+      storage::RunModel details = readDetails(p, [this](float f) {
+        if (cancel_) throw Cancelled{};
+        detailsProgress_ = 0.9f * f;
+      });
+      std::lock_guard<std::mutex> lock(mutex_);
+      resultDetails_ = std::move(details);
+    });
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      resultDetailsError_ = std::move(err);
+      detailsFinished_ = true;
     }
     if (wake) wake();
   });
@@ -66,6 +95,7 @@ void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> compar
     if (cancel_) throw Cancelled{};
     progress_ = f;
   };
+  detailsStart_ = std::chrono::steady_clock::now();
   start(Phase::Timeline, [this, p, compareWith, report] {
     std::shared_ptr<LoadedRun> loaded;
     std::shared_ptr<const analysis::Comparison> compared;
@@ -79,48 +109,58 @@ void RunSlot::load(const std::string& p, std::shared_ptr<const LoadedRun> compar
     result_ = std::move(loaded);
     resultComparison_ = std::move(compared);
   });
+  // The main slot reads the details at the same time (the second core is otherwise idle while
+  // the timeline loads); poll() takes them over only once the timeline is in.
+  if (!compareWith) startDetails(p);
 }
 
 RunSlot::Change RunSlot::poll(bool holdTimeline, bool holdDetails) {
-  if (phase_ == Phase::Idle || !finished_) return Change::None;
+  if (phase_ == Phase::Idle) return Change::None;
+  if (!(phase_ == Phase::Details ? detailsFinished_ : finished_)) return Change::None;
   if (phase_ == Phase::Timeline ? holdTimeline : holdDetails) return Change::None;
-  thread_.join();
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::thread& finished = phase_ == Phase::Details ? detailsThread_ : thread_;
+  finished.join();
   const Phase done = phase_;
   phase_ = Phase::Idle;
-  error = std::move(resultError_);
-  resultError_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error = std::move(done == Phase::Details ? resultDetailsError_ : resultError_);
+    resultError_.clear();
+    resultDetailsError_.clear();
+  }
   if (!error.empty()) {
-    resultDetails_.reset();
+    stop();  // a failed timeline: the details read is cancelled, joined and its result dropped
     resultProblems_.reset();
     if (done != Phase::Timeline) error = path + ": the details could not be read: " + error;
     return Change::Failed;
   }
-  auto report = [this](float f) {
-    if (cancel_) throw Cancelled{};
-    progress_ = f;
-  };
   switch (done) {
     case Phase::Timeline: {
+      std::lock_guard<std::mutex> lock(mutex_);
       owned_ = std::move(result_);
       run = owned_;
       comparison = std::move(resultComparison_);
       if (owned_->detailsLoaded) return Change::Opened;  // the compare slot's whole run
-      // The details, read while the run is already interactive.
-      std::shared_ptr<const LoadedRun> timeline = owned_;
-      detailsStart_ = std::chrono::steady_clock::now();
-      start(Phase::Details, [this, timeline, report] {
-        storage::RunModel details = loadDetails(*timeline, report);
-        std::lock_guard<std::mutex> lock(mutex_);
-        resultDetails_ = std::move(details);
-      });
+      phase_ = Phase::Details;  // the details read started with the timeline's
       return Change::Opened;
     }
     case Phase::Details: {
-      // No other thread reads the run now: merge, then judge the whole model on a thread
-      // (the UI thread keeps drawing it meanwhile; both only read).
-      mergeDetails(*owned_, std::move(*resultDetails_));
-      resultDetails_.reset();
+      // Both reads are done and no other thread reads the run now: check that the details
+      // are the same run's, merge, then judge the whole model on a thread (the UI thread
+      // keeps drawing it meanwhile; both only read).
+      storage::RunModel details;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        details = std::move(*resultDetails_);
+        resultDetails_.reset();
+      }
+      try {
+        checkSameRun(*owned_, details);
+      } catch (const storage::RunFileError& e) {
+        error = path + ": the details could not be read: " + e.what();
+        return Change::Failed;
+      }
+      mergeDetails(*owned_, std::move(details));
       std::shared_ptr<const LoadedRun> whole = owned_;
       start(Phase::Verdicts, [this, whole] {
         RunProblems problems = judgeRun(*whole);

@@ -23,11 +23,13 @@
 
 namespace stagescope::ui {
 
-// One run being loaded on a background thread, in phases (LoadedRun.h): the timeline (then
-// `run` is set: interactive), the details, the verdicts (then run->detailsLoaded).  Each phase
-// runs on its own thread; poll(), on the UI thread, takes a finished phase over and starts
-// the next, so that only the UI thread ever modifies the run, and only while no other thread
-// reads it.
+// One run being loaded on background threads, in phases (LoadedRun.h): the timeline (then
+// `run` is set: interactive), the details, the verdicts (then run->detailsLoaded).  The details
+// are read on a second thread started together with the timeline's (separate SQLite
+// connections; only the hand-over of results is shared, under `mutex_`); the verdicts run on a
+// thread started once the details are merged.  poll(), on the UI thread, takes a finished phase
+// over (the details only after the timeline) and starts the next, so that only the UI thread
+// ever modifies the run, and only while no other thread reads it.
 class RunSlot {
  public:
   ~RunSlot();
@@ -49,7 +51,9 @@ class RunSlot {
   bool loading() const { return phase_ != Phase::Idle; }
   // The timeline is in and the details are still loading.
   bool detailsPending() const { return run && !run->detailsLoaded && loading(); }
-  float progress() const { return progress_; }
+  // The current phase's progress in [0, 1]: the timeline's read and index; then the details'
+  // read (0 to 0.9, already advanced while the timeline loaded) and their judging (0.95).
+  float progress() const { return phase_ == Phase::Details ? detailsProgress_ : progress_; }
   void close();
   // Called from the loading thread when a phase has finished (the host wakes its event loop,
   // which may be waiting for input); set before load().
@@ -63,15 +67,24 @@ class RunSlot {
 
  private:
   enum class Phase { Idle, Timeline, Details, Verdicts };
-  // Stops the running phase (its thread ends at its next progress report) and joins it.
+  // Stops the running phase and the details read (their threads end at their next progress
+  // report) and joins them.
   void stop();
   void start(Phase phase, std::function<void()> work);
+  // Starts reading the details of `path` on detailsThread_ (LoadedRun.h readDetails).
+  void startDetails(const std::string& path);
+  // Runs `work`, returning "" or what it threw as one line ("cancelled" when stopped).
+  std::string attempt(const std::function<void()>& work);
 
   Phase phase_ = Phase::Idle;
   std::shared_ptr<LoadedRun> owned_;  // == run: the slot's own handle, the only one that writes
   std::thread thread_;
   std::atomic<float> progress_{0};
   std::atomic<bool> finished_{false}, cancel_{false};
+  std::thread detailsThread_;  // the details read, from load() until the details phase ends
+  std::atomic<float> detailsProgress_{0};
+  std::atomic<bool> detailsFinished_{false};
+  std::string resultDetailsError_;
   std::mutex mutex_;
   std::shared_ptr<LoadedRun> result_;
   std::shared_ptr<const analysis::Comparison> resultComparison_;

@@ -96,21 +96,27 @@ std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
   return run;
 }
 
-storage::RunModel loadDetails(const LoadedRun& run, const std::function<void(float)>& progress) {
+storage::RunModel readDetails(const std::string& path, const std::function<void(float)>& progress) {
   storage::LoadOptions opts;
   opts.detailsOnly = true;
-  storage::RunModel d = storage::loadRun(run.model.path, opts, progress);
-  // The same file as the timeline's: a run file replaced in between would pair this run's
-  // timeline with another run's gradients, and the verdicts would judge neither.
+  return storage::loadRun(path, opts, progress);
+}
+
+void checkSameRun(const LoadedRun& run, const storage::RunModel& details) {
   const auto& a = run.model.info;
-  const auto& b = d.info;
-  if (d.schemaVersion != run.model.schemaVersion || a.runId != b.runId ||
+  const auto& b = details.info;
+  if (details.schemaVersion != run.model.schemaVersion || a.runId != b.runId ||
       a.configHash != b.configHash || a.status != b.status || a.endUnixMs != b.endUnixMs)
     throw storage::RunFileError(storage::RunFileError::Kind::Corrupt,
                                 run.model.path + ": the file changed while it loaded (run " +
                                     a.runId + ", status " + events::toString(a.status) +
                                     " when the timeline was read; run " + b.runId + ", status " +
                                     events::toString(b.status) + " now): open it again");
+}
+
+storage::RunModel loadDetails(const LoadedRun& run, const std::function<void(float)>& progress) {
+  storage::RunModel d = readDetails(run.model.path, progress);
+  checkSameRun(run, d);
   return d;
 }
 

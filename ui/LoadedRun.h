@@ -5,11 +5,12 @@
 //
 // Loaded in two phases (README, "The viewer", large runs): openTimeline reads what the timeline,
 // grid map, transfers and replay need (storage::LoadOptions::timelineOnly) and indexes it: the run
-// is interactive.  Then, on a background thread, loadDetails reads the rest (plan, gradients,
-// losses, inputs, reference: LoadOptions::detailsOnly); the owning thread merges it in
-// (mergeDetails), judgeRun computes the verdicts over the whole model, and completeDetails
-// takes them.  Only then is `detailsLoaded` true.  Apart from those two calls a LoadedRun is
-// immutable.
+// is interactive.  On another thread, readDetails reads the rest (plan, gradients, losses,
+// inputs, reference: LoadOptions::detailsOnly; the viewer starts it together with the timeline);
+// once the timeline is in, the owning thread checks both came from the same run (checkSameRun),
+// merges the details in (mergeDetails), judgeRun computes the verdicts over the whole model, and
+// completeDetails takes them.  Only then is `detailsLoaded` true.  Apart from those two calls a
+// LoadedRun is immutable.
 #pragma once
 
 #include <functional>
@@ -49,7 +50,7 @@ struct LoadedRun {
   // gradients, the compare) may run or show before; each says "loading details…" instead.
   bool detailsLoaded = false;
   double loadSeconds = 0, indexSeconds = 0;  // the timeline: read, index
-  double detailsSeconds = 0;                 // the details: read, merge and judge
+  double detailsSeconds = 0;  // the details: read (alongside the timeline's), merge, judge
 
   // The fate of `rank` (problems.ranks), or nullptr while the details load (no verdict yet)
   // or for a rank out of range.
@@ -71,9 +72,16 @@ std::shared_ptr<LoadedRun> openRun(const std::string& path,
 // Phase 1: the timeline of `path` and its indexes, details not loaded.  Throws like openRun.
 std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
                                         const std::function<void(float)>& progress = {});
-// Phase 2 (any thread; reads the file only): the details of `run`'s file.  Throws like openRun,
-// also when the file's run row no longer matches the one the timeline was read with (the file
-// was replaced in between).
+// Phase 2 (any thread; reads the file only): the details of `path` (LoadOptions::detailsOnly).
+// May run while openTimeline reads the same file (its own SQLite connection).  Throws like
+// openRun.
+storage::RunModel readDetails(const std::string& path,
+                              const std::function<void(float)>& progress = {});
+// Throws storage::RunFileError (naming run.model.path) unless `details` were read from the same
+// run as `run`'s timeline (run id, config hash, status, end time, schema version): a file
+// replaced between the two reads would pair one run's timeline with another's gradients.
+void checkSameRun(const LoadedRun& run, const storage::RunModel& details);
+// readDetails(run.model.path) then checkSameRun.
 storage::RunModel loadDetails(const LoadedRun& run,
                               const std::function<void(float)>& progress = {});
 // Moves `details` into run.model.  Call with no other thread reading `run`.

@@ -595,21 +595,25 @@ TEST(OpenRun, TimelineThenDetailsIsTheWholeRun) {
 
 // A file replaced between the two phases (another run written to the same path) is not merged
 // into the first one's timeline: one error naming the file and both runs.
+// The viewer reads the timeline and the details of a run file at the same time, on two
+// connections: details read from another run (here: another file, as if the file had been
+// replaced between the two reads) are refused by the check the viewer makes before merging.
 TEST(OpenRun, DetailsOfAnotherRunAreRefused) {
   auto dir = std::filesystem::temp_directory_path() / "stagescope_ui_logic";
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "replaced.db").string();
-  std::filesystem::remove(path);  // this test's own file from an earlier run
+  const std::string other = (dir / "replacement.db").string();
+  for (const auto& p : {path, other}) std::filesystem::remove(p);  // this test's own files
   storage::RunModel first = makeSyntheticRun(defaultSyntheticSpec());
   first.info.runId = "first-run";
   storage::writeRunFile(first, path);
-  auto run = openTimeline(path);
-  std::filesystem::remove(path);
   storage::RunModel second = makeSyntheticRun(defaultSyntheticSpec());
   second.info.runId = "second-run";
-  storage::writeRunFile(second, path);
+  storage::writeRunFile(second, other);
+  auto run = openTimeline(path);
+  EXPECT_NO_THROW(checkSameRun(*run, readDetails(path)));  // the same run's details are taken
   try {
-    loadDetails(*run);
+    checkSameRun(*run, readDetails(other));
     FAIL() << "the details of another run were accepted";
   } catch (const storage::RunFileError& e) {
     const std::string what = e.what();

@@ -116,7 +116,16 @@ void recordReference(const plan::RunConfig& config, const std::string& runPath) 
   if (analysis::isLowPrecision(config.dtype)) {
     iterations = ownParameterReference(config, float32, runPath);
   } else {
-    for (auto& r : engine::runReference(float32, config.iterations)) {
+    // float32: the reference's own trajectory, restarted at every iteration whose starting
+    // parameters the run recorded (level full): Adam turns round-off in a gradient that is ~0
+    // analytically into a step of up to lr, so two float32 trajectories part after one step
+    // (ReferenceRecord.h).  The optimizer step itself is judged by check from the run's own
+    // parameters and reduced gradients (core/analysis/OptimizerStep.h).
+    std::map<int, Params> after;
+    if (!config.forwardOnly && config.iterations > 1 && config.record.level == "full") {
+      after = recordedParamsAfterStep(runPath, engine::referenceInitialParams(float32));
+    }
+    for (auto& r : engine::runReference(float32, config.iterations, after)) {
       iterations.emplace_back(Iteration{std::move(r), {}});
     }
   }

@@ -3,8 +3,13 @@
 // (reference_gradients with full values, reference_losses), so `check` can compare every gathered
 // gradient with it.
 //
-// float32 runs: the reference trains its own float32 trajectory from the initial parameters
-// (the run and the reference differ only by round-off, iteration after iteration).
+// float32 runs: the reference trains its own float32 trajectory from the initial parameters,
+// and restarts iteration t from the run's recorded parameters after the step of t-1 wherever
+// the file holds them (level full): with Adam, round-off in a gradient that is zero
+// analytically (attention key biases) becomes a step of up to lr, so a float32 trajectory
+// parts from the run's after one step and later gradients would judge that drift, not the
+// engine (a correct random layout failed at 1.2e-3 > 1e-3 in iteration 1).  Where the file holds
+// the parameters, check judges the optimizer step itself (core/analysis/OptimizerStep.h).
 // bfloat16 runs: the reference of iteration t starts from the run's own parameters at the start
 // of t, upcast to float32 (iteration 0: the initial parameters rounded to the run's dtype, as
 // every rank holds them; t >= 1: the run's recorded parameters after the step of t-1, which

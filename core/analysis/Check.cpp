@@ -14,6 +14,7 @@
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Compare.h"
 #include "core/analysis/NonFinite.h"
+#include "core/analysis/OptimizerStep.h"
 #include "core/analysis/Tolerance.h"
 
 namespace stagescope::analysis {
@@ -513,6 +514,24 @@ bool shardsFiltered(const Ctx& c, const GatheredGradient& g) {
                      [&](int tp) { return recorded.count(tp) || filteredOut.count(tp); });
 }
 
+// A recorded parameter after the step that the configured optimizer does not give
+// (OptimizerStep.h).
+void addStepFinding(Ctx& c, CheckResult& r, const StepMismatch& m, const std::string& optimizer) {
+  Finding f;
+  f.iteration = m.iteration;
+  f.tensor = m.param;
+  std::ostringstream o;
+  o.precision(9);
+  o << "parameter " << m.param << " after the step of iteration " << m.iteration
+    << " is not the configured optimizer's step (" << optimizer
+    << ") from the run's own parameters and reduced gradient: element " << m.element << " is "
+    << m.got << ", expected " << m.expected << " (|difference| " << std::fabs(m.got - m.expected)
+    << " > bound " << m.bound << "); " << m.outside << " element" << (m.outside == 1 ? "" : "s")
+    << " outside their bound";
+  f.message = o.str();
+  add(r, c.opts, f);
+}
+
 void checkReference(Ctx& c, CheckResult& r) {
   auto refs = gatherGradients(c.run, events::GradPhase::Reference, true);
   if (refs.empty()) {
@@ -619,6 +638,8 @@ void checkReference(Ctx& c, CheckResult& r) {
       add(r, c.opts, f);
     }
   }
+  const StepJudgement steps = judgeOptimizerSteps(c.run);
+  for (const auto& m : steps.mismatches) addStepFinding(c, r, m, steps.optimizer);
   std::ostringstream s;
   s << compared << " parameter gradients compared with the reference (" << byValues
     << " by values, " << byNorms << " by norms (fallback: no payloads)); rule: " << rule.describe();
@@ -628,6 +649,11 @@ void checkReference(Ctx& c, CheckResult& r) {
       << " x its relative L2 from float32)";
   }
   if (skipped) s << "; " << skipped << " not recorded by the record filter (skipped)";
+  if (steps.judged) {
+    s << "; " << steps.steps << " optimizer steps (" << steps.optimizer
+      << ") recomputed from the run's own parameters and reduced gradients";
+    if (steps.notJudged) s << " (" << steps.notJudged << " not: inputs or state not in the file)";
+  }
   // A bfloat16 run's reference exists only for the iterations whose starting parameters the
   // file holds (app/ReferenceRecord.h): the others are named, never passed silently.
   std::set<int> referenced, unreferenced;

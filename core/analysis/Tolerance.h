@@ -12,8 +12,10 @@
 // floor keeps gradients that are zero analytically (attention key biases: ~1e-9 in every layout)
 // from dividing round-off by round-off.
 //
-// Bounds per iteration (float32; measured on 5 correct layout pairs of assets/configs/default.toml
-// over 6 iterations, and on 117 random correct layouts against their reference, docs/analysis.md):
+// Bounds per iteration (float32; check's reference restarts each iteration from the run's
+// parameters where the file holds them, docs/analysis.md; measured on 5 correct layout pairs of
+// assets/configs/default.toml over 6 iterations, and on 117 random correct layouts against their
+// reference, docs/analysis.md):
 //   iteration 0    gradients and messages 1e-4 (measured max 4.1e-6 between layouts, 3.5e-5
 //                  against the reference: a small attention q gradient, where the engine is
 //                  1.7e-5 and the reference 8e-6 from the float64 recomputation), losses 1e-6

@@ -112,30 +112,37 @@ ReferenceIteration step(const plan::RunConfig& config, FullModel& model,
   return r;
 }
 
+// Copies full parameters (by name) into the model's; names the model lacks are ignored.
+void loadParams(FullModel& model, const std::map<std::string, at::Tensor>& params) {
+  at::NoGradGuard noGrad;
+  for (auto& s : model.stages) {
+    for (auto& p : s->params()) {
+      auto it = params.find(p.name);
+      if (it != params.end()) p.value.copy_(it->second.reshape(p.value.sizes()));
+    }
+  }
+}
+
 }  // namespace
 
 ReferenceIteration referenceStep(const plan::RunConfig& config,
                                  const std::map<std::string, at::Tensor>& params,
                                  const GlobalBatch& batch) {
   FullModel model(config);
-  {
-    at::NoGradGuard noGrad;
-    for (auto& s : model.stages) {
-      for (auto& p : s->params()) {
-        auto it = params.find(p.name);
-        if (it != params.end()) p.value.copy_(it->second.reshape(p.value.sizes()));
-      }
-    }
-  }
+  loadParams(model, params);
   auto optimizer = makeOptimizer(config.optimizer, model.values());
   return step(config, model, optimizer.get(), batch);
 }
 
-std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations) {
+std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations,
+                                             const std::map<int, FullParams>& restartFrom) {
   FullModel model(config);
   auto optimizer = makeOptimizer(config.optimizer, model.values());
   std::vector<ReferenceIteration> out;
   for (int it = 0; it < iterations; ++it) {
+    if (auto r = restartFrom.find(it - 1); r != restartFrom.end() && !r->second.empty()) {
+      loadParams(model, r->second);
+    }
     out.push_back(step(config, model, optimizer.get(), generatedBatch(config, it)));
   }
   return out;

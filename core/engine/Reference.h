@@ -36,8 +36,14 @@ ReferenceIteration referenceStep(const plan::RunConfig& config,
                                  const std::map<std::string, at::Tensor>& params,
                                  const GlobalBatch& batch);
 
-// Runs `iterations` training iterations (or forward-only when the config says so).
-std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations);
+// Runs `iterations` training iterations (or forward-only when the config says so).  Where
+// `restartFrom` holds full parameters for iteration t-1 (by name, every parameter), iteration t
+// starts from them instead of the reference's own step of t-1; the optimizer keeps its own state
+// (a gradient depends only on the parameters it is computed at).  Empty: the reference's own
+// trajectory throughout.
+using FullParams = std::map<std::string, at::Tensor>;
+std::vector<ReferenceIteration> runReference(const plan::RunConfig& config, int iterations,
+                                             const std::map<int, FullParams>& restartFrom = {});
 
 // Initial full parameters by name (what every layout starts from).
 std::map<std::string, at::Tensor> referenceInitialParams(const plan::RunConfig& config);

@@ -31,7 +31,8 @@ namespace {
 
 struct Corpus {
   std::string tp2, pp2, killed, filtered, nan, nanTp, swapped, scaled, corrupted;
-  std::string swappedParam, scaledParam;
+  std::string steppedWrong;
+  std::string swappedParam, scaledParam, steppedParam;
 };
 
 void exec(sqlite3* db, const std::string& sql) {
@@ -122,6 +123,49 @@ void plantScaledGradient(const std::string& path, std::string* param) {
   sqlite3_close(db);
 }
 
+// The blob of one float32 row, by id.
+std::vector<float> floatsOf(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  std::vector<float> out;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    const int n = sqlite3_column_bytes(st, 0);
+    out.resize(static_cast<size_t>(n) / 4);
+    if (n) std::memcpy(out.data(), sqlite3_column_blob(st, 0), out.size() * 4);
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+// One parameter's optimizer step of the last iteration (1) made 1.5 times as large, on every
+// copy (as an engine applying the wrong learning rate to one tensor would record it).  The
+// reference of iteration 1 starts from the parameters after iteration 0, so only check's own
+// judgement of the step can see it.
+void plantWrongStep(const std::string& path, std::string* param) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  *param = scalarText(db,
+                      "SELECT param FROM gradients WHERE phase='param_after_step' AND "
+                      "iteration=1 AND param LIKE 'llm.%mlp.fc1.weight' ORDER BY param LIMIT 1");
+  ASSERT_FALSE(param->empty());
+  const std::string rows =
+      "FROM gradients WHERE phase='param_after_step' AND param='" + *param + "'";
+  const std::string id = scalarText(db, "SELECT id " + rows + " AND iteration=1 LIMIT 1");
+  const auto before = floatsOf(db, "SELECT payload " + rows + " AND iteration=0");
+  auto after = floatsOf(db, "SELECT payload " + rows + " AND iteration=1");
+  ASSERT_EQ(before.size(), after.size());
+  ASSERT_FALSE(after.empty());
+  for (size_t i = 0; i < after.size(); ++i) after[i] = before[i] + 1.5f * (after[i] - before[i]);
+  sqlite3_stmt* up = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE gradients SET payload=? WHERE id=?", -1, &up, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_blob(up, 1, after.data(), static_cast<int>(after.size() * 4), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(up, 2, std::stoll(id));
+  ASSERT_EQ(sqlite3_step(up), SQLITE_DONE);
+  sqlite3_finalize(up);
+  sqlite3_close(db);
+}
+
 // The receiver of llm:pp0->pp1 activation, iteration 0, microbatch 1 recorded other bytes than
 // were sent (as a corrupting wire would make it record).
 void plantCorruptedMessage(const std::string& path) {
@@ -172,6 +216,8 @@ const Corpus& corpus() {
     plantSwappedShards(k.swapped, &k.swappedParam);
     k.scaled = copyOf(k.pp2, "corpus-scaled");
     plantScaledGradient(k.scaled, &k.scaledParam);
+    k.steppedWrong = copyOf(k.pp2, "corpus-stepped-wrong");
+    plantWrongStep(k.steppedWrong, &k.steppedParam);
     k.corrupted = copyOf(k.pp2, "corpus-corrupted");
     plantCorruptedMessage(k.corrupted);
     return k;
@@ -302,6 +348,24 @@ TEST(Corpus, ScaledGradientFailsReferenceAndCompare) {
   auto c = compareEverywhere(k.pp2, k.scaled, "scaled");
   EXPECT_EQ(c.exitCode, 18) << c.text;
   EXPECT_EQ(c.firstKey, k.scaledParam + " it0");
+}
+
+// check judges the optimizer step from the run's own parameters and reduced gradients
+// (core/analysis/OptimizerStep.h): the correct files have every step judged, and a step 1.5
+// times too large in the last iteration fails reference_gradient, naming it.
+TEST(Corpus, WrongOptimizerStepFailsReference) {
+  const auto& k = corpus();
+  const auto good = checkEverywhere(k.pp2, "pp2-steps");
+  EXPECT_EQ(good.exitCode, 0) << good.text;
+  EXPECT_NE(good.text.find("optimizer steps (adam lr 0.001"), std::string::npos) << good.text;
+  auto chk = checkEverywhere(k.steppedWrong, "stepped-wrong");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;
+  const auto* ref = checkNamed(chk.json, "reference_gradient");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_EQ((*ref)["findings"].size(), 1u) << chk.text;
+  EXPECT_EQ((*ref)["findings"][0]["tensor"], k.steppedParam);
+  EXPECT_EQ((*ref)["findings"][0]["iteration"], 1);
+  EXPECT_NE(chk.text.find("is not the configured optimizer's step"), std::string::npos) << chk.text;
 }
 
 TEST(Corpus, CorruptedMessageIsAChecksumMismatchAndTheFirstDivergence) {

@@ -653,6 +653,9 @@ void checkReference(Ctx& c, CheckResult& r) {
     s << "; " << steps.steps << " optimizer steps (" << steps.optimizer
       << ") recomputed from the run's own parameters and reduced gradients";
     if (steps.notJudged) s << " (" << steps.notJudged << " not: inputs or state not in the file)";
+  } else if (steps.notJudged) {
+    s << "; " << steps.notJudged
+      << " optimizer steps not judged (their inputs or state are not in the file)";
   }
   // A bfloat16 run's reference exists only for the iterations whose starting parameters the
   // file holds (app/ReferenceRecord.h): the others are named, never passed silently.

@@ -101,7 +101,7 @@ class Loader {
   }
   // Fails unless column c holds an INTEGER (or NULL where `nullable`).
   void integer(const Stmt& s, int c, const char* table, const char* column, bool nullable) {
-    const int type = sqlite3_column_type(s.handle(), c);
+    const int type = s.type(c);
     if (type == SQLITE_INTEGER || (type == SQLITE_NULL && nullable)) return;
     const char* what = type == SQLITE_NULL    ? "NULL"
                        : type == SQLITE_FLOAT ? "a real number"
@@ -604,7 +604,7 @@ class Loader {
       while (q.step()) {
         // A NULL iteration reads as 0 (bounded); a value that is not one fails when its row is
         // read, so it needs no slot.
-        const int type = sqlite3_column_type(q.handle(), 0);
+        const int type = q.type(0);
         const int64_t iteration = type == SQLITE_NULL ? 0 : q.i64(0);
         rows += q.i64(1);
         if (type != SQLITE_NULL && type != SQLITE_INTEGER) continue;

@@ -723,7 +723,7 @@ void bindReal(Stmt& s, int index, double value) {
 }
 
 bool readReal(const Stmt& s, int column, double* out) {
-  switch (sqlite3_column_type(s.handle(), column)) {
+  switch (s.type(column)) {
     case SQLITE_NULL:
       return false;
     case SQLITE_TEXT:

@@ -1,5 +1,6 @@
 #include "storage/Sqlite.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace stagescope::storage {
@@ -10,16 +11,25 @@ Stmt::Stmt(Db& db, std::string_view sql) : db_(&db) {
   int rc = sqlite3_prepare_v3(db.handle(), sql.data(), static_cast<int>(sql.size()),
                               SQLITE_PREPARE_PERSISTENT, &s_, nullptr);
   if (rc != SQLITE_OK) db.fail(rc, "prepare \"" + std::string(sql.substr(0, 80)) + "\"");
+  row_.assign(static_cast<size_t>(std::max(0, sqlite3_column_count(s_))), nullptr);
 }
 
 Stmt::Stmt(Stmt&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), s_(std::exchange(other.s_, nullptr)) {}
+    : db_(std::exchange(other.db_, nullptr)),
+      s_(std::exchange(other.s_, nullptr)),
+      row_(std::move(other.row_)),
+      fetched_(std::exchange(other.fetched_, false)) {
+  other.row_.clear();
+}
 
 Stmt& Stmt::operator=(Stmt&& other) noexcept {
   if (this != &other) {
     sqlite3_finalize(s_);
     db_ = std::exchange(other.db_, nullptr);
     s_ = std::exchange(other.s_, nullptr);
+    row_ = std::move(other.row_);
+    other.row_.clear();
+    fetched_ = std::exchange(other.fetched_, false);
   }
   return *this;
 }

@@ -11,11 +11,13 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stagescope::storage {
 
@@ -59,6 +61,7 @@ class Stmt {
 
   // Steps once: true when a row is available, false when done.  Throws on error.
   bool step() {
+    forgetRow();
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
@@ -69,23 +72,45 @@ class Stmt {
     step();
     reset();
   }
-  void reset() { sqlite3_reset(s_); }  // errors were already reported by step()
+  void reset() {  // errors were already reported by step()
+    forgetRow();
+    sqlite3_reset(s_);
+  }
   void clearBindings() { sqlite3_clear_bindings(s_); }
 
-  // Columns; indices start at 0.
-  bool isNull(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
-  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
-  int32_t i32(int c) const { return sqlite3_column_int(s_, c); }
-  double f64(int c) const { return sqlite3_column_double(s_, c); }
+  // Columns of the current row; indices start at 0.  The same values and conversions as
+  // sqlite3_column_type/int64/int/double/text/blob/bytes, read from the column's value, which
+  // is fetched from the statement once per row (value()): the reader asks up to three things
+  // of a column (its type, its value, NULL or not) on millions of rows, and every
+  // sqlite3_column_* call repeats the statement's column lookup and error bookkeeping.
+  int type(int c) const { return sqlite3_value_type(value(c)); }  // SQLITE_INTEGER, ...
+  bool isNull(int c) const { return type(c) == SQLITE_NULL; }
+  int64_t i64(int c) const { return sqlite3_value_int64(value(c)); }
+  int32_t i32(int c) const { return sqlite3_value_int(value(c)); }
+  double f64(int c) const { return sqlite3_value_double(value(c)); }
   std::string_view text(int c) const {
-    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, c));
-    return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(s_, c)))
+    sqlite3_value* v = value(c);
+    auto* p = reinterpret_cast<const char*>(sqlite3_value_text(v));
+    return p ? std::string_view(p, static_cast<size_t>(sqlite3_value_bytes(v)))
              : std::string_view();
   }
   std::span<const uint8_t> blob(int c) const {
-    auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(s_, c));
-    return p ? std::span<const uint8_t>(p, static_cast<size_t>(sqlite3_column_bytes(s_, c)))
+    sqlite3_value* v = value(c);
+    auto* p = static_cast<const uint8_t*>(sqlite3_value_blob(v));
+    return p ? std::span<const uint8_t>(p, static_cast<size_t>(sqlite3_value_bytes(v)))
              : std::span<const uint8_t>();
+  }
+  // Column c of the current row (sqlite3_column_value), valid until the next step or reset.
+  // Only this statement's thread may read it (one connection per thread, above).
+  sqlite3_value* value(int c) const {
+    // Out of range: SQLite's own answer (a NULL value, SQLITE_RANGE), never remembered.
+    if (static_cast<size_t>(c) >= row_.size()) return sqlite3_column_value(s_, c);
+    sqlite3_value*& v = row_[static_cast<size_t>(c)];
+    if (!v) {
+      v = sqlite3_column_value(s_, c);
+      fetched_ = true;
+    }
+    return v;
   }
 
   sqlite3_stmt* handle() const { return s_; }
@@ -95,9 +120,17 @@ class Stmt {
     if (rc != SQLITE_OK) fail(rc, what);
   }
   [[noreturn]] void fail(int rc, const char* what) const;
+  void forgetRow() {
+    if (fetched_) std::fill(row_.begin(), row_.end(), nullptr);
+    fetched_ = false;
+  }
 
   Db* db_ = nullptr;
   sqlite3_stmt* s_ = nullptr;
+  // The current row's columns fetched so far ([c]: nullptr until value(c); sized to the
+  // statement's columns when prepared); fetched_: any.
+  mutable std::vector<sqlite3_value*> row_;
+  mutable bool fetched_ = false;
 };
 
 class Db {

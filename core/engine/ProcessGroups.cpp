@@ -7,8 +7,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -16,6 +20,42 @@
 
 namespace stagescope::engine {
 namespace {
+
+// Gloo's TCP transport runs one event-loop thread per device.  On each readable socket that
+// thread only try-locks the pair, and on failure goes back to a level-triggered epoll_wait
+// that returns at once: it spins for as long as another thread holds the pair's lock.  The
+// rank's main thread holds it inside every send and recv, around a writev that wakes the
+// peer's loop thread; with more runnable threads than cores that wake-up preempts the main
+// thread right there, lock held, and this rank's loop thread spins on its core until the
+// main thread runs again (measured: 97 % of its epoll_waits ended in a failed try-lock, and
+// the spinning loop threads took ~35 % of all CPU of a pp4 run on 2 cores).  A SCHED_BATCH
+// thread never preempts on wake-up and otherwise keeps its fair share, so the loop thread is
+// created under it (threads inherit the creator's policy): what it wakes no longer preempts
+// a lock holder, and it does not starve on a busy machine as SCHED_IDLE or a high nice value
+// did.  STAGESCOPE_GLOO_LOOP_SCHED=normal creates it under the caller's policy (benchmark).
+std::shared_ptr<::gloo::transport::Device> createGlooDevice(const GlooAddress& address) {
+  auto create = [&] {
+    return address.source == GlooAddress::Source::Interface
+               ? c10d::ProcessGroupGloo::createDeviceForInterface(address.value)
+               : c10d::ProcessGroupGloo::createDeviceForHostname(address.value);
+  };
+  const char* sched = std::getenv("STAGESCOPE_GLOO_LOOP_SCHED");
+  if (sched != nullptr && std::string(sched) == "normal") return create();
+  std::shared_ptr<::gloo::transport::Device> device;
+  std::exception_ptr error;
+  std::thread([&] {
+    sched_param none{};
+    // Best effort: if the policy cannot be set, the loop thread runs as before.
+    (void)sched_setscheduler(0, SCHED_BATCH, &none);
+    try {
+      device = create();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
+  if (error) std::rethrow_exception(error);
+  return device;
+}
 
 std::string joinRanks(const std::vector<int>& ranks) {
   std::string s;
@@ -77,9 +117,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<i
 #endif
   }
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
-  opts->devices.push_back(gloo_.source == GlooAddress::Source::Interface
-                              ? c10d::ProcessGroupGloo::createDeviceForInterface(gloo_.value)
-                              : c10d::ProcessGroupGloo::createDeviceForHostname(gloo_.value));
+  opts->devices.push_back(createGlooDevice(gloo_));
   opts->threads = 1;  // P2P and collectives of one group are issued from one thread
   std::vector<uint64_t> global(ranks.begin(), ranks.end());
   opts->global_ranks_in_group = global;

@@ -54,13 +54,18 @@ std::map<int, Params> recordedParamsAfterStep(const std::string& runPath, const 
   return byIteration;
 }
 
-// One iteration of the reference: the float32 gradients (the truth) and, for a low-precision
-// run, the same gradients computed in the run's dtype by the single-process model from the same
-// parameters (how far that dtype's arithmetic alone lands from the truth, per tensor: what
-// check's bound for the run is scaled by, core/analysis/Tolerance.h).
+// One iteration of the reference: the float32 gradients (the truth) and a second computation
+// of them whose distance from the truth scales check's bound per tensor
+// (core/analysis/Tolerance.h):
+//  - low-precision run: the same gradients computed in the run's dtype from the same parameters
+//    (how far that dtype's arithmetic alone lands from the truth);
+//  - float32 run, an iteration on the reference's own trajectory (not restarted from the run's
+//    parameters): the gradients of a float64 trajectory from the same start (how far float32
+//    round-off alone has carried the trajectory by then; Adam amplifies it).
+//  Empty otherwise.
 struct Iteration {
   engine::ReferenceIteration truth;
-  std::map<std::string, at::Tensor> inRunDtype;  // empty for a float32 run
+  std::map<std::string, at::Tensor> inRunDtype;
 };
 
 // The bfloat16 reference (ReferenceRecord.h): iteration t from the run's own parameters at the
@@ -105,6 +110,43 @@ std::vector<std::optional<Iteration>> ownParameterReference(const plan::RunConfi
   return out;
 }
 
+// The float32 reference (ReferenceRecord.h): its own trajectory, restarted at every iteration
+// whose starting parameters the run recorded (level full).  Adam turns round-off in a gradient
+// that is ~0 analytically into a step of up to lr, so two float32 trajectories part after one
+// step; the optimizer step itself is judged by check from the run's own parameters and reduced
+// gradients (core/analysis/OptimizerStep.h).  Iterations >= 1 left on the reference's own
+// trajectory also get the float64 trajectory's gradients from the same start, which scale their
+// bound (docs/analysis.md, "float32").
+std::vector<std::optional<Iteration>> float32Reference(const plan::RunConfig& config,
+                                                       const plan::RunConfig& float32,
+                                                       const std::string& runPath) {
+  const bool trains = !config.forwardOnly && config.iterations > 1;
+  std::map<int, Params> after;
+  if (trains && config.record.level == "full") {
+    after = recordedParamsAfterStep(runPath, engine::referenceInitialParams(float32));
+  }
+  std::vector<std::optional<Iteration>> out;
+  for (auto& r : engine::runReference(float32, config.iterations, after)) {
+    out.emplace_back(Iteration{std::move(r), {}});
+  }
+  bool ownTrajectory = false;
+  for (int it = 1; trains && it < config.iterations; ++it) ownTrajectory |= !after.count(it - 1);
+  if (!ownTrajectory) return out;
+  // The same trajectory in float64, from the same initial draw and the same restarts.
+  plan::RunConfig float64 = float32;
+  float64.dtype = "float64";
+  std::map<int, Params> start = after;
+  start[-1] = engine::referenceInitialParams(float32);
+  for (auto& [it, params] : start) {
+    for (auto& [name, value] : params) value = value.to(at::kDouble);
+  }
+  auto twin = engine::runReference(float64, config.iterations, start);
+  for (int it = 1; it < config.iterations; ++it) {
+    if (!after.count(it - 1)) out[it]->inRunDtype = std::move(twin[it].gradients);
+  }
+  return out;
+}
+
 }  // namespace
 
 void recordReference(const plan::RunConfig& config, const std::string& runPath) {
@@ -116,18 +158,7 @@ void recordReference(const plan::RunConfig& config, const std::string& runPath) 
   if (analysis::isLowPrecision(config.dtype)) {
     iterations = ownParameterReference(config, float32, runPath);
   } else {
-    // float32: the reference's own trajectory, restarted at every iteration whose starting
-    // parameters the run recorded (level full): Adam turns round-off in a gradient that is ~0
-    // analytically into a step of up to lr, so two float32 trajectories part after one step
-    // (ReferenceRecord.h).  The optimizer step itself is judged by check from the run's own
-    // parameters and reduced gradients (core/analysis/OptimizerStep.h).
-    std::map<int, Params> after;
-    if (!config.forwardOnly && config.iterations > 1 && config.record.level == "full") {
-      after = recordedParamsAfterStep(runPath, engine::referenceInitialParams(float32));
-    }
-    for (auto& r : engine::runReference(float32, config.iterations, after)) {
-      iterations.emplace_back(Iteration{std::move(r), {}});
-    }
+    iterations = float32Reference(config, float32, runPath);
   }
   const std::string shard = runPath + ".reference.shard";
   auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Full, -1);

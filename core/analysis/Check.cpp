@@ -552,7 +552,7 @@ void checkReference(Ctx& c, CheckResult& r) {
   // from the truth scales that gradient's bound (Tolerance.h, lowPrecisionGradientBound).
   std::map<std::pair<int, std::string>, const GatheredGradient*> inDtype;
   std::vector<GatheredGradient> inDtypeRefs;
-  if (rule.lowPrecision) inDtypeRefs = gatherReferenceInRunDtype(c.run, true);
+  if (c.opts.tolerance < 0) inDtypeRefs = gatherReferenceSecondComputation(c.run, true);
   for (const auto& g : inDtypeRefs) inDtype[{g.iteration, g.param}] = &g;
   int compared = 0, byValues = 0, byNorms = 0, skipped = 0;
   for (const auto& ref : refs) {
@@ -600,13 +600,15 @@ void checkReference(Ctx& c, CheckResult& r) {
     if (auto low = inDtype.find({ref.iteration, ref.param});
         low != inDtype.end() && low->second->hasValues && ref.hasValues) {
       dtypeRel = valueDistance(low->second->values, ref.values, floor).rel;
-      tol = rule.lowPrecisionGradientBound(ref.iteration, dtypeRel);
+      tol = rule.scaledGradientBound(ref.iteration, dtypeRel);
     }
     // Why the bound is what it is, when the run-dtype computation set it.
     auto boundReason = [&](std::ostream& o) {
       if (dtypeRel >= 0 && tol == ToleranceRule::kDtypeDeviationFactor * dtypeRel) {
         o << " (the bound is " << ToleranceRule::kDtypeDeviationFactor << " x " << dtypeRel
-          << ", the relative L2 of the reference's own " << dtype << " computation)";
+          << ", the relative L2 of the reference's own "
+          << (rule.lowPrecision ? dtype + " computation)"
+                                : "float32 trajectory from its float64 one)");
       }
     };
     if (g.hasValues && ref.hasValues) {
@@ -643,10 +645,14 @@ void checkReference(Ctx& c, CheckResult& r) {
   std::ostringstream s;
   s << compared << " parameter gradients compared with the reference (" << byValues
     << " by values, " << byNorms << " by norms (fallback: no payloads)); rule: " << rule.describe();
-  if (!inDtype.empty() && c.opts.tolerance < 0) {
+  if (!inDtype.empty() && c.opts.tolerance < 0 && rule.lowPrecision) {
     s << "; gradients with the reference's own " << dtype << " computation: max("
       << ToleranceRule::kDtypeDeviationBase << ", " << ToleranceRule::kDtypeDeviationFactor
       << " x its relative L2 from float32)";
+  } else if (!inDtype.empty() && c.opts.tolerance < 0) {
+    s << "; gradients of iterations on the reference's own trajectory: max(the bound, "
+      << ToleranceRule::kDtypeDeviationFactor
+      << " x the relative L2 of its float32 trajectory from its float64 one)";
   }
   if (skipped) s << "; " << skipped << " not recorded by the record filter (skipped)";
   if (steps.judged) {

@@ -11,10 +11,10 @@ namespace {
 constexpr double kLowPrecisionBound = 0.15;
 }  // namespace
 
-double ToleranceRule::lowPrecisionGradientBound(int iteration, double inDtype) const {
+double ToleranceRule::scaledGradientBound(int iteration, double spread) const {
   const double base = bound(ValueKind::Gradient, iteration);
-  if (override >= 0 || !lowPrecision || !(inDtype >= 0) || !std::isfinite(inDtype)) return base;
-  return std::max(kDtypeDeviationBase, kDtypeDeviationFactor * inDtype);
+  if (override >= 0 || !(spread >= 0) || !std::isfinite(spread)) return base;
+  return std::max(lowPrecision ? kDtypeDeviationBase : base, kDtypeDeviationFactor * spread);
 }
 
 double ToleranceRule::bound(ValueKind kind, int iteration) const {

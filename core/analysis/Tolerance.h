@@ -53,12 +53,16 @@ struct ToleranceRule {
 
   // The relative L2 bound for a value of `kind` in `iteration`.
   double bound(ValueKind kind, int iteration) const;
-  // check's reference_gradient for a low-precision run whose reference also computed the
-  // gradient in the run's dtype (app/ReferenceRecord.h): that computation's own relative L2
-  // distance `inDtype` from the float32 truth says how much the dtype's arithmetic moves this
-  // tensor, and the bound is max(kDtypeDeviationBase, kDtypeDeviationFactor x inDtype).
-  // inDtype < 0 or not finite (not recorded): bound().
-  double lowPrecisionGradientBound(int iteration, double inDtype) const;
+  // check's reference_gradient where the reference also computed the gradient a second way
+  // (app/ReferenceRecord.h), whose relative L2 distance `spread` from the float32 truth says how
+  // far round-off alone moves this tensor:
+  //  - low-precision run: in the run's dtype from the same parameters; the bound is
+  //    max(kDtypeDeviationBase, kDtypeDeviationFactor x spread);
+  //  - float32 run, an iteration on the reference's own trajectory: on a float64 trajectory from
+  //    the same start (Adam carries float32 round-off into lr-sized steps); the bound is
+  //    max(bound(), kDtypeDeviationFactor x spread).
+  // spread < 0 or not finite (not recorded), or --tol: bound().
+  double scaledGradientBound(int iteration, double spread) const;
   // One sentence stating the rule (for reports).
   std::string describe() const;
 };

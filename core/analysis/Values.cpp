@@ -179,18 +179,18 @@ std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradP
                                               bool values) {
   if (phase == events::GradPhase::Reference) {
     // The reference has its own records (RunModel::referenceGradients); GatheredGradient::records
-    // then index that vector.  Its truth is the records not in a low-precision dtype.
+    // then index that vector.  Its truth is its float32 records.
     return gatherSelected(run.referenceGradients, values, [](const events::GradientRecord& r) {
-      return r.phase == events::GradPhase::Reference && !isLowPrecision(r.dtype);
+      return r.phase == events::GradPhase::Reference && r.dtype == "float32";
     });
   }
   return gatherSelected(run.gradients, values,
                         [phase](const events::GradientRecord& r) { return r.phase == phase; });
 }
 
-std::vector<GatheredGradient> gatherReferenceInRunDtype(const RunModel& run, bool values) {
+std::vector<GatheredGradient> gatherReferenceSecondComputation(const RunModel& run, bool values) {
   return gatherSelected(run.referenceGradients, values, [](const events::GradientRecord& r) {
-    return r.phase == events::GradPhase::Reference && isLowPrecision(r.dtype);
+    return r.phase == events::GradPhase::Reference && r.dtype != "float32";
   });
 }
 

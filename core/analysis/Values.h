@@ -37,11 +37,13 @@ struct GatheredGradient {
 std::vector<GatheredGradient> gatherGradients(const model::RunModel& run, events::GradPhase phase,
                                               bool values);
 
-// The reference's gradients computed in a low-precision run's own dtype (bfloat16/float16) by
-// the single-process model from the run's parameters (app/ReferenceRecord.h): how far that
-// dtype's arithmetic alone lands from the truth, per tensor.  Empty for float32 runs and for
-// files recorded before it existed.
-std::vector<GatheredGradient> gatherReferenceInRunDtype(const model::RunModel& run, bool values);
+// The reference's second computation of its gradients (app/ReferenceRecord.h), the records not in
+// float32: for a low-precision run, computed in the run's own dtype (bfloat16/float16) from the
+// run's parameters; for a float32 run, on a float64 trajectory, for the iterations the reference
+// did not restart from the run's parameters.  How far round-off alone moves each tensor; empty
+// for files recorded before it existed.
+std::vector<GatheredGradient> gatherReferenceSecondComputation(const model::RunModel& run,
+                                                               bool values);
 
 // Decodes a raw payload into doubles; false for unsupported dtypes or a size mismatch.
 bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,

@@ -21,7 +21,10 @@ StageModel::StageModel(const plan::RunConfig& config, const plan::ModuleConfig& 
       tpGroup_(std::move(tpGroup)),
       timeout_(timeout),
       device_(device),
-      dtype_(config.dtype == "bfloat16" ? at::kBFloat16 : at::kFloat) {
+      // float32 or bfloat16 for a run; float64 only for the reference's float64 trajectory.
+      dtype_(config.dtype == "bfloat16"  ? at::kBFloat16
+             : config.dtype == "float64" ? at::kDouble
+                                         : at::kFloat) {
   const int h = module.hidden;
   llmHidden_ = config.llm().hidden;
   seqLen_ = config.llm().textLen;
@@ -164,7 +167,9 @@ at::Tensor StageModel::head(const at::Tensor& x, const at::Tensor& tokens) {
   at::Tensor text = y.narrow(0, y.size(0) - T, T);                         // [T, B, h]
   at::Tensor logits = at::linear(text, p("head.weight"));                  // [T, B, V]
   at::Tensor labels = tokens.to(device_).narrow(1, 1, T).transpose(0, 1);  // [T, B]
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat),
+  // The loss in float32 (float64 for the reference's float64 trajectory).
+  const auto lossType = dtype_ == at::kDouble ? at::kDouble : at::kFloat;
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(lossType),
                                 labels.reshape({-1}));
 }
 

@@ -20,6 +20,10 @@ std::string stagescopeExe() {
   return exe ? exe : STAGESCOPE_EXE_DEFAULT;
 }
 
+std::string sourcePath(const std::string& relative) {
+  return std::string(STAGESCOPE_SOURCE_DIR) + "/" + relative;
+}
+
 std::string assetConfig(const std::string& name) {
   return std::string(STAGESCOPE_SOURCE_DIR) + "/assets/configs/" + name + ".toml";
 }

@@ -11,8 +11,9 @@
 
 namespace stagescope::testing {
 
-std::string stagescopeExe();                       // from STAGESCOPE_EXE (set by CMake)
-std::string assetConfig(const std::string& name);  // assets/configs/<name>.toml
+std::string stagescopeExe();                          // from STAGESCOPE_EXE (set by CMake)
+std::string assetConfig(const std::string& name);     // assets/configs/<name>.toml
+std::string sourcePath(const std::string& relative);  // <source dir>/<relative>
 std::string tempRunPath(const std::string& tag);
 
 struct RunOutput {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/analysis/Values.h"
 #include "ui/App.h"
 
 namespace stagescope::ui {
@@ -365,8 +366,9 @@ void App::inspectGradient(int64_t index) {
       haveReduced = true;
     }
   }
-  for (const auto& h : model.referenceGradients)
-    if (h.iteration == g.iteration && h.param == g.param) reference = h.norm;
+  for (const auto& h : model.referenceGradients)  // the truth, not the bound's second computation
+    if (h.iteration == g.iteration && h.param == g.param && analysis::isReferenceTruth(h))
+      reference = h.norm;
   if (!perMb.empty()) {
     ImGui::TextDisabled("Accumulated norm after each microbatch (this shard)");
     ImGui::PlotLines("##mbnorms", perMb.data(), static_cast<int>(perMb.size()), 0, nullptr, 0,

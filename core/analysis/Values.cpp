@@ -175,14 +175,16 @@ std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientR
 
 }  // namespace
 
+bool isReferenceTruth(const events::GradientRecord& r) {
+  return r.phase == events::GradPhase::Reference && r.dtype == "float32";
+}
+
 std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradPhase phase,
                                               bool values) {
   if (phase == events::GradPhase::Reference) {
     // The reference has its own records (RunModel::referenceGradients); GatheredGradient::records
     // then index that vector.  Its truth is its float32 records.
-    return gatherSelected(run.referenceGradients, values, [](const events::GradientRecord& r) {
-      return r.phase == events::GradPhase::Reference && r.dtype == "float32";
-    });
+    return gatherSelected(run.referenceGradients, values, isReferenceTruth);
   }
   return gatherSelected(run.gradients, values,
                         [phase](const events::GradientRecord& r) { return r.phase == phase; });
@@ -190,7 +192,7 @@ std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradP
 
 std::vector<GatheredGradient> gatherReferenceSecondComputation(const RunModel& run, bool values) {
   return gatherSelected(run.referenceGradients, values, [](const events::GradientRecord& r) {
-    return r.phase == events::GradPhase::Reference && r.dtype != "float32";
+    return r.phase == events::GradPhase::Reference && !isReferenceTruth(r);
   });
 }
 

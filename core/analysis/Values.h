@@ -45,6 +45,10 @@ std::vector<GatheredGradient> gatherGradients(const model::RunModel& run, events
 std::vector<GatheredGradient> gatherReferenceSecondComputation(const model::RunModel& run,
                                                                bool values);
 
+// Whether a reference record is the reference's truth (its float32 computation) rather than its
+// second computation (gatherReferenceSecondComputation).
+bool isReferenceTruth(const events::GradientRecord& r);
+
 // Decodes a raw payload into doubles; false for unsupported dtypes or a size mismatch.
 bool decodeValues(const std::vector<uint8_t>& bytes, const std::string& dtype,
                   std::vector<double>* out);

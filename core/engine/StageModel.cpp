@@ -89,54 +89,64 @@ void StageModel::addBlock(int layer) {
   addParam(L + "mlp.fc1.bias", {f}, int(InitKind::Bias), 0);
   addParam(L + "mlp.fc2.weight", {h, f}, int(InitKind::Linear), 1);
   addParam(L + "mlp.fc2.bias", {h}, int(InitKind::Bias), -1);
+  auto at = [&](const std::string& name) { return position(L + name); };
+  blocks_.push_back({at("ln1.weight"), at("ln1.bias"), at("attn.q.weight"), at("attn.q.bias"),
+                     at("attn.k.weight"), at("attn.k.bias"), at("attn.v.weight"), at("attn.v.bias"),
+                     at("attn.o.weight"), at("attn.o.bias"), at("ln2.weight"), at("ln2.bias"),
+                     at("mlp.fc1.weight"), at("mlp.fc1.bias"), at("mlp.fc2.weight"),
+                     at("mlp.fc2.bias")});
+}
+
+size_t StageModel::position(const std::string& suffix) const {
+  auto it = index_.find(suffix);
+  if (it == index_.end()) throw std::logic_error("no parameter " + module_.name + "." + suffix);
+  return it->second;
 }
 
 at::Tensor& StageModel::p(const std::string& suffix) {
-  auto it = index_.find(suffix);
-  if (it == index_.end()) throw std::logic_error("no parameter " + module_.name + "." + suffix);
-  return params_[it->second].value;
+  return params_[position(suffix)].value;
 }
 
-at::Tensor StageModel::attention(const at::Tensor& x, int layer) {
-  const std::string L = "layers." + std::to_string(layer) + ".attn.";
+const at::Tensor& StageModel::causalMask(int64_t S, const at::Device& device) {
+  if (!causalMask_.defined() || causalMask_.size(0) != S || causalMask_.device() != device) {
+    causalMask_ = at::ones({S, S}, at::TensorOptions().dtype(at::kBool).device(device)).triu(1);
+  }
+  return causalMask_;
+}
+
+at::Tensor StageModel::attention(const at::Tensor& x, const Block& b) {
   const int64_t S = x.size(0), B = x.size(1);
   const int64_t heads = module_.heads / tp_;
   const int64_t dh = module_.hidden / module_.heads;
   at::Tensor xin = copyToTensorParallel(x, tpGroup_, timeout_);
-  auto proj = [&](const char* n) {
+  auto proj = [&](size_t weight, size_t bias) {
     // [S,B,heads*dh] -> [B, heads, S, dh]
-    return at::linear(xin, p(L + n + ".weight"), p(L + n + ".bias"))
-        .view({S, B, heads, dh})
-        .permute({1, 2, 0, 3});
+    return at::linear(xin, p(weight), p(bias)).view({S, B, heads, dh}).permute({1, 2, 0, 3});
   };
-  at::Tensor q = proj("q"), k = proj("k"), v = proj("v");
+  at::Tensor q = proj(b.qw, b.qb), k = proj(b.kw, b.kb), v = proj(b.vw, b.vb);
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
   if (module_.kind == "llm") {
-    at::Tensor mask =
-        at::ones({S, S}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
-    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    scores = scores.masked_fill(causalMask(S, x.device()), -std::numeric_limits<float>::infinity());
   }
   at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);      // [B, heads, S, dh]
   ctx = ctx.permute({2, 0, 1, 3}).reshape({S, B, heads * dh});  // [S, B, h/tp]
-  at::Tensor partial = at::linear(ctx, p(L + "o.weight"));      // [S, B, h], partial sum
-  return reduceFromTensorParallel(partial, tpGroup_, timeout_) + p(L + "o.bias");
+  at::Tensor partial = at::linear(ctx, p(b.ow));                // [S, B, h], partial sum
+  return reduceFromTensorParallel(partial, tpGroup_, timeout_) + p(b.ob);
 }
 
-at::Tensor StageModel::mlp(const at::Tensor& x, int layer) {
-  const std::string L = "layers." + std::to_string(layer) + ".mlp.";
+at::Tensor StageModel::mlp(const at::Tensor& x, const Block& b) {
   at::Tensor xin = copyToTensorParallel(x, tpGroup_, timeout_);
-  at::Tensor hidden = at::gelu(at::linear(xin, p(L + "fc1.weight"), p(L + "fc1.bias")));
-  at::Tensor partial = at::linear(hidden, p(L + "fc2.weight"));
-  return reduceFromTensorParallel(partial, tpGroup_, timeout_) + p(L + "fc2.bias");
+  at::Tensor hidden = at::gelu(at::linear(xin, p(b.fc1w), p(b.fc1b)));
+  at::Tensor partial = at::linear(hidden, p(b.fc2w));
+  return reduceFromTensorParallel(partial, tpGroup_, timeout_) + p(b.fc2b);
 }
 
-at::Tensor StageModel::block(const at::Tensor& x, int layer) {
-  const std::string L = "layers." + std::to_string(layer) + ".";
+at::Tensor StageModel::block(const at::Tensor& x, const Block& b) {
   const int64_t h = module_.hidden;
-  at::Tensor a = at::layer_norm(x, {h}, p(L + "ln1.weight"), p(L + "ln1.bias"), 1e-5);
-  at::Tensor y = x + attention(a, layer);
-  at::Tensor m = at::layer_norm(y, {h}, p(L + "ln2.weight"), p(L + "ln2.bias"), 1e-5);
-  return y + mlp(m, layer);
+  at::Tensor a = at::layer_norm(x, {h}, p(b.ln1w), p(b.ln1b), 1e-5);
+  at::Tensor y = x + attention(a, b);
+  at::Tensor m = at::layer_norm(y, {h}, p(b.ln2w), p(b.ln2b), 1e-5);
+  return y + mlp(m, b);
 }
 
 at::Tensor StageModel::embed(const StageInput& in) {
@@ -175,8 +185,7 @@ at::Tensor StageModel::head(const at::Tensor& x, const at::Tensor& tokens) {
 
 at::Tensor StageModel::forward(const StageInput& in) {
   at::Tensor x = isFirst() ? embed(in) : in.hidden;
-  const int first = module_.firstLayerOfStage(stage_);
-  for (int l = first; l < first + module_.layersOfStage(stage_); ++l) x = block(x, l);
+  for (const Block& b : blocks_) x = block(x, b);
   return isLast() ? head(x, in.tokens) : x;
 }
 

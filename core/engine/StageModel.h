@@ -57,13 +57,22 @@ class StageModel {
   at::Tensor forward(const StageInput& in);
 
  private:
+  // Positions in params_ of one transformer block's parameters, resolved once at construction
+  // so that a forward does no name building or lookup per parameter.
+  struct Block {
+    size_t ln1w, ln1b, qw, qb, kw, kb, vw, vb, ow, ob, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
+  };
   at::Tensor& p(const std::string& suffix);
+  at::Tensor& p(size_t position) { return params_[position].value; }
+  size_t position(const std::string& suffix) const;
   void addParam(const std::string& suffix, std::vector<int64_t> fullShape, int kind,
                 int partitionDim);
   void addBlock(int layer);
-  at::Tensor block(const at::Tensor& x, int layer);
-  at::Tensor attention(const at::Tensor& x, int layer);
-  at::Tensor mlp(const at::Tensor& x, int layer);
+  at::Tensor block(const at::Tensor& x, const Block& b);
+  at::Tensor attention(const at::Tensor& x, const Block& b);
+  at::Tensor mlp(const at::Tensor& x, const Block& b);
+  // The llm's causal mask [S, S] (true above the diagonal), built once per S and only read.
+  const at::Tensor& causalMask(int64_t S, const at::Device& device);
   at::Tensor embed(const StageInput& in);
   at::Tensor head(const at::Tensor& x, const at::Tensor& tokens);
 
@@ -80,6 +89,8 @@ class StageModel {
   int seqLen_ = 0;  // llm: sum of encoder patches + textLen
   std::vector<Param> params_;
   std::map<std::string, size_t> index_;  // suffix -> params_ position
+  std::vector<Block> blocks_;            // this stage's blocks, first layer first
+  at::Tensor causalMask_;
 };
 
 }  // namespace stagescope::engine

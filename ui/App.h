@@ -279,6 +279,7 @@ class App {
   void inspectCollective(int64_t index);
 
   void loadSettings();
+  bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced
   void addRecent(const std::string& path);
   void handleKeys();
 
@@ -363,6 +364,12 @@ std::string hex64(uint64_t v);
 
 // Settings file location: $XDG_CONFIG_HOME/stagescope or ~/.config/stagescope.
 std::string configDir();
+// Why the viewer's own settings file `path` (viewer.ini, imgui.ini) may not be read and
+// replaced ("" when it may: missing, or a regular file of at most kMaxSettingsBytes).  A FIFO
+// would block the viewer on open, a device such as /dev/zero would never end, and a symbolic
+// link or another kind of file is not the viewer's to replace (README "Output files").
+constexpr uintmax_t kMaxSettingsBytes = 1 << 20;
+std::string settingsFileProblem(const std::string& path);
 
 // Transfers recorded by one action (indices into RunModel::transfers).
 std::vector<int64_t> transfersOfAction(const storage::RunModel& model, int rank, int64_t action);

@@ -26,6 +26,20 @@ std::string configDir() {
   return (base / "stagescope").string();
 }
 
+std::string settingsFileProblem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || st.type() == fs::file_type::not_found) return "";
+  if (st.type() == fs::file_type::symlink) return "is a symbolic link";
+  if (st.type() != fs::file_type::regular) return "is not a regular file";
+  const uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxSettingsBytes)
+    return "holds " + std::to_string(size) + " bytes, more than a settings file (" +
+           std::to_string(kMaxSettingsBytes) + ")";
+  return "";
+}
+
 namespace {
 
 // A setting's number: the whole text a finite number within [lo, hi].
@@ -46,6 +60,14 @@ std::optional<double> settingNumber(const std::string& text, double lo, double h
 // viewer may have written them).
 void App::loadSettings() {
   const std::string file = (std::filesystem::path(configDir()) / "viewer.ini").string();
+  if (const std::string problem = settingsFileProblem(file); !problem.empty()) {
+    std::fprintf(stderr, "%s\n",
+                 events::printableLine("viewer: " + file + ": " + problem +
+                                       "; the default settings are used and not saved")
+                     .c_str());
+    settingsUnsaved_ = true;
+    return;
+  }
   std::ifstream in(file);
   std::string line;
   auto bad = [&](const std::string& k, const std::string& v, const std::string& expected) {
@@ -105,6 +127,7 @@ void App::loadSettings() {
 // touched). A failed save is silent: settings are a convenience, never worth an error.
 void App::saveSettings() const {
   namespace fs = std::filesystem;
+  if (settingsUnsaved_) return;  // viewer.ini is not the viewer's to replace (loadSettings)
   std::error_code ec;
   fs::create_directories(configDir(), ec);
   const fs::path path = fs::path(configDir()) / "viewer.ini";

@@ -188,7 +188,16 @@ int runViewer(const ViewerOptions& options) {
   std::filesystem::create_directories(configDir(), ec);
   static std::string iniPath;
   iniPath = (std::filesystem::path(configDir()) / "imgui.ini").string();
-  io.IniFilename = iniPath.c_str();
+  // ImGui reads and rewrites imgui.ini with plain fopen: only a regular file of its own.
+  if (const std::string problem = settingsFileProblem(iniPath); problem.empty()) {
+    io.IniFilename = iniPath.c_str();
+  } else {
+    io.IniFilename = nullptr;
+    std::fprintf(stderr, "%s\n",
+                 events::printableLine("viewer: " + iniPath + ": " + problem +
+                                       "; the window layout is neither read nor saved")
+                     .c_str());
+  }
   theme::apply(io);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");

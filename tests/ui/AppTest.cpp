@@ -2,12 +2,15 @@
 // frame as runViewer drives it: the script runner, then App::frame.  Proves that loading the
 // main run and a compare run given at launch is deterministic: the compare run is always
 // aligned with the main run, and no script command ever finds "no run is open".
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -419,6 +422,51 @@ TEST(AppSettings, AFullDiskKeepsTheEarlierSettings) {
   app.saveSettings();
   App again;
   EXPECT_EQ(again.state().rowHeight, 40.0f);
+}
+
+// viewer.ini that is not a regular file: a FIFO blocked the viewer in open() until something
+// wrote to it (and saving renamed a file over it); a link (here to /dev/zero) was followed and
+// read without end.  Each is left as it is, with one line naming it, and the defaults used.
+TEST(AppSettings, AFileThatIsNotRegularIsNeitherReadNorReplaced) {
+  Fixture fx;
+  HeadlessImGui gui;
+  const fs::path dir = fx.dir / "config" / "stagescope";
+  fs::create_directories(dir);
+  const fs::path ini = dir / "viewer.ini";
+  ASSERT_EQ(::mkfifo(ini.c_str(), 0600), 0);
+  // Stands in for a writer after 5 s: opening the write end without blocking succeeds only
+  // while a reader waits in open(), which the viewer must never do.
+  std::atomic<bool> constructed{false}, readerWaited{false};
+  std::thread unblock([&] {
+    for (int i = 0; i < 50 && !constructed; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const int fd = ::open(ini.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) {
+      readerWaited = true;
+      ::close(fd);
+    }
+  });
+  ::testing::internal::CaptureStderr();
+  {
+    App app;
+    constructed = true;
+    unblock.join();
+    EXPECT_EQ(app.state().rowHeight, ViewerState().rowHeight);
+  }  // ~App saves the settings
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(readerWaited) << "the viewer waited in open() on a FIFO";
+  EXPECT_NE(err.find("viewer.ini: is not a regular file"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(ini))) << "the FIFO was replaced";
+
+  fs::remove(ini);
+  fs::create_symlink("/dev/zero", ini);
+  ::testing::internal::CaptureStderr();
+  { App app; }
+  const std::string linkErr = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(linkErr.find("viewer.ini: is a symbolic link"), std::string::npos) << linkErr;
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(ini))) << "the link was replaced";
+  EXPECT_EQ(fs::read_symlink(ini), "/dev/zero");
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ CLI::App* addRunCommand(CLI::App& cli, RunOptions& run) {
                      "is delay, drop, corrupt, shape, nan, inf or kill)");
   runCmd->add_option("-o,--out", run.out, "run file (default runs/<config>-<time>.db)")
       ->check(pathValidator());
-  runCmd->add_option("--record", run.record, "recording level: off, meta, stats, full");
+  runCmd->add_option("--record", run.record, "recording level: off, meta, stats, full")
+      ->check(nonEmptyValidator());
   runCmd->add_flag("--reference", run.reference, "also record the single-process reference");
   runCmd->add_flag("--check", run.check, "check the run file afterwards; exit with its code");
   runCmd->add_option("--repeat", run.repeat, "run N times and require bitwise-identical runs")
@@ -58,12 +59,23 @@ const CLI::Validator& toleranceValidator() {
   static const CLI::Validator v(
       [](std::string& text) -> std::string {
         double x = 0;
-        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x) || x < 0) {
+        // Decimal only: lexical_cast also reads hexadecimal ("0x10" as 16).
+        const bool hex = text.find_first_of("xX") != std::string::npos;
+        if (hex || !CLI::detail::lexical_cast(text, x) || !std::isfinite(x) || x < 0) {
           return "expected a finite number >= 0, got '" + text + "'";
         }
         return "";
       },
       "TOL>=0");
+  return v;
+}
+
+const CLI::Validator& nonEmptyValidator() {
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        return text.empty() ? std::string("expected a value, got an empty string") : std::string();
+      },
+      "");
   return v;
 }
 

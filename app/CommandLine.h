@@ -27,6 +27,9 @@ CLI::App* addWorkerCommand(CLI::App& cli, WorkerOptions& worker);
 const CLI::Validator& toleranceValidator();
 // A path option given as an empty string would silently mean "the default" or "the cwd".
 const CLI::Validator& pathValidator();
+// Refuses an empty value: an option given as '' (an unset shell variable) is a mistake, never
+// the same as leaving the option out (`check RUN --against ''` checked RUN alone and passed).
+const CLI::Validator& nonEmptyValidator();
 
 // Parses argv into `cli`.  Returns the exit code when the process is done (help or --version
 // printed: 0; an unknown command or a usage error printed as one `error:` line and a

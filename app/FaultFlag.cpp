@@ -43,7 +43,8 @@ std::string number(const std::string& spec, const std::string& key, const std::s
       "] (at most 1 day)";
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0')
+  // Decimal only: strtod also reads hexadecimal ("0x10" as 16 seconds).
+  if (value.empty() || *end != '\0' || value.find_first_of("xX") != std::string::npos)
     bad(spec, key + " = '" + value + "': not a number; " + expected);
   if (!(v >= 0) || v > plan::limits::kMaxTimeoutSeconds)
     bad(spec, key + " = " + value + ": " + expected);

@@ -321,8 +321,10 @@ int cliMain(int argc, char** argv) {
   bool tolerant = false;
   auto* checkCmd = cli.add_subcommand("check", "check a run file; exit code per failure class");
   checkCmd->add_option("run", checkRun)->required();
-  checkCmd->add_option("--against", against, "another run that must be equal");
-  checkCmd->add_flag("--tolerant", tolerant, "with --against: equal within --tol, not bitwise");
+  auto* againstOpt = checkCmd->add_option("--against", against, "another run that must be equal")
+                         ->check(pathValidator());
+  checkCmd->add_flag("--tolerant", tolerant, "with --against: equal within --tol, not bitwise")
+      ->needs(againstOpt);
   checkCmd
       ->add_option("--tol", files.tolerance,
                    "relative L2 tolerance for the reference gradients and --tolerant "
@@ -358,16 +360,19 @@ int cliMain(int argc, char** argv) {
   mergeCmd->add_option("run", mergeRun)->required();
   mergeCmd->add_option("shards", mergeShards, "shard files (default: <run>.rank<N>.shard)");
   std::string mergeConfig;
-  mergeCmd->add_option("--config", mergeConfig,
-                       "create RUN from this config first if it does not exist (ranks started "
-                       "with `stagescope worker`, e.g. on several hosts)");
+  mergeCmd
+      ->add_option("--config", mergeConfig,
+                   "create RUN from this config first if it does not exist (ranks started "
+                   "with `stagescope worker`, e.g. on several hosts)")
+      ->check(pathValidator());
 
 #ifdef STAGESCOPE_HAVE_UI
   stagescope::ui::ViewerOptions viewer;
   auto* guiCmd = cli.add_subcommand("gui", "open the replay viewer on RUN [OTHER]");
   guiCmd->add_option("run", viewer.run);
   guiCmd->add_option("other", viewer.other);
-  guiCmd->add_option("--screenshot", viewer.screenshot, "write a PNG after the script");
+  guiCmd->add_option("--screenshot", viewer.screenshot, "write a PNG after the script")
+      ->check(pathValidator());
   guiCmd->add_option("--script", viewer.script, "a scripted command (repeatable; see below)");
   guiCmd->footer(stagescope::ui::scriptCommandHelp());
 #endif

@@ -423,6 +423,42 @@ class Loader {
     *out = std::move(bytes);
   }
 
+  // Bytes of one element of `dtype` as the recorders name dtypes (engine::dtypeName); 0 for a
+  // name this reader does not know, whose payloads it cannot measure.
+  static int64_t elementBytes(std::string_view dtype) {
+    if (dtype == "float64" || dtype == "int64") return 8;
+    if (dtype == "float32" || dtype == "int32") return 4;
+    if (dtype == "bfloat16" || dtype == "float16" || dtype == "int16") return 2;
+    if (dtype == "uint8" || dtype == "int8" || dtype == "bool") return 1;
+    return 0;
+  }
+  static std::string gradientRow(const events::GradientRecord& g) {
+    return "param " + std::string(std::string_view(g.param)) + " rank " + std::to_string(g.rank) +
+           " iteration " + std::to_string(g.iteration) + " microbatch " +
+           std::to_string(g.microbatch);
+  }
+  // A payload (level full) is the tensor's raw bytes (docs/run-file.md "Checksums"): exactly
+  // numel(shape) x the element size of `dtype`.  One of another length is a damaged file: the
+  // analyses would decode other values than were recorded, or none and judge the record by its
+  // checksum alone (compare called such a run IDENTICAL).  `row` names the record.
+  template <typename Dims>
+  void payloadLength(const char* table, const std::string& row, size_t got, const Dims& shape,
+                     std::string_view dtype) {
+    const int64_t element = elementBytes(dtype);
+    if (got == 0 || element == 0) return;  // no payload, or a dtype it cannot measure
+    int64_t want = element;
+    std::string dims;
+    for (int64_t d : shape) {
+      dims += (dims.empty() ? "" : ",") + std::to_string(d);
+      want = d < 0 || (d > 0 && want > std::numeric_limits<int64_t>::max() / d) ? -1 : want * d;
+      if (want < 0) break;
+    }
+    if (want == static_cast<int64_t>(got)) return;
+    bad(table, row + ": payload of " + std::to_string(got) + " bytes, expected " +
+                   (want < 0 ? std::string("a shape of fewer elements") : std::to_string(want)) +
+                   " (shape [" + dims + "] " + std::string(dtype) + ")");
+  }
+
   void readTransfers() {
     const std::string payload = opts_.payloads ? "payload" : "NULL";
     Stmt s = db_.prepare(
@@ -469,7 +505,14 @@ class Loader {
       readStats("transfers", s, 18, &t.hasStats, &t.stats);
       t.startNs = s.i64(25);
       t.endNs = s.i64(26);
-      if (opts_.payloads) readPayload(s, 27, &t.payload);
+      if (opts_.payloads) {
+        readPayload(s, 27, &t.payload);
+        const std::string row = "row id " + std::to_string(m_.transferIds.back());
+        payloadLength("transfers", row, t.payload.size(), t.shape, t.dtype);
+        if (!t.payload.empty() && static_cast<int64_t>(t.payload.size()) != t.bytes)
+          bad("transfers", row + ": payload of " + std::to_string(t.payload.size()) +
+                               " bytes, but bytes = " + std::to_string(t.bytes));
+      }
       m_.transfers.push_back(std::move(t));
       tick();
     }
@@ -813,7 +856,10 @@ class Loader {
       real("gradients", s, 14, &g.norm, m_.info.level >= events::RecordLevel::Stats);
       g.checksum = std::bit_cast<uint64_t>(s.i64(15));
       readStats("gradients", s, 16, &g.hasStats, &g.stats);
-      if (opts_.payloads) readPayload(s, 23, &g.payload);
+      if (opts_.payloads) {
+        readPayload(s, 23, &g.payload);
+        payloadLength("gradients", gradientRow(g), g.payload.size(), g.shape, g.dtype);
+      }
       // Format 1 kept the reference as rank -1 rows of `gradients`.
       if (g.phase == events::GradPhase::Reference)
         m_.referenceGradients.push_back(std::move(g));
@@ -910,7 +956,10 @@ class Loader {
       real("reference_gradients", s, 5, &g.norm);
       g.checksum = std::bit_cast<uint64_t>(s.i64(6));
       readStats("reference_gradients", s, 7, &g.hasStats, &g.stats);
-      if (opts_.payloads) readPayload(s, 14, &g.payload);
+      if (opts_.payloads) {
+        readPayload(s, 14, &g.payload);
+        payloadLength("reference_gradients", gradientRow(g), g.payload.size(), dims, g.dtype);
+      }
       m_.referenceGradients.push_back(std::move(g));
     }
   }
@@ -954,7 +1003,15 @@ class Loader {
       shape("inputs", "shape", s.text(5), &dims);
       in.shape = dims;
       in.dtype = s.text(6);
-      if (opts_.payloads) readPayload(s, 7, &in.payload);
+      if (opts_.payloads) {
+        readPayload(s, 7, &in.payload);
+        payloadLength("inputs",
+                      "rank " + std::to_string(in.rank) + " iteration " +
+                          std::to_string(in.iteration) + " microbatch " +
+                          std::to_string(in.microbatch) + " " +
+                          std::string(std::string_view(in.name)),
+                      in.payload.size(), dims, in.dtype);
+      }
       m_.inputs.push_back(std::move(in));
     }
   }

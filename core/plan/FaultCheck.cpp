@@ -38,12 +38,15 @@ std::vector<int> targets(const FaultConfig& f, const RunConfig& c, const Plan& p
   return ranks;
 }
 
-// `module`: only that module's actions ("" = any).
+// `module`: only that module's actions ("" = any).  `batchRows`: only a message a `shape`
+// fault can change, one of more than one batch row (the fault sends one row less:
+// engine/Faults.cpp; of a single row there is nothing to take away).
 bool sends(const RankPlan& rp, events::Direction direction, int microbatch,
-           const std::string& module = "") {
+           const std::string& module = "", bool batchRows = false) {
   for (const Action& a : rp.actions) {
     if (!module.empty() && a.module != module) continue;
     for (const Message& msg : a.messages) {
+      if (batchRows && (msg.shape.size() < 2 || msg.shape[1] <= 1)) continue;
       if (msg.side == events::Side::Send && msg.direction == direction &&
           msg.microbatch == microbatch) {
         return true;
@@ -104,14 +107,27 @@ void checkFaultsCanFire(const RunConfig& config, const Plan& plan) {
           (f.kind == "kill"
                ? computes(rp, gradient, f.microbatch, module)
                : sends(rp, gradient ? events::Direction::Gradient : events::Direction::Activation,
-                       f.microbatch, module));
+                       f.microbatch, module, f.kind == "shape"));
     }
     if (fires) continue;
+    const auto dir = gradient ? events::Direction::Gradient : events::Direction::Activation;
+    if (f.kind == "shape") {
+      bool sendsAny = false;
+      for (int r : ranks) {
+        if (r >= 0 && r < static_cast<int>(plan.ranks.size()))
+          sendsAny = sendsAny || sends(plan.ranks[static_cast<size_t>(r)], dir, f.microbatch,
+                                       f.rank >= 0 ? "" : f.module);
+      }
+      if (sendsAny) {
+        never(who + " sends its " + f.direction + " of microbatch " + std::to_string(f.microbatch) +
+              " with a batch of 1 row, and a shape fault sends one row less (expected "
+              "micro_batch_size >= 2)");
+      }
+    }
     if (f.kind == "kill") {
       never(who + " computes no " + (gradient ? "backward" : "forward") + " of microbatch " +
             std::to_string(f.microbatch));
     }
-    const auto dir = gradient ? events::Direction::Gradient : events::Direction::Activation;
     never(who + " sends no " + f.direction +
           " (those that do: " + sendersHint(plan, dir, f.microbatch) + ")");
   }

@@ -99,7 +99,13 @@ const Fixtures& fixtures() {
       }
       const CliResult r = runCliWith(kFixtureExe, {"run", f["cfg"], "-o", run.string(), "-q"});
       if (r.exitCode != 0) throw std::runtime_error("fixture run failed: " + r.output);
+      // The same run at level full with the reference: payloads in every table that has them.
+      const CliResult full =
+          runCliWith(kFixtureExe, {"run", f["cfg"], "-o", (dir / "full.db").string(), "-q",
+                                   "--record", "full", "--reference"});
+      if (full.exitCode != 0) throw std::runtime_error("fixture run failed: " + full.output);
     }
+    f["full"] = (dir / "full.db").string();
     const std::string bytes = readAll(run);
     auto add = [&](const std::string& name, auto make) {
       const fs::path p = dir / (name + ".db");
@@ -206,6 +212,25 @@ const Fixtures& fixtures() {
     for (const auto& [name, statement] : mutations) {
       add("sql_" + name, [&](const fs::path& p) {
         fs::copy_file(run, p, fs::copy_options::overwrite_existing);
+        sql(p, statement);
+      });
+    }
+    // Payloads of another length than their tensor's (numel x dtype size): each read refuses
+    // the file, where check and compare decoded other values, or none and judged the record
+    // by its checksum alone (compare: IDENTICAL).
+    const std::map<std::string, std::string> fullMutations = {
+        {"payload_short", "UPDATE transfers SET payload = x'0102'"},
+        {"payload_odd", "UPDATE transfers SET payload = substr(payload, 1, length(payload) - 1)"},
+        {"payload_text", "UPDATE transfers SET payload = 'hello'"},
+        {"payload_bytes", "UPDATE transfers SET bytes = bytes + 1"},
+        {"payload_shape", "UPDATE transfers SET shape = '2,1,4'"},
+        {"gradient_payload", "UPDATE gradients SET payload = x'01'"},
+        {"reference_payload", "UPDATE reference_gradients SET payload = payload || payload"},
+        {"inputs_payload", "UPDATE inputs SET payload = x'00'"},
+    };
+    for (const auto& [name, statement] : fullMutations) {
+      add("full_" + name, [&](const fs::path& p) {
+        fs::copy_file(f["full"], p, fs::copy_options::overwrite_existing);
         sql(p, statement);
       });
     }

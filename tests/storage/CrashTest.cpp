@@ -112,7 +112,7 @@ TEST(Crash, WriterKilledByParentMidStream) {
   const RunModel m = loadRun(run, opts);
   expectPrefix(m, static_cast<size_t>(durable));
   EXPECT_GE(m.transfers.size(), static_cast<size_t>(durable));
-  for (const auto& t : m.transfers) ASSERT_EQ(t.payload.size(), 5u);
+  for (const auto& t : m.transfers) ASSERT_EQ(t.payload.size(), 1024u);
 }
 
 TEST(Crash, FlushAfterWriterFailureThrows) {

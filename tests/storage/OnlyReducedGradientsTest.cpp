@@ -40,6 +40,8 @@ std::string writeGradients(const TempDir& dir, int n) {
     g.microbatch = g.phase == events::GradPhase::Accumulated ? static_cast<int32_t>(rng() % 3) : -1;
     g.dp = static_cast<int32_t>(rng() % 2);
     g.checksum = static_cast<uint64_t>(i) + 1;
+    g.shape = {2, 1};  // two float32 values
+    g.fullShape = {32, 1};
     g.payload = std::vector<uint8_t>(8, static_cast<uint8_t>(i));
     w->gradient(g);
   }

@@ -33,6 +33,8 @@ std::string makeRun(const TempDir& dir, int perRank) {
       g.microbatch = i % 5;
       g.param = "llm.layers." + std::to_string(i % 11) + ".w";
       g.checksum = static_cast<uint64_t>(rank * perRank + i + 1);
+      g.shape = {i % 4, 1};  // payloads of 0 to 3 float32 values
+      g.fullShape = {32, 1};
       g.payload = std::vector<uint8_t>(static_cast<size_t>(i % 4) * 4, static_cast<uint8_t>(i));
       w->gradient(g);
     }

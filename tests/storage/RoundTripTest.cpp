@@ -272,7 +272,8 @@ TEST(RoundTrip, PayloadsAreNotLoadedUnlessAsked) {
   const RunModel m = loadRun(run);
   ASSERT_EQ(m.transfers.size(), 1u);
   EXPECT_TRUE(m.transfers[0].payload.empty());
-  EXPECT_EQ(loadTransferPayload(run, m.transferIds[0]), (std::vector<uint8_t>{1, 2, 3, 0, 255}));
+  EXPECT_EQ(loadTransferPayload(run, m.transferIds[0]),
+            sampleTransfer(events::Side::Send, 0, 1, 0, 0).payload);
   EXPECT_TRUE(loadTransferPayload(run, 999).empty());
 }
 

@@ -108,7 +108,11 @@ events::TransferRecord sampleTransfer(events::Side side, int src, int dst, int i
   t.stats = {-1.5, 2.5, 0.25, 7.0, 1, 2, 256};
   t.startNs = 100 + microbatch;
   t.endNs = 200 + microbatch;
+  // The tensor's 4*2*32 float32 values' bytes (a payload holds exactly numel x 4 bytes):
+  // 1, 2, 3, 0, 255, then 0, 1, 2, ...
   t.payload = {1, 2, 3, 0, 255};
+  for (size_t i = t.payload.size(); i < static_cast<size_t>(t.bytes); ++i)
+    t.payload.push_back(static_cast<uint8_t>(i));
   return t;
 }
 
@@ -132,7 +136,7 @@ events::GradientRecord sampleGradient(int rank, int iteration) {
   g.checksum = 0x8000000000000001ULL;
   g.hasStats = true;
   g.stats = {-0.5, 0.5, 0.0, 3.25, 0, 0, 512};
-  g.payload = std::vector<uint8_t>(64, 7);
+  g.payload = std::vector<uint8_t>(16 * 32 * 4, 7);  // the shard's float32 bytes
   return g;
 }
 

@@ -188,6 +188,35 @@ void checkShardArgument(const std::string& shard, const std::string& run) {
                      ": not a stagescope shard; expected a file written by `stagescope worker`");
 }
 
+// Into an existing run file, a shard whose `run` row names another run id or config hash is
+// refused before anything is written: it would merge nothing, and the run, found with a shard
+// "not merged", was re-judged from `completed` to `failed` (storage::mergeShards records such
+// a shard 'refused' when it merges into a run file it creates).  A shard that cannot be read
+// here, or names no run, is left to the merge to judge.
+void refuseShardsOfAnotherRun(const std::string& run, const events::RunInfo& info,
+                              const std::vector<std::string>& shards) {
+  if (info.runId.empty() || info.configHash.empty()) return;
+  for (const auto& shard : shards) {
+    std::optional<events::RunInfo> of;
+    try {
+      of = storage::readShardRunInfo(shard);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (!of || of->runId.empty() || of->configHash.empty()) continue;
+    std::string why;
+    if (of->runId != info.runId)
+      why = "run id '" + of->runId + "' differs from the run file's '" + info.runId +
+            "' (a shard of another run)";
+    else if (of->configHash != info.configHash)
+      why = "config hash " + of->configHash + " differs from the run file's " + info.configHash +
+            " (the rank ran another config)";
+    if (!why.empty())
+      throw UsageError("merge: shard " + shard + ": " + why + "; " + run +
+                       " is left as it was (move the shard away, or merge it into its own run)");
+  }
+}
+
 }  // namespace
 
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
@@ -212,6 +241,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     { const storage::Db recovered = storage::openStagescopeFile(run, /*writable=*/true); }
     const storage::RunModel existing = storage::loadRun(run);
     if (!isCapturedRun(existing)) (void)plan::parseConfig(existing.info.configText, run);
+    refuseShardsOfAnotherRun(run, existing.info, inputs);
   }
   if (create) createRunFileFor(config, run, runIdOfShards(inputs));
   storage::MergeResult result;

@@ -155,6 +155,9 @@ struct FrameProbes {
   };
   std::vector<OverviewRow> overviewRows;
   int overviewIterationLines = 0;
+  // Full-height iteration lines drawn across the timeline's rows this frame
+  // (ui/IterationLines.h: none once they are closer than a few pixels).
+  int timelineIterationLines = 0;
   // Captured collectives (CollectiveLayer.cpp): each member's bar, and the band tying an
   // instance's members together (a vertical line from `from` to `to`).
   struct CollectiveBar {

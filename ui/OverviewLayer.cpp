@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/IterationLines.h"
 
 namespace stagescope::ui {
 
@@ -55,12 +56,18 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
     }
   }
   const double span = static_cast<double>(o.endNs - o.startNs + 1);
-  for (int64_t start : o.iterationStartNs) {
-    if (start == INT64_MAX) continue;
-    const float x = area0.x + static_cast<float>((static_cast<double>(start - o.startNs)) / span) *
-                                  (area1.x - area0.x);
-    dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 90), 1.0f);
-    ++probes_.overviewIterationLines;
+  const size_t iterations =
+      static_cast<size_t>(std::count_if(o.iterationStartNs.begin(), o.iterationStartNs.end(),
+                                        [](int64_t start) { return start != INT64_MAX; }));
+  if (drawsIterationLines(iterations, area1.x - area0.x)) {  // ui/IterationLines.h
+    for (int64_t start : o.iterationStartNs) {
+      if (start == INT64_MAX) continue;
+      const float x =
+          area0.x +
+          static_cast<float>((static_cast<double>(start - o.startNs)) / span) * (area1.x - area0.x);
+      dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 90), 1.0f);
+      ++probes_.overviewIterationLines;
+    }
   }
   char title[160];
   std::snprintf(title, sizeof title,

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/IterationLines.h"
 
 namespace stagescope::ui {
 namespace {
@@ -349,12 +350,19 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     }
   }
 
-  // Iteration markers: where each iteration's first action begins.
+  // Iteration markers: where each iteration's first action begins, while they are far enough
+  // apart to tell from the rows' shading (ui/IterationLines.h).
+  std::vector<float> iterationXs;
   for (size_t it = 0; it < run->iterationStartNs.size(); ++it) {
     if (run->iterationStartNs[it] == INT64_MAX) continue;
     const float x = xOf(static_cast<double>(run->iterationStartNs[it]));
-    if (x < area0.x || x > area1.x) continue;
-    dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 70), 1.5f);
+    if (x >= area0.x && x <= area1.x) iterationXs.push_back(x);
+  }
+  probes_.timelineIterationLines = 0;
+  if (drawsIterationLines(iterationXs.size(), area1.x - area0.x)) {
+    for (const float x : iterationXs)
+      dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 70), 1.5f);
+    probes_.timelineIterationLines = static_cast<int>(iterationXs.size());
   }
 
   // Items.

@@ -214,6 +214,38 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 // NaN/Inf sentence in the banner, no fate in the grid map or on the timeline, and the panels
 // that need the details say so.  holdDetails pins that state however fast the load is.
 // Released, the details are merged and the verdicts are those of the whole run.
+// Zoomed out over more iterations than the rows have pixels for (4 px each), neither the
+// loading overview nor the timeline draws a line per iteration (they washed the rows' bubbles
+// into one grey haze); zoomed in, the timeline draws one per iteration in view again.
+TEST(AppTimeline, IterationLinesGiveWayWhenTooDenseAndReturnZoomedIn) {
+  Fixture fx;
+  HeadlessImGui gui;
+  SyntheticSpec spec = defaultSyntheticSpec();
+  spec.iterations = 400;  // ~1,200 px of rows: 3 px an iteration
+  spec.gradients = false;
+  const storage::RunModel m = makeSyntheticRun(spec);
+  const std::string dense = (fx.dir / "dense.db").string();
+  storage::writeRunFile(m, dense);
+  {
+    App app;
+    app.holdLoads(true);
+    app.open(dense);
+    for (int i = 0; i < 3; ++i) gui.frame(app);
+    ASSERT_TRUE(app.overviewShown());
+    EXPECT_EQ(app.probes().overviewIterationLines, 0);
+  }
+  App app;
+  app.open(dense);
+  ASSERT_EQ(runScript(gui, app, {"zoom-fit", "frames 2"}), "");
+  ASSERT_NE(app.run(), nullptr);
+  EXPECT_EQ(app.probes().timelineIterationLines, 0);
+  // The first ~1/40 of the run: about 10 iterations across the rows.
+  const double spanMs = static_cast<double>(m.maxTimeNs - m.minTimeNs) / 1e6;
+  ASSERT_EQ(runScript(gui, app, {"zoom 0 " + std::to_string(spanMs / 40), "frames 2"}), "");
+  EXPECT_GE(app.probes().timelineIterationLines, 5);
+  EXPECT_LE(app.probes().timelineIterationLines, 20);
+}
+
 TEST(AppLaunch, NoVerdictIsShownBeforeTheDetailsAreIn) {
   Fixture fx;
   HeadlessImGui gui;

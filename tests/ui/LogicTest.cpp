@@ -11,6 +11,7 @@
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/RecordFilter.h"
 #include "ui/FindFilter.h"
+#include "ui/IterationLines.h"
 #include "ui/LoadedRun.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
@@ -222,6 +223,18 @@ TEST(TimeIndex, BusyPerColumnIsTheOverlapOfEachPixelColumn) {
   EXPECT_EQ(busyBefore(cols, 5), 5);
   EXPECT_EQ(busyBefore(cols, 12), 10);
   EXPECT_EQ(busyBefore(cols, t + 100), cols.busyPrefixNs.back());
+}
+
+// Iteration lines are drawn while the iterations in view are at least 4 px apart on average:
+// 186 iterations (a 10^6-event run) across 1,400 px keep theirs, 1,860 (10^7) do not.
+TEST(IterationLines, DrawnOnlyWhileTheyAreFarEnoughApart) {
+  EXPECT_TRUE(drawsIterationLines(0, 1400));
+  EXPECT_TRUE(drawsIterationLines(1, 2));
+  EXPECT_TRUE(drawsIterationLines(186, 1400));
+  EXPECT_FALSE(drawsIterationLines(1860, 1400));
+  EXPECT_TRUE(drawsIterationLines(100, 400));   // exactly 4 px apart
+  EXPECT_FALSE(drawsIterationLines(101, 400));  // closer
+  EXPECT_FALSE(drawsIterationLines(2, 0));      // no room at all
 }
 
 TEST(RankRows, GroupedByModuleThenGrid) {

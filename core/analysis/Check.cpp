@@ -1,4 +1,5 @@
 #include "core/analysis/Check.h"
+#include "core/analysis/Replicas.h"
 
 #include <algorithm>
 #include <chrono>
@@ -225,6 +226,48 @@ void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult&
   if (c.run.info.level < events::RecordLevel::Stats) {
     checksum.status = CheckStatus::Skipped;
     checksum.summary = "skipped: recording level below stats carries no checksums";
+  }
+}
+
+// ---- checksum_mismatch, second part: replicated copies ----------------------------------------
+// Copies that must be equal (Replicas.h): each DP/TP copy of a reduced gradient, initial
+// parameter or parameter after the step, and each TP copy of a loss, against the first copy --
+// the one reference_gradient and compare judge.  Corrupted data like a message whose two sides
+// disagree, so it is the same class.
+void checkReplicas(Ctx& c, CheckResult& r) {
+  const ReplicaReport rep = compareReplicas(c.run);
+  const bool wasSkipped = r.status == CheckStatus::Skipped;
+  for (const auto& m : rep.mismatches) {
+    Finding f;
+    if (m.loss) {
+      const auto& a = c.run.losses[static_cast<size_t>(m.first)];
+      const auto& b = c.run.losses[static_cast<size_t>(m.other)];
+      f.rank = b.rank;
+      f.peerRank = a.rank;
+      f.iteration = b.iteration;
+      f.microbatch = b.microbatch;
+      f.tensor = "loss";
+    } else {
+      const auto& a = c.run.gradients[static_cast<size_t>(m.first)];
+      const auto& b = c.run.gradients[static_cast<size_t>(m.other)];
+      f.rank = b.rank;
+      f.peerRank = a.rank;
+      f.iteration = b.iteration;
+      f.tensor = b.param.str();
+    }
+    f.message = describe(c.run, m);
+    add(r, c.opts, f);
+  }
+  if (rep.copies == 0) return;  // nothing replicated: the messages' summary stands
+  std::string part = std::to_string(rep.copies) + " replica copies of " +
+                     std::to_string(rep.groups) +
+                     " gradients, parameters and losses compared exactly with their first copy";
+  if (rep.unjudged) part += " (" + std::to_string(rep.unjudged) + " without checksum or values)";
+  if (wasSkipped) {
+    if (rep.mismatches.empty()) r.status = CheckStatus::Passed;
+    r.summary = part + "; messages " + r.summary;
+  } else {
+    r.summary += "; " + part;
   }
 }
 
@@ -782,6 +825,7 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
     if (any) {
       auto s = std::chrono::steady_clock::now();
       checkPairs(c, unmatched, shape, checksum);
+      if (enabled(opts, checksum.name)) checkReplicas(c, checksum);
       double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
       for (CheckResult* r : {&unmatched, &shape, &checksum}) {
         r->seconds = sec / 3;

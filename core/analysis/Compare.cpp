@@ -1,4 +1,5 @@
 #include "core/analysis/Compare.h"
+#include "core/analysis/Replicas.h"
 
 #include <algorithm>
 #include <array>
@@ -354,6 +355,13 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     for (size_t i = 0; i < c.missing.size() && i < 4; ++i) why << (i ? "; " : "") << c.missing[i];
     if (c.missing.size() > 4) why << "; ... " << c.missing.size() - 4 << " more";
     if (c.first) why << ". Among what both recorded, the first divergence: " << c.firstText;
+  } else if (al.differ == 0 && (!c.replicasA.empty() || !c.replicasB.empty())) {
+    // Each aligned item was judged on one copy; another copy of a tensor or loss in one run
+    // differs from it (Replicas.h), so that run differs from the other there.
+    c.verdict = Verdict::Diverged;
+    const bool inA = !c.replicasA.empty();
+    why << "the copies of one tensor or loss in run " << (inA ? opts.labelA : opts.labelB)
+        << " disagree, first: " << (inA ? c.replicasA : c.replicasB).front();
   } else if (al.differ > 0) {
     c.verdict = Verdict::Diverged;
     why << al.differ << " of " << compared << " aligned items differ beyond the tolerance; first "
@@ -394,6 +402,8 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   fillGradients(opts, c);
   fillTransfers(a, b, c);
   c.schedule = compareSchedules(a, b);
+  for (const auto& m : compareReplicas(a).mismatches) c.replicasA.push_back(describe(a, m));
+  for (const auto& m : compareReplicas(b).mismatches) c.replicasB.push_back(describe(b, m));
   decideVerdict(a, b, opts, c);
   return c;
 }

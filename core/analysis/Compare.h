@@ -6,7 +6,8 @@
 //               aligned records the other lacks (a record filter, a killed rank), or nothing
 //               could be compared: never IDENTICAL/EQUAL; the reason lists what is missing
 //   DIVERGED    an aligned item differs beyond the tolerance rule (Tolerance.h), or the runs do
-//               not train on the same global batch; the causally first divergence is named
+//               not train on the same global batch, or the copies of one tensor or loss within
+//               a run disagree (Replicas.h); the causally first divergence is named
 //   EQUAL WITHIN TOLERANCE  every compared item is identical or within the rule
 //   IDENTICAL   every compared item is bitwise identical (values or checksums)
 #pragma once
@@ -99,7 +100,10 @@ struct Comparison {
   std::string toleranceRule;  // ToleranceRule::describe()
   RunCoverage coverageA, coverageB;
   std::vector<std::string> missing;  // INCOMPLETE: what is missing, one line each
-  Alignment alignment;               // every aligned item, in causal order
+  // Copies of one tensor or loss within a run that differ (Replicas.h), one sentence each:
+  // aligned items are judged on one copy, so these make the verdict DIVERGED.
+  std::vector<std::string> replicasA, replicasB;
+  Alignment alignment;  // every aligned item, in causal order
   // The causally first divergence (any kind: message, loss, gradient), as every consumer names
   // it; also what the viewer shows.
   std::optional<AlignedItem> first;

@@ -19,6 +19,7 @@
 #include "app/report/CompareReport.h"
 #include "core/analysis/Compare.h"
 #include "core/analysis/NonFinite.h"
+#include "core/events/Checksum.h"
 #include "storage/RunReader.h"
 #include "tests/debug/DebugUtil.h"
 #include "tests/engine/RunHarness.h"
@@ -31,8 +32,8 @@ namespace {
 
 struct Corpus {
   std::string tp2, pp2, killed, filtered, nan, nanTp, swapped, scaled, corrupted;
-  std::string steppedWrong;
-  std::string swappedParam, scaledParam, steppedParam;
+  std::string steppedWrong, driftedReplica, lossCopy;
+  std::string swappedParam, scaledParam, steppedParam, driftedParam;
 };
 
 void exec(sqlite3* db, const std::string& sql) {
@@ -184,6 +185,48 @@ void plantCorruptedMessage(const std::string& path) {
   sqlite3_close(db);
 }
 
+// The second TP rank's copy of one replicated reduced gradient (a layer norm's; iteration 0)
+// drifted by one part in 2^20 of its first element, checksum recomputed: as a replica whose
+// all-reduce handed it other bytes would record it.  Far inside the reference's tolerance, and
+// the copy reference_gradient and compare read (the first) is untouched.
+void plantDriftedReplica(const std::string& path, std::string* param) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string where =
+      " FROM gradients WHERE phase='reduced' AND iteration=0 AND partition_dim < 0 AND tp=1 AND "
+      "param LIKE 'llm.%ln1.weight' ORDER BY param LIMIT 1";
+  *param = scalarText(db, "SELECT param" + where);
+  ASSERT_FALSE(param->empty());
+  const std::string id = scalarText(db, "SELECT id" + where);
+  auto values = floatsOf(db, "SELECT payload" + where);
+  ASSERT_FALSE(values.empty());
+  values[0] *= 1.0f + std::ldexp(1.0f, -20);
+  const uint64_t sum = events::checksumBytes(values.data(), values.size() * 4);
+  sqlite3_stmt* up = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE gradients SET payload=?, checksum=? WHERE id=?", -1, &up,
+                               nullptr),
+            SQLITE_OK);
+  sqlite3_bind_blob(up, 1, values.data(), static_cast<int>(values.size() * 4), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(up, 2, static_cast<int64_t>(sum));
+  sqlite3_bind_int64(up, 3, std::stoll(id));
+  ASSERT_EQ(sqlite3_step(up), SQLITE_DONE);
+  sqlite3_finalize(up);
+  sqlite3_close(db);
+}
+
+// The second TP rank's copy of one microbatch loss (iteration 1, microbatch 2) differs from the
+// first's in its last bits.
+void plantLossCopy(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string where =
+      " WHERE iteration=1 AND microbatch=2 AND rank=(SELECT max(rank) FROM "
+      "losses WHERE iteration=1 AND microbatch=2)";
+  ASSERT_EQ(scalarText(db, "SELECT count(*) FROM losses WHERE iteration=1 AND microbatch=2"), "2");
+  exec(db, "UPDATE losses SET loss = loss * (1 + 1e-12)" + where);
+  sqlite3_close(db);
+}
+
 const Corpus& corpus() {
   static Corpus c = [] {
     Corpus k;
@@ -220,6 +263,10 @@ const Corpus& corpus() {
     plantWrongStep(k.steppedWrong, &k.steppedParam);
     k.corrupted = copyOf(k.pp2, "corpus-corrupted");
     plantCorruptedMessage(k.corrupted);
+    k.driftedReplica = copyOf(k.tp2, "corpus-drifted-replica");
+    plantDriftedReplica(k.driftedReplica, &k.driftedParam);
+    k.lossCopy = copyOf(k.tp2, "corpus-loss-copy");
+    plantLossCopy(k.lossCopy);
     return k;
   }();
   return c;
@@ -375,6 +422,32 @@ TEST(Corpus, CorruptedMessageIsAChecksumMismatchAndTheFirstDivergence) {
   auto c = compareEverywhere(k.pp2, k.corrupted, "corrupted");
   EXPECT_EQ(c.exitCode, 18) << c.text;
   EXPECT_EQ(c.firstKey, "llm:pp0->pp1 activation it0 gmb1");
+}
+
+// Replicated copies are compared exactly (core/analysis/Replicas.h): the correct tp2 run has
+// them compared and equal; a TP copy of a reduced gradient drifted by 2^-20 (far inside the
+// reference's tolerance, in a copy the reference does not read) and a TP copy of a loss that
+// differs in its last bits each fail checksum_mismatch, naming the tensor and both ranks.
+TEST(Corpus, ReplicaCopiesThatDifferFailTheChecksumCheck) {
+  const auto& k = corpus();
+  const auto good = checkEverywhere(k.tp2, "tp2-replicas");
+  EXPECT_EQ(good.exitCode, 0) << good.text;
+  EXPECT_NE(good.text.find("replica copies of"), std::string::npos) << good.text;
+  auto chk = checkEverywhere(k.driftedReplica, "drifted-replica");
+  EXPECT_EQ(chk.exitCode, 15) << chk.text;
+  const auto* sum = checkNamed(chk.json, "checksum_mismatch");
+  ASSERT_NE(sum, nullptr);
+  ASSERT_EQ((*sum)["findings"].size(), 1u) << chk.text;
+  EXPECT_EQ((*sum)["findings"][0]["tensor"], k.driftedParam);
+  EXPECT_EQ((*sum)["findings"][0]["iteration"], 0);
+  EXPECT_NE(chk.text.find("element 0:"), std::string::npos) << chk.text;
+  // compare judges each aligned item on one copy; the run whose copies disagree diverged.
+  auto c = compareEverywhere(k.tp2, k.driftedReplica, "drifted-replica");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
+  EXPECT_NE(c.text.find("disagree"), std::string::npos) << c.text;
+  auto loss = checkEverywhere(k.lossCopy, "loss-copy");
+  EXPECT_EQ(loss.exitCode, 15) << loss.text;
+  EXPECT_NE(loss.text.find("tensor-parallel copies of one loss"), std::string::npos) << loss.text;
 }
 
 TEST(Corpus, KilledRunIsIncompleteNeverEqual) {

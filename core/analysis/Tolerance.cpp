@@ -14,7 +14,7 @@ constexpr double kLowPrecisionBound = 0.15;
 double ToleranceRule::scaledGradientBound(int iteration, double spread) const {
   const double base = bound(ValueKind::Gradient, iteration);
   if (override >= 0 || !(spread >= 0) || !std::isfinite(spread)) return base;
-  return std::max(lowPrecision ? kDtypeDeviationBase : base, kDtypeDeviationFactor * spread);
+  return std::max(lowPrecision ? kDtypeDeviationBase : base, deviationFactor() * spread);
 }
 
 double ToleranceRule::bound(ValueKind kind, int iteration) const {

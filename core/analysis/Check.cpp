@@ -575,11 +575,81 @@ void addStepFinding(Ctx& c, CheckResult& r, const StepMismatch& m, const std::st
   add(r, c.opts, f);
 }
 
+// Every recorded loss (each TP copy) against the reference's loss of the same (iteration,
+// microbatch, dp), by the loss bound of the tolerance rule (relative to max(|a|, |b|, 1e-3)).
+// Iterations on the reference's own float32 trajectory (`trajectory`: no restart from the run's
+// parameters) are not judged: round-off has grown there and the float64 twin keeps no losses.
+// Returns the summary fragment.
+std::string checkLossesAgainstReference(Ctx& c, CheckResult& r, const ToleranceRule& rule,
+                                        const std::set<int>& trajectory) {
+  std::map<std::tuple<int, int, int>, double> reference;
+  for (const auto& l : c.run.referenceLosses)
+    reference.emplace(std::make_tuple(l.iteration, l.microbatch, l.dp), l.loss);
+  int judged = 0, onTrajectory = 0;
+  double worst = 0;
+  for (const auto& l : c.run.losses) {
+    if (l.rank < 0) continue;
+    const auto ref = reference.find(std::make_tuple(l.iteration, l.microbatch, l.dp));
+    if (ref == reference.end()) continue;  // the reference computes no such loss
+    if (trajectory.count(l.iteration)) {
+      ++onTrajectory;
+      continue;
+    }
+    ++judged;
+    const double a = l.loss, b = ref->second;
+    const double rel = a == b ? 0
+                       : std::isfinite(a) && std::isfinite(b)
+                           ? std::fabs(a - b) / std::max({std::fabs(a), std::fabs(b), 1e-3})
+                           : INFINITY;
+    const double bound = rule.bound(ValueKind::Loss, l.iteration);
+    if (rel <= bound) {
+      worst = std::max(worst, rel);
+      continue;
+    }
+    Finding f;
+    f.rank = l.rank;
+    f.iteration = l.iteration;
+    f.microbatch = l.microbatch;
+    f.tensor = "loss";
+    std::ostringstream m;
+    m.precision(9);
+    m << "loss of iteration " << l.iteration
+      << (l.microbatch < 0 ? " (iteration mean)" : " microbatch " + std::to_string(l.microbatch))
+      << " dp" << l.dp << " on rank " << l.rank << " is " << a << ", the reference's " << b
+      << " (relative " << rel << " > " << bound << ")";
+    f.message = m.str();
+    add(r, c.opts, f);
+  }
+  std::ostringstream s;
+  s.precision(3);
+  if (judged)
+    s << "; " << judged << " losses compared with the reference's (worst passing relative " << worst
+      << ")";
+  if (onTrajectory)
+    s << "; " << onTrajectory << " losses of iterations on the reference's own trajectory not "
+      << "judged (level full restarts each iteration from the run's parameters)";
+  return s.str();
+}
+
 void checkReference(Ctx& c, CheckResult& r) {
   auto refs = gatherGradients(c.run, events::GradPhase::Reference, true);
   if (refs.empty()) {
-    r.status = CheckStatus::Skipped;
-    r.summary = "skipped: no reference gradients recorded (run with --reference)";
+    // A forward-only run's reference computes losses only; judged when the run's dtype (which
+    // picks the bound) is on record.
+    const std::string dtype = computeDtypeOf(c.run);
+    const bool judge = !c.run.referenceLosses.empty() && (!dtype.empty() || c.opts.tolerance >= 0);
+    const std::string losses =
+        judge ? checkLossesAgainstReference(c, r, toleranceFor(dtype, c.opts.tolerance), {}) : "";
+    r.summary = "no reference gradients (nothing trained)" + losses;
+    if (!c.run.referenceLosses.empty() && !judge) {
+      r.status = CheckStatus::Skipped;
+      r.summary =
+          "skipped: the reference's losses are not judged: no gradient or message records "
+          "the run's compute dtype, which picks the bound (--tol gives one)";
+    } else if (losses.empty()) {
+      r.status = CheckStatus::Skipped;
+      r.summary = "skipped: no reference gradients recorded (run with --reference)";
+    }
     return;
   }
   auto got = gatherGradients(c.run, events::GradPhase::Reduced, true);
@@ -685,6 +755,10 @@ void checkReference(Ctx& c, CheckResult& r) {
       add(r, c.opts, f);
     }
   }
+  std::set<int> trajectory;  // float32: iterations whose reference did not restart
+  if (!rule.lowPrecision)
+    for (const auto& g : inDtypeRefs) trajectory.insert(g.iteration);
+  const std::string losses = checkLossesAgainstReference(c, r, rule, trajectory);
   const StepJudgement steps = judgeOptimizerSteps(c.run);
   for (const auto& m : steps.mismatches) addStepFinding(c, r, m, steps.optimizer);
   std::ostringstream s;
@@ -703,6 +777,7 @@ void checkReference(Ctx& c, CheckResult& r) {
     s << "; " << loose << " of them with a bound of 1/3 or more (round-off alone moved them that "
       << "far: only an error of 1.5x or more fails there)";
   if (skipped) s << "; " << skipped << " not recorded by the record filter (skipped)";
+  s << losses;
   if (steps.judged) {
     s << "; " << steps.steps << " optimizer steps (" << steps.optimizer
       << ") recomputed from the run's own parameters and reduced gradients";

@@ -113,18 +113,9 @@ RunSummary summarize(const RunModel& run, const std::string& label) {
   return s;
 }
 
-// The compute dtype of a run: the dtype of its first reduced gradient (the gradients compared),
-// else of its first message, else float32.  Only reduced gradients, so that a model loaded with
-// storage::LoadOptions::onlyReducedGradients (`compare`) gets the rule a whole model (the
-// viewer) gets.
-std::string dtypeOf(const RunModel& run) {
-  for (const auto& g : run.gradients) {
-    if (g.phase == events::GradPhase::Reduced && !g.dtype.empty()) return g.dtype;
-  }
-  for (const auto& t : run.transfers) {
-    if (!t.dtype.empty()) return t.dtype;
-  }
-  return "float32";
+std::string dtypeOrFloat32(const RunModel& run) {
+  const std::string d = computeDtypeOf(run);
+  return d.empty() ? "float32" : d;
 }
 
 // ---- from the alignment ---------------------------------------------------------------------
@@ -392,8 +383,8 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   c.configEqual = std::all_of(c.configDiff.begin(), c.configDiff.end(),
                               [](const ConfigDiffLine& l) { return l.op == ' '; });
   AlignOptions ao;
-  ao.tolerance = toleranceFor(dtypeOf(a), opts.tolerance);
-  if (isLowPrecision(dtypeOf(b))) ao.tolerance.lowPrecision = true;
+  ao.tolerance = toleranceFor(dtypeOrFloat32(a), opts.tolerance);
+  if (isLowPrecision(dtypeOrFloat32(b))) ao.tolerance.lowPrecision = true;
   c.toleranceRule = ao.tolerance.describe();
   c.alignment = alignRuns(a, b, ao);
   c.coverageA = coverageOf(a, opts.filterA);

@@ -105,4 +105,12 @@ ValueDistance valueDistance(const std::vector<double>& a, const std::vector<doub
   return d;
 }
 
+std::string computeDtypeOf(const model::RunModel& run) {
+  for (const auto& g : run.gradients)
+    if (g.phase == events::GradPhase::Reduced && !g.dtype.empty()) return g.dtype;
+  for (const auto& t : run.transfers)
+    if (!t.dtype.empty()) return t.dtype;
+  return "";
+}
+
 }  // namespace stagescope::analysis

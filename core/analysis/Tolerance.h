@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "core/model/RunModel.h"
+
 namespace stagescope::analysis {
 
 enum class ValueKind { Gradient, Transfer, Loss };
@@ -82,6 +84,12 @@ struct ToleranceRule {
 // float64 use the bounds above; bfloat16/float16 the low-precision bound.  `override` >= 0
 // (--tol) replaces it.
 ToleranceRule toleranceFor(const std::string& dtype, double override = -1);
+
+// The compute dtype of a run, which picks its rule: the dtype of its first reduced gradient, else
+// of its first message, else "" (no record says; callers that must pick a rule take float32).  Only
+// reduced gradients, so that a model loaded with storage::LoadOptions::onlyReducedGradients
+// (`compare`) gets the rule a whole model (the viewer, `check`) gets.
+std::string computeDtypeOf(const model::RunModel& run);
 bool isLowPrecision(const std::string& dtype);
 
 // Relative L2 distance with the floor (see the header comment).  NaN/Inf anywhere on one side

@@ -32,7 +32,7 @@ namespace {
 
 struct Corpus {
   std::string tp2, pp2, killed, filtered, nan, nanTp, swapped, scaled, corrupted;
-  std::string steppedWrong, driftedReplica, lossCopy;
+  std::string steppedWrong, driftedReplica, lossCopy, wrongLoss;
   std::string swappedParam, scaledParam, steppedParam, driftedParam;
 };
 
@@ -227,6 +227,16 @@ void plantLossCopy(const std::string& path) {
   sqlite3_close(db);
 }
 
+// Every copy of one microbatch loss (iteration 1, microbatch 2) off by one part in 10^4, the
+// gradients untouched: as an engine that reports a loss other than the one it differentiated
+// (a loss scale not undone, a mean over the wrong count) would record it.
+void plantWrongLoss(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  exec(db, "UPDATE losses SET loss = loss * (1 + 1e-4) WHERE iteration=1 AND microbatch=2");
+  sqlite3_close(db);
+}
+
 const Corpus& corpus() {
   static Corpus c = [] {
     Corpus k;
@@ -267,6 +277,8 @@ const Corpus& corpus() {
     plantDriftedReplica(k.driftedReplica, &k.driftedParam);
     k.lossCopy = copyOf(k.tp2, "corpus-loss-copy");
     plantLossCopy(k.lossCopy);
+    k.wrongLoss = copyOf(k.tp2, "corpus-wrong-loss");
+    plantWrongLoss(k.wrongLoss);
     return k;
   }();
   return c;
@@ -448,6 +460,26 @@ TEST(Corpus, ReplicaCopiesThatDifferFailTheChecksumCheck) {
   auto loss = checkEverywhere(k.lossCopy, "loss-copy");
   EXPECT_EQ(loss.exitCode, 15) << loss.text;
   EXPECT_NE(loss.text.find("tensor-parallel copies of one loss"), std::string::npos) << loss.text;
+}
+
+// check judges every recorded loss against the reference's (it recorded them and judged none):
+// the correct run has its losses compared; a loss off by 1e-4 on every copy fails
+// reference_gradient naming it, and compare diverges on it.
+TEST(Corpus, LossesAreJudgedAgainstTheReference) {
+  const auto& k = corpus();
+  const auto good = checkEverywhere(k.tp2, "tp2-losses");
+  EXPECT_EQ(good.exitCode, 0) << good.text;
+  EXPECT_NE(good.text.find("losses compared with the reference's"), std::string::npos) << good.text;
+  auto chk = checkEverywhere(k.wrongLoss, "wrong-loss");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;
+  const auto* ref = checkNamed(chk.json, "reference_gradient");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_FALSE((*ref)["findings"].empty()) << chk.text;
+  EXPECT_EQ((*ref)["findings"][0]["tensor"], "loss");
+  EXPECT_EQ((*ref)["findings"][0]["iteration"], 1);
+  EXPECT_EQ((*ref)["findings"][0]["microbatch"], 2);
+  auto c = compareEverywhere(k.tp2, k.wrongLoss, "wrong-loss");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
 }
 
 TEST(Corpus, KilledRunIsIncompleteNeverEqual) {

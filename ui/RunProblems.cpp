@@ -4,6 +4,7 @@
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/Pairing.h"
+#include "core/analysis/Replicas.h"
 
 #include <algorithm>
 #include <cmath>
@@ -226,6 +227,11 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
       firstKey = key;
     }
   }
+  // Copies of a replicated tensor or loss that differ (the rule check's checksum_mismatch uses).
+  const analysis::ReplicaReport replicas = analysis::compareReplicas(m);
+  out.replicaMismatches = replicas.mismatches.size();
+  if (!replicas.mismatches.empty())
+    out.firstReplicaMismatch = analysis::describe(m, replicas.mismatches.front());
   auto nonFinite = nonFiniteInCausalOrder(m, replay);
   out.nonFiniteRecords = nonFinite.size();
   if (!nonFinite.empty()) out.firstNonFinite = nonFinite.front();

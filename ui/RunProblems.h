@@ -58,6 +58,10 @@ struct RunProblems {
   // pairs' own flags), and the causally first one's receive side (-1: none).
   size_t corruptMessages = 0;
   int64_t firstCorruptTransfer = -1;
+  // Copies of one replicated tensor or loss that differ (analysis::compareReplicas), and the
+  // first one's sentence (analysis::describe), as `check` prints it.
+  size_t replicaMismatches = 0;
+  std::string firstReplicaMismatch;
   // The first stuck rank to show: the rank of the wait-for graph's first verdict (a cycle, a
   // missing partner) or its errored rank, else a killed/failed rank, else the lowest
   // unfinished rank.

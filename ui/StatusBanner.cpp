@@ -102,7 +102,8 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   const auto& m = run->model;
   const RunProblems& pr = run->problems;
   const bool completed = m.info.status == events::RunStatus::Completed && !m.partial;
-  const bool nonFinite = pr.nonFiniteRecords > 0 || pr.corruptMessages > 0;  // a data problem
+  const bool nonFinite = pr.nonFiniteRecords > 0 || pr.corruptMessages > 0 ||
+                         pr.replicaMismatches > 0;  // a data problem
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 end(pos.x + size.x, pos.y + size.y);
   probes_.banner = ImVec4(pos.x, pos.y, end.x, end.y);
@@ -158,6 +159,9 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
             std::to_string(t.microbatch) + " (rank " + std::to_string(t.srcRank) + " -> " +
             std::to_string(t.dstRank) + ")";
   }
+  if (pr.replicaMismatches > 0)
+    text += "  |  " + std::to_string(pr.replicaMismatches) +
+            " replica copies differ from their first copy; first: " + pr.firstReplicaMismatch;
   if (pr.nonFiniteRecords > 0)
     text += "  |  " + std::to_string(pr.nonFiniteRecords) +
             " records hold NaN/Inf; first: " + describe(m, pr.firstNonFinite);

@@ -20,8 +20,10 @@
 #include <string>
 #include <thread>
 
+#include "core/analysis/Replicas.h"
 #include "imgui.h"
 #include "storage/RunFileWriter.h"
+#include "storage/RunReader.h"
 #include "tests/support/SyntheticRun.h"
 #include "ui/App.h"
 #include "ui/ScriptRunner.h"
@@ -347,6 +349,40 @@ TEST(AppLaunch, TheFirstProblemIsShownWhenTheDetailsArrive) {
   EXPECT_NE(app.state().selection.kind, Selection::Kind::None);
   EXPECT_EQ(app.state().selection.index,
             whole->problems.corruptMessages > 0 ? whole->problems.firstCorruptTransfer : n.index);
+}
+
+// A replica copy that differs from its first copy (a reduced gradient on the second DP
+// replica with another checksum): the banner turns red and names it with the sentence `check`
+// prints for its checksum_mismatch (analysis::describe), so the viewer and the CLI agree.
+TEST(AppLaunch, AReplicaCopyThatDiffersIsNamedInTheBanner) {
+  Fixture fx;
+  HeadlessImGui gui;
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  auto copy = std::find_if(m.gradients.begin(), m.gradients.end(), [](const auto& g) {
+    return g.phase == events::GradPhase::Reduced && g.dp == 1;
+  });
+  ASSERT_NE(copy, m.gradients.end());
+  copy->checksum ^= 1;
+  const std::string drifted = (fx.dir / "drifted.db").string();
+  storage::writeRunFile(m, drifted);
+  const storage::RunModel read = storage::loadRun(drifted);
+  const auto replicas = analysis::compareReplicas(read);
+  ASSERT_EQ(replicas.mismatches.size(), 1u);
+  App app;
+  app.open(drifted);
+  ASSERT_EQ(runScript(gui, app, {"frames 3"}), "");
+  ASSERT_NE(app.run(), nullptr);
+  EXPECT_EQ(app.run()->problems.replicaMismatches, 1u);
+  const std::string& text = app.probes().bannerText;
+  EXPECT_NE(text.find("1 replica copies differ from their first copy; first: " +
+                      analysis::describe(read, replicas.mismatches.front())),
+            std::string::npos)
+      << text;
+  // The correct run has none.
+  App good;
+  good.open(fx.a);
+  ASSERT_EQ(runScript(gui, good, {"frames 3"}), "");
+  EXPECT_EQ(good.run()->problems.replicaMismatches, 0u);
 }
 
 TEST(AppLaunch, CompareWithoutAnOpenRunIsAnError) {

@@ -133,7 +133,13 @@ std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientR
     } else if (dim >= 0) {
       g.complete = false;
     }
-    if (values && g.complete) {
+    // Only when every shard carries a payload: below level full none does, and a vector of the
+    // full tensor's size per gathered gradient was 7 of the 7.1 GB `check` took on a 10^7-event
+    // run (clear() keeps the capacity).
+    const bool payloads =
+        std::all_of(shards.begin(), shards.end(),
+                    [](const events::GradientRecord* s) { return !s->payload.empty(); });
+    if (values && g.complete && payloads) {
       int64_t total = 1;
       for (auto d : g.fullShape) total *= d;
       g.values.assign(static_cast<size_t>(std::max<int64_t>(total, 0)), 0.0);
@@ -165,7 +171,7 @@ std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientR
                       g.values.begin() + (o * g.fullShape[dim] + s->partitionOffset) * inner);
         }
       }
-      if (!g.hasValues) g.values.clear();
+      if (!g.hasValues) std::vector<double>().swap(g.values);  // and its memory
     }
     out.push_back(std::move(g));
     i = j;

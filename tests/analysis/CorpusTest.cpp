@@ -138,6 +138,24 @@ std::vector<float> floatsOf(sqlite3* db, const std::string& sql) {
   return out;
 }
 
+// Replaces the float32 payload of gradient row `id`, and its checksum (XXH3-64 of the new
+// bytes) when `checksum` is set, as the recording rank would have written them.
+void writePayload(sqlite3* db, const std::string& id, const std::vector<float>& values,
+                  bool checksum) {
+  sqlite3_stmt* up = nullptr;
+  const char* sql = checksum ? "UPDATE gradients SET payload=?, checksum=? WHERE id=?"
+                             : "UPDATE gradients SET payload=? WHERE id=?";
+  ASSERT_EQ(sqlite3_prepare_v2(db, sql, -1, &up, nullptr), SQLITE_OK);
+  int k = 1;
+  sqlite3_bind_blob(up, k++, values.data(), static_cast<int>(values.size() * 4), SQLITE_TRANSIENT);
+  if (checksum)
+    sqlite3_bind_int64(
+        up, k++, static_cast<int64_t>(events::checksumBytes(values.data(), values.size() * 4)));
+  sqlite3_bind_int64(up, k, std::stoll(id));
+  ASSERT_EQ(sqlite3_step(up), SQLITE_DONE);
+  sqlite3_finalize(up);
+}
+
 // One parameter's optimizer step of the last iteration (1) made 1.5 times as large, on every
 // copy (as an engine applying the wrong learning rate to one tensor would record it).  The
 // reference of iteration 1 starts from the parameters after iteration 0, so only check's own
@@ -157,13 +175,7 @@ void plantWrongStep(const std::string& path, std::string* param) {
   ASSERT_EQ(before.size(), after.size());
   ASSERT_FALSE(after.empty());
   for (size_t i = 0; i < after.size(); ++i) after[i] = before[i] + 1.5f * (after[i] - before[i]);
-  sqlite3_stmt* up = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE gradients SET payload=? WHERE id=?", -1, &up, nullptr),
-            SQLITE_OK);
-  sqlite3_bind_blob(up, 1, after.data(), static_cast<int>(after.size() * 4), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(up, 2, std::stoll(id));
-  ASSERT_EQ(sqlite3_step(up), SQLITE_DONE);
-  sqlite3_finalize(up);
+  writePayload(db, id, after, false);
   sqlite3_close(db);
 }
 
@@ -201,16 +213,7 @@ void plantDriftedReplica(const std::string& path, std::string* param) {
   auto values = floatsOf(db, "SELECT payload" + where);
   ASSERT_FALSE(values.empty());
   values[0] *= 1.0f + std::ldexp(1.0f, -20);
-  const uint64_t sum = events::checksumBytes(values.data(), values.size() * 4);
-  sqlite3_stmt* up = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE gradients SET payload=?, checksum=? WHERE id=?", -1, &up,
-                               nullptr),
-            SQLITE_OK);
-  sqlite3_bind_blob(up, 1, values.data(), static_cast<int>(values.size() * 4), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(up, 2, static_cast<int64_t>(sum));
-  sqlite3_bind_int64(up, 3, std::stoll(id));
-  ASSERT_EQ(sqlite3_step(up), SQLITE_DONE);
-  sqlite3_finalize(up);
+  writePayload(db, id, values, true);
   sqlite3_close(db);
 }
 

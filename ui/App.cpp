@@ -123,10 +123,14 @@ RunSlot::Change RunSlot::poll(bool holdTimeline, bool holdDetails) {
   const Phase done = phase_;
   phase_ = Phase::Idle;
   {
+    // Only the finished phase's error: the details read runs alongside the timeline's, and an
+    // error it ended with before the timeline was in must still be there when its phase ends
+    // (clearing it here took a failed details read for a finished one, and the viewer then
+    // moved from an empty result: a crash on a damaged run file).
     std::lock_guard<std::mutex> lock(mutex_);
-    error = std::move(done == Phase::Details ? resultDetailsError_ : resultError_);
-    resultError_.clear();
-    resultDetailsError_.clear();
+    std::string& finishedError = done == Phase::Details ? resultDetailsError_ : resultError_;
+    error = std::move(finishedError);
+    finishedError.clear();
   }
   if (!error.empty()) {
     stop();  // a failed timeline: the details read is cancelled, joined and its result dropped
@@ -151,6 +155,10 @@ RunSlot::Change RunSlot::poll(bool holdTimeline, bool holdDetails) {
       storage::RunModel details;
       {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (!resultDetails_) {  // never without an error (above); said rather than assumed
+          error = path + ": the details could not be read (the read ended without a result)";
+          return Change::Failed;
+        }
         details = std::move(*resultDetails_);
         resultDetails_.reset();
       }

@@ -221,6 +221,8 @@ class App {
   void setWake(const std::function<void()>& wake) { main_.wake = other_.wake = wake; }
   // The open run's timeline is in and its details are still loading.
   bool detailsPending() const { return main_.detailsPending(); }
+  // The error the banner shows ("" when none): a run that could not be opened or read whole.
+  const std::string& bannerError() const { return bannerError_; }
 
  private:
   // Panels (one file each).

@@ -267,7 +267,7 @@ TEST(AppLaunch, NoVerdictIsShownBeforeTheDetailsAreIn) {
   ASSERT_NE(app.run(), nullptr) << "the timeline did not load within 2 minutes";
   // The details are read meanwhile; give them time to finish, so that only the hold keeps
   // them out.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   for (const char* tab : {"tab grid", "tab plots", "tab find", "find-nonfinite"}) {
     std::string err;
     ASSERT_TRUE(app.runCommand(tab, &err)) << err;
@@ -383,6 +383,39 @@ TEST(AppLaunch, AReplicaCopyThatDiffersIsNamedInTheBanner) {
   good.open(fx.a);
   ASSERT_EQ(runScript(gui, good, {"frames 3"}), "");
   EXPECT_EQ(good.run()->problems.replicaMismatches, 0u);
+}
+
+// A run file whose details cannot be read (a loss that is text) while its timeline can: the
+// details read fails first, and the timeline is held until it has.  The viewer must name the
+// file and the field, keep the timeline, and never move from the empty result (it crashed:
+// the timeline's completion cleared the details' error).  Both orders, ten launches each.
+TEST(AppLaunch, DetailsThatCannotBeReadAreAnErrorInEitherOrder) {
+  Fixture fx;
+  HeadlessImGui gui;
+  const std::string bad = (fx.dir / "bad-loss.db").string();
+  fs::copy_file(fx.a, bad);
+  ASSERT_EQ(std::system(("sqlite3 '" + bad +
+                         "' \"UPDATE losses SET loss = 'llm' WHERE rowid = (SELECT min(rowid) FROM "
+                         "losses)\"")
+                            .c_str()),
+            0);
+  for (const bool detailsFirst : {true, false}) {
+    for (int launch = 0; launch < 10; ++launch) {
+      App app;
+      app.holdLoads(detailsFirst);  // the timeline waits until the details read has failed
+      app.open(bad);
+      if (detailsFirst) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        gui.frame(app);
+        app.holdLoads(false);
+      }
+      ASSERT_EQ(runScript(gui, app, {"frames 3"}), "") << "launch " << launch;
+      EXPECT_NE(app.bannerError().find("bad-loss.db"), std::string::npos) << app.bannerError();
+      EXPECT_NE(app.bannerError().find("the details could not be read"), std::string::npos)
+          << app.bannerError();
+      EXPECT_NE(app.bannerError().find("losses"), std::string::npos) << app.bannerError();
+    }
+  }
 }
 
 TEST(AppLaunch, CompareWithoutAnOpenRunIsAnError) {

@@ -354,9 +354,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
         if (sameValue(it.valueA, it.valueB)) {
           it.state = ItemState::Identical;
         } else {
-          const bool finite = std::isfinite(it.valueA) && std::isfinite(it.valueB);
-          const double den = std::max(std::fabs(it.valueA), std::fabs(it.valueB));
-          it.distance = !finite ? INFINITY : den > 0 ? std::fabs(it.valueA - it.valueB) / den : 0;
+          it.distance = lossDistance(it.valueA, it.valueB);
           it.state = it.distance <= it.tolerance ? ItemState::WithinTolerance : ItemState::Differ;
         }
       }

@@ -1,5 +1,4 @@
 #include "core/analysis/Check.h"
-#include "core/analysis/Replicas.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +15,7 @@
 #include "core/analysis/Compare.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/OptimizerStep.h"
+#include "core/analysis/Replicas.h"
 #include "core/analysis/Tolerance.h"
 
 namespace stagescope::analysis {
@@ -576,7 +576,7 @@ void addStepFinding(Ctx& c, CheckResult& r, const StepMismatch& m, const std::st
 }
 
 // Every recorded loss (each TP copy) against the reference's loss of the same (iteration,
-// microbatch, dp), by the loss bound of the tolerance rule (relative to max(|a|, |b|, 1e-3)).
+// microbatch, dp), by the loss bound of the tolerance rule (lossDistance, as compare judges).
 // Iterations on the reference's own float32 trajectory (`trajectory`: no restart from the run's
 // parameters) are not judged: round-off has grown there and the float64 twin keeps no losses.
 // Returns the summary fragment.
@@ -597,10 +597,7 @@ std::string checkLossesAgainstReference(Ctx& c, CheckResult& r, const ToleranceR
     }
     ++judged;
     const double a = l.loss, b = ref->second;
-    const double rel = a == b ? 0
-                       : std::isfinite(a) && std::isfinite(b)
-                           ? std::fabs(a - b) / std::max({std::fabs(a), std::fabs(b), 1e-3})
-                           : INFINITY;
+    const double rel = lossDistance(a, b);
     const double bound = rule.bound(ValueKind::Loss, l.iteration);
     if (rel <= bound) {
       worst = std::max(worst, rel);

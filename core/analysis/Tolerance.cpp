@@ -105,6 +105,12 @@ ValueDistance valueDistance(const std::vector<double>& a, const std::vector<doub
   return d;
 }
 
+double lossDistance(double a, double b) {
+  if (a == b || (std::isnan(a) && std::isnan(b))) return 0;
+  if (!std::isfinite(a) || !std::isfinite(b)) return INFINITY;
+  return std::fabs(a - b) / std::max(std::fabs(a), std::fabs(b));
+}
+
 std::string computeDtypeOf(const model::RunModel& run) {
   for (const auto& g : run.gradients)
     if (g.phase == events::GradPhase::Reduced && !g.dtype.empty()) return g.dtype;

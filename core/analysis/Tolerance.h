@@ -85,6 +85,11 @@ struct ToleranceRule {
 // (--tol) replaces it.
 ToleranceRule toleranceFor(const std::string& dtype, double override = -1);
 
+// The relative distance of two losses, as check (against the reference) and compare (between
+// runs) both judge them: 0 when equal (NaN equals NaN), infinite when either is not finite,
+// else |a - b| / max(|a|, |b|).
+double lossDistance(double a, double b);
+
 // The compute dtype of a run, which picks its rule: the dtype of its first reduced gradient, else
 // of its first message, else "" (no record says; callers that must pick a rule take float32).  Only
 // reduced gradients, so that a model loaded with storage::LoadOptions::onlyReducedGradients

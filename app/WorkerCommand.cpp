@@ -23,6 +23,7 @@
 #include "core/engine/ElasticErrorFile.h"
 #include "core/engine/Executor.h"
 #include "core/engine/Launcher.h"
+#include "core/engine/PrepostPolicy.h"
 #include "core/engine/ProcessGroups.h"
 #include "core/engine/RankEnv.h"
 #include "core/engine/Rendezvous.h"
@@ -264,7 +265,13 @@ int workerCommand(const WorkerOptions& opts) {
         cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
     groups.setGlooAddress(gloo);
     engine::Communicator::createAllGroups(cfg, topology, groups);
-    engine::Executor executor(cfg, topology, plan, rank, groups, filtered, device);
+    engine::PrepostInputs prepost;
+    if (const char* v = std::getenv("STAGESCOPE_PREPOST")) prepost.setting = v;
+    prepost.ranksOnHost = env.localWorldSize;
+    prepost.cores = engine::usableCores();
+    prepost.accelerator = device.is_cuda();
+    engine::Executor executor(cfg, topology, plan, rank, groups, filtered, device,
+                              engine::prepostReceives(prepost));
     if (live) {
       live->learnPeers();  // the groups exist: every peer has published its process
       live->attach(&executor.waitState());

@@ -46,7 +46,7 @@ struct Executor::Unit {
 
 Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology,
                    const plan::Plan& plan, int rank, ProcessGroups& groups,
-                   events::Recorder& recorder, at::Device device)
+                   events::Recorder& recorder, at::Device device, bool prepostReceives)
     : config_(config),
       topology_(topology),
       me_(plan.ranks.at(rank)),
@@ -55,9 +55,7 @@ Executor::Executor(const plan::RunConfig& config, const plan::Topology& topology
       recorder_(recorder),
       device_(device) {
   comm_ = std::make_unique<Communicator>(me_, groups, recorder, device, &wait_, nullptr);
-  // STAGESCOPE_PREPOST=0 turns pre-posted receives off (the benchmark measures both).
-  const char* prepost = std::getenv("STAGESCOPE_PREPOST");
-  prepost_ = !(prepost && std::string(prepost) == "0");
+  prepost_ = prepostReceives;
   // The last action of each (module, microbatch) that sends input gradients: after it, that
   // microbatch's input gradients of the module are dropped.
   std::set<std::pair<std::string, int>> seen;

@@ -43,7 +43,8 @@ struct IterationResult {
 class Executor {
  public:
   Executor(const plan::RunConfig& config, const plan::Topology& topology, const plan::Plan& plan,
-           int rank, ProcessGroups& groups, events::Recorder& recorder, at::Device device);
+           int rank, ProcessGroups& groups, events::Recorder& recorder, at::Device device,
+           bool prepostReceives);
   ~Executor();
 
   IterationResult runIteration(int iteration);
@@ -75,7 +76,7 @@ class Executor {
   WaitState wait_;
   std::vector<std::unique_ptr<Unit>> units_;  // me_.stages order
   std::unique_ptr<Communicator> comm_;
-  bool prepost_ = true;  // post the next action's receives before each F/B
+  bool prepost_ = true;  // post the next action's receives before each F/B (PrepostPolicy.h)
   std::vector<double> losses_;
   std::shared_ptr<Group> lossDpGroup_;  // the llm's DP group on its last stage
   std::set<int> lastGradientSend_;      // seqs (see the constructor)

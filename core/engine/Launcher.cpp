@@ -37,7 +37,8 @@ struct Child {
 std::vector<std::string> rankEnvironment(const LaunchSpec& spec, int rank) {
   std::vector<std::string> mine = {
       "RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-      "WORLD_SIZE=" + std::to_string(spec.worldSize), "MASTER_ADDR=" + spec.masterAddr,
+      "WORLD_SIZE=" + std::to_string(spec.worldSize),
+      "LOCAL_WORLD_SIZE=" + std::to_string(spec.worldSize), "MASTER_ADDR=" + spec.masterAddr,
       "MASTER_PORT=" + std::to_string(spec.masterPort), "STAGESCOPE_LAUNCHER_STORE=1",
       // Loopback ranks need no DNS; a slow resolver would stall every connection by seconds.
       "RES_OPTIONS=timeout:1 attempts:1"};

@@ -54,6 +54,7 @@ RankEnv readRankEnv() {
   env.rank = intFrom({"RANK", "SLURM_PROCID"}, 0, 0, kMaxRanks - 1);
   env.worldSize = intFrom({"WORLD_SIZE", "SLURM_NTASKS"}, 1, 1, kMaxRanks);
   env.localRank = intFrom({"LOCAL_RANK", "SLURM_LOCALID"}, env.rank, 0, kMaxRanks - 1);
+  env.localWorldSize = intFrom({"LOCAL_WORLD_SIZE"}, env.worldSize, 1, kMaxRanks);
   env.masterPort = intFrom({"MASTER_PORT"}, 29500, 1, 65535);
   const char* which = nullptr;
   if (const char* addr = firstSet({"MASTER_ADDR"}, &which)) env.masterAddr = addr;

@@ -11,6 +11,9 @@ struct RankEnv {
   int rank = 0;
   int worldSize = 1;
   int localRank = 0;
+  // Processes of this job on this host (LOCAL_WORLD_SIZE, as torchrun sets it; WORLD_SIZE when
+  // unset, i.e. assume every rank shares this host's cores).
+  int localWorldSize = 1;
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
   // True when the store server is hosted by the local launcher (stagescope run); otherwise

@@ -81,34 +81,39 @@ int32_t firstUnexecuted(const std::vector<events::ActionRecord>& plan,
 }
 
 // The action on a rank that produced a record: (iteration, kind, microbatch) -> index.
+// Finds the action a record belongs to, by binary search of the rank's actions (sorted by
+// iteration, then seq, as the reader leaves them) and a scan of that iteration: a map entry per
+// action cost 5 M nodes at 10^7 actions, built even when no record needed it.
 class ActionLookup {
  public:
-  explicit ActionLookup(const storage::RunModel& m) : model_(m) {
-    for (size_t r = 0; r < m.actions.size(); ++r)
-      for (size_t i = 0; i < m.actions[r].size(); ++i) {
-        const auto& a = m.actions[r][i];
-        index_[{static_cast<int>(r), a.iteration, static_cast<int>(a.kind), a.microbatch}] =
-            static_cast<int32_t>(i);  // the last one wins (a microbatch's last forward)
-      }
-  }
+  explicit ActionLookup(const storage::RunModel& m) : model_(m) {}
+  // The last action of (kind, microbatch) of `iteration` on `rank` (microbatch -1: the
+  // action's own microbatch must be -1, as for DpReduce and OptimizerStep).
   int32_t find(int rank, int iteration, ActionKind kind, int microbatch) const {
-    auto it = index_.find({rank, iteration, static_cast<int>(kind), microbatch});
-    return it == index_.end() ? -1 : it->second;
+    return last(rank, iteration, [&](const events::ActionRecord& a) {
+      return a.kind == kind && a.microbatch == microbatch;
+    });
   }
   // The last forward of `iteration` on `rank` (for an iteration's mean loss).
   int32_t lastForward(int rank, int iteration) const {
-    int32_t best = -1;
-    if (rank < 0 || rank >= static_cast<int>(model_.actions.size())) return -1;
-    const auto& acts = model_.actions[rank];
-    for (size_t i = 0; i < acts.size(); ++i)
-      if (acts[i].iteration == iteration && acts[i].kind == ActionKind::Forward)
-        best = static_cast<int32_t>(i);
-    return best;
+    return last(rank, iteration,
+                [](const events::ActionRecord& a) { return a.kind == ActionKind::Forward; });
   }
 
  private:
+  template <typename Match>
+  int32_t last(int rank, int iteration, Match match) const {
+    if (rank < 0 || rank >= static_cast<int>(model_.actions.size())) return -1;
+    const auto& acts = model_.actions[rank];
+    auto byIteration = [](const events::ActionRecord& a, int it) { return a.iteration < it; };
+    auto it = std::lower_bound(acts.begin(), acts.end(), iteration, byIteration);
+    int32_t best = -1;
+    for (; it != acts.end() && it->iteration == iteration; ++it)
+      if (match(*it)) best = static_cast<int32_t>(it - acts.begin());
+    return best;
+  }
+
   const storage::RunModel& model_;
-  std::map<std::tuple<int, int, int, int>, int32_t> index_;
 };
 
 }  // namespace

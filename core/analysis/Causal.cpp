@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -14,8 +15,46 @@ using model::TransferPair;
 
 namespace {
 
-using ActionRef = std::pair<int, int64_t>;  // (rank, index into run.actions[rank])
-using Deps = std::vector<std::vector<std::vector<ActionRef>>>;
+// An action: (rank, index into run.actions[rank]).  32-bit index: a rank with 2^32 actions
+// would need ~240 GB of ActionRecords before this point.
+struct Ref {
+  int32_t rank;
+  uint32_t index;
+};
+
+// One dependency: action `of` cannot end before action `on` started.
+struct Dep {
+  Ref of, on;
+};
+
+// The dependencies of every action, in one block per rank (compressed rows): those of action
+// i of rank r are deps[r][first[r][i] .. first[r][i + 1]).  At 10^7 actions a vector per
+// action cost ~24 B each before any dependency, and a map node per collective group more.
+struct DepTable {
+  std::vector<std::vector<size_t>> first;
+  std::vector<std::vector<Ref>> deps;
+
+  DepTable(const RunModel& run, std::vector<Dep>&& all) {
+    const size_t nRanks = run.actions.size();
+    first.resize(nRanks);
+    deps.resize(nRanks);
+    // Counts, then their running sums (first[r][i] = end of block i), then each dependency
+    // placed from its block's end down, which leaves first[r][i] at the block's start.
+    for (size_t r = 0; r < nRanks; ++r) first[r].assign(run.actions[r].size() + 1, 0);
+    for (const Dep& d : all) ++first[d.of.rank][d.of.index];
+    for (size_t r = 0; r < nRanks; ++r) {
+      auto& f = first[r];
+      for (size_t i = 1; i + 1 < f.size(); ++i) f[i] += f[i - 1];
+      f.back() = f.size() > 1 ? f[f.size() - 2] : 0;
+      deps[r].resize(f.back());
+    }
+    for (const Dep& d : all) deps[d.of.rank][--first[d.of.rank][d.of.index]] = d.on;
+    all = {};
+  }
+  std::span<const Ref> of(size_t r, size_t i) const {
+    return {deps[r].data() + first[r][i], first[r][i + 1] - first[r][i]};
+  }
+};
 
 // Collectives are not recorded as messages, yet they order events across ranks: the TP
 // all-reduces inside a stage's forward/backward and the boundary broadcast a bridge leader
@@ -32,36 +71,70 @@ const events::RankInfo* placement(const RunModel& run, int rank, const std::stri
   return info ? info : findRank(run, rank);
 }
 
-void addCollectiveDeps(const RunModel& run, Deps& deps) {
-  using Key = std::tuple<std::string, int, int, int, int, int, int, int>;
-  std::map<Key, std::vector<ActionRef>> groups;
-  for (size_t r = 0; r < run.actions.size(); ++r) {
-    for (size_t i = 0; i < run.actions[r].size(); ++i) {
-      const auto& a = run.actions[r][i];
-      if (a.kind == events::ActionKind::OptimizerStep) continue;
+// A group of ranks that run collectives together: a TP group (module, pp, cp, dp) for the
+// actions other than DpReduce, a DP group (module, pp, cp, tp) for DpReduce.
+using RankGroup = std::tuple<std::string, int32_t, int32_t, int32_t, bool>;
+RankGroup groupOf(const events::RankInfo& info, bool dpReduce) {
+  return {info.module, info.pp, info.cp, dpReduce ? info.tp : info.dp, dpReduce};
+}
+
+// The members of each collective of one rank group: its ranks' actions that belong to the
+// group, matched by (iteration, kind, microbatch); one group at a time, so the scratch list
+// holds one group's actions, not the run's.
+void addGroupDeps(const RunModel& run, const RankGroup& group, const std::set<int32_t>& ranks,
+                  std::vector<Dep>& out) {
+  struct Member {
+    int32_t iteration, kind, microbatch;
+    Ref ref;
+    auto key() const { return std::tie(iteration, kind, microbatch); }
+  };
+  const bool dpReduce = std::get<4>(group);
+  std::vector<Member> members;
+  for (int32_t r : ranks) {
+    if (r < 0 || static_cast<size_t>(r) >= run.actions.size()) continue;
+    const auto& acts = run.actions[static_cast<size_t>(r)];
+    const events::RankInfo* info = nullptr;  // the placement of the last module seen
+    events::Name module;
+    bool known = false;
+    for (size_t i = 0; i < acts.size(); ++i) {
+      const auto& a = acts[i];
+      if (a.kind == events::ActionKind::OptimizerStep ||
+          (a.kind == events::ActionKind::DpReduce) != dpReduce)
+        continue;
       // A colocated rank's actions group with the peers of their own module.
-      const auto* info = placement(run, static_cast<int>(r), a.module);
-      if (!info) continue;
-      const bool dp = a.kind == events::ActionKind::DpReduce;
-      Key key{info->module,
-              info->pp,
-              info->cp,
-              dp ? -1 - info->tp : info->dp,
-              a.iteration,
-              static_cast<int>(a.kind),
-              dp ? -1 : a.microbatch,
-              dp ? 1 : 0};
-      groups[key].emplace_back(static_cast<int>(r), static_cast<int64_t>(i));
-    }
-  }
-  for (const auto& [key, members] : groups) {
-    if (members.size() < 2) continue;
-    for (const auto& [r, i] : members) {
-      for (const auto& other : members) {
-        if (other.first != r) deps[r][i].push_back(other);
+      if (!known || !(a.module == module)) {
+        info = placement(run, r, a.module);
+        module = a.module;
+        known = true;
       }
+      if (!info || groupOf(*info, dpReduce) != group) continue;
+      members.push_back({a.iteration,
+                         static_cast<int32_t>(a.kind),
+                         dpReduce ? -1 : a.microbatch,
+                         {r, static_cast<uint32_t>(i)}});
     }
   }
+  std::sort(members.begin(), members.end(),
+            [](const Member& x, const Member& y) { return x.key() < y.key(); });
+  for (size_t g = 0; g < members.size();) {
+    size_t end = g + 1;
+    while (end < members.size() && members[end].key() == members[g].key()) ++end;
+    for (size_t x = g; x < end; ++x)
+      for (size_t y = g; y < end; ++y)
+        if (members[y].ref.rank != members[x].ref.rank)
+          out.push_back({members[x].ref, members[y].ref});
+    g = end;
+  }
+}
+
+void addCollectiveDeps(const RunModel& run, std::vector<Dep>& out) {
+  std::map<RankGroup, std::set<int32_t>> groups;
+  for (const auto& info : run.ranks) {
+    groups[groupOf(info, false)].insert(info.rank);
+    groups[groupOf(info, true)].insert(info.rank);
+  }
+  for (const auto& [group, ranks] : groups)
+    if (ranks.size() >= 2) addGroupDeps(run, group, ranks, out);
 }
 
 }  // namespace
@@ -71,13 +144,13 @@ CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pa
   CausalClock c;
   c.start.resize(nRanks);
   c.end.resize(nRanks);
-  // deps[r][i]: (rank, index) of the send actions a receive in action i waits for.
-  std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> deps(nRanks);
   for (size_t r = 0; r < nRanks; ++r) {
     c.start[r].assign(run.actions[r].size(), -1);
     c.end[r].assign(run.actions[r].size(), -1);
-    deps[r].resize(run.actions[r].size());
   }
+  // A receive in action i waits for the send action that posted its message.
+  std::vector<Dep> all;
+  all.reserve(pairs.size());
   for (const auto& p : pairs) {
     if (p.send < 0 || p.recv < 0) continue;
     const auto& s = run.transfers[p.send];
@@ -85,9 +158,10 @@ CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pa
     int64_t si = findAction(run, s.rank, s.iteration, s.actionSeq);
     int64_t vi = findAction(run, v.rank, v.iteration, v.actionSeq);
     if (si < 0 || vi < 0) continue;
-    deps[v.rank][vi].emplace_back(s.rank, si);
+    all.push_back({{v.rank, static_cast<uint32_t>(vi)}, {s.rank, static_cast<uint32_t>(si)}});
   }
-  addCollectiveDeps(run, deps);
+  addCollectiveDeps(run, all);
+  const DepTable deps(run, std::move(all));
   std::vector<size_t> next(nRanks, 0);
   size_t remaining = 0;
   for (size_t r = 0; r < nRanks; ++r) remaining += run.actions[r].size();
@@ -99,8 +173,8 @@ CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pa
         if (c.start[r][i] < 0) c.start[r][i] = i == 0 ? 0 : c.end[r][i - 1] + 1;
         int64_t t = c.start[r][i];
         bool ready = true;
-        for (auto [pr, pi] : deps[r][i]) {
-          int64_t ps = c.start[pr][pi];
+        for (const Ref& d : deps.of(r, i)) {
+          int64_t ps = c.start[static_cast<size_t>(d.rank)][d.index];
           if (ps < 0) {
             ready = false;
             break;

@@ -4,12 +4,14 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -1440,8 +1442,87 @@ void computeTimeRange(RunModel& m) {
 
 }  // namespace
 
+bool sameRunRow(const RunModel& a, const RunModel& b) {
+  return a.schemaVersion == b.schemaVersion && a.info.runId == b.info.runId &&
+         a.info.configHash == b.info.configHash && a.info.status == b.info.status &&
+         a.info.endUnixMs == b.info.endUnixMs;
+}
+
+void mergeDetails(RunModel& timeline, RunModel&& details) {
+  timeline.plan = std::move(details.plan);
+  timeline.gradients = std::move(details.gradients);
+  timeline.gradientsNotLoaded = details.gradientsNotLoaded;
+  timeline.losses = std::move(details.losses);
+  timeline.inputs = std::move(details.inputs);
+  timeline.referenceLosses = std::move(details.referenceLosses);
+  timeline.referenceGradients = std::move(details.referenceGradients);
+}
+
+namespace {
+
+bool loadsInPhases(const std::string& path, const LoadOptions& opts) {
+  if (opts.parallelPhasesFromBytes <= 0 || opts.timelineOnly || opts.detailsOnly || opts.statusOnly)
+    return false;
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  return !ec && bytes >= static_cast<uintmax_t>(opts.parallelPhasesFromBytes);
+}
+
+// The timeline on this thread, the details on another; nullopt when either failed, they read
+// different run rows, or the run is still running (the caller then reads serially, in one
+// snapshot).  Progress: the mean of the two.
+std::optional<RunModel> loadInPhases(const std::string& path, const LoadOptions& opts,
+                                     const std::function<void(float)>& progress) {
+  LoadOptions timelineOpts = opts, detailsOpts = opts;
+  timelineOpts.timelineOnly = true;
+  detailsOpts.detailsOnly = true;
+  timelineOpts.parallelPhasesFromBytes = detailsOpts.parallelPhasesFromBytes = 0;
+  std::atomic<float> detailsDone{0};
+  std::optional<RunModel> details;
+  std::exception_ptr detailsError;
+  std::thread second([&] {
+    try {
+      details = loadRun(path, detailsOpts,
+                        [&](float f) { detailsDone.store(f, std::memory_order_relaxed); });
+    } catch (...) {
+      detailsError = std::current_exception();
+    }
+    detailsDone.store(1.0f, std::memory_order_relaxed);
+  });
+  auto report = [&](float timelineDone) {
+    if (progress)
+      progress(
+          std::min(0.99f, 0.5f * (timelineDone + detailsDone.load(std::memory_order_relaxed))));
+  };
+  std::optional<RunModel> timeline;
+  try {
+    timeline = loadRun(path, timelineOpts, report);
+  } catch (...) {
+  }
+  while (detailsDone.load(std::memory_order_relaxed) < 1.0f) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    report(1.0f);
+  }
+  second.join();
+  // A run still running may gain rows between the two reads without its run row changing:
+  // only a finished run's two halves are taken together.
+  if (!timeline || !details || detailsError || !sameRunRow(*timeline, *details) ||
+      timeline->info.status == events::RunStatus::Running)
+    return {};
+  mergeDetails(*timeline, std::move(*details));
+  return timeline;
+}
+
+}  // namespace
+
 RunModel loadRun(const std::string& path, const LoadOptions& opts,
                  std::function<void(float)> progress) {
+  if (loadsInPhases(path, opts)) {
+    if (auto whole = loadInPhases(path, opts, progress)) {
+      if (progress) progress(1.0f);
+      return std::move(*whole);
+    }
+  }
   RunModel m;
   m.path = path;
   Db db = openStagescopeFile(path, false);

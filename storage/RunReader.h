@@ -47,12 +47,28 @@ struct LoadOptions {
   // onlyReducedGradients).  The result, and the error a bad file gives, are those of a serial
   // read (docs/run-file.md "Reading a run file").
   int64_t parallelFromRows = int64_t{1} << 18;
+  // A whole-model load (none of timelineOnly, detailsOnly, statusOnly) of a file of at least
+  // this many bytes reads its two halves at once, as the viewer does: the timelineOnly part on
+  // the calling thread and the detailsOnly part on a second one (own connection), merged with
+  // mergeDetails.  When either fails, the two did not read the same run row (a file written in
+  // between), or the run is still running, the file is read again serially (one snapshot), so
+  // the result and any error are a serial read's.  <= 0: always serial.
+  int64_t parallelPhasesFromBytes = int64_t{64} << 20;
 };
 
 // Loads the run file at `path`.  `progress` (optional) is called with a fraction in [0, 1] from
 // the calling thread as tables are read.
 RunModel loadRun(const std::string& path, const LoadOptions& opts = {},
                  std::function<void(float)> progress = {});
+
+// Whether two loads of one path read the same run row (schema version, run id, config hash,
+// status, end time): a file replaced or finished between them differs in one of these.
+bool sameRunRow(const RunModel& a, const RunModel& b);
+
+// Moves what a detailsOnly load read (plan, gradients and gradientsNotLoaded, losses, inputs,
+// the reference) into `timeline`, a timelineOnly load of the same file (sameRunRow): together
+// they are the whole model a serial load gives.
+void mergeDetails(RunModel& timeline, RunModel&& details);
 
 // The payload bytes of transfer `transferId` (RunModel::transferIds); empty when the transfer
 // has no payload or no such transfer exists.  Throws RunFileError like loadRun.

@@ -105,8 +105,7 @@ storage::RunModel readDetails(const std::string& path, const std::function<void(
 void checkSameRun(const LoadedRun& run, const storage::RunModel& details) {
   const auto& a = run.model.info;
   const auto& b = details.info;
-  if (details.schemaVersion != run.model.schemaVersion || a.runId != b.runId ||
-      a.configHash != b.configHash || a.status != b.status || a.endUnixMs != b.endUnixMs)
+  if (!storage::sameRunRow(run.model, details))
     throw storage::RunFileError(storage::RunFileError::Kind::Corrupt,
                                 run.model.path + ": the file changed while it loaded (run " +
                                     a.runId + ", status " + events::toString(a.status) +
@@ -121,13 +120,7 @@ storage::RunModel loadDetails(const LoadedRun& run, const std::function<void(flo
 }
 
 void mergeDetails(LoadedRun& run, storage::RunModel&& details) {
-  auto& m = run.model;
-  m.plan = std::move(details.plan);
-  m.gradients = std::move(details.gradients);
-  m.losses = std::move(details.losses);
-  m.inputs = std::move(details.inputs);
-  m.referenceLosses = std::move(details.referenceLosses);
-  m.referenceGradients = std::move(details.referenceGradients);
+  storage::mergeDetails(run.model, std::move(details));
 }
 
 RunProblems judgeRun(const LoadedRun& run) {

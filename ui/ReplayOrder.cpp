@@ -1,7 +1,11 @@
 #include "ui/ReplayOrder.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <queue>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 namespace stagescope::ui {
@@ -56,6 +60,10 @@ ReplayOrder ReplayOrder::build(const storage::RunModel& model,
     firstRelease[r].assign(model.actions[r].size() + 1, 0);
     total += 2 * model.actions[r].size();
   }
+  if (world > INT16_MAX || total > static_cast<size_t>(INT32_MAX))
+    throw std::length_error("replay order: " + std::to_string(world) + " ranks and " +
+                            std::to_string(total / 2) +
+                            " actions, expected at most 32767 ranks and 2^30 actions");
   auto counted = [](const PairActions& p) {
     return p.sendAction >= 0 && p.recvAction >= 0 && p.sendRank != p.recvRank;
   };
@@ -126,8 +134,8 @@ ReplayOrder ReplayOrder::build(const storage::RunModel& model,
     size_t k = next[r];
     int32_t action = static_cast<int32_t>(k / 2);
     bool end = k & 1;
-    o.positions_[r][k] = static_cast<int64_t>(o.steps_.size());
-    o.steps_.push_back({r, action, end});
+    o.positions_[r][k] = static_cast<int32_t>(o.steps_.size());
+    o.steps_.push_back({action, static_cast<int16_t>(r), end});
     ++next[r];
     if (!end) {
       for (size_t x = firstRelease[r][action]; x < firstRelease[r][action + 1]; ++x) {

@@ -13,10 +13,11 @@
 
 namespace stagescope::ui {
 
+// 8 bytes: a 10^7-event run has ~10^7 steps.  Ranks fit 16 bits (a run has at most 4096).
 struct ReplayStep {
-  int32_t rank = -1;
   int32_t action = -1;  // index into RunModel::actions[rank]
-  bool end = false;     // false: the action begins; true: it ends
+  int16_t rank = -1;
+  bool end = false;  // false: the action begins; true: it ends
 };
 
 struct RankReplayState {
@@ -60,7 +61,8 @@ class ReplayOrder {
 
  private:
   std::vector<ReplayStep> steps_;
-  std::vector<std::vector<int64_t>> positions_;        // [rank][2*action + end]
+  // [rank][2*action + end]; 32 bits: 2^31 steps would be 2^30 actions, ~60 GB of records.
+  std::vector<std::vector<int32_t>> positions_;
   std::vector<std::vector<int32_t>> fwdCum_, bwdCum_;  // [rank][k]: among the first k actions
   std::vector<int64_t> mbStarts_, iterStarts_;
   size_t broken_ = 0;

@@ -206,9 +206,8 @@ CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pa
 }
 
 CausalOrder::CausalOrder(const RunModel& run) : run_(run) {
-  std::vector<TransferPair> scratch;
-  pairs_ = pairsOf(run, scratch);
-  clock_ = causalClock(run, pairs_);
+  pairs_ = &pairsOf(run, ownPairs_);
+  clock_ = causalClock(run, *pairs_);
   // The global stage of each action's module on its rank (a colocated rank holds several).
   stageOf_.resize(run.actions.size());
   for (size_t r = 0; r < run.actions.size(); ++r) {

@@ -50,6 +50,9 @@ struct CausalKey {
 class CausalOrder {
  public:
   explicit CausalOrder(const model::RunModel& run);
+  // Holds references into the run and into itself (pairs()): neither copied nor moved.
+  CausalOrder(const CausalOrder&) = delete;
+  CausalOrder& operator=(const CausalOrder&) = delete;
 
   // An action by (rank, iteration, seq): its start (or end, for what the action produced).
   CausalKey ofAction(int rank, int iteration, int seq, bool atEnd) const;
@@ -62,7 +65,7 @@ class CausalOrder {
   // of the rank's DpReduce (else its last Backward), ParamAfterStep at the OptimizerStep.
   CausalKey ofGradient(const events::GradientRecord& grad) const;
 
-  const std::vector<model::TransferPair>& pairs() const { return pairs_; }
+  const std::vector<model::TransferPair>& pairs() const { return *pairs_; }
 
  private:
   CausalKey key(int rank, int iteration, int64_t index, bool atEnd, int sub) const;
@@ -73,7 +76,9 @@ class CausalOrder {
   std::string lossModule(int rank) const;
 
   const model::RunModel& run_;
-  std::vector<model::TransferPair> pairs_;
+  // The run's pairs (RunModel::pairs), or ownPairs_ when the model has none: not a copy.
+  std::vector<model::TransferPair> ownPairs_;
+  const std::vector<model::TransferPair>* pairs_ = nullptr;
   CausalClock clock_;
   std::vector<std::vector<int>> stageOf_;  // [rank][action]: its module's global stage
 };

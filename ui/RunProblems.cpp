@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -220,13 +221,16 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
       if (out.ranks[r].fate != RankFate::Completed) root = r;
   }
   out.firstStuckRank = root;
-  // Corrupted messages (send and receive disagree), the causally first receive.
-  const analysis::CausalOrder order(m);
+  // Corrupted messages (send and receive disagree), the causally first receive.  The causal
+  // order is built only when there is one to order (at 10^7 events it costs seconds and
+  // hundreds of MB while it exists).
+  std::optional<analysis::CausalOrder> order;
   analysis::CausalKey firstKey;
   for (const auto& pair : m.pairs) {
     if (!pair.complete() || pair.ok()) continue;
     ++out.corruptMessages;
-    const analysis::CausalKey key = order.ofTransfer(pair.recv);
+    if (!order) order.emplace(m);
+    const analysis::CausalKey key = order->ofTransfer(pair.recv);
     if (out.firstCorruptTransfer < 0 || key < firstKey) {
       out.firstCorruptTransfer = pair.recv;
       firstKey = key;

@@ -45,11 +45,6 @@ std::string makeRun(const TempDir& dir, int perRank) {
   return run;
 }
 
-void exec(const std::string& path, const std::string& sql) {
-  Db db(path, Db::Mode::ReadWrite);
-  db.exec(sql);
-}
-
 RunModel load(const std::string& path, int64_t parallelFromRows) {
   LoadOptions opts;
   opts.payloads = true;
@@ -103,7 +98,7 @@ TEST(ParallelRead, GivesTheSerialModel) {
 TEST(ParallelRead, RowidsWithHolesGiveTheSerialModel) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
-  exec(run, "DELETE FROM gradients_rows WHERE id % 7 = 3 OR id BETWEEN 1400 AND 1700");
+  execSql(run, "DELETE FROM gradients_rows WHERE id % 7 = 3 OR id BETWEEN 1400 AND 1700");
   expectSameModel(run);
 }
 
@@ -111,7 +106,7 @@ TEST(ParallelRead, RowidsWithHolesGiveTheSerialModel) {
 TEST(ParallelRead, NullIterationsGiveTheSerialModel) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
-  exec(run, "UPDATE gradients_rows SET iteration = NULL WHERE id % 9 = 4");
+  execSql(run, "UPDATE gradients_rows SET iteration = NULL WHERE id % 9 = 4");
   expectSameModel(run);
 }
 
@@ -119,7 +114,7 @@ TEST(ParallelRead, NullIterationsGiveTheSerialModel) {
 TEST(ParallelRead, WithoutTheIterationIndexGivesTheSerialModel) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
-  exec(run, "DROP INDEX gradients_by_param");
+  execSql(run, "DROP INDEX gradients_by_param");
   expectSameModel(run);
 }
 
@@ -128,7 +123,7 @@ TEST(ParallelRead, WithoutTheIterationIndexGivesTheSerialModel) {
 TEST(ParallelRead, ReferenceRowsInTheGradientsTableGiveTheSerialModel) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
-  exec(run, "UPDATE gradients SET phase = 'reference', rank = -1 WHERE id % 5 = 1");
+  execSql(run, "UPDATE gradients SET phase = 'reference', rank = -1 WHERE id % 5 = 1");
   const RunModel serial = load(run, 0);
   ASSERT_GT(serial.referenceGradients.size(), 500u);
   expectSameModel(run);
@@ -142,21 +137,21 @@ TEST(ParallelRead, ReportsTheErrorOfASerialRead) {
   const std::string run = makeRun(dir, 1500);
   const std::string late = dir.file("late.db");
   std::filesystem::copy_file(run, late);
-  exec(late, "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900");
+  execSql(late, "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900");
   const std::string lateError = errorOf(late, 0);
   EXPECT_NE(lateError.find("tp = 99999"), std::string::npos) << lateError;
   EXPECT_EQ(errorOf(late, 1), lateError);
 
   const std::string both = dir.file("both.db");
   std::filesystem::copy_file(late, both);
-  exec(both, "UPDATE gradients_rows SET iteration = -5 WHERE id = 3");
+  execSql(both, "UPDATE gradients_rows SET iteration = -5 WHERE id = 3");
   const std::string bothError = errorOf(both, 0);
   EXPECT_NE(bothError.find("iteration = -5"), std::string::npos) << bothError;
   EXPECT_EQ(errorOf(both, 1), bothError);
 
   const std::string earlier = dir.file("earlier.db");
   std::filesystem::copy_file(late, earlier);
-  exec(earlier, "UPDATE actions_rows SET seq = -7 WHERE id = 10");
+  execSql(earlier, "UPDATE actions_rows SET seq = -7 WHERE id = 10");
   const std::string earlierError = errorOf(earlier, 0);
   EXPECT_NE(earlierError.find("seq = -7"), std::string::npos) << earlierError;
   EXPECT_EQ(errorOf(earlier, 1), earlierError);

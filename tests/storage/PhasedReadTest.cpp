@@ -53,11 +53,6 @@ std::string makeRun(const TempDir& dir, events::RunStatus status = events::RunSt
   return run;
 }
 
-void exec(const std::string& path, const std::string& sql) {
-  Db db(path, Db::Mode::ReadWrite);
-  db.exec(sql);
-}
-
 RunModel load(const std::string& path, int64_t parallelPhasesFromBytes) {
   LoadOptions opts;
   opts.payloads = true;
@@ -167,7 +162,7 @@ TEST(PhasedRead, ReportsTheErrorOfASerialRead) {
   auto planted = [&](const std::string& name, const std::string& sql) {
     const std::string copy = dir.file(name);
     std::filesystem::copy_file(run, copy);
-    exec(copy, sql);
+    execSql(copy, sql);
     return copy;
   };
   const std::string plan = planted("plan.db", "UPDATE plan_rows SET seq = -3 WHERE id = 5");

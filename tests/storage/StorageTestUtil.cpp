@@ -168,6 +168,11 @@ void writeActionsShard(const std::string& shardPath, int rank, int n) {
   w->close();
 }
 
+void execSql(const std::string& path, const std::string& sql) {
+  Db db(path, Db::Mode::ReadWrite);
+  db.exec(sql);
+}
+
 void writeText(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }

@@ -43,6 +43,8 @@ void writeActionsShard(const std::string& shardPath, int rank, int n);
 void rewriteAsFormat2(const std::string& path);
 
 void writeText(const std::string& path, const std::string& text);
+// Runs `sql` (one or more statements) on the SQLite file at `path` (plants a defect).
+void execSql(const std::string& path, const std::string& sql);
 std::string readBytes(const std::string& path);
 
 }  // namespace stagescope::storage::test

@@ -106,11 +106,10 @@ class ActionLookup {
   int32_t last(int rank, int iteration, Match match) const {
     if (rank < 0 || rank >= static_cast<int>(model_.actions.size())) return -1;
     const auto& acts = model_.actions[rank];
-    auto byIteration = [](const events::ActionRecord& a, int it) { return a.iteration < it; };
-    auto it = std::lower_bound(acts.begin(), acts.end(), iteration, byIteration);
+    const auto range = analysis::iterationRange(acts, iteration);
     int32_t best = -1;
-    for (; it != acts.end() && it->iteration == iteration; ++it)
-      if (match(*it)) best = static_cast<int32_t>(it - acts.begin());
+    for (const auto& a : range)
+      if (match(a)) best = static_cast<int32_t>(&a - acts.data());
     return best;
   }
 

@@ -253,14 +253,11 @@ int64_t CausalOrder::findKind(int rank, int iteration, events::ActionKind kind, 
                               bool last, const std::string& module) const {
   if (rank < 0 || static_cast<size_t>(rank) >= run_.actions.size()) return -1;
   const auto& v = run_.actions[rank];
-  auto lo =
-      std::lower_bound(v.begin(), v.end(), iteration,
-                       [](const events::ActionRecord& a, int it) { return a.iteration < it; });
   int64_t found = -1;
-  for (auto it = lo; it != v.end() && it->iteration == iteration; ++it) {
-    if (it->kind == kind && (microbatch < 0 || it->microbatch == microbatch) &&
-        (module.empty() || it->module.empty() || it->module == module)) {
-      found = it - v.begin();
+  for (const auto& a : iterationRange(v, iteration)) {
+    if (a.kind == kind && (microbatch < 0 || a.microbatch == microbatch) &&
+        (module.empty() || a.module.empty() || a.module == module)) {
+      found = &a - v.data();
       if (!last) break;
     }
   }

@@ -292,14 +292,6 @@ bool sameAction(const ActionRecord& p, const ActionRecord& a) {
 }
 
 // The records of one iteration in a list sorted by (iteration, seq).
-std::span<const ActionRecord> iterationRange(const std::vector<ActionRecord>& list, int iteration) {
-  auto lo = std::lower_bound(list.begin(), list.end(), iteration,
-                             [](const ActionRecord& a, int it) { return a.iteration < it; });
-  auto hi = std::upper_bound(lo, list.end(), iteration,
-                             [](int it, const ActionRecord& a) { return it < a.iteration; });
-  return {lo, hi};
-}
-
 // The planned list of `iteration` on `rank`: that iteration's records, or (when the plan was
 // stored once) the only planned iteration's.
 std::span<const ActionRecord> plannedFor(const RunModel& run, int rank, int iteration) {

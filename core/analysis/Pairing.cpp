@@ -86,6 +86,17 @@ int64_t findAction(const RunModel& run, int rank, int iteration, int seq, bool p
   return it - v.begin();
 }
 
+std::span<const events::ActionRecord> iterationRange(const std::vector<events::ActionRecord>& list,
+                                                     int iteration) {
+  auto lo =
+      std::lower_bound(list.begin(), list.end(), iteration,
+                       [](const events::ActionRecord& a, int it) { return a.iteration < it; });
+  auto hi = std::upper_bound(lo, list.end(), iteration, [](int it, const events::ActionRecord& a) {
+    return it < a.iteration;
+  });
+  return {lo, hi};
+}
+
 int sourceStage(const RunModel& run, const TransferRecord& t) {
   const auto* info = findRank(run, t.srcRank, model::edgeModules(t).first);
   if (!info) info = findRank(run, t.srcRank);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 #include "core/model/RunModel.h"
@@ -25,6 +26,11 @@ const std::vector<model::TransferPair>& pairsOf(const model::RunModel& run,
 // planned = true); -1 when absent.
 int64_t findAction(const model::RunModel& run, int rank, int iteration, int seq,
                    bool planned = false);
+
+// The records of `iteration` in a rank's action or plan list (sorted by iteration, as the
+// reader leaves them); empty when it has none.
+std::span<const events::ActionRecord> iterationRange(const std::vector<events::ActionRecord>& list,
+                                                     int iteration);
 
 // Source global stage of a transfer (pipeline position), -1 when the rank is unknown.
 int sourceStage(const model::RunModel& run, const events::TransferRecord& t);

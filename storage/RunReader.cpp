@@ -40,15 +40,24 @@ class Loader {
  public:
   Loader(Db& db, RunModel& m, const LoadOptions& opts, std::function<void(float)>& progress)
       : db_(db), m_(m), opts_(opts), progress_(progress) {}
+  // The side threads use this Loader's dictionary and model: they stop before any member goes
+  // (an error unwinding through load() leaves them running).
+  ~Loader() {
+    if (transfers_) transfers_->stop();
+    if (second_) second_->stop();
+  }
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
 
   void load() {
     readTexts();
     countRows();
     readRun();
     const bool values = !opts_.timelineOnly && !opts_.statusOnly;  // gradients, losses, ...
-    if (values) startSecondReader();
     const bool timeline = !opts_.detailsOnly;
     const bool messages = timeline && !opts_.statusOnly;  // transfers, collectives, waits
+    if (messages) startTransferReader();
+    if (values) startSecondReader();  // after: it balances against the transfers' thread
     if (timeline) {
       readModules();
       readRanks();
@@ -262,7 +271,10 @@ class Loader {
 
   void tick() {
     if (!progress_ || (++done_ & 0xffff) != 0 || total_ <= 0) return;
-    const int64_t done = done_ + (second_ ? second_->rowsDone.load(std::memory_order_relaxed) : 0);
+    int64_t done = done_;
+    for (const SideRead* side : {static_cast<const SideRead*>(second_.get()),
+                                 static_cast<const SideRead*>(transfers_.get())})
+      if (side) done += side->rowsDone.load(std::memory_order_relaxed);
     progress_(std::min(0.99f, static_cast<float>(done) / static_cast<float>(total_)));
   }
 
@@ -488,7 +500,23 @@ class Loader {
                    " (shape [" + dims + "] " + std::string(dtype) + ")");
   }
 
+  // The transfers: those a side thread read (startTransferReader), else read here.
   void readTransfers() {
+    if (!transfers_) {
+      readTransferRows([this] { tick(); });
+      return;
+    }
+    transfers_->finish();
+    m_.transfers = std::move(transfers_->transfers);
+    m_.transferIds = std::move(transfers_->transferIds);
+    done_ += static_cast<int64_t>(m_.transfers.size());
+    transfers_.reset();
+  }
+
+  // Reads every transfer row in file order into m_.transfers and m_.transferIds, calling
+  // `onRow()` after each.
+  template <typename OnRow>
+  void readTransferRows(OnRow onRow) {
     const std::string payload = opts_.payloads ? "payload" : "NULL";
     Stmt s = db_.prepare(
         "SELECT " +
@@ -543,7 +571,7 @@ class Loader {
                                " bytes, but bytes = " + std::to_string(t.bytes));
       }
       m_.transfers.push_back(std::move(t));
-      tick();
+      onRow();
     }
   }
 
@@ -580,22 +608,25 @@ class Loader {
     }
   };
 
-  struct SecondReader {
+  // A read on a connection of its own, in a thread of its own, while this thread reads other
+  // rows (docs/run-file.md "Reading a run file").  Only from a file in rollback-journal mode
+  // (a merged run file): there the second connection's snapshot is the first one's, because
+  // no writer can commit while the first holds its read lock; it still checks that it sees the
+  // run row and the table's rowid range the first one saw (checkSameFile).
+  struct SideRead {
     std::thread thread;
     std::mutex mutex;       // guards db: the interrupt must not reach a closed connection
     sqlite3* db = nullptr;  // its connection while open
     std::atomic<bool> cancelled{false};  // the main thread failed first and stops it
     std::exception_ptr error;            // what it threw; read after join
     std::atomic<int64_t> rowsDone{0};    // for progress, published every 4096 rows
-    // Set before the thread starts: the rowid range it reads (inclusive), the table's rowid
-    // bounds as the main connection saw them, and its slots.
-    int64_t from = 0, to = 0, min = 0, max = 0;
-    Slots slots;
-    events::RunInfo run;  // the run row the main connection read
-    // Written by the thread, read after join: format-1 reference rows, in file order.
-    std::vector<events::GradientRecord> references;
+    events::RunInfo run;                 // the run row the main connection read
+    int64_t min = 0, max = 0;            // the table's rowid bounds as the main connection saw
 
-    ~SecondReader() { stop(); }
+    SideRead() = default;
+    SideRead(const SideRead&) = delete;
+    SideRead& operator=(const SideRead&) = delete;
+    ~SideRead() { stop(); }  // the owner stops it before its derived members go (~Loader)
     void stop() {
       if (!thread.joinable()) return;
       cancelled = true;
@@ -605,31 +636,119 @@ class Loader {
       }
       thread.join();
     }
+    // Joins the thread; rethrows what it threw.
+    void finish() {
+      thread.join();
+      if (error) std::rethrow_exception(error);
+    }
+    // Publishes the count of rows read every 4096, and stops when cancelled.
+    void counted(int64_t rows) {
+      if ((rows & 0xfff) != 0) return;
+      rowsDone.store(rows, std::memory_order_relaxed);
+      if (cancelled) throw std::runtime_error("cancelled");  // the main thread's error wins
+    }
   };
+
+  // The second gradients reader: the rowid range it reads (inclusive) and its slots, set
+  // before it starts.
+  struct SecondReader : SideRead {
+    int64_t from = 0, to = 0;
+    Slots slots;
+    // Written by the thread, read after join: format-1 reference rows, in file order.
+    std::vector<events::GradientRecord> references;
+  };
+
+  // The transfers reader: what it read, taken after join.
+  struct TransferReader : SideRead {
+    std::vector<events::TransferRecord> transfers;
+    std::vector<int64_t> transferIds;
+  };
+
+  // Runs `read(loader)` on `r`'s thread with a Loader of its own connection, in a read
+  // snapshot, after checking that the connection sees `table` as this one did.
+  template <typename Read>
+  void startSide(SideRead& r, const char* table, Read read) {
+    r.run = m_.info;
+    r.thread = std::thread([this, &r, table, read] {
+      try {
+        Db db(m_.path, Db::Mode::ReadOnly);
+        db.setBusyTimeout(10000);
+        {
+          std::lock_guard<std::mutex> lock(r.mutex);
+          r.db = db.handle();
+        }
+        struct Unpublish {  // before the connection closes
+          SideRead& r;
+          ~Unpublish() {
+            std::lock_guard<std::mutex> lock(r.mutex);
+            r.db = nullptr;
+          }
+        } unpublish{r};
+        if (r.cancelled) return;
+        Transaction snapshot(db, false);
+        RunModel mine;
+        mine.path = m_.path;
+        mine.schemaVersion = m_.schemaVersion;
+        mine.info.level = r.run.level;
+        std::function<void(float)> none;
+        Loader other(db, mine, opts_, none);
+        other.packed_ = packed_;
+        other.texts_ = texts_;
+        other.known_ = known_;
+        other.rows_ = rows_;  // to reserve its vectors
+        other.checkSameFile(r.run, table, r.min, r.max);
+        read(other, mine);
+      } catch (...) {
+        r.error = std::current_exception();
+      }
+    });
+  }
+
+  // Whether `table` (at least LoadOptions::parallelFromRows rows) may be read by a side
+  // thread: a rollback-journal file; sets the rowid bounds the side will check.
+  bool sideReadable(const char* table, SideRead& r) {
+    const auto it = rows_.find(table);
+    if (opts_.parallelFromRows <= 0 || it == rows_.end() || it->second < 2 ||
+        it->second < opts_.parallelFromRows)
+      return false;
+    {
+      Stmt mode = db_.prepare("PRAGMA journal_mode");
+      if (!mode.step() || mode.text(0) == "wal") return false;
+    }
+    Stmt range = db_.prepare("SELECT min(rowid), max(rowid) FROM " + stored(table));
+    if (!range.step() || range.isNull(0)) return false;
+    r.min = range.i64(0);
+    r.max = range.i64(1);
+    return true;
+  }
+
+  // The transfers are read by a side thread while this one reads the actions (the plan
+  // before them): the two biggest tables of a timeline at once.
+  void startTransferReader() {
+    auto r = std::make_unique<TransferReader>();
+    if (!sideReadable("transfers", *r)) return;
+    transfers_ = std::move(r);
+    startSide(*transfers_, "transfers", [reader = transfers_.get()](Loader& other, RunModel& mine) {
+      int64_t rows = 0;
+      other.readTransferRows([&] { reader->counted(++rows); });
+      reader->transfers = std::move(mine.transfers);
+      reader->transferIds = std::move(mine.transferIds);
+    });
+  }
 
   // Two threads read the gradients when the table holds at least LoadOptions::parallelFromRows
   // rows, and only from a file in rollback-journal mode (a merged run file): there the second
   // connection's snapshot is the first one's, because no writer can commit while the first
   // holds its read lock.  A shard (WAL) is read by one thread.
   void startSecondReader() {
-    const auto it = rows_.find("gradients");
-    if (opts_.parallelFromRows <= 0 || opts_.onlyReducedGradients || it == rows_.end() ||
-        it->second < 2 || it->second < opts_.parallelFromRows)
-      return;
-    {
-      Stmt mode = db_.prepare("PRAGMA journal_mode");
-      if (!mode.step() || mode.text(0) == "wal") return;
-    }
-    const int64_t n = it->second;
-    int64_t lo = 0, hi = 0;
-    {
-      Stmt range = db_.prepare("SELECT min(rowid), max(rowid) FROM " + stored("gradients"));
-      if (!range.step() || range.isNull(0)) return;
-      lo = range.i64(0);
-      hi = range.i64(1);
-    }
-    // Balance the threads: the main one also reads every other table (rows_ counts them).
-    const int64_t secondRows = std::clamp<int64_t>(total_ / 2, 1, n - 1);
+    if (opts_.onlyReducedGradients) return;
+    auto r = std::make_unique<SecondReader>();
+    if (!sideReadable("gradients", *r)) return;
+    const int64_t n = rows_.at("gradients"), lo = r->min, hi = r->max;
+    // Balance the threads: the main one also reads every other table (rows_ counts them) but
+    // the transfers when a side thread reads those.
+    const int64_t mainRows = total_ - (transfers_ ? rows_.at("transfers") : 0);
+    const int64_t secondRows = std::clamp<int64_t>(mainRows / 2, 1, n - 1);
     // hi - lo >= n - 1: rowids are distinct.  Dense (a merged file's rowids are): the rows
     // from `split` on are exactly hi - split + 1; otherwise split by the rowid span and count.
     const uint64_t gaps =
@@ -648,17 +767,20 @@ class Loader {
       count.step();
       second = std::clamp<int64_t>(count.i64(0), 0, n);
     }
-    auto r = std::make_unique<SecondReader>();
     r->from = split;
     r->to = hi;
-    r->min = lo;
-    r->max = hi;
     split_ = split;
     m_.gradients = std::vector<events::GradientRecord>(static_cast<size_t>(n));
     planSlots(n, split, second, slots_, r->slots);
-    r->run = m_.info;
     second_ = std::move(r);
-    second_->thread = std::thread([this, reader = second_.get()] { secondMain(*reader); });
+    startSide(*second_, "gradients", [reader = second_.get()](Loader& other, RunModel& mine) {
+      int64_t rows = 0;
+      other.readGradientRows(reader->from, reader->to, [&](events::GradientRecord&& g) {
+        if (!reader->slots.put(std::move(g))) other.miscounted();
+        reader->counted(++rows);
+      });
+      reader->references = std::move(mine.referenceGradients);
+    });
   }
 
   // The slots of both threads: by iteration when the index gradients_by_param (iteration
@@ -714,48 +836,6 @@ class Loader {
     theirs.bucketOf = mine.bucketOf;
   }
 
-  // The second thread: its own connection and Loader with this one's dictionary.
-  void secondMain(SecondReader& r) {
-    try {
-      Db db(m_.path, Db::Mode::ReadOnly);
-      db.setBusyTimeout(10000);
-      {
-        std::lock_guard<std::mutex> lock(r.mutex);
-        r.db = db.handle();
-      }
-      struct Unpublish {  // before the connection closes
-        SecondReader& r;
-        ~Unpublish() {
-          std::lock_guard<std::mutex> lock(r.mutex);
-          r.db = nullptr;
-        }
-      } unpublish{r};
-      if (r.cancelled) return;
-      Transaction snapshot(db, false);
-      RunModel mine;
-      mine.path = m_.path;
-      mine.schemaVersion = m_.schemaVersion;
-      mine.info.level = r.run.level;
-      std::function<void(float)> none;
-      Loader other(db, mine, opts_, none);
-      other.packed_ = packed_;
-      other.texts_ = texts_;
-      other.known_ = known_;
-      other.checkSameFile(r.run, r.min, r.max);
-      int64_t rows = 0;
-      other.readGradientRows(r.from, r.to, [&](events::GradientRecord&& g) {
-        if (!r.slots.put(std::move(g))) other.miscounted();
-        if ((++rows & 0xfff) == 0) {
-          r.rowsDone.store(rows, std::memory_order_relaxed);
-          if (r.cancelled) throw std::runtime_error("cancelled");  // the main thread's error wins
-        }
-      });
-      r.references = std::move(mine.referenceGradients);
-    } catch (...) {
-      r.error = std::current_exception();
-    }
-  }
-
   [[noreturn]] void changed(const std::string& what) {
     throw RunFileError(Kind::Corrupt, m_.path + ": the file changed while it was read (" + what +
                                           "); read it again");
@@ -767,9 +847,9 @@ class Loader {
         "more rows than its index counts (a damaged index; sqlite3's REINDEX "
         "rebuilds it)");
   }
-  // The second connection reads the same file as the first: the same run row and gradients
-  // rowid range.
-  void checkSameFile(const events::RunInfo& first, int64_t min, int64_t max) {
+  // The second connection reads the same file as the first: the same run row and rowid range
+  // of `table`.
+  void checkSameFile(const events::RunInfo& first, const char* table, int64_t min, int64_t max) {
     Stmt run = db_.prepare("SELECT run_id, config_hash, end_unix_ms, status FROM run WHERE id = 1");
     const bool hasRun = run.step();
     if (hasRun != !first.runId.empty() ||
@@ -777,9 +857,9 @@ class Loader {
                     run.i64(2) != first.endUnixMs ||
                     run.text(3) != std::string_view(events::toString(first.status)))))
       changed("its run row differs");
-    Stmt range = db_.prepare("SELECT min(rowid), max(rowid) FROM " + stored("gradients"));
+    Stmt range = db_.prepare("SELECT min(rowid), max(rowid) FROM " + stored(table));
     if (!range.step() || range.i64(0) != min || range.i64(1) != max)
-      changed("its gradients table differs");
+      changed(std::string("its ") + table + " table differs");
   }
 
   void readGradients() {
@@ -804,8 +884,7 @@ class Loader {
     readGradientRows(kFirst, split_ - 1, [&](events::GradientRecord&& g) {
       if (!slots_.put(std::move(g))) miscounted();
     });
-    r.thread.join();
-    if (r.error) std::rethrow_exception(r.error);
+    r.finish();
     // Slots left empty (reference rows went to referenceGradients; an index that counted more
     // rows than there are): close the gaps, keeping the order.
     size_t at = 0;
@@ -1151,6 +1230,7 @@ class Loader {
   // and this thread's slots for the rows below.
   std::unique_ptr<SecondReader> second_;
   int64_t split_ = 0;
+  std::unique_ptr<TransferReader> transfers_;  // startTransferReader's, while it runs
   Slots slots_;                          // the main thread's
   std::map<std::string, int64_t> rows_;  // countRows: rows per logical table
   bool packed_ = false;                  // the file has `texts` (a format-3 run file)

@@ -43,9 +43,10 @@ struct LoadOptions {
   // indexes another model of the same file with them (the viewer) must not use it.
   bool onlyReducedGradients = false;
   // A gradients table with at least this many rows is read by two threads, each on its own
-  // connection to the same snapshot, over two rowid ranges (<= 0: always one thread; never with
-  // onlyReducedGradients).  The result, and the error a bad file gives, are those of a serial
-  // read (docs/run-file.md "Reading a run file").
+  // connection to the same snapshot, over two rowid ranges (never with onlyReducedGradients);
+  // a transfers table of at least this many rows by a side thread of its own, meanwhile the
+  // actions are read (<= 0: one thread reads every table).  The result, and the error a bad
+  // file gives, are those of a serial read (docs/run-file.md "Reading a run file").
   int64_t parallelFromRows = int64_t{1} << 18;
   // A whole-model load (none of timelineOnly, detailsOnly, statusOnly) of a file of at least
   // this many bytes reads its two halves at once, as the viewer does: the timelineOnly part on

@@ -1,5 +1,6 @@
-// Reading the gradients table on two threads (LoadOptions::parallelFromRows): the model, and the
-// error a bad file gives, must be those of a serial read of the same file.  Each test loads
+// Reading the gradients table on two threads and the transfers on a thread of their own
+// (LoadOptions::parallelFromRows): the model, and the error a bad file gives, must be those of
+// a serial read of the same file.  Each test loads
 // one file both ways (parallelFromRows 0: serial; 1: always two threads) and compares.
 #include <gtest/gtest.h>
 
@@ -17,7 +18,7 @@ namespace stagescope::storage::test {
 namespace {
 
 // A merged run file of two ranks with `perRank` gradients each (distinct checksums in write
-// order), some actions and losses, at level full (payloads present).
+// order), as many transfers, some actions and losses, at level full (payloads present).
 std::string makeRun(const TempDir& dir, int perRank) {
   const std::string run = dir.file("run.db");
   const auto level = events::RecordLevel::Full;
@@ -37,6 +38,12 @@ std::string makeRun(const TempDir& dir, int perRank) {
       g.fullShape = {32, 1};
       g.payload = std::vector<uint8_t>(static_cast<size_t>(i % 4) * 4, static_cast<uint8_t>(i));
       w->gradient(g);
+    }
+    for (int i = 0; i < perRank; ++i) {
+      const auto side = rank == 0 ? events::Side::Send : events::Side::Recv;
+      events::TransferRecord t = sampleTransfer(side, 0, 1, i % 7, i % 5 - 1);
+      t.checksum = static_cast<uint64_t>(rank * perRank + i + 1);
+      w->transfer(t);
     }
     for (int i = 0; i < 20; ++i) w->loss(sampleLoss(rank, i / 4, i % 4));
     w->close();
@@ -68,6 +75,12 @@ void expectSameGradients(const std::vector<events::GradientRecord>& a,
   }
 }
 
+auto fields(const events::TransferRecord& t) {
+  return std::make_tuple(t.rank, static_cast<int>(t.side), t.srcRank, t.dstRank, t.edge.str(),
+                         t.iteration, t.microbatch, t.actionSeq, t.shape.vec(), t.bytes,
+                         t.checksum, t.stats.l2, t.startNs, t.endNs, t.payload);
+}
+
 void expectSameModel(const std::string& path) {
   const RunModel serial = load(path, 0);
   const RunModel parallel = load(path, 1);
@@ -76,6 +89,14 @@ void expectSameModel(const std::string& path) {
   expectSameGradients(parallel.referenceGradients, serial.referenceGradients);
   EXPECT_EQ(parallel.losses.size(), serial.losses.size());
   EXPECT_EQ(parallel.actions.size(), serial.actions.size());
+  ASSERT_FALSE(serial.transfers.empty());
+  ASSERT_EQ(parallel.transfers.size(), serial.transfers.size());
+  for (size_t i = 0; i < serial.transfers.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(fields(parallel.transfers[i]), fields(serial.transfers[i]));
+  }
+  EXPECT_EQ(parallel.transferIds, serial.transferIds);
+  EXPECT_EQ(parallel.pairs.size(), serial.pairs.size());
 }
 
 // The error message of loading `path` with `parallelFromRows` ("" when it loads).
@@ -155,6 +176,28 @@ TEST(ParallelRead, ReportsTheErrorOfASerialRead) {
   const std::string earlierError = errorOf(earlier, 0);
   EXPECT_NE(earlierError.find("seq = -7"), std::string::npos) << earlierError;
   EXPECT_EQ(errorOf(earlier, 1), earlierError);
+
+  // The transfers, read on their own thread: a bad transfer alone; a bad action (read before
+  // them) and a bad transfer; a bad transfer and a bad gradient (read after them).
+  const std::string transfer = dir.file("transfer.db");
+  std::filesystem::copy_file(run, transfer);
+  execSql(transfer, "UPDATE transfers_rows SET src_rank = -3 WHERE id = 2000");
+  const std::string transferError = errorOf(transfer, 0);
+  EXPECT_NE(transferError.find("src_rank = -3"), std::string::npos) << transferError;
+  EXPECT_EQ(errorOf(transfer, 1), transferError);
+
+  const std::string actionFirst = dir.file("action-first.db");
+  std::filesystem::copy_file(transfer, actionFirst);
+  execSql(actionFirst, "UPDATE actions_rows SET seq = -7 WHERE id = 10");
+  EXPECT_EQ(errorOf(actionFirst, 1), errorOf(actionFirst, 0));
+  EXPECT_NE(errorOf(actionFirst, 1).find("seq = -7"), std::string::npos);
+
+  const std::string gradientAfter = dir.file("gradient-after.db");
+  std::filesystem::copy_file(transfer, gradientAfter);
+  execSql(gradientAfter, "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900");
+  const std::string transferFirst = errorOf(gradientAfter, 0);
+  EXPECT_NE(transferFirst.find("src_rank = -3"), std::string::npos) << transferFirst;
+  EXPECT_EQ(errorOf(gradientAfter, 1), transferFirst);
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <exception>
 #include <map>
+#include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "core/analysis/Pairing.h"
@@ -83,57 +86,101 @@ int dpSize(const std::map<std::string, ModuleShape>& m, const std::string& modul
 using model::edgeModules;
 
 // ---- transfers ----------------------------------------------------------------------------
+// A message's logical identity across runs: edge, direction, iteration, global microbatch and
+// the dp replica it reaches (a bridge) or leaves (P2P).  Ordered with the edge by its text.
+struct TKey {
+  events::Name edge;
+  int direction = 0, iteration = -1, globalMb = -1, dp = -1;
+  auto tie() const { return std::tie(edge, direction, iteration, globalMb, dp); }
+  bool operator<(const TKey& o) const { return tie() < o.tie(); }
+  bool operator==(const TKey& o) const { return tie() == o.tie(); }
+};
+
 struct TGroup {
-  std::string edge;
-  Direction direction = Direction::Activation;
-  int iteration = -1, globalMb = -1, dstDp = -1;
-  int64_t send = -1, recv = -1;  // representative sides (lowest sender tp)
-  int sendTp = INT_MAX;
-  std::set<uint64_t> checksums;  // every side, every TP copy (0 = not recorded)
-  bool sidesDisagree = false;    // a receive recorded another checksum than its send
+  TKey key;
+  int dstDp = -1;
+  int64_t send = -1, recv = -1;     // representative sides (lowest sender tp)
+  std::vector<uint64_t> checksums;  // every side, every TP copy (0 = not recorded); sorted, unique
+  bool sidesDisagree = false;       // a receive recorded another checksum than its send
   bool aligned = true;
 };
 
-using TKey = std::tuple<std::string, int, int, int, int>;  // edge, dir, it, gmb, dstDp
+// What one transfer pair contributes to its group (transferGroups).
+struct TMember {
+  TKey key;
+  uint32_t pair = 0;  // index into the run's pairs
+  int srcTp = 0, dstDp = 0;
+  bool aligned = true;
+};
 
+// The groups of a run's messages, sorted by key: each pair's sides, every TP copy together.
 // P2P edges of a module whose pp or dp differs between the runs name other layer boundaries or
-// replicas; a bridge touching a module whose dp differs pairs other replicas.
-std::map<TKey, TGroup> transferGroups(const RunModel& run, const std::set<std::string>& unaligned,
-                                      const std::set<std::string>& otherReplicas) {
+// replicas; a bridge touching a module whose dp differs pairs other replicas.  Built as a
+// sorted vector, not a map: a run holds millions of messages.
+std::vector<TGroup> transferGroups(const RunModel& run, const std::set<std::string>& unaligned,
+                                   const std::set<std::string>& otherReplicas) {
   const auto modules = modulesOf(run);
   std::vector<model::TransferPair> scratch;
   const auto& pairs = pairsOf(run, scratch);
-  std::map<TKey, TGroup> out;
-  for (const auto& p : pairs) {
+  std::vector<TMember> members;
+  members.reserve(pairs.size());
+  events::Name lastEdge;
+  std::pair<std::string, std::string> ends;  // lastEdge's modules (edgeModules allocates)
+  bool haveEdge = false;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& p = pairs[i];
     const int64_t idx = p.send >= 0 ? p.send : p.recv;
     if (idx < 0) continue;
     const auto& t = run.transfers[idx];
-    auto [srcModule, dstModule] = edgeModules(t);
+    if (!haveEdge || !(t.edge == lastEdge)) {
+      ends = edgeModules(t);
+      lastEdge = t.edge;
+      haveEdge = true;
+    }
+    const auto& [srcModule, dstModule] = ends;
     // A colocated rank holds several modules: the coordinates are those of the edge's ends.
     const auto* src = findRank(run, t.srcRank, srcModule);
     const auto* dst = findRank(run, t.dstRank, dstModule);
     const int srcDp = src ? src->dp : 0, dstDp = dst ? dst->dp : 0;
-    const int srcTp = src ? src->tp : 0;
     const int gmb = t.microbatch * dpSize(modules, srcModule) + srcDp;
-    TKey key{t.edge, static_cast<int>(t.direction), t.iteration, gmb,
-             t.edgeKind == events::EdgeKind::P2P ? srcDp : dstDp};
-    TGroup& g = out[key];
-    g.edge = t.edge;
-    g.direction = t.direction;
-    g.iteration = t.iteration;
-    g.globalMb = gmb;
-    g.dstDp = dstDp;
-    g.aligned = t.edgeKind == events::EdgeKind::P2P
-                    ? !unaligned.count(srcModule)
-                    : !otherReplicas.count(srcModule) && !otherReplicas.count(dstModule);
-    if (srcTp < g.sendTp) {
-      g.sendTp = srcTp;
-      g.send = p.send;
-      g.recv = p.recv;
+    const bool p2p = t.edgeKind == events::EdgeKind::P2P;
+    members.push_back(
+        {{t.edge, static_cast<int>(t.direction), t.iteration, gmb, p2p ? srcDp : dstDp},
+         static_cast<uint32_t>(i),
+         src ? src->tp : 0,
+         dstDp,
+         p2p ? !unaligned.count(srcModule)
+             : !otherReplicas.count(srcModule) && !otherReplicas.count(dstModule)});
+  }
+  // Stable: within a group the pairs stay in the run's order (the first of the lowest tp is
+  // the representative).
+  std::stable_sort(members.begin(), members.end(),
+                   [](const TMember& x, const TMember& y) { return x.key < y.key; });
+  std::vector<TGroup> out;
+  for (size_t g = 0; g < members.size();) {
+    TGroup group;
+    group.key = members[g].key;
+    int sendTp = INT_MAX;
+    size_t end = g;
+    for (; end < members.size() && members[end].key == group.key; ++end) {
+      const TMember& m = members[end];
+      const auto& p = pairs[m.pair];
+      group.dstDp = m.dstDp;
+      group.aligned = m.aligned;
+      if (m.srcTp < sendTp) {
+        sendTp = m.srcTp;
+        group.send = p.send;
+        group.recv = p.recv;
+      }
+      if (p.send >= 0) group.checksums.push_back(run.transfers[p.send].checksum);
+      if (p.recv >= 0) group.checksums.push_back(run.transfers[p.recv].checksum);
+      if (!p.checksumMatches) group.sidesDisagree = true;
     }
-    if (p.send >= 0) g.checksums.insert(run.transfers[p.send].checksum);
-    if (p.recv >= 0) g.checksums.insert(run.transfers[p.recv].checksum);
-    if (!p.checksumMatches) g.sidesDisagree = true;
+    std::sort(group.checksums.begin(), group.checksums.end());
+    group.checksums.erase(std::unique(group.checksums.begin(), group.checksums.end()),
+                          group.checksums.end());
+    out.push_back(std::move(group));
+    g = end;
   }
   return out;
 }
@@ -238,7 +285,27 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     out.globalBatchNote +=
         (out.globalBatchNote.empty() ? "" : "; ") + std::string("the runs have different modules");
   }
-  const CausalOrder ca(a), cb(b);
+  // The two runs' causal orders are independent: run B's is built on a second thread.
+  std::optional<CausalOrder> orderB;
+  std::exception_ptr orderBError;
+  std::thread buildB([&] {
+    try {
+      orderB.emplace(b);
+    } catch (...) {
+      orderBError = std::current_exception();
+    }
+  });
+  std::optional<CausalOrder> orderA;
+  try {
+    orderA.emplace(a);
+  } catch (...) {
+    buildB.join();
+    throw;
+  }
+  buildB.join();
+  if (orderBError) std::rethrow_exception(orderBError);
+  const CausalOrder& ca = *orderA;
+  const CausalOrder& cb = *orderB;
 
   // Whole-model gradient norm per iteration: the floor of relative differences.
   auto ga = gatherGradients(a, events::GradPhase::Reduced, true);
@@ -258,28 +325,28 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
 
   // ---- transfers
   {
-    auto ta = transferGroups(a, unaligned, otherReplicas);
-    auto tb = transferGroups(b, unaligned, otherReplicas);
-    std::set<TKey> keys;
-    for (const auto& kv : ta) keys.insert(kv.first);
-    for (const auto& kv : tb) keys.insert(kv.first);
+    const auto ta = transferGroups(a, unaligned, otherReplicas);
+    const auto tb = transferGroups(b, unaligned, otherReplicas);
+    out.items.reserve(std::max(ta.size(), tb.size()));
     std::vector<double> va, vb;
-    for (const auto& k : keys) {
-      auto ia = ta.find(k), ib = tb.find(k);
-      const TGroup& any = ia != ta.end() ? ia->second : ib->second;
+    // Both are sorted by key: walk them together (every key of either, in key order).
+    for (size_t ia = 0, ib = 0; ia < ta.size() || ib < tb.size();) {
+      const bool takeA = ia < ta.size() && (ib == tb.size() || !(tb[ib].key < ta[ia].key));
+      const bool takeB = ib < tb.size() && (ia == ta.size() || !(ta[ia].key < tb[ib].key));
+      const TGroup* x = takeA ? &ta[ia++] : nullptr;
+      const TGroup* y = takeB ? &tb[ib++] : nullptr;
+      const TGroup& any = x ? *x : *y;
       AlignedItem it;
       it.kind = ItemKind::Transfer;
-      it.edge = any.edge;
-      it.direction = any.direction;
-      it.iteration = any.iteration;
-      it.microbatch = any.globalMb;
-      it.key = any.edge + " " + events::toString(any.direction) + " it" +
-               std::to_string(any.iteration) + " gmb" + std::to_string(any.globalMb);
-      if (any.edge.find("->") != std::string::npos && any.edge.find(':') == std::string::npos) {
-        it.key += " to dp" + std::to_string(std::get<4>(k));
+      it.edge = any.key.edge;
+      it.direction = static_cast<Direction>(any.key.direction);
+      it.iteration = any.key.iteration;
+      it.microbatch = any.key.globalMb;
+      it.key = it.edge + " " + events::toString(it.direction) + " it" +
+               std::to_string(it.iteration) + " gmb" + std::to_string(it.microbatch);
+      if (it.edge.find("->") != std::string::npos && it.edge.find(':') == std::string::npos) {
+        it.key += " to dp" + std::to_string(any.key.dp);
       }
-      const TGroup* x = ia != ta.end() ? &ia->second : nullptr;
-      const TGroup* y = ib != tb.end() ? &ib->second : nullptr;
       auto rep = [](const TGroup* g) { return g->send >= 0 ? g->send : g->recv; };
       if (x) {
         it.a = rep(x);

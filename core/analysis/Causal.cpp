@@ -1,6 +1,7 @@
 #include "core/analysis/Causal.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <span>
@@ -79,51 +80,68 @@ RankGroup groupOf(const events::RankInfo& info, bool dpReduce) {
 }
 
 // The members of each collective of one rank group: its ranks' actions that belong to the
-// group, matched by (iteration, kind, microbatch); one group at a time, so the scratch list
-// holds one group's actions, not the run's.
+// group, matched by (iteration, kind, microbatch).  Each rank's actions are sorted by
+// iteration, so the ranks are walked together one iteration at a time: the scratch list holds
+// one iteration's members of one group (in cache), not the run's.
 void addGroupDeps(const RunModel& run, const RankGroup& group, const std::set<int32_t>& ranks,
                   std::vector<Dep>& out) {
   struct Member {
-    int32_t iteration, kind, microbatch;
+    uint64_t key;  // kind << 32 | (microbatch as unsigned): equal for one collective
     Ref ref;
-    auto key() const { return std::tie(iteration, kind, microbatch); }
+  };
+  struct Cursor {
+    int32_t rank;
+    const std::vector<events::ActionRecord>* acts;
+    size_t next = 0;
+    events::Name module;  // the module of the last action placed, and whether it is in group
+    bool known = false, inGroup = false;
   };
   const bool dpReduce = std::get<4>(group);
+  std::vector<Cursor> cursors;
+  for (int32_t r : ranks)
+    if (r >= 0 && static_cast<size_t>(r) < run.actions.size())
+      cursors.push_back({r, &run.actions[static_cast<size_t>(r)], 0, {}, false, false});
   std::vector<Member> members;
-  for (int32_t r : ranks) {
-    if (r < 0 || static_cast<size_t>(r) >= run.actions.size()) continue;
-    const auto& acts = run.actions[static_cast<size_t>(r)];
-    const events::RankInfo* info = nullptr;  // the placement of the last module seen
-    events::Name module;
-    bool known = false;
-    for (size_t i = 0; i < acts.size(); ++i) {
-      const auto& a = acts[i];
-      if (a.kind == events::ActionKind::OptimizerStep ||
-          (a.kind == events::ActionKind::DpReduce) != dpReduce)
-        continue;
-      // A colocated rank's actions group with the peers of their own module.
-      if (!known || !(a.module == module)) {
-        info = placement(run, r, a.module);
-        module = a.module;
-        known = true;
+  for (;;) {
+    int32_t iteration = INT32_MAX;  // the lowest iteration any rank has left
+    bool any = false;
+    for (const Cursor& c : cursors)
+      if (c.next < c.acts->size()) {
+        iteration = std::min(iteration, (*c.acts)[c.next].iteration);
+        any = true;
       }
-      if (!info || groupOf(*info, dpReduce) != group) continue;
-      members.push_back({a.iteration,
-                         static_cast<int32_t>(a.kind),
-                         dpReduce ? -1 : a.microbatch,
-                         {r, static_cast<uint32_t>(i)}});
+    if (!any) break;
+    members.clear();
+    for (Cursor& c : cursors) {
+      for (; c.next < c.acts->size() && (*c.acts)[c.next].iteration == iteration; ++c.next) {
+        const auto& a = (*c.acts)[c.next];
+        if (a.kind == events::ActionKind::OptimizerStep ||
+            (a.kind == events::ActionKind::DpReduce) != dpReduce)
+          continue;
+        // A colocated rank's actions group with the peers of their own module.
+        if (!c.known || !(a.module == c.module)) {
+          const events::RankInfo* info = placement(run, c.rank, a.module);
+          c.inGroup = info && groupOf(*info, dpReduce) == group;
+          c.module = a.module;
+          c.known = true;
+        }
+        if (!c.inGroup) continue;
+        const int32_t microbatch = dpReduce ? -1 : a.microbatch;
+        members.push_back({static_cast<uint64_t>(a.kind) << 32 | static_cast<uint32_t>(microbatch),
+                           {c.rank, static_cast<uint32_t>(c.next)}});
+      }
     }
-  }
-  std::sort(members.begin(), members.end(),
-            [](const Member& x, const Member& y) { return x.key() < y.key(); });
-  for (size_t g = 0; g < members.size();) {
-    size_t end = g + 1;
-    while (end < members.size() && members[end].key() == members[g].key()) ++end;
-    for (size_t x = g; x < end; ++x)
-      for (size_t y = g; y < end; ++y)
-        if (members[y].ref.rank != members[x].ref.rank)
-          out.push_back({members[x].ref, members[y].ref});
-    g = end;
+    std::sort(members.begin(), members.end(),
+              [](const Member& x, const Member& y) { return x.key < y.key; });
+    for (size_t g = 0; g < members.size();) {
+      size_t end = g + 1;
+      while (end < members.size() && members[end].key == members[g].key) ++end;
+      for (size_t x = g; x < end; ++x)
+        for (size_t y = g; y < end; ++y)
+          if (members[y].ref.rank != members[x].ref.rank)
+            out.push_back({members[x].ref, members[y].ref});
+      g = end;
+    }
   }
 }
 

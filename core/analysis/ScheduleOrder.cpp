@@ -13,6 +13,11 @@ std::string token(const events::ActionRecord& a) {
   return t;
 }
 
+// Whether token(a) == token(b).
+bool sameToken(const events::ActionRecord& a, const events::ActionRecord& b) {
+  return a.kind == b.kind && (a.microbatch >= 0 ? a.microbatch == b.microbatch : b.microbatch < 0);
+}
+
 // The first position where a rank's two action lists differ: (iteration, position in the
 // iteration); false when they are the same.
 bool firstDifference(const std::vector<events::ActionRecord>& x,
@@ -28,13 +33,13 @@ bool firstDifference(const std::vector<events::ActionRecord>& x,
       const bool hasX = i < x.size() && x[i].iteration == it;
       const bool hasY = j < y.size() && y[j].iteration == it;
       if (!hasX && !hasY) break;
-      const std::string a = hasX ? token(x[i]) : "(none)";
-      const std::string b = hasY ? token(y[j]) : "(none)";
-      if (a != b) {
+      // Compared as the tokens they print (kind, and microbatch when one): the strings are
+      // made only for the difference reported, not for each of millions of actions.
+      if (hasX != hasY || (hasX && !sameToken(x[i], y[j]))) {
         *iteration = it;
         *position = pos;
-        *opA = a;
-        *opB = b;
+        *opA = hasX ? token(x[i]) : "(none)";
+        *opB = hasY ? token(y[j]) : "(none)";
         return true;
       }
       ++i;

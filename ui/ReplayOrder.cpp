@@ -8,32 +8,24 @@
 #include <string>
 #include <tuple>
 
-namespace stagescope::ui {
+#include "core/analysis/Pairing.h"
 
-int32_t findAction(const storage::RunModel& model, int rank, int iteration, int seq) {
-  if (rank < 0 || rank >= static_cast<int>(model.actions.size())) return -1;
-  const auto& acts = model.actions[rank];
-  auto it = std::lower_bound(acts.begin(), acts.end(), std::make_pair(iteration, seq),
-                             [](const events::ActionRecord& a, const std::pair<int, int>& k) {
-                               return std::make_pair(a.iteration, a.seq) < k;
-                             });
-  if (it == acts.end() || it->iteration != iteration || it->seq != seq) return -1;
-  return static_cast<int32_t>(it - acts.begin());
-}
+namespace stagescope::ui {
 
 std::vector<PairActions> pairActions(const storage::RunModel& model) {
   std::vector<PairActions> out(model.pairs.size());
+  const analysis::ActionIndex actions(model);
   for (size_t i = 0; i < model.pairs.size(); ++i) {
     const auto& p = model.pairs[i];
     if (p.send >= 0) {
       const auto& t = model.transfers[p.send];
       out[i].sendRank = t.rank;
-      out[i].sendAction = findAction(model, t.rank, t.iteration, t.actionSeq);
+      out[i].sendAction = static_cast<int32_t>(actions.find(t.rank, t.iteration, t.actionSeq));
     }
     if (p.recv >= 0) {
       const auto& t = model.transfers[p.recv];
       out[i].recvRank = t.rank;
-      out[i].recvAction = findAction(model, t.rank, t.iteration, t.actionSeq);
+      out[i].recvAction = static_cast<int32_t>(actions.find(t.rank, t.iteration, t.actionSeq));
     }
   }
   return out;

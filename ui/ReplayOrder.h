@@ -31,8 +31,6 @@ struct PairActions {
   int32_t recvRank = -1, recvAction = -1;
 };
 
-// The action index on `rank` with (iteration, seq), or -1 (binary search).
-int32_t findAction(const storage::RunModel& model, int rank, int iteration, int seq);
 std::vector<PairActions> pairActions(const storage::RunModel& model);
 
 class ReplayOrder {

@@ -135,7 +135,9 @@ std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& m,
         n.kind = NonFinite::Kind::Transfer;
         n.rank = t.rank;
         n.action =
-            t.rank >= 0 && t.rank < world ? findAction(m, t.rank, t.iteration, t.actionSeq) : -1;
+            t.rank >= 0 && t.rank < world
+                ? static_cast<int32_t>(analysis::findAction(m, t.rank, t.iteration, t.actionSeq))
+                : -1;
         break;
       }
       case analysis::NonFiniteRecord::Kind::Gradient: {

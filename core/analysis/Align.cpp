@@ -5,6 +5,7 @@
 #include <cmath>
 #include <exception>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -105,70 +106,109 @@ struct TGroup {
   bool aligned = true;
 };
 
-// What one transfer pair contributes to its group (transferGroups).
+// An int's order as an unsigned one's (for packed keys).
+uint64_t ordered(int v) {
+  return static_cast<uint32_t>(v) ^ 0x80000000u;
+}
+
+// What one transfer pair contributes to its group (transferGroups): its key packed into
+// integers in TKey's order, with the edge as its rank among the run's edges by text, and the
+// pair's index last, so that a sort keeps a group's pairs in the run's order.
 struct TMember {
-  TKey key;
-  uint32_t pair = 0;  // index into the run's pairs
-  int srcTp = 0, dstDp = 0;
+  uint64_t edgeDirection, iterationMb,
+      dpPair;  // edge rank << 32 | dir; it << 32 | gmb; dp << 32 | pair
+  uint32_t pair() const { return static_cast<uint32_t>(dpPair); }
+  bool sameGroup(const TMember& o) const {
+    return edgeDirection == o.edgeDirection && iterationMb == o.iterationMb &&
+           dpPair >> 32 == o.dpPair >> 32;
+  }
+  bool operator<(const TMember& o) const {
+    return std::tie(edgeDirection, iterationMb, dpPair) <
+           std::tie(o.edgeDirection, o.iterationMb, o.dpPair);
+  }
+};
+
+// Where a message of an edge goes from and to: the coordinates transferGroups needs of its two
+// ranks, found once per (edge, src, dst) rather than per message.
+struct MessageEnds {
+  int srcDp = 0, dstDp = 0, srcTp = 0, dpSize = 1;
   bool aligned = true;
 };
 
 // The groups of a run's messages, sorted by key: each pair's sides, every TP copy together.
 // P2P edges of a module whose pp or dp differs between the runs name other layer boundaries or
 // replicas; a bridge touching a module whose dp differs pairs other replicas.  Built as a
-// sorted vector, not a map: a run holds millions of messages.
+// sorted vector of packed keys, not a map: a run holds millions of messages.
 std::vector<TGroup> transferGroups(const RunModel& run, const std::set<std::string>& unaligned,
                                    const std::set<std::string>& otherReplicas) {
   const auto modules = modulesOf(run);
   std::vector<model::TransferPair> scratch;
   const auto& pairs = pairsOf(run, scratch);
+  // The edges by text, and each one's rank among them.
+  std::vector<events::Name> edges;
+  {
+    std::set<const void*> seen;
+    for (const auto& t : run.transfers)
+      if (seen.insert(t.edge.id()).second) edges.push_back(t.edge);
+    std::sort(edges.begin(), edges.end());
+  }
+  std::map<const void*, uint32_t> edgeRank;
+  for (size_t i = 0; i < edges.size(); ++i) edgeRank[edges[i].id()] = static_cast<uint32_t>(i);
+  std::map<std::tuple<const void*, int, int>, MessageEnds> endsOf;
+  auto endsFor = [&](const events::TransferRecord& t) -> const MessageEnds& {
+    auto [it, added] = endsOf.try_emplace({t.edge.id(), t.srcRank, t.dstRank});
+    if (!added) return it->second;
+    const auto [srcModule, dstModule] = edgeModules(t);
+    // A colocated rank holds several modules: the coordinates are those of the edge's ends.
+    const auto* src = findRank(run, t.srcRank, srcModule);
+    const auto* dst = findRank(run, t.dstRank, dstModule);
+    MessageEnds& e = it->second;
+    e.srcDp = src ? src->dp : 0;
+    e.dstDp = dst ? dst->dp : 0;
+    e.srcTp = src ? src->tp : 0;
+    e.dpSize = dpSize(modules, srcModule);
+    e.aligned = t.edgeKind == events::EdgeKind::P2P
+                    ? !unaligned.count(srcModule)
+                    : !otherReplicas.count(srcModule) && !otherReplicas.count(dstModule);
+    return e;
+  };
   std::vector<TMember> members;
   members.reserve(pairs.size());
-  events::Name lastEdge;
-  std::pair<std::string, std::string> ends;  // lastEdge's modules (edgeModules allocates)
-  bool haveEdge = false;
+  const void* lastEdge = nullptr;
+  uint32_t lastRank = 0;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
     const int64_t idx = p.send >= 0 ? p.send : p.recv;
     if (idx < 0) continue;
     const auto& t = run.transfers[idx];
-    if (!haveEdge || !(t.edge == lastEdge)) {
-      ends = edgeModules(t);
-      lastEdge = t.edge;
-      haveEdge = true;
+    if (t.edge.id() != lastEdge || members.empty()) {
+      lastEdge = t.edge.id();
+      lastRank = edgeRank.at(lastEdge);
     }
-    const auto& [srcModule, dstModule] = ends;
-    // A colocated rank holds several modules: the coordinates are those of the edge's ends.
-    const auto* src = findRank(run, t.srcRank, srcModule);
-    const auto* dst = findRank(run, t.dstRank, dstModule);
-    const int srcDp = src ? src->dp : 0, dstDp = dst ? dst->dp : 0;
-    const int gmb = t.microbatch * dpSize(modules, srcModule) + srcDp;
-    const bool p2p = t.edgeKind == events::EdgeKind::P2P;
-    members.push_back(
-        {{t.edge, static_cast<int>(t.direction), t.iteration, gmb, p2p ? srcDp : dstDp},
-         static_cast<uint32_t>(i),
-         src ? src->tp : 0,
-         dstDp,
-         p2p ? !unaligned.count(srcModule)
-             : !otherReplicas.count(srcModule) && !otherReplicas.count(dstModule)});
+    const MessageEnds& e = endsFor(t);
+    const int gmb = t.microbatch * e.dpSize + e.srcDp;
+    const int dp = t.edgeKind == events::EdgeKind::P2P ? e.srcDp : e.dstDp;
+    members.push_back({uint64_t{lastRank} << 32 | static_cast<uint8_t>(t.direction),
+                       ordered(t.iteration) << 32 | ordered(gmb), ordered(dp) << 32 | i});
   }
-  // Stable: within a group the pairs stay in the run's order (the first of the lowest tp is
-  // the representative).
-  std::stable_sort(members.begin(), members.end(),
-                   [](const TMember& x, const TMember& y) { return x.key < y.key; });
+  std::sort(members.begin(), members.end());
   std::vector<TGroup> out;
   for (size_t g = 0; g < members.size();) {
     TGroup group;
-    group.key = members[g].key;
     int sendTp = INT_MAX;
     size_t end = g;
-    for (; end < members.size() && members[end].key == group.key; ++end) {
-      const TMember& m = members[end];
-      const auto& p = pairs[m.pair];
-      group.dstDp = m.dstDp;
-      group.aligned = m.aligned;
-      if (m.srcTp < sendTp) {
-        sendTp = m.srcTp;
+    for (; end < members.size() && members[end].sameGroup(members[g]); ++end) {
+      const auto& p = pairs[members[end].pair()];
+      const auto& t = run.transfers[p.send >= 0 ? p.send : p.recv];
+      const MessageEnds& e = endsFor(t);
+      if (end == g)
+        group.key = {t.edge, static_cast<int>(t.direction), t.iteration,
+                     t.microbatch * e.dpSize + e.srcDp,
+                     t.edgeKind == events::EdgeKind::P2P ? e.srcDp : e.dstDp};
+      group.dstDp = e.dstDp;
+      group.aligned = e.aligned;
+      if (e.srcTp < sendTp) {
+        sendTp = e.srcTp;
         group.send = p.send;
         group.recv = p.recv;
       }
@@ -247,6 +287,33 @@ bool decodeTransfer(const RunModel& run, int64_t idx, std::vector<double>* out) 
 double transferNorm(const RunModel& run, int64_t idx) {
   const auto& t = run.transfers[idx];
   return t.hasStats ? t.stats.l2 : NAN;
+}
+
+// Sorts the items by (causal key, kind, key), equal ones in their order: indices are sorted,
+// then the items moved once along the permutation's cycles (an item is ~200 bytes with three
+// strings; a merge sort of a million of them moved each ~20 times).
+void sortItems(std::vector<AlignedItem>& items) {
+  std::vector<uint32_t> order(items.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&items](uint32_t x, uint32_t y) {
+    const AlignedItem &a = items[x], &b = items[y];
+    if (a.causal < b.causal) return true;
+    if (b.causal < a.causal) return false;
+    return std::tie(a.kind, a.key, x) < std::tie(b.kind, b.key, y);
+  });
+  for (size_t i = 0; i < order.size(); ++i) {  // items[k] becomes the old items[order[k]]
+    if (order[i] == i) continue;
+    AlignedItem held = std::move(items[i]);
+    size_t j = i;
+    while (order[j] != i) {
+      const size_t k = order[j];
+      items[j] = std::move(items[k]);
+      order[j] = static_cast<uint32_t>(j);
+      j = k;
+    }
+    items[j] = std::move(held);
+    order[j] = static_cast<uint32_t>(j);
+  }
 }
 
 }  // namespace
@@ -493,10 +560,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   }
 
   // ---- causal order, counts, first divergence
-  std::stable_sort(out.items.begin(), out.items.end(),
-                   [](const AlignedItem& x, const AlignedItem& y) {
-                     return std::tie(x.causal, x.kind, x.key) < std::tie(y.causal, y.kind, y.key);
-                   });
+  sortItems(out.items);
   for (size_t i = 0; i < out.items.size(); ++i) {
     const auto& it = out.items[i];
     const auto kind = static_cast<size_t>(it.kind);

@@ -169,12 +169,13 @@ CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pa
   // A receive in action i waits for the send action that posted its message.
   std::vector<Dep> all;
   all.reserve(pairs.size());
+  const ActionIndex actions(run);
   for (const auto& p : pairs) {
     if (p.send < 0 || p.recv < 0) continue;
     const auto& s = run.transfers[p.send];
     const auto& v = run.transfers[p.recv];
-    int64_t si = findAction(run, s.rank, s.iteration, s.actionSeq);
-    int64_t vi = findAction(run, v.rank, v.iteration, v.actionSeq);
+    int64_t si = actions.find(s.rank, s.iteration, s.actionSeq);
+    int64_t vi = actions.find(v.rank, v.iteration, v.actionSeq);
     if (si < 0 || vi < 0) continue;
     all.push_back({{v.rank, static_cast<uint32_t>(vi)}, {s.rank, static_cast<uint32_t>(si)}});
   }
@@ -223,7 +224,7 @@ CausalClock causalClock(const RunModel& run, const std::vector<TransferPair>& pa
   return c;
 }
 
-CausalOrder::CausalOrder(const RunModel& run) : run_(run) {
+CausalOrder::CausalOrder(const RunModel& run) : run_(run), actions_(run) {
   pairs_ = &pairsOf(run, ownPairs_);
   clock_ = causalClock(run, *pairs_);
   // The global stage of each action's module on its rank (a colocated rank holds several).
@@ -256,14 +257,14 @@ CausalKey CausalOrder::key(int rank, int iteration, int64_t index, bool atEnd, i
 }
 
 CausalKey CausalOrder::ofAction(int rank, int iteration, int seq, bool atEnd) const {
-  return key(rank, iteration, findAction(run_, rank, iteration, seq), atEnd, atEnd ? 1 : 0);
+  return key(rank, iteration, actions_.find(rank, iteration, seq), atEnd, atEnd ? 1 : 0);
 }
 
 CausalKey CausalOrder::ofTransfer(int64_t index) const {
   if (index < 0 || static_cast<size_t>(index) >= run_.transfers.size()) return {};
   const auto& t = run_.transfers[index];
   const bool recv = t.side == events::Side::Recv;
-  return key(t.rank, t.iteration, findAction(run_, t.rank, t.iteration, t.actionSeq), recv,
+  return key(t.rank, t.iteration, actions_.find(t.rank, t.iteration, t.actionSeq), recv,
              recv ? 1 : 0);
 }
 

@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/analysis/Pairing.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
@@ -76,6 +77,7 @@ class CausalOrder {
   std::string lossModule(int rank) const;
 
   const model::RunModel& run_;
+  ActionIndex actions_;  // the run's executed actions by (rank, iteration, seq)
   // The run's pairs (RunModel::pairs), or ownPairs_ when the model has none: not a copy.
   std::vector<model::TransferPair> ownPairs_;
   const std::vector<model::TransferPair>* pairs_ = nullptr;

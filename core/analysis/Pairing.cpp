@@ -86,6 +86,32 @@ int64_t findAction(const RunModel& run, int rank, int iteration, int seq, bool p
   return it - v.begin();
 }
 
+ActionIndex::ActionIndex(const RunModel& run, bool planned)
+    : lists_(planned ? &run.plan : &run.actions) {
+  starts_.resize(lists_->size());
+  for (size_t r = 0; r < lists_->size(); ++r) {
+    const auto& list = (*lists_)[r];
+    for (size_t i = 0; i < list.size(); ++i)
+      if (i == 0 || list[i].iteration != list[i - 1].iteration)
+        starts_[r].push_back({list[i].iteration, static_cast<uint32_t>(i)});
+  }
+}
+
+int64_t ActionIndex::find(int rank, int iteration, int seq) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= lists_->size()) return -1;
+  const auto& list = (*lists_)[static_cast<size_t>(rank)];
+  const auto& starts = starts_[static_cast<size_t>(rank)];
+  auto s = std::lower_bound(starts.begin(), starts.end(), iteration,
+                            [](const Start& x, int it) { return x.iteration < it; });
+  if (s == starts.end() || s->iteration != iteration) return -1;
+  const auto first = list.begin() + s->first;
+  const auto last = s + 1 == starts.end() ? list.end() : list.begin() + (s + 1)->first;
+  auto it = std::lower_bound(first, last, seq,
+                             [](const events::ActionRecord& a, int q) { return a.seq < q; });
+  if (it == last || it->seq != seq) return -1;
+  return it - list.begin();
+}
+
 std::span<const events::ActionRecord> iterationRange(const std::vector<events::ActionRecord>& list,
                                                      int iteration) {
   auto lo =

@@ -394,7 +394,11 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   {
     const auto ta = transferGroups(a, unaligned, otherReplicas);
     const auto tb = transferGroups(b, unaligned, otherReplicas);
-    out.items.reserve(std::max(ta.size(), tb.size()));
+    // Every item at once (a vector that doubles holds both copies): the messages of the larger
+    // run (every key of either when they differ grows it once), and at most one item per loss
+    // and per gathered gradient of either run.
+    out.items.reserve(std::max(ta.size(), tb.size()) + a.losses.size() + b.losses.size() +
+                      ga.size() + gb.size());
     std::vector<double> va, vb;
     // Both are sorted by key: walk them together (every key of either, in key order).
     for (size_t ia = 0, ib = 0; ia < ta.size() || ib < tb.size();) {

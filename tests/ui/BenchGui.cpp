@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,14 +43,22 @@ Stats measure(App& app, int frames, bool hover) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+int benchMain(int argc, char** argv) {
   // bench_gui --open PATH: measures an existing run file (nothing is generated or written).
   const bool openOnly = argc > 2 && std::string(argv[1]) == "--open";
   std::string path;
   if (openOnly) {
     path = argv[2];
   } else {
-    size_t target = argc > 1 ? std::stoul(argv[1]) : 1000000;
+    size_t target = 1000000;
+    if (argc > 1) {
+      char* end = nullptr;
+      target = std::strtoul(argv[1], &end, 10);
+      if (end == argv[1] || *end != '\0' || target == 0)
+        throw std::invalid_argument(std::string("events '") + argv[1] +
+                                    "': expected a positive count (bench_gui [N [--write PATH]] "
+                                    "| --open PATH)");
+    }
     auto tg = Clock::now();
     stagescope::storage::RunModel model = makeSyntheticRun(benchmarkSpec(target));
     size_t events = countEvents(model);
@@ -133,4 +143,15 @@ int main(int argc, char** argv) {
   }
   ImGui::DestroyContext();
   return 0;
+}
+
+// One line and exit status 2 for what it cannot do (an existing --write file, a count that is
+// not a number, a run file it cannot read), never an uncaught exception's abort.
+int main(int argc, char** argv) {
+  try {
+    return benchMain(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gui: error: %s\n", e.what());
+    return 2;
+  }
 }

@@ -77,8 +77,8 @@ void expectSameGradients(const std::vector<events::GradientRecord>& a,
 
 auto fields(const events::TransferRecord& t) {
   return std::make_tuple(t.rank, static_cast<int>(t.side), t.srcRank, t.dstRank, t.edge.str(),
-                         t.iteration, t.microbatch, t.actionSeq, t.shape.vec(), t.bytes,
-                         t.checksum, t.stats.l2, t.startNs, t.endNs, t.payload);
+                         t.iteration, t.microbatch, t.actionSeq, t.shape.vec(), t.bytes, t.checksum,
+                         t.stats.l2, t.startNs, t.endNs, t.payload);
 }
 
 void expectSameModel(const std::string& path) {
@@ -150,54 +150,40 @@ TEST(ParallelRead, ReferenceRowsInTheGradientsTableGiveTheSerialModel) {
   expectSameModel(run);
 }
 
+// Copies `from` to `name` in `dir` with `sql` planted; expects a serial read of the copy to
+// fail naming `expected` and a parallel read to fail with the same message.  The copy's path.
+std::string expectSerialError(const TempDir& dir, const std::string& from, const std::string& name,
+                              const std::string& sql, const std::string& expected) {
+  const std::string path = dir.file(name);
+  std::filesystem::copy_file(from, path);
+  execSql(path, sql);
+  const std::string serial = errorOf(path, 0);
+  EXPECT_NE(serial.find(expected), std::string::npos) << name << ": " << serial;
+  EXPECT_EQ(errorOf(path, 1), serial) << name;
+  return path;
+}
+
 // One clear error, and the one a serial read reports first: a bad row only in the second
 // thread's range; bad rows in both ranges (the first range's wins); a bad row in a table read
-// before the gradients and one in the second range (the earlier table's wins).
+// before the gradients and one in the second range (the earlier table's wins).  The transfers,
+// read on their own thread: a bad transfer alone; a bad action (read before them) and a bad
+// transfer; a bad transfer and a bad gradient (read after them).
 TEST(ParallelRead, ReportsTheErrorOfASerialRead) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
-  const std::string late = dir.file("late.db");
-  std::filesystem::copy_file(run, late);
-  execSql(late, "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900");
-  const std::string lateError = errorOf(late, 0);
-  EXPECT_NE(lateError.find("tp = 99999"), std::string::npos) << lateError;
-  EXPECT_EQ(errorOf(late, 1), lateError);
-
-  const std::string both = dir.file("both.db");
-  std::filesystem::copy_file(late, both);
-  execSql(both, "UPDATE gradients_rows SET iteration = -5 WHERE id = 3");
-  const std::string bothError = errorOf(both, 0);
-  EXPECT_NE(bothError.find("iteration = -5"), std::string::npos) << bothError;
-  EXPECT_EQ(errorOf(both, 1), bothError);
-
-  const std::string earlier = dir.file("earlier.db");
-  std::filesystem::copy_file(late, earlier);
-  execSql(earlier, "UPDATE actions_rows SET seq = -7 WHERE id = 10");
-  const std::string earlierError = errorOf(earlier, 0);
-  EXPECT_NE(earlierError.find("seq = -7"), std::string::npos) << earlierError;
-  EXPECT_EQ(errorOf(earlier, 1), earlierError);
-
-  // The transfers, read on their own thread: a bad transfer alone; a bad action (read before
-  // them) and a bad transfer; a bad transfer and a bad gradient (read after them).
-  const std::string transfer = dir.file("transfer.db");
-  std::filesystem::copy_file(run, transfer);
-  execSql(transfer, "UPDATE transfers_rows SET src_rank = -3 WHERE id = 2000");
-  const std::string transferError = errorOf(transfer, 0);
-  EXPECT_NE(transferError.find("src_rank = -3"), std::string::npos) << transferError;
-  EXPECT_EQ(errorOf(transfer, 1), transferError);
-
-  const std::string actionFirst = dir.file("action-first.db");
-  std::filesystem::copy_file(transfer, actionFirst);
-  execSql(actionFirst, "UPDATE actions_rows SET seq = -7 WHERE id = 10");
-  EXPECT_EQ(errorOf(actionFirst, 1), errorOf(actionFirst, 0));
-  EXPECT_NE(errorOf(actionFirst, 1).find("seq = -7"), std::string::npos);
-
-  const std::string gradientAfter = dir.file("gradient-after.db");
-  std::filesystem::copy_file(transfer, gradientAfter);
-  execSql(gradientAfter, "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900");
-  const std::string transferFirst = errorOf(gradientAfter, 0);
-  EXPECT_NE(transferFirst.find("src_rank = -3"), std::string::npos) << transferFirst;
-  EXPECT_EQ(errorOf(gradientAfter, 1), transferFirst);
+  const std::string late = expectSerialError(
+      dir, run, "late.db", "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900", "tp = 99999");
+  expectSerialError(dir, late, "both.db", "UPDATE gradients_rows SET iteration = -5 WHERE id = 3",
+                    "iteration = -5");
+  expectSerialError(dir, late, "earlier.db", "UPDATE actions_rows SET seq = -7 WHERE id = 10",
+                    "seq = -7");
+  const std::string transfer =
+      expectSerialError(dir, run, "transfer.db",
+                        "UPDATE transfers_rows SET src_rank = -3 WHERE id = 2000", "src_rank = -3");
+  expectSerialError(dir, transfer, "action-first.db",
+                    "UPDATE actions_rows SET seq = -7 WHERE id = 10", "seq = -7");
+  expectSerialError(dir, transfer, "gradient-after.db",
+                    "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900", "src_rank = -3");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "core/events/Limits.h"
+#include "core/model/EdgeRanks.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
 #include "storage/Sqlite.h"
@@ -1231,11 +1232,11 @@ class Loader {
   std::unique_ptr<SecondReader> second_;
   int64_t split_ = 0;
   std::unique_ptr<TransferReader> transfers_;  // startTransferReader's, while it runs
-  Slots slots_;                          // the main thread's
-  std::map<std::string, int64_t> rows_;  // countRows: rows per logical table
-  bool packed_ = false;                  // the file has `texts` (a format-3 run file)
-  std::vector<std::string> texts_;       // texts_[id] = text of that id
-  std::vector<bool> known_;              // ids present in `texts`
+  Slots slots_;                                // the main thread's
+  std::map<std::string, int64_t> rows_;        // countRows: rows per logical table
+  bool packed_ = false;                        // the file has `texts` (a format-3 run file)
+  std::vector<std::string> texts_;             // texts_[id] = text of that id
+  std::vector<bool> known_;                    // ids present in `texts`
 };
 
 // ---- post-processing -----------------------------------------------------------------------
@@ -1322,31 +1323,6 @@ void sortActions(std::vector<std::vector<events::ActionRecord>>& lists) {
     if (!std::is_sorted(l.begin(), l.end(), less)) std::stable_sort(l.begin(), l.end(), less);
 }
 
-// Each transfer's edge as its rank among the distinct edges in string order, so that the sort
-// compares integers.  Edges are few but interleave in file order: they are told apart by the
-// interned Name's identity (a hash of a pointer), not by comparing strings per record.
-std::vector<uint32_t> edgeRanks(const std::vector<events::TransferRecord>& transfers) {
-  std::unordered_map<events::Name, uint32_t> rankOf;
-  for (const auto& t : transfers) rankOf.emplace(t.edge, 0);
-  std::vector<events::Name> distinct;
-  distinct.reserve(rankOf.size());
-  for (const auto& [edge, unused] : rankOf) distinct.push_back(edge);
-  std::sort(distinct.begin(), distinct.end());  // by text
-  for (size_t r = 0; r < distinct.size(); ++r) rankOf[distinct[r]] = static_cast<uint32_t>(r);
-  std::vector<uint32_t> out;
-  out.reserve(transfers.size());
-  const events::Name* last = nullptr;
-  uint32_t lastRank = 0;
-  for (const auto& t : transfers) {
-    if (!last || !(*last == t.edge)) {
-      last = &t.edge;
-      lastRank = rankOf.at(t.edge);
-    }
-    out.push_back(lastRank);
-  }
-  return out;
-}
-
 // Sorts transfers by (iteration, microbatch, edge, direction, srcRank, dstRank, side, file order).
 void sortTransfers(RunModel& m) {
   // The key packed into integers compared in order (3 compares, not 8): the loader bounded
@@ -1365,7 +1341,7 @@ void sortTransfers(RunModel& m) {
   };
   std::vector<Key> keys;
   {
-    const std::vector<uint32_t> edges = edgeRanks(m.transfers);
+    const std::vector<uint32_t> edges = model::edgeRanks(m.transfers);
     keys.reserve(m.transfers.size());
     for (size_t i = 0; i < m.transfers.size(); ++i) {
       const auto& t = m.transfers[i];

@@ -13,6 +13,7 @@
 
 #include "core/analysis/Pairing.h"
 #include "core/analysis/Values.h"
+#include "core/model/EdgeRanks.h"
 
 namespace stagescope::analysis {
 
@@ -144,16 +145,7 @@ std::vector<TGroup> transferGroups(const RunModel& run, const std::set<std::stri
   const auto modules = modulesOf(run);
   std::vector<model::TransferPair> scratch;
   const auto& pairs = pairsOf(run, scratch);
-  // The edges by text, and each one's rank among them.
-  std::vector<events::Name> edges;
-  {
-    std::set<const void*> seen;
-    for (const auto& t : run.transfers)
-      if (seen.insert(t.edge.id()).second) edges.push_back(t.edge);
-    std::sort(edges.begin(), edges.end());
-  }
-  std::map<const void*, uint32_t> edgeRank;
-  for (size_t i = 0; i < edges.size(); ++i) edgeRank[edges[i].id()] = static_cast<uint32_t>(i);
+  const std::vector<uint32_t> edgeRank = model::edgeRanks(run.transfers);
   std::map<std::tuple<const void*, int, int>, MessageEnds> endsOf;
   auto endsFor = [&](const events::TransferRecord& t) -> const MessageEnds& {
     auto [it, added] = endsOf.try_emplace({t.edge.id(), t.srcRank, t.dstRank});
@@ -174,22 +166,17 @@ std::vector<TGroup> transferGroups(const RunModel& run, const std::set<std::stri
   };
   std::vector<TMember> members;
   members.reserve(pairs.size());
-  const void* lastEdge = nullptr;
-  uint32_t lastRank = 0;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& p = pairs[i];
     const int64_t idx = p.send >= 0 ? p.send : p.recv;
     if (idx < 0) continue;
     const auto& t = run.transfers[idx];
-    if (t.edge.id() != lastEdge || members.empty()) {
-      lastEdge = t.edge.id();
-      lastRank = edgeRank.at(lastEdge);
-    }
     const MessageEnds& e = endsFor(t);
     const int gmb = t.microbatch * e.dpSize + e.srcDp;
     const int dp = t.edgeKind == events::EdgeKind::P2P ? e.srcDp : e.dstDp;
-    members.push_back({uint64_t{lastRank} << 32 | static_cast<uint8_t>(t.direction),
-                       ordered(t.iteration) << 32 | ordered(gmb), ordered(dp) << 32 | i});
+    members.push_back(
+        {uint64_t{edgeRank[static_cast<size_t>(idx)]} << 32 | static_cast<uint8_t>(t.direction),
+         ordered(t.iteration) << 32 | ordered(gmb), ordered(dp) << 32 | i});
   }
   std::sort(members.begin(), members.end());
   std::vector<TGroup> out;

@@ -501,23 +501,42 @@ class Loader {
                    " (shape [" + dims + "] " + std::string(dtype) + ")");
   }
 
-  // The transfers: those a side thread read (startTransferReader), else read here.
+  // The transfers: read here alone, or in chunks with the side thread (startTransferReader):
+  // this thread takes the chunks the side thread has not, then the chunks' errors are
+  // reported in file order, the first one as a serial read reports it.
   void readTransfers() {
     if (!transfers_) {
-      readTransferRows([this] { tick(); });
+      m_.transfers.reserve(reserveFor("transfers"));
+      m_.transferIds.reserve(reserveFor("transfers"));
+      readTransferRows(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                       [this](int64_t id, events::TransferRecord&& t) {
+                         m_.transferIds.push_back(id);
+                         m_.transfers.push_back(std::move(t));
+                         tick();
+                       });
       return;
     }
-    transfers_->finish();
-    m_.transfers = std::move(transfers_->transfers);
-    m_.transferIds = std::move(transfers_->transferIds);
-    done_ += static_cast<int64_t>(m_.transfers.size());
+    TransferReader& r = *transfers_;
+    int64_t rows = 0;
+    takeTransferChunks(r, [&] {
+      ++rows;
+      tick();
+    });
+    r.finish();  // the side thread's own failure (its connection, a changed file) first
+    for (const auto& c : r.chunks) {
+      if (c.error) std::rethrow_exception(c.error);
+      if (c.read != c.rows) chunkMiscounted(c);
+    }
+    m_.transfers = std::move(r.transfers);
+    m_.transferIds = std::move(r.transferIds);
+    done_ += static_cast<int64_t>(m_.transfers.size()) - rows;  // the side thread's rows
     transfers_.reset();
   }
 
-  // Reads every transfer row in file order into m_.transfers and m_.transferIds, calling
-  // `onRow()` after each.
-  template <typename OnRow>
-  void readTransferRows(OnRow onRow) {
+  // Reads the transfer rows with rowid in [from, to] in file order; each goes to
+  // `put(rowid, record)`.
+  template <typename Put>
+  void readTransferRows(int64_t from, int64_t to, Put put) {
     const std::string payload = opts_.payloads ? "payload" : "NULL";
     Stmt s = db_.prepare(
         "SELECT " +
@@ -528,18 +547,19 @@ class Loader {
                               "bytes",      "checksum",       "stat_min",       "stat_max",
                               "stat_mean",  "stat_l2",        "stat_nan_count", "stat_inf_count",
                               "stat_numel", "start_ns",       "end_ns"}) +
-        ", " + payload + " FROM " + stored("transfers") + " ORDER BY rowid");
+        ", " + payload + " FROM " + stored("transfers") +
+        " WHERE rowid BETWEEN ?1 AND ?2 ORDER BY rowid");
+    s.bind(1, from);
+    s.bind(2, to);
     Memo<events::Side> sides;
     Memo<events::EdgeKind> edgeKinds;
     Memo<events::BridgeRole> roles;
     Memo<events::Direction> directions;
     Memo<events::Shape> shapes;
     Memo<events::Name> names;  // edge and dtype
-    m_.transfers.reserve(reserveFor("transfers"));
-    m_.transferIds.reserve(reserveFor("transfers"));
     while (s.step()) {
       events::TransferRecord t;
-      m_.transferIds.push_back(s.i64(0));
+      const int64_t id = s.i64(0);
       t.rank = bounded(s, 1, "transfers", "rank", 0, kLastRank);
       t.side = memoized(sides, "transfers", s, 2, enumOf<events::Side>("transfers", parseSide));
       t.srcRank = bounded(s, 3, "transfers", "src_rank", 0, kLastRank);
@@ -565,14 +585,13 @@ class Loader {
       t.endNs = s.i64(26);
       if (opts_.payloads) {
         readPayload(s, 27, &t.payload);
-        const std::string row = "row id " + std::to_string(m_.transferIds.back());
+        const std::string row = "row id " + std::to_string(id);
         payloadLength("transfers", row, t.payload.size(), t.shape, t.dtype);
         if (!t.payload.empty() && static_cast<int64_t>(t.payload.size()) != t.bytes)
           bad("transfers", row + ": payload of " + std::to_string(t.payload.size()) +
                                " bytes, but bytes = " + std::to_string(t.bytes));
       }
-      m_.transfers.push_back(std::move(t));
-      onRow();
+      put(id, std::move(t));
     }
   }
 
@@ -659,11 +678,45 @@ class Loader {
     std::vector<events::GradientRecord> references;
   };
 
-  // The transfers reader: what it read, taken after join.
+  // The transfers, read in chunks of rowids by a side thread from the start and by this
+  // thread once it reaches them (readTransfers): whichever is free takes the next chunk, so
+  // neither waits long for the other (one side thread reading them all was the last to finish
+  // by ~2 s of a message-heavy 10^7-event file).  Each chunk fills its own slots of the vectors
+  // below, sized from the row counts up front: no record is copied twice.
   struct TransferReader : SideRead {
+    struct Chunk {
+      int64_t from = 0, to = 0;    // rowids, inclusive
+      size_t first = 0, rows = 0;  // its slots: [first, first + rows), rows counted up front
+      size_t read = 0;             // rows read so far
+      std::exception_ptr error;    // its first failure (its rows after it are not read)
+    };
+    std::vector<Chunk> chunks;
+    std::atomic<size_t> next{0};  // the next chunk to take
     std::vector<events::TransferRecord> transfers;
     std::vector<int64_t> transferIds;
   };
+
+  // Reads transfer chunks of `r` (on this Loader's connection) until none is left or one
+  // fails: each into its own slots, its first failure kept in the chunk.  `onRow()` after
+  // each row.
+  template <typename OnRow>
+  void takeTransferChunks(TransferReader& r, OnRow onRow) {
+    for (size_t k = r.next++; k < r.chunks.size(); k = r.next++) {
+      TransferReader::Chunk& c = r.chunks[k];
+      try {
+        readTransferRows(c.from, c.to, [&](int64_t id, events::TransferRecord&& t) {
+          if (c.read == c.rows) chunkMiscounted(c);
+          r.transferIds[c.first + c.read] = id;
+          r.transfers[c.first + c.read] = std::move(t);
+          ++c.read;
+          onRow();
+        });
+      } catch (...) {
+        c.error = std::current_exception();
+        return;
+      }
+    }
+  }
 
   // Runs `read(loader)` on `r`'s thread with a Loader of its own connection, in a read
   // snapshot, after checking that the connection sees `table` as this one did.
@@ -723,18 +776,57 @@ class Loader {
     return true;
   }
 
-  // The transfers are read by a side thread while this one reads the actions (the plan
-  // before them): the two biggest tables of a timeline at once.
+  // The transfers are read in chunks by a side thread while this one reads the actions (the
+  // plan before them), then by both (TransferReader).
   void startTransferReader() {
     auto r = std::make_unique<TransferReader>();
-    if (!sideReadable("transfers", *r)) return;
+    if (!sideReadable("transfers", *r) || !planTransferChunks(*r)) return;
     transfers_ = std::move(r);
-    startSide(*transfers_, "transfers", [reader = transfers_.get()](Loader& other, RunModel& mine) {
+    startSide(*transfers_, "transfers", [reader = transfers_.get()](Loader& other, RunModel&) {
       int64_t rows = 0;
-      other.readTransferRows([&] { reader->counted(++rows); });
-      reader->transfers = std::move(mine.transfers);
-      reader->transferIds = std::move(mine.transferIds);
+      other.takeTransferChunks(*reader, [&] { reader->counted(++rows); });
     });
+  }
+
+  // Splits the transfers' rowids [r.min, r.max] into kTransferChunks ranges and sizes the
+  // vectors: a merged file's rowids are dense, so a range holds as many rows as it spans;
+  // otherwise each range's rows are counted.  False (read serially) for rowids spanning all
+  // 2^64 values, whose span does not fit.
+  static constexpr int64_t kTransferChunks = 32;
+  bool planTransferChunks(TransferReader& r) {
+    const int64_t n = rows_.at("transfers");
+    const uint64_t span = static_cast<uint64_t>(r.max) - static_cast<uint64_t>(r.min) + 1;
+    if (span == 0) return false;
+    const bool dense = span == static_cast<uint64_t>(n);
+    const uint64_t k = std::min<uint64_t>(kTransferChunks, span);
+    Stmt count = db_.prepare("SELECT count(*) FROM " + stored("transfers") +
+                             " WHERE rowid BETWEEN ?1 AND ?2");
+    // Chunk i starts at rowid min + i * (span / k); the last one ends at max.
+    auto start = [&](uint64_t i) {
+      return static_cast<int64_t>(static_cast<uint64_t>(r.min) + span / k * i);
+    };
+    size_t first = 0;
+    for (uint64_t i = 0; i < k; ++i) {
+      TransferReader::Chunk c;
+      c.from = start(i);
+      c.to = i + 1 == k ? r.max : start(i + 1) - 1;
+      c.first = first;
+      if (dense) {
+        c.rows =
+            static_cast<size_t>(static_cast<uint64_t>(c.to) - static_cast<uint64_t>(c.from)) + 1;
+      } else {
+        count.bind(1, c.from);
+        count.bind(2, c.to);
+        count.step();
+        c.rows = static_cast<size_t>(std::max<int64_t>(count.i64(0), 0));
+        count.reset();
+      }
+      first += c.rows;
+      r.chunks.push_back(std::move(c));
+    }
+    r.transfers.resize(first);
+    r.transferIds.resize(first);
+    return true;
   }
 
   // Two threads read the gradients when the table holds at least LoadOptions::parallelFromRows
@@ -847,6 +939,13 @@ class Loader {
     bad("gradients",
         "more rows than its index counts (a damaged index; sqlite3's REINDEX "
         "rebuilds it)");
+  }
+  [[noreturn]] void chunkMiscounted(const TransferReader::Chunk& c) {
+    bad("transfers", "rowids " + std::to_string(c.from) + ".." + std::to_string(c.to) + " hold " +
+                         (c.read < c.rows ? std::to_string(c.read) : "more") + " rows, but " +
+                         std::to_string(c.rows) +
+                         " were counted (a damaged table or index; sqlite3's REINDEX rebuilds "
+                         "an index)");
   }
   // The second connection reads the same file as the first: the same run row and rowid range
   // of `table`.

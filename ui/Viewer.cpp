@@ -125,14 +125,16 @@ std::string writeScreenshot(const std::string& path, int width, int height,
 // "loading" (no run yet), "details" (interactive, the details still loading), or whether the
 // view spans at least half the run ("out") or less ("in").
 // While a run loads, frames come at most kLoadingFps a second and at most one per
-// kLoadingDrawShare times the last frame's wall time (a frame that took 200 ms on a busy
-// software renderer is followed by 800 ms for the load).
+// kLoadingDrawShare times the last frame's wall time (a frame that took 150 ms on a busy
+// software renderer is followed by 1.35 s for the load): a loading frame only moves the
+// progress bar and the overview, and the software renderer's threads and the X server took
+// about a fifth of the viewer's CPU while a message-heavy 10^7-event run loaded.
 // While the details load (the run is interactive), a frame without input only moves the
 // progress bar, and drawing the whole timeline costs the software renderer far more than the
 // overview did: kDetailsFps.
-constexpr double kLoadingFps = 8;
+constexpr double kLoadingFps = 2;
 constexpr double kDetailsFps = 1;
-constexpr double kLoadingDrawShare = 4;
+constexpr double kLoadingDrawShare = 9;
 
 const char* zoomState(App& app) {
   const LoadedRun* run = app.run();

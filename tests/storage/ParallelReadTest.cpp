@@ -115,11 +115,13 @@ TEST(ParallelRead, GivesTheSerialModel) {
   expectSameModel(run);
 }
 
-// Rowids with holes: the second thread's share is counted, not derived from the rowid range.
+// Rowids with holes: the second thread's share is counted, not derived from the rowid range;
+// so are the rows of each transfer chunk (some chunks left with none).
 TEST(ParallelRead, RowidsWithHolesGiveTheSerialModel) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
   execSql(run, "DELETE FROM gradients_rows WHERE id % 7 = 3 OR id BETWEEN 1400 AND 1700");
+  execSql(run, "DELETE FROM transfers_rows WHERE id % 5 = 2 OR id BETWEEN 900 AND 1300");
   expectSameModel(run);
 }
 
@@ -166,8 +168,10 @@ std::string expectSerialError(const TempDir& dir, const std::string& from, const
 // One clear error, and the one a serial read reports first: a bad row only in the second
 // thread's range; bad rows in both ranges (the first range's wins); a bad row in a table read
 // before the gradients and one in the second range (the earlier table's wins).  The transfers,
-// read on their own thread: a bad transfer alone; a bad action (read before them) and a bad
-// transfer; a bad transfer and a bad gradient (read after them).
+// read in chunks by a thread of their own and this one: a bad transfer alone; a bad action (read
+// before them) and a bad transfer; a bad transfer and a bad gradient (read after them); bad
+// transfers in chunks far apart (the earlier one's wins, whichever thread read which chunk:
+// repeated, as the threads take chunks in a different order each time).
 TEST(ParallelRead, ReportsTheErrorOfASerialRead) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
@@ -184,6 +188,18 @@ TEST(ParallelRead, ReportsTheErrorOfASerialRead) {
                     "UPDATE actions_rows SET seq = -7 WHERE id = 10", "seq = -7");
   expectSerialError(dir, transfer, "gradient-after.db",
                     "UPDATE gradients_rows SET tp = 99999 WHERE id = 2900", "src_rank = -3");
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    const std::string n = std::to_string(i);
+    expectSerialError(
+        dir, transfer, "two-transfers-" + n + ".db",
+        "UPDATE transfers_rows SET dst_rank = -4 WHERE id = " + std::to_string(150 + i),
+        "dst_rank = -4");
+    expectSerialError(
+        dir, transfer, "last-transfer-" + n + ".db",
+        "UPDATE transfers_rows SET dst_rank = -4 WHERE id = " + std::to_string(2990 + i),
+        "src_rank = -3");
+  }
 }
 
 }  // namespace

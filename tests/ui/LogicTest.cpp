@@ -393,6 +393,29 @@ TEST(RunProblems, CompletedRunHasNone) {
   EXPECT_TRUE(p.waits.empty());
 }
 
+// A rank that skipped one planned action in the middle of its run (its later actions done) is
+// stuck at that action: the first planned one never executed, found whether or not the plan
+// comes in (iteration, seq) order.
+TEST(RunProblems, StuckPlanIsTheFirstPlannedActionNeverExecuted) {
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int r = rankAt(m, "llm", 0, 1, 0);
+  auto& done = m.actions[r];
+  ASSERT_GT(done.size(), 10u);
+  const events::ActionRecord skipped = done[done.size() / 2];
+  done.erase(done.begin() + static_cast<std::ptrdiff_t>(done.size() / 2));
+  auto planIndex = [&] {
+    const auto& plan = m.plan[r];
+    for (size_t i = 0; i < plan.size(); ++i)
+      if (plan[i].iteration == skipped.iteration && plan[i].seq == skipped.seq)
+        return static_cast<int32_t>(i);
+    return int32_t{-1};
+  };
+  ASSERT_GT(planIndex(), 0);
+  EXPECT_EQ(problemsOf(m).ranks[r].stuckPlan, planIndex());
+  std::reverse(m.plan[r].begin(), m.plan[r].end());
+  EXPECT_EQ(problemsOf(m).ranks[r].stuckPlan, planIndex());
+}
+
 TEST(RunProblems, KilledRankIsKilledAndTheRootOfTheWaits) {
   storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   const int killed = rankAt(m, "llm", 0, 1, 0), up = rankAt(m, "llm", 0, 0, 0);

@@ -146,6 +146,10 @@ RunSlot::Change RunSlot::poll(bool holdTimeline, bool holdDetails) {
       comparison = std::move(resultComparison_);
       if (owned_->detailsLoaded) return Change::Opened;  // the compare slot's whole run
       phase_ = Phase::Details;  // the details read started with the timeline's
+      // Details read before the timeline (a message-heavy run): their thread's wake-up was
+      // spent, and the loop would pause for its loading frame rate (up to 1 s) before taking
+      // them; wake it for the next frame instead.
+      if (detailsFinished_ && wake) wake();
       return Change::Opened;
     }
     case Phase::Details: {

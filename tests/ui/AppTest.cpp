@@ -389,6 +389,33 @@ TEST(AppLaunch, AReplicaCopyThatDiffersIsNamedInTheBanner) {
 // details read fails first, and the timeline is held until it has.  The viewer must name the
 // file and the field, keep the timeline, and never move from the empty result (it crashed:
 // the timeline's completion cleared the details' error).  Both orders, ten launches each.
+// Details read before the timeline (a message-heavy run): each read wakes the event loop once
+// when it ends, and the details' wake-up is spent while the timeline is still loading, so
+// taking the timeline over wakes the loop again; otherwise it paused for its loading frame rate
+// (up to 1 s) before it took the details.
+TEST(AppLaunch, TakingTheTimelineWakesTheLoopWhenTheDetailsAreAlreadyIn) {
+  Fixture fx;
+  HeadlessImGui gui;
+  std::atomic<int> wakes{0};
+  App app;
+  app.setWake([&wakes] { ++wakes; });
+  app.holdLoads(true);  // both reads end; the timeline is not taken over
+  app.open(fx.a);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (wakes < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(wakes, 2) << "the two reads did not end within a minute";
+  gui.frame(app);
+  EXPECT_EQ(wakes, 2);
+  EXPECT_FALSE(app.run());
+  app.holdLoads(false);
+  gui.frame(app);  // takes the timeline over
+  ASSERT_TRUE(app.run());
+  EXPECT_EQ(wakes, 3);
+  EXPECT_EQ(runScript(gui, app, {"frames 2"}), "");
+  EXPECT_TRUE(app.run()->detailsLoaded);
+}
+
 TEST(AppLaunch, DetailsThatCannotBeReadAreAnErrorInEitherOrder) {
   Fixture fx;
   HeadlessImGui gui;

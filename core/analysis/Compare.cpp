@@ -387,8 +387,8 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   if (isLowPrecision(dtypeOrFloat32(b))) ao.tolerance.lowPrecision = true;
   c.toleranceRule = ao.tolerance.describe();
   c.alignment = alignRuns(a, b, ao);
-  c.coverageA = coverageOf(a, opts.filterA);
-  c.coverageB = coverageOf(b, opts.filterB);
+  c.coverageA = opts.coverageA ? *opts.coverageA : coverageOf(a, opts.filterA);
+  c.coverageB = opts.coverageB ? *opts.coverageB : coverageOf(b, opts.filterB);
   fillLosses(a, b, opts, c);
   fillGradients(opts, c);
   fillTransfers(a, b, c);

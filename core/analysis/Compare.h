@@ -32,8 +32,12 @@ struct CompareOptions {
   std::string labelA = "A", labelB = "B";
   double tolerance = -1;          // --tol: one relative L2 bound for everything; < 0: the rule
   RecordFilter filterA, filterB;  // the runs' record filters (recordFilterOf)
-  size_t topGradients = 20;       // params that differ most, kept in the report
-  size_t maxLossRows = 2000;      // loss rows kept (the verdict uses all)
+  // The runs' coverage, when the caller took it already (coverageOf(run, filterA / filterB)):
+  // the plan is read for nothing else, so a caller may free the runs' plans before comparing
+  // (`compare` of two message-heavy 10^7-event runs: ~0.6 GB).  Unset: taken here.
+  std::optional<RunCoverage> coverageA, coverageB;
+  size_t topGradients = 20;   // params that differ most, kept in the report
+  size_t maxLossRows = 2000;  // loss rows kept (the verdict uses all)
 };
 
 enum class Verdict { Identical, WithinTolerance, Diverged, Incomplete };

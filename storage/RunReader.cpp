@@ -5,6 +5,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <limits>
@@ -523,6 +524,8 @@ class Loader {
       tick();
     });
     r.finish();  // the side thread's own failure (its connection, a changed file) first
+    // Every chunk before the first failed one was taken and read whole (a thread stops only
+    // at its own failure, and no chunk after a failed one is taken).
     for (const auto& c : r.chunks) {
       if (c.error) std::rethrow_exception(c.error);
       if (c.read != c.rows) chunkMiscounted(c);
@@ -692,16 +695,20 @@ class Loader {
     };
     std::vector<Chunk> chunks;
     std::atomic<size_t> next{0};  // the next chunk to take
+    // The first chunk known to have failed: the chunks after it are not taken (the error a
+    // serial read reports is in it or before it), so an error or a cancelled load ends the
+    // read after the chunks in hand, not after the whole table.
+    std::atomic<size_t> failed{SIZE_MAX};
     std::vector<events::TransferRecord> transfers;
     std::vector<int64_t> transferIds;
   };
 
-  // Reads transfer chunks of `r` (on this Loader's connection) until none is left or one
-  // fails: each into its own slots, its first failure kept in the chunk.  `onRow()` after
-  // each row.
+  // Reads transfer chunks of `r` (on this Loader's connection) until none is left before the
+  // first failed one, or one of its own fails: each into its own slots, its first failure kept
+  // in the chunk.  `onRow()` after each row.
   template <typename OnRow>
   void takeTransferChunks(TransferReader& r, OnRow onRow) {
-    for (size_t k = r.next++; k < r.chunks.size(); k = r.next++) {
+    for (size_t k = r.next++; k < r.chunks.size() && k < r.failed; k = r.next++) {
       TransferReader::Chunk& c = r.chunks[k];
       try {
         readTransferRows(c.from, c.to, [&](int64_t id, events::TransferRecord&& t) {
@@ -713,6 +720,8 @@ class Loader {
         });
       } catch (...) {
         c.error = std::current_exception();
+        for (size_t f = r.failed; k < f && !r.failed.compare_exchange_weak(f, k);) {
+        }
         return;
       }
     }

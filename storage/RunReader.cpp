@@ -848,7 +848,8 @@ class Loader {
     if (!sideReadable("gradients", *r)) return;
     const int64_t n = rows_.at("gradients"), lo = r->min, hi = r->max;
     // Balance the threads: the main one also reads every other table (rows_ counts them) but
-    // the transfers when a side thread reads those.
+    // the transfers when a side thread reads those (then it only takes the chunks that thread
+    // has not reached, a share the timing decides, so none is counted here).
     const int64_t mainRows = total_ - (transfers_ ? rows_.at("transfers") : 0);
     const int64_t secondRows = std::clamp<int64_t>(mainRows / 2, 1, n - 1);
     // hi - lo >= n - 1: rowids are distinct.  Dense (a merged file's rowids are): the rows

@@ -276,6 +276,23 @@ double transferNorm(const RunModel& run, int64_t idx) {
   return t.hasStats ? t.stats.l2 : NAN;
 }
 
+// What alignment needs of one run, independent of the other run: its causal order, its
+// message groups (transferGroups) and its reduced gradients gathered per parameter.  Holds
+// references into the run: neither copied nor moved.
+struct RunSide {
+  RunSide(const RunModel& run, const std::set<std::string>& unaligned,
+          const std::set<std::string>& otherReplicas)
+      : order(run),
+        groups(transferGroups(run, unaligned, otherReplicas)),
+        gradients(gatherGradients(run, events::GradPhase::Reduced, true)) {}
+  RunSide(const RunSide&) = delete;
+  RunSide& operator=(const RunSide&) = delete;
+
+  CausalOrder order;
+  std::vector<TGroup> groups;
+  std::vector<GatheredGradient> gradients;
+};
+
 // Sorts the items by (causal key, kind, key), equal ones in their order: indices are sorted,
 // then the items moved once along the permutation's cycles (an item is ~200 bytes with three
 // strings; a merge sort of a million of them moved each ~20 times).
@@ -339,31 +356,32 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     out.globalBatchNote +=
         (out.globalBatchNote.empty() ? "" : "; ") + std::string("the runs have different modules");
   }
-  // The two runs' causal orders are independent: run B's is built on a second thread.
-  std::optional<CausalOrder> orderB;
-  std::exception_ptr orderBError;
+  // What alignment needs of each run alone (causal order, message groups, gathered
+  // gradients) is independent of the other run: run B's is built on a second thread.
+  std::optional<RunSide> sideB;
+  std::exception_ptr sideBError;
   std::thread buildB([&] {
     try {
-      orderB.emplace(b);
+      sideB.emplace(b, unaligned, otherReplicas);
     } catch (...) {
-      orderBError = std::current_exception();
+      sideBError = std::current_exception();
     }
   });
-  std::optional<CausalOrder> orderA;
+  std::optional<RunSide> sideA;
   try {
-    orderA.emplace(a);
+    sideA.emplace(a, unaligned, otherReplicas);
   } catch (...) {
     buildB.join();
     throw;
   }
   buildB.join();
-  if (orderBError) std::rethrow_exception(orderBError);
-  const CausalOrder& ca = *orderA;
-  const CausalOrder& cb = *orderB;
+  if (sideBError) std::rethrow_exception(sideBError);
+  const CausalOrder& ca = sideA->order;
+  const CausalOrder& cb = sideB->order;
 
   // Whole-model gradient norm per iteration: the floor of relative differences.
-  auto ga = gatherGradients(a, events::GradPhase::Reduced, true);
-  auto gb = gatherGradients(b, events::GradPhase::Reduced, true);
+  const auto& ga = sideA->gradients;
+  const auto& gb = sideB->gradients;
   std::map<int, double> modelNorm;
   for (const auto* list : {&ga, &gb}) {
     std::map<int, double> sq;
@@ -379,8 +397,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
 
   // ---- transfers
   {
-    const auto ta = transferGroups(a, unaligned, otherReplicas);
-    const auto tb = transferGroups(b, unaligned, otherReplicas);
+    const auto& ta = sideA->groups;
+    const auto& tb = sideB->groups;
     // Every item at once (a vector that doubles holds both copies): the messages of the larger
     // run (every key of either when they differ grows it once), and at most one item per loss
     // and per gathered gradient of either run.

@@ -557,6 +557,7 @@ class Bench:
                 r["gui_idle"] = self.gui_timing(path, busy=False)
                 if not a.smoke:  # the smoke run checks the outputs parse; keep it short
                     r["gui_busy"] = self.gui_timing(path, busy=True)
+                r["read_floor"] = self.read_floor(path)
                 if a.scale_skip_cli:  # keep the CLI figures of an earlier run of this size, marked so
                     old = prev.get(ev // 1000, {})
                     if all(k in old for k in ("check", "compare", "export")):
@@ -583,6 +584,19 @@ class Bench:
         res["runs"].sort(key=lambda x: x["events"])
         res["load"] = load()
         self.results["parts"]["realpath"] = res
+
+    def read_floor(self, path):
+        """SQLite's own cost of decoding the file's timeline tables (tests/bench/bench_read_floor):
+        CPU seconds of one thread stepping every row and taking every column, nothing else."""
+        exe = os.path.join(self.a.build, "tests", "bench", "bench_read_floor")
+        if not os.path.exists(exe):
+            return None
+        p = subprocess.run([exe, path], capture_output=True, text=True, timeout=3600)
+        m = re.search(r"^\| all \| (\d+) \| ([\d.]+) \|", p.stdout, re.M)
+        if p.returncode != 0 or not m:
+            raise RuntimeError(f"bench_read_floor failed:\n{p.stdout}\n{p.stderr}")
+        tables = {t: float(c) for t, c in re.findall(r"^\| (\w+_rows) \| \d+ \| ([\d.]+) \|", p.stdout, re.M)}
+        return {"rows": int(m.group(1)), "cpu_s": float(m.group(2)), "tables_cpu_s": tables, "load": load()}
 
     # -- part 11: check / compare / export / merge on real engine runs -------------------------
     # Two runs of the engine (llm pp4, a tiny model, 32 microbatches, record stats, same seed):
@@ -880,6 +894,16 @@ def markdown(r):
                     f"wall per frame (Xvfb software GL, swap included): out {fmt(fw, 'out')} ms, in {fmt(fw, 'in')} ms; "
                     f"window at {ph.get('window', float('nan')):.2f} s; interactive (timeline in, details loading) "
                     f"at {ph.get('interactive', float('nan')):.2f} s")
+            fl = x.get("read_floor")
+            if fl:
+                cores = os.cpu_count() or 1
+                row("7", f"SQLite's decode of the {ev}-event file alone (`bench_read_floor`: every row and column "
+                    "of plan, actions, transfers, gradients; no checks, no model)",
+                    f"{fl['cpu_s']:.2f} CPU-s for {fl['rows']:,} rows = **{fl['cpu_s'] / cores:.2f} s** on {cores} "
+                    f"cores for one file; compare's two without their gradients (it reads only the reduced ones) "
+                    f"{2 * (fl['cpu_s'] - fl['tables_cpu_s'].get('gradients_rows', 0)) / cores:.2f} s",
+                    "", "the floor under the load of check, compare and the viewer on this machine; per table: " +
+                    ", ".join(f"{t} {c:.2f}" for t, c in fl["tables_cpu_s"].items()) + f" CPU-s; load {fl['load']}")
             if "check" not in x:  # --scale-skip-cli: the viewer alone was measured
                 continue
             row("7", f"check / compare / export, {ev}-event runs (CLI, wall, peak RSS)",

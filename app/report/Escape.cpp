@@ -4,10 +4,70 @@
 
 namespace stagescope::report {
 
-std::string jsonEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  for (unsigned char c : text) {
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// A continuation byte (10xxxxxx) within [lo, hi] (RFC 3629 narrows the second byte's range
+// after E0, ED, F0 and F4).
+bool continuation(std::string_view text, size_t i, unsigned char lo = 0x80,
+                  unsigned char hi = 0xBF) {
+  if (i >= text.size()) return false;
+  const auto c = static_cast<unsigned char>(text[i]);
+  return c >= lo && c <= hi;
+}
+
+// Appends the byte at text[i] (and what follows it, when it starts a well-formed multi-byte
+// sequence) or U+FFFD; returns the bytes consumed.
+size_t appendUtf8(std::string& out, std::string_view text, size_t i) {
+  const size_t n = utf8SequenceLength(text, i);
+  if (n == 0) {
+    out += kReplacement;
+    return 1;
+  }
+  out.append(text.substr(i, n));
+  return n;
+}
+
+}  // namespace
+
+size_t utf8SequenceLength(std::string_view text, size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return continuation(text, i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;  // E0: no overlong forms
+    const unsigned char hi = c == 0xED ? 0x9F : 0xBF;  // ED: no surrogates
+    return continuation(text, i + 1, lo, hi) && continuation(text, i + 2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned char lo = c == 0xF0 ? 0x90 : 0x80;  // F0: no overlong forms
+    const unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;  // F4: nothing above U+10FFFF
+    return continuation(text, i + 1, lo, hi) && continuation(text, i + 2) &&
+                   continuation(text, i + 3)
+               ? 4
+               : 0;
+  }
+  return 0;  // a continuation byte alone, C0/C1 (overlong), F5-FF
+}
+
+void appendJsonEscaped(std::string& out, std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    // The run of bytes that need nothing (printable ASCII but '"' and '\\'), appended at once.
+    size_t plain = i;
+    while (plain < text.size()) {
+      const auto p = static_cast<unsigned char>(text[plain]);
+      if (p < 0x20 || p >= 0x80 || p == '"' || p == '\\') break;
+      ++plain;
+    }
+    out.append(text.substr(i, plain - i));
+    i = plain;
+    if (i == text.size()) break;
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      i += appendUtf8(out, text, i);
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -33,14 +93,32 @@ std::string jsonEscape(const std::string& text) {
           out += static_cast<char>(c);
         }
     }
+    ++i;
   }
+}
+
+std::string jsonEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  appendJsonEscaped(out, text);
   return out;
 }
 
-std::string xmlEscape(const std::string& text) {
+std::string xmlEscape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (unsigned char c : text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      // U+FFFE and U+FFFF are well-formed UTF-8 but not XML 1.0 characters.
+      if (text.substr(i, 3) == "\xEF\xBF\xBE" || text.substr(i, 3) == "\xEF\xBF\xBF") {
+        out += '?';
+        i += 3;
+        continue;
+      }
+      i += appendUtf8(out, text, i);
+      continue;
+    }
     switch (c) {
       case '&':
         out += "&amp;";
@@ -64,6 +142,7 @@ std::string xmlEscape(const std::string& text) {
           out += static_cast<char>(c);
         }
     }
+    ++i;
   }
   return out;
 }

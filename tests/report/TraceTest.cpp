@@ -226,6 +226,29 @@ TEST(ChromeTraceShape, CheckerSeesBrokenNestingAndBackwardArrows) {
 
 // A colocated rank (rank 1 holds vision's last stage, audio and llm stage 0): one track for the
 // rank, its slices nested, each naming its module; local hand-offs marked as such.
+// A run file's names are untrusted bytes: a module and an edge name that are not UTF-8 still
+// give a trace a strict JSON parser reads (exportTrace parses with nlohmann, which rejects
+// ill-formed UTF-8), each bad byte shown as U+FFFD.
+TEST(ChromeTraceShape, NamesThatAreNotUtf8StillGiveValidJson) {
+  model::RunModel run = plantedRun();
+  const std::string bad = "ll\xFFm\xC0";
+  run.info.modules[0].name = bad;
+  for (auto& list : run.actions)
+    for (auto& a : list) a.module = bad;
+  for (auto& t : run.transfers) t.edge = bad + ":pp0->pp1";
+  ChromeTraceStats st;
+  nlohmann::json trace;
+  ASSERT_NO_THROW(trace = exportTrace(run, "not_utf8", &st));
+  bool seen = false;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") {
+      EXPECT_EQ(e["args"]["module"], "ll\xEF\xBF\xBDm\xEF\xBF\xBD");
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST(ChromeTraceShape, ColocatedRankIsOneTrackWithTheModuleInEachSlice) {
   const model::RunModel run = testing::makeSyntheticRun(testing::colocatedSyntheticSpec());
   ChromeTraceStats st;

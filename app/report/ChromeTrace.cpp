@@ -1,12 +1,14 @@
 #include "app/report/ChromeTrace.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "app/report/Escape.h"
 #include "app/report/TextFile.h"
@@ -37,25 +39,29 @@ class Out {
     return *this;
   }
   Out& num(int64_t v) {
-    buf_ += std::to_string(v);
+    char b[24];
+    const auto r = std::to_chars(b, b + sizeof b, v);
+    buf_.append(b, r.ptr);
     return *this;
   }
   template <typename Ints>
   Out& nums(const Ints& vs) {  // a JSON array of integers
-    buf_ += "[";
+    buf_ += '[';
     for (size_t k = 0; k < vs.size(); ++k) {
-      if (k) buf_ += ",";
+      if (k) buf_ += ',';
       num(vs[k]);
     }
-    buf_ += "]";
+    buf_ += ']';
     return *this;
   }
-  Out& us(int64_t ns) {  // microseconds with ns precision
-    char b[40];
-    std::snprintf(b, sizeof b, "%lld.%03lld", static_cast<long long>(ns / 1000),
-                  static_cast<long long>(std::llabs(ns % 1000)));
-    if (ns < 0 && ns > -1000) buf_ += "-";
-    buf_ += b;
+  Out& us(int64_t ns) {  // microseconds with ns precision: "-0.250", "12.005"
+    const int64_t whole = ns / 1000, frac = ns % 1000;
+    if (ns < 0 && ns > -1000) buf_ += '-';  // -0.x: the whole part alone would lose the sign
+    num(whole);
+    const auto f = static_cast<int>(frac < 0 ? -frac : frac);
+    const char digits[4] = {'.', static_cast<char>('0' + f / 100),
+                            static_cast<char>('0' + f / 10 % 10), static_cast<char>('0' + f % 10)};
+    buf_.append(digits, 4);
     return *this;
   }
   Out& real(double v) {
@@ -63,14 +69,14 @@ class Out {
       buf_ += std::isnan(v) ? "\"NaN\"" : (v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
       return *this;
     }
-    char b[40];
-    std::snprintf(b, sizeof b, "%.9g", v);
-    buf_ += b;
+    char b[40];  // as printf's %.9g (std::to_chars with a precision is defined so)
+    const auto r = std::to_chars(b, b + sizeof b, v, std::chars_format::general, 9);
+    buf_.append(b, r.ptr);
     return *this;
   }
-  Out& str(const std::string& s) {
+  Out& str(std::string_view s) {
     buf_ += '"';
-    buf_ += jsonEscape(s);
+    appendJsonEscaped(buf_, s);
     buf_ += '"';
     return *this;
   }
@@ -360,8 +366,9 @@ ChromeTraceStats writeChromeTrace(const RunModel& run, const std::string& path) 
   // Transfers: asynchronous slices ("b"/"e", id = position in run.transfers + 1), which
   // Perfetto lays out on their own tracks: a send or receive may outlive the action that
   // posted it and overlap others, which a thread track cannot show.
+  const analysis::ActionIndex actionIndex(run);  // findAction's answers, without a rank-wide search
   auto spanOfAction = [&](const events::TransferRecord& t) -> const Span* {
-    const int64_t ai = findAction(run, t.rank, t.iteration, t.actionSeq);
+    const int64_t ai = actionIndex.find(t.rank, t.iteration, t.actionSeq);
     return ai >= 0 ? &spans[static_cast<size_t>(t.rank)][static_cast<size_t>(ai)] : nullptr;
   };
   for (size_t i = 0; i < run.transfers.size(); ++i) {

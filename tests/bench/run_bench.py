@@ -553,6 +553,7 @@ class Bench:
                         ev = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                                  for t in ("actions", "transfers", "gradients", "losses"))
                 r = {"events": ev, "file_bytes": os.path.getsize(path),
+                     "measured": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
                      "write_s": time.perf_counter() - t if own else None, "file": None if own else path}
                 r["gui_idle"] = self.gui_timing(path, busy=False)
                 if not a.smoke:  # the smoke run checks the outputs parse; keep it short
@@ -886,7 +887,8 @@ def markdown(r):
                     continue
                 ph, fc, fw = g["phases_s"], g["frame_cpu_ms"], g["frame_wall_ms"]
                 fmt = lambda d, k: f"{d[k]['median']:.1f}, {d[k]['p99']:.1f}" if d.get(k) else "–"
-                row("7", f"`stagescope gui`, {ev} events, {mode} (load {g['load_at_start']}): first useful frame / "
+                when = x.get("measured", "an earlier part-7 run")
+                row("7", f"`stagescope gui`, {ev} events, {mode} ({when}, load {g['load_at_start']}): first useful frame / "
                     "fully loaded / frame zoomed out, in (CPU median, p99) / peak RSS",
                     f"{ph.get('first-useful-frame', float('nan')):.2f} s / {ph.get('loaded', float('nan')):.2f} s / "
                     f"out {fmt(fc, 'out')} ms, in {fmt(fc, 'in')} ms / {g['peak_rss_mb']:.0f} MB",

@@ -17,20 +17,9 @@ bool continuation(std::string_view text, size_t i, unsigned char lo = 0x80,
   return c >= lo && c <= hi;
 }
 
-// Appends the byte at text[i] (and what follows it, when it starts a well-formed multi-byte
-// sequence) or U+FFFD; returns the bytes consumed.
-size_t appendUtf8(std::string& out, std::string_view text, size_t i) {
-  const size_t n = utf8SequenceLength(text, i);
-  if (n == 0) {
-    out += kReplacement;
-    return 1;
-  }
-  out.append(text.substr(i, n));
-  return n;
-}
-
-}  // namespace
-
+// Bytes of the well-formed UTF-8 sequence that starts at text[i] (1-4), 0 when the bytes
+// there are not one (a continuation byte, an overlong form, a surrogate, above U+10FFFF,
+// truncated).  i < text.size().
 size_t utf8SequenceLength(std::string_view text, size_t i) {
   const auto c = static_cast<unsigned char>(text[i]);
   if (c < 0x80) return 1;
@@ -50,6 +39,20 @@ size_t utf8SequenceLength(std::string_view text, size_t i) {
   }
   return 0;  // a continuation byte alone, C0/C1 (overlong), F5-FF
 }
+
+// Appends the byte at text[i] (and what follows it, when it starts a well-formed multi-byte
+// sequence) or U+FFFD; returns the bytes consumed.
+size_t appendUtf8(std::string& out, std::string_view text, size_t i) {
+  const size_t n = utf8SequenceLength(text, i);
+  if (n == 0) {
+    out += kReplacement;
+    return 1;
+  }
+  out.append(text.substr(i, n));
+  return n;
+}
+
+}  // namespace
 
 void appendJsonEscaped(std::string& out, std::string_view text) {
   for (size_t i = 0; i < text.size();) {

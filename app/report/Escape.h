@@ -7,7 +7,6 @@
 // JSON or XML parser never rejects a whole report for one bad name.
 #pragma once
 
-#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -17,10 +16,5 @@ std::string jsonEscape(std::string_view text);  // without the surrounding quote
 // jsonEscape(text) appended to `out` (the Chrome trace writes millions of strings).
 void appendJsonEscaped(std::string& out, std::string_view text);
 std::string xmlEscape(std::string_view text);  // & < > " ' escaped; other controls become '?'
-
-// Bytes of the well-formed UTF-8 sequence that starts at text[i] (1-4), 0 when the bytes
-// there are not one (a continuation byte, an overlong form, a surrogate, above U+10FFFF,
-// truncated).  i < text.size().
-size_t utf8SequenceLength(std::string_view text, size_t i);
 
 }  // namespace stagescope::report

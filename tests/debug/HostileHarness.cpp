@@ -4,11 +4,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -146,9 +148,20 @@ std::vector<int> processesMentioning(const std::string& needle) {
   return out;
 }
 
+// In a forked child of a root harness: makes the command that it execs obey file permissions.
+// Root keeps its uid (so it still reaches the binaries and LibTorch wherever the clone lives,
+// e.g. under a 0700 home directory that user nobody cannot enter) but loses
+// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from its bounding set, which is what a root
+// process's capabilities become at execve. A mode-0555 directory then refuses root's writes
+// and a mode-0000 file its reads, as they would a user's. Returns false if the kernel refused.
+bool dropFileOverride() {
+  return ::prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0) == 0 &&
+         ::prctl(PR_CAPBSET_DROP, CAP_DAC_READ_SEARCH, 0, 0, 0) == 0;
+}
+
 struct Prepared {
   rlim_t fsize = RLIM_INFINITY;
-  bool asNobody = false;
+  bool withoutFileOverride = false;  // see dropFileOverride()
   bool twice = false;
   int maxLines = 2;
   std::vector<std::string> mayChange;
@@ -265,9 +278,9 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
       const std::string when = rest.substr(at + 1);
       p.signalAtTemp = when == "tmp";
       if (!p.signalAtTemp) p.signalAfterMs = std::stoi(when);
-    } else if (kind == "mode") {  // permissions (octal); the command then runs as nobody
+    } else if (kind == "mode") {  // permissions (octal); the command then obeys them
       fs::permissions(path, static_cast<fs::perms>(std::stoi(value, nullptr, 8)));
-      p.asNobody = ::geteuid() == 0;
+      p.withoutFileOverride = ::geteuid() == 0;
     } else if (kind == "sqlitelock") {
       p.sqliteLocks.push_back(path);
     } else if (kind == "flock") {
@@ -283,7 +296,7 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
     } else if (kind == "rodir") {
       fs::create_directories(path);
       fs::permissions(path, fs::perms(0555));
-      p.asNobody = ::geteuid() == 0;
+      p.withoutFileOverride = ::geteuid() == 0;
     } else if (kind == "fifo" || kind == "device") {
       makeSpecial(path, kind == "device");
     } else if (kind == "link") {
@@ -354,7 +367,7 @@ Child start(const std::vector<std::string>& args, const Prepared& p, const std::
       rlimit lim{p.fsize, p.fsize};
       ::setrlimit(RLIMIT_FSIZE, &lim);
     }
-    if (p.asNobody && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(120);
+    if (p.withoutFileOverride && !dropFileOverride()) ::_exit(120);
     ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }

@@ -26,8 +26,9 @@
 //             file:NAME=TEXT     a file holding TEXT ("\n" is a newline)
 //             copy:NAME=FIXTURE  a copy of a fixture file (see Fixtures)
 //             dir:NAME           a directory (parents included)
-//             rodir:NAME         a directory without write permission (the command then runs
-//                                as user nobody when the harness runs as root)
+//             rodir:NAME         a directory without write permission (a root harness runs
+//                                the command as root without CAP_DAC_OVERRIDE, so the
+//                                mode holds for it)
 //             fifo:NAME          a FIFO;   device:NAME  a character device like /dev/null
 //                                (a FIFO where mknod is not permitted)
 //             link:NAME=TARGET   a symbolic link
@@ -46,8 +47,8 @@
 //             signal:SIG@tmp     ... the moment the command creates a file whose name has
 //                                ".tmp-" in the sandbox (inotify): aims at the instant a
 //                                report's temporary file appears
-//             mode:NAME=OCTAL    chmod NAME (the command then runs as user nobody when the
-//                                harness runs as root)
+//             mode:NAME=OCTAL    chmod NAME (a root harness runs the command as root
+//                                without CAP_DAC_OVERRIDE, so the mode holds for it)
 //             sqlitelock:NAME    another process holds SQLite's exclusive lock on NAME
 //             flock:NAME         another process holds flock(LOCK_EX) on NAME
 //             twice              start the command twice at once; one must succeed (0) and

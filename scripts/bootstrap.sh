@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION=2.11.0
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3-venv
+  ccache                                       # compiler cache (CMakeLists.txt uses it when present)
   python3-dev                                  # headers for the stagescope_torch extension
   libsqlite3-dev sqlite3
   libxxhash-dev                                # XXH3-64, the checksum of recorded tensors (header only)

@@ -18,8 +18,12 @@ at::Tensor hostContiguous(const at::Tensor& t) {
   return h.contiguous();
 }
 
-// The checksum (events::checksumBytes) of the raw bytes, then one pass for min/max/sum/sum
-// of squares over the finite values.  NaN and Inf are counted, not folded into the moments.
+// The checksum (events::checksumBytes) of the raw bytes, then one pass for the counts of NaN
+// and Inf and min/max/mean/L2 over every element, as IEEE arithmetic (and torch's min/max)
+// gives them: one NaN makes all four NaN; an Inf without NaN makes the L2 +Inf, min or max
+// ±Inf and the mean ±Inf (NaN when both signs occur).  A non-finite tensor therefore never
+// shows finite statistics (a tensor of 32 NaNs used to show L2 0, read everywhere as a norm
+// of 0).  An empty tensor has min = max = mean = L2 = 0.
 template <typename T>
 void scan(const at::Tensor& h, TensorDigest* d) {
   const T* p = h.data_ptr<T>();
@@ -33,22 +37,23 @@ void scan(const at::Tensor& h, TensorDigest* d) {
       ++nan;
       continue;
     }
-    if (std::isinf(v)) {
-      ++inf;
-      continue;
-    }
+    if (std::isinf(v)) ++inf;
     mn = v < mn ? v : mn;
     mx = v > mx ? v : mx;
-    sum += v;
-    sq += v * v;
+    sum += v;     // +Inf and -Inf together give NaN, as the mean should be
+    sq += v * v;  // any Inf gives +Inf
   }
-  const int64_t finite = n - nan - inf;
   d->stats.numel = n;
   d->stats.nanCount = nan;
   d->stats.infCount = inf;
-  d->stats.min = finite ? mn : 0;
-  d->stats.max = finite ? mx : 0;
-  d->stats.mean = finite ? sum / static_cast<double>(finite) : 0;
+  if (nan > 0) {
+    const double q = std::numeric_limits<double>::quiet_NaN();
+    d->stats.min = d->stats.max = d->stats.mean = d->stats.l2 = q;
+    return;
+  }
+  d->stats.min = n ? mn : 0;
+  d->stats.max = n ? mx : 0;
+  d->stats.mean = n ? sum / static_cast<double>(n) : 0;
   d->stats.l2 = std::sqrt(sq);
 }
 

@@ -1,5 +1,6 @@
 #include "app/report/CheckReport.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -45,7 +46,8 @@ std::string renderJUnit(const CheckReport& rep) {
         << xmlEscape("exit code " + std::to_string(r.exitCode) + ": " + first) << "\">";
       for (const auto& f : r.findings) x << xmlEscape(f.message) << "\n";
       if (r.total > static_cast<int64_t>(r.findings.size())) {
-        x << "... and " << (r.total - static_cast<int64_t>(r.findings.size())) << " more\n";
+        x << "... and " << (r.total - static_cast<int64_t>(r.findings.size()))
+          << " more, not kept (over the report's limit of findings per check)\n";
       }
       x << "</failure>\n";
     } else if (r.status == CheckStatus::Skipped) {
@@ -93,6 +95,9 @@ std::string renderCheckJson(const CheckReport& rep) {
         {"summary", r.summary}, {"total", r.total},        {"seconds", r.seconds}};
     c["findings"] = nlohmann::json::array();
     for (const auto& f : r.findings) c["findings"].push_back(findingJson(f));
+    // Present only when the report's per-check limit dropped findings: `total` counts them all.
+    if (r.total > static_cast<int64_t>(r.findings.size()))
+      c["findings_not_kept"] = r.total - static_cast<int64_t>(r.findings.size());
     j["checks"].push_back(std::move(c));
   }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -101,6 +106,9 @@ std::string renderCheckJson(const CheckReport& rep) {
 void writeCheckJson(const CheckReport& report, const std::string& path) {
   writeTextFile(path, renderCheckJson(report));
 }
+
+// The text report lists this many findings of a class, then says how many more there are.
+constexpr size_t kTextFindings = 20;
 
 std::string renderCheckText(const CheckReport& rep) {
   std::ostringstream o;
@@ -118,9 +126,12 @@ std::string renderCheckText(const CheckReport& rep) {
     o << head << printableLine(r.summary);
     if (r.status == CheckStatus::Failed) o << "; " << r.total << " failure(s)";
     o << "\n";
-    for (const auto& f : r.findings) o << "        - " << printableLine(f.message) << "\n";
-    if (r.total > static_cast<int64_t>(r.findings.size())) {
-      o << "        ... and " << (r.total - static_cast<int64_t>(r.findings.size())) << " more\n";
+    const size_t shown = std::min(r.findings.size(), kTextFindings);
+    for (size_t i = 0; i < shown; ++i)
+      o << "        - " << printableLine(r.findings[i].message) << "\n";
+    if (r.total > static_cast<int64_t>(shown)) {
+      o << "        ... and " << (r.total - static_cast<int64_t>(shown))
+        << " more (--json and --junit list every one)\n";
     }
   }
   if (rep.passed()) {

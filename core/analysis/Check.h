@@ -73,8 +73,8 @@ struct CheckResult {
   int exitCode = 0;  // the class's code (also when it passed)
   CheckStatus status = CheckStatus::Passed;
   std::string summary;            // one line: what was checked, or why it was skipped
-  std::vector<Finding> findings;  // capped at CheckOptions::maxFindings, see `total`
-  int64_t total = 0;              // number of failures found (may exceed findings.size())
+  std::vector<Finding> findings;  // every failure, up to CheckOptions::maxFindings
+  int64_t total = 0;              // number of failures found: always complete
   double seconds = 0;
 };
 
@@ -90,7 +90,9 @@ struct CheckOptions {
   const model::RunModel* against = nullptr;
   RecordFilter againstFilter;
   bool againstBitwise = true;  // true: IDENTICAL required; false: EQUAL WITHIN TOLERANCE enough
-  size_t maxFindings = 20;     // per class, kept in the report
+  // Per class, kept in the report (text shows the first few, JSON and JUnit all of them). Only a
+  // guard against a file with millions of failures (~200 bytes each); `total` counts past it.
+  size_t maxFindings = 1000000;
   // Classes to run; empty = all.  Names as in the table above.
   std::vector<std::string> only;
 };

@@ -381,6 +381,67 @@ TEST(Check, JUnitIsWellFormedWithRightCounts) {
   EXPECT_NE(renderCheckText(rep).find("FAIL  checksum_mismatch"), std::string::npos);
 }
 
+// Every failure is counted and kept: the text shows the first 20 and says how many more; the
+// JSON and JUnit reports list every one (the report once kept 20 per class everywhere).
+TEST(Check, EveryFindingIsKeptTextShowsTheFirstTwenty) {
+  auto run = makeRun({.pp = 2, .microbatches = 8, .iterations = 3});
+  int corrupted = 0;
+  for (auto& t : run.transfers) {
+    if (t.side == events::Side::Recv) {
+      t.checksum ^= 1;
+      ++corrupted;
+    }
+  }
+  ASSERT_GT(corrupted, 20);
+  repair(run);
+  auto rep = checkRun(run);
+  const auto* c = rep.find("checksum_mismatch");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->total, corrupted);
+  EXPECT_EQ(static_cast<int>(c->findings.size()), corrupted);
+  const std::string text = renderCheckText(rep);
+  EXPECT_NE(text.find("... and " + std::to_string(corrupted - 20) + " more"), std::string::npos)
+      << text;
+  auto j = nlohmann::json::parse(renderCheckJson(rep));
+  for (const auto& check : j["checks"]) {
+    if (check["name"] != "checksum_mismatch") continue;
+    EXPECT_EQ(check["total"], corrupted);
+    EXPECT_EQ(static_cast<int>(check["findings"].size()), corrupted);
+    EXPECT_FALSE(check.contains("findings_not_kept"));
+  }
+  const std::string xml = renderJUnit(rep);
+  EXPECT_EQ(xml.find("more"), std::string::npos);
+  size_t lines = 0;
+  for (size_t at = xml.find("checksum mismatch on"); at != std::string::npos;
+       at = xml.find("checksum mismatch on", at + 1))
+    ++lines;
+  EXPECT_GE(static_cast<int>(lines), corrupted);
+}
+
+// A rank's measured clock offset is information: it never becomes a failure of a run that did
+// not complete, nor pushes a real finding out.
+TEST(Check, ClockOffsetsAreNotFailures) {
+  auto run = makeRun({.pp = 2});
+  run.info.status = events::RunStatus::Killed;
+  for (int r = 1; r <= 2; ++r) {
+    events::DiagnosisRecord d;
+    d.rank = r;
+    d.kind = "clock";
+    d.message = "clock offset to rank 0 (start): measured 10 ns";
+    run.diagnoses.push_back(d);
+  }
+  events::DiagnosisRecord killed;
+  killed.rank = 1;
+  killed.kind = "rank_failed";
+  killed.message = "rank 1 was killed by a signal";
+  run.diagnoses.push_back(killed);
+  auto rep = checkRun(run);
+  const auto* c = rep.find("run_status");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->total, 2) << renderCheckText(rep);  // not completed + the killed rank
+  for (const auto& f : c->findings) EXPECT_EQ(f.message.find("clock offset"), std::string::npos);
+}
+
 // ---- compare ----------------------------------------------------------------------------------
 
 TEST(Compare, IdenticalRuns) {

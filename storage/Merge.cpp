@@ -1,5 +1,7 @@
 #include "storage/Merge.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -235,6 +237,31 @@ void updateRunStatus(const std::string& path, events::RunStatus status, const st
     throw RunFileError(RunFileError::Kind::Corrupt, path + ": run file has no run row");
 }
 
+namespace {
+// The paths in order, each file once: a path naming a file already listed (the same path
+// twice, or another name of it: a link, "./x") goes to `duplicates`. Attaching one file twice
+// would make SQLite wait on its own lock. A path that cannot be stat()ed is kept (the shard's
+// inspection reports it).
+std::vector<std::string> uniqueFiles(const std::vector<std::string>& paths,
+                                     std::vector<std::string>* duplicates) {
+  std::vector<std::string> out;
+  std::vector<std::pair<dev_t, ino_t>> seen;
+  for (const auto& p : paths) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) {
+        duplicates->push_back(p);
+        continue;
+      }
+      seen.push_back(id);
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+}  // namespace
+
 MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths) {
   const auto t0 = std::chrono::steady_clock::now();
   Db db = openStagescopeFile(runPath, true);
@@ -251,7 +278,8 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
 
   MergeResult result;
   std::vector<size_t> ready;  // positions of inspectable shards
-  for (const auto& path : shardPaths) {
+  std::vector<std::string> duplicates;
+  for (const auto& path : uniqueFiles(shardPaths, &duplicates)) {
     result.shards.push_back(inspectShard(runName, path));
     auto& s = result.shards.back();
     if (s.state == "ok")
@@ -306,6 +334,8 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
       result.notes.push_back(s.note);
     }
   }
+  for (const auto& d : duplicates)
+    result.notes.push_back(d + ": given more than once; merged once");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

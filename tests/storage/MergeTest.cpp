@@ -36,6 +36,30 @@ TEST(Merge, ShardPathsFollowTheNamingConvention) {
   EXPECT_EQ(found[2], shardPathFor(run, 10));
 }
 
+// `merge RUN S S` (and S under a second name): the file is merged once, without waiting on
+// its own lock, and the merge is ok (it used to wait 20 s on "database is locked" and fail).
+TEST(Merge, TheSameShardTwiceIsMergedOnce) {
+  TempDir dir;
+  const std::string run = dir.file("run.db");
+  createRunFile(run, sampleRun(2, RecordLevel::Stats));
+  for (int r = 0; r < 2; ++r) {
+    auto w = ShardWriter::open(shardPathFor(run, r), RecordLevel::Stats, r);
+    w->rank(sampleRank(r));
+    for (int i = 0; i < 10; ++i) w->action(sampleAction(r, 0, i));
+  }
+  const std::string s0 = shardPathFor(run, 0);
+  const std::string alias = dir.file("./run.db.rank0.shard");
+  const MergeResult res = mergeShards(run, {s0, shardPathFor(run, 1), s0, alias});
+  EXPECT_TRUE(res.ok());
+  EXPECT_EQ(res.merged, 2);
+  EXPECT_EQ(res.failed, 0);
+  ASSERT_EQ(res.notes.size(), 2u);
+  EXPECT_NE(res.notes[0].find("given more than once; merged once"), std::string::npos);
+  const RunModel m = loadRun(run);
+  ASSERT_EQ(m.actions.size(), 2u);
+  EXPECT_EQ(m.actions[0].size(), 10u);
+}
+
 // 12 shards: more than one ATTACH group of 9.
 TEST(Merge, TwelveShardsInAttachGroups) {
   TempDir dir;

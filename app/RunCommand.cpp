@@ -207,9 +207,11 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   spec.extraEnv.push_back("STAGESCOPE_RUN_ID=" + fs::path(out).stem().string());
   spec.hangGraceSeconds = std::min(10.0, cfg.timeoutSeconds + 2);
   engine::LaunchResult launched = engine::launchRanks(spec);
-  // The ranks are gone: a second Ctrl-C must not leave the run unmerged and "running".
+  // The ranks are gone: a second Ctrl-C (or the terminal's SIGHUP) must not leave the run
+  // unmerged and "running".
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGHUP, SIG_IGN);
   Outcome outcome = outcomeOf(launched);
 
   storage::MergeResult merged;
@@ -249,6 +251,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   recordStatus(out, outcome.status, outcome.reason);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGHUP, SIG_DFL);
   return outcome;
 }
 
@@ -274,6 +277,11 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
 }  // namespace
 
 int runCommand(const RunOptions& opts) {
+  // The run outlives its output: when whatever reads the launcher's output goes away
+  // (`stagescope run ... | head -n 1`), a write fails with EPIPE and is dropped instead of a
+  // SIGPIPE killing the launcher and leaving the run "running" with a stale lock. The ranks'
+  // output reaches the launcher through pipes of its own and is drained as before.
+  std::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> overrides = opts.overrides;
   if (!opts.record.empty()) overrides.push_back("record.level=\"" + opts.record + "\"");
   plan::RunConfig cfg;

@@ -125,6 +125,7 @@ std::string LaunchResult::describe() const {
   if (interrupted) {
     const char* sig = interruptSignal == SIGINT    ? "SIGINT (Ctrl-C)"
                       : interruptSignal == SIGTERM ? "SIGTERM"
+                      : interruptSignal == SIGHUP  ? "SIGHUP (its terminal was closed)"
                                                    : "a signal";
     return std::string("interrupted: the launcher got ") + sig + "; all ranks were stopped";
   }
@@ -151,9 +152,11 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   struct sigaction oldInt {
-  }, oldTerm{};
+  }, oldTerm{}, oldHup{};
   sigaction(SIGINT, &sa, &oldInt);
   sigaction(SIGTERM, &sa, &oldTerm);
+  sigaction(SIGHUP, &sa,
+            &oldHup);  // a closed terminal (an SSH session) stops the run as Ctrl-C does
 
   std::vector<Child> kids(spec.worldSize);
   for (int r = 0; r < spec.worldSize; ++r) {
@@ -255,6 +258,7 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
   }
   sigaction(SIGINT, &oldInt, nullptr);
   sigaction(SIGTERM, &oldTerm, nullptr);
+  sigaction(SIGHUP, &oldHup, nullptr);
   return result;
 }
 

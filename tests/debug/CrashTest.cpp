@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -164,7 +165,7 @@ class LauncherSignal : public ::testing::TestWithParam<int> {};
 
 TEST_P(LauncherSignal, StopsAllRanksAndMarksTheRunKilled) {
   const int sig = GetParam();
-  Launched l = startLongRun(std::string("launcher-") + (sig == SIGINT ? "sigint" : "sigterm"));
+  Launched l = startLongRun(std::string("launcher-") + sigabbrev_np(sig));
   ASSERT_EQ(storage::findShards(l.runPath).size(), 3u);
   ASSERT_EQ(processesMentioning(l.runPath).size(), 4u) << "launcher + 3 ranks";
   kill(l.pid, sig);
@@ -179,18 +180,58 @@ TEST_P(LauncherSignal, StopsAllRanksAndMarksTheRunKilled) {
 
   storage::RunModel run = storage::loadRun(l.runPath);
   EXPECT_EQ(run.info.status, events::RunStatus::Killed);
-  const std::string expect = sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM";
+  const std::string expect = sig == SIGINT   ? "SIGINT (Ctrl-C)"
+                             : sig == SIGHUP ? "SIGHUP (its terminal was closed)"
+                                             : "SIGTERM";
   EXPECT_NE(run.info.statusReason.find("interrupted: the launcher got " + expect),
             std::string::npos)
       << run.info.statusReason;
+  EXPECT_FALSE(fs::exists(l.runPath + ".lock")) << "the run's lock outlived its launcher";
   EXPECT_EQ(ranksWithActions(run, 0), (std::set<int>{0, 1, 2}));
   EXPECT_FALSE(run.transfers.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, LauncherSignal, ::testing::Values(SIGINT, SIGTERM),
+// SIGHUP: the launcher's terminal (an SSH session) closed.
+INSTANTIATE_TEST_SUITE_P(Signals, LauncherSignal, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
                          [](const ::testing::TestParamInfo<int>& info) {
-                           return std::string(info.param == SIGINT ? "SIGINT" : "SIGTERM");
+                           return std::string("SIG") + sigabbrev_np(info.param);
                          });
+
+// `stagescope run ... | head -n 1`: whatever reads the launcher's output goes away after one
+// line. The run goes on without output and completes, merged and unlocked (it used to die of
+// SIGPIPE at iteration 0, leaving the file "running" with a stale lock).
+TEST(LauncherOutput, ClosedOutputPipeDoesNotStopTheRun) {
+  const std::string runPath = tempRunPath("launcher-epipe");
+  fs::remove(runPath);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[1]);
+    const std::string exe = stagescopeExe(), cfg = debugConfig("pipe3");
+    execl(exe.c_str(), exe.c_str(), "run", cfg.c_str(), "-o", runPath.c_str(), "--set",
+          "iterations=40", "--set", "timeout_seconds=60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  char ch = 0;  // the first line, then the reader is gone
+  while (read(fds[0], &ch, 1) == 1 && ch != '\n') {
+  }
+  close(fds[0]);
+  double took = 0;
+  const int status = waitFor(pid, 240, &took);
+  ASSERT_NE(status, -1) << "the launcher did not exit within 240 s";
+  EXPECT_TRUE(WIFEXITED(status)) << "the launcher died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(noStrays(runPath, 5));
+  storage::RunModel run = storage::loadRun(runPath);
+  EXPECT_EQ(run.info.status, events::RunStatus::Completed) << run.info.statusReason;
+  EXPECT_EQ(ranksWithActions(run, 39), (std::set<int>{0, 1, 2}));
+  EXPECT_FALSE(fs::exists(runPath + ".lock"));
+}
 
 // SIGKILL cannot be caught: the ranks die with their parent (PR_SET_PDEATHSIG), the file
 // still opens (status "running", shards unmerged), and `merge` recovers the records.

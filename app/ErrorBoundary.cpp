@@ -4,9 +4,14 @@
 #include <c10/util/Exception.h>
 #endif
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "app/FaultFlag.h"
@@ -40,13 +45,29 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
+// Standard output that could not be written (`check > /dev/full`, a full disk) fails the
+// command: exit 1 with one line, never a silent exit 0 over a truncated report. A reader that
+// went away (`| head -n 1`: the pipe reports POLLERR) is not a failure: what was asked for
+// was done, and only its output was not wanted.
+int checkStandardOutput(int code) {
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout)) return code;
+  pollfd out{STDOUT_FILENO, 0, 0};
+  if (::poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0) return code;  // reader gone
+  const std::string why = flushed ? "a write failed" : std::strerror(error);
+  fail("standard output could not be written (" + why + "); what was printed is incomplete",
+       analysis::exit_code::kError);
+  return code == 0 ? analysis::exit_code::kError : code;
+}
+
 }  // namespace
 
 int guarded(const std::function<int()>& command) {
   using analysis::exit_code::kError;
   using analysis::exit_code::kUsage;
   try {
-    return command();
+    return checkStandardOutput(command());
   } catch (const UsageError& e) {
     return fail(oneLine(e), kUsage);
   } catch (const OutputRefused& e) {

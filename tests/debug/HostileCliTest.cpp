@@ -203,6 +203,18 @@ int shell(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Output that cannot be written is an error, not a silent exit 0 (`check > /dev/full` exited 0);
+// the same command into a writable sink passes (`run`'s reader that leaves early: CrashTest).
+TEST(HostileCli, UnwritableStandardOutputFailsTheCommand) {
+  std::string output;
+  const std::string check = "'" + stagescopeExe() + "' check '" + fixtures().at("run") + "'";
+  EXPECT_EQ(shell(check + " > /dev/full", &output), 1) << output;
+  EXPECT_NE(output.find("error: standard output could not be written"), std::string::npos)
+      << output;
+  output.clear();
+  EXPECT_EQ(shell(check + " > /dev/null", &output), 0) << output;
+}
+
 // A run whose files cannot grow (a full disk: RLIMIT_FSIZE on the launcher and its ranks)
 // ends `failed` with the reason, exit 10, no abort.
 TEST(HostileCli, FullDiskFailsTheRunWithAReason) {

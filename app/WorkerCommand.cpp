@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "app/Commands.h"
+#include "app/OutputPolicy.h"
 #include "app/WorkerLiveness.h"
 #include "core/engine/Communicator.h"
 #include "core/engine/ElasticErrorFile.h"
@@ -120,6 +121,9 @@ std::unique_ptr<storage::ShardWriter> openOwnShard(const std::string& out, int r
       // missing, not a shard, unreadable: not ours to replace
     }
   }
+  // `-o runs/x.db` works for a worker as it does for `run`: the folder is created (by whichever
+  // rank of this host comes first; the others find it there).
+  createParentDirectories(shard);
   try {
     return storage::ShardWriter::open(shard, level, rank, opts);
   } catch (const storage::ShardExists& e) {

@@ -68,7 +68,8 @@ fi
 
 # The config with a generous timeout: the hosts start their ranks independently.
 sed 's/^timeout_seconds = .*/timeout_seconds = 60/' "$config" >"$work/config.toml"
-mkdir -p "$work/hostA" "$work/hostB" "$work/merged" "$work/single"
+# hostA/ and hostB/ are not made here: each host's workers create the folder of their -o.
+mkdir -p "$work/merged" "$work/single"
 port=29500
 
 # Each host also gets its own host name where a UTS namespace can be made (recorded per rank).

@@ -241,7 +241,8 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
     recordHangDiagnoses(out, hang);
     const size_t detail = outcome.reason.find("; gave up");  // the backend's error text
     if (detail != std::string::npos) outcome.reason.erase(detail);
-    outcome.reason += "; " + hang.verdict;
+    // The root cause leads (the first rank to time out is usually a bystander of it).
+    outcome.reason = hang.verdict + "; first to time out: " + outcome.reason;
     if (hang.erroredRank >= 0) {  // an error is the cause; the timeouts are its consequence
       outcome.status = events::RunStatus::Failed;
       outcome.reason = "rank " + std::to_string(hang.erroredRank) + " failed: " + hang.error +

@@ -312,7 +312,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     for (const auto& d : m.diagnoses) recorded = recorded || d.kind == "hang";
     if (!recorded) recordHangDiagnoses(run, hang);
     if (!hang.verdict.empty() && next.reason.find(hang.verdict) == std::string::npos) {
-      next.reason += "; " + hang.verdict;
+      next.reason = hang.verdict + "; " + next.reason;  // the root cause leads
     }
   }
   if (next.status != stored || next.reason != m.info.statusReason) {

@@ -230,6 +230,10 @@ std::string WaitEdge::sentence() const {
          ", action " + std::to_string(actionSeq) + (action.empty() ? "" : " " + action) + ")";
 }
 
+std::string WaitGraph::cause() const {
+  return verdicts.empty() ? std::string() : verdicts.front().sentence;
+}
+
 std::string WaitGraph::verdict() const {
   std::string v;
   for (const auto& h : verdicts) v += (v.empty() ? "" : "; ") + h.sentence;
@@ -341,8 +345,9 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     std::string chain;
     for (int r : cycle) chain += "rank " + std::to_string(r) + " -> ";
     chain += "rank " + std::to_string(cycle.front());
-    g.verdicts.push_back(
-        {cycle.front(), "cycle " + chain + ": each rank waits for the next, none can proceed"});
+    g.verdicts.push_back({cycle.front(),
+                          "cycle " + chain + ": each rank waits for the next, none can proceed",
+                          HangCause::Cycle});
   }
   for (int r : missing) {
     std::string why = "it waits on nobody (" + lastDoneOf(run, r) + ")";
@@ -352,8 +357,10 @@ WaitGraph waitForGraph(const model::RunModel& run) {
         break;
       }
     }
-    g.verdicts.push_back({r, "rank " + std::to_string(r) + " is the missing partner: " + why +
-                                 " and never posted the matching operation"});
+    g.verdicts.push_back({r,
+                          "rank " + std::to_string(r) + " is the missing partner: " + why +
+                              " and never posted the matching operation",
+                          HangCause::MissingPartner});
   }
   // A partner that waits on something else never posted the matching operation: name it.
   for (const auto& [rank, e] : waits) {
@@ -378,9 +385,11 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     } else {
       continue;
     }
-    g.verdicts.push_back({e.waitsOn, "rank " + std::to_string(e.waitsOn) + " " + missingOp +
-                                         " that rank " + std::to_string(rank) + " waits for: it " +
-                                         waits[e.waitsOn].waiting() + " instead"});
+    g.verdicts.push_back({e.waitsOn,
+                          "rank " + std::to_string(e.waitsOn) + " " + missingOp + " that rank " +
+                              std::to_string(rank) + " waits for: it " +
+                              waits[e.waitsOn].waiting() + " instead",
+                          HangCause::NotPosted, rank});
   }
   // A fault injected by the awaited rank in the same iteration, at an action that exchanges the
   // awaited microbatch with the waiting rank, explains the wait.
@@ -401,17 +410,34 @@ WaitGraph waitForGraph(const model::RunModel& run) {
       const auto from = what.find(" from rank ");
       if (from != std::string::npos) what.erase(from);
       if (dropped) {
-        g.verdicts.push_back({e.waitsOn, "rank " + std::to_string(e.waitsOn) + " dropped " + what +
-                                             " to rank " + std::to_string(rank) +
-                                             " (fault injection): the message rank " +
-                                             std::to_string(rank) + " waits for was never sent"});
+        g.verdicts.push_back({e.waitsOn,
+                              "rank " + std::to_string(e.waitsOn) + " dropped " + what +
+                                  " to rank " + std::to_string(rank) +
+                                  " (fault injection): the message rank " + std::to_string(rank) +
+                                  " waits for was never sent",
+                              HangCause::Fault, rank});
       } else {
-        g.verdicts.push_back({e.waitsOn, "rank " + std::to_string(e.waitsOn) +
-                                             " injected a fault into " + what + " to rank " +
-                                             std::to_string(rank) + " (" + f->message + ")"});
+        g.verdicts.push_back({e.waitsOn,
+                              "rank " + std::to_string(e.waitsOn) + " injected a fault into " +
+                                  what + " to rank " + std::to_string(rank) + " (" + f->message +
+                                  ")",
+                              HangCause::Fault, rank});
       }
     }
   }
+  // A wait a fault explains needs no second explanation ("rank 1 has not posted the send ...
+  // that rank 2 waits for" after "rank 1 dropped the activation ... to rank 2").
+  std::erase_if(g.verdicts, [&](const HangVerdict& v) {
+    return v.cause == HangCause::NotPosted &&
+           std::any_of(g.verdicts.begin(), g.verdicts.end(), [&](const HangVerdict& f) {
+             return f.cause == HangCause::Fault && f.aboutRank == v.aboutRank &&
+                    f.waiter == v.waiter;
+           });
+  });
+  // Root cause first: `run`'s status line, check, the viewer's banner and the HTML report all
+  // lead with it (a cycle is what the waits look like; the fault or absent partner is why).
+  std::stable_sort(g.verdicts.begin(), g.verdicts.end(),
+                   [](const HangVerdict& a, const HangVerdict& b) { return a.cause < b.cause; });
   return g;
 }
 

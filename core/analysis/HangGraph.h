@@ -6,6 +6,7 @@
 // `run` (the terminal line and the "hang" diagnoses it records), `check` and the viewer use it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,19 +31,28 @@ struct WaitEdge {
   std::string sentence() const;
 };
 
+// What a verdict sentence says, most causal first: an injected fault explains the wait it
+// caused; a partner that does something else (or nothing) is why the others wait; a cycle is
+// what the waits look like, the consequence.
+enum class HangCause : uint8_t { Fault = 0, NotPosted = 1, MissingPartner = 2, Cycle = 3 };
+
 struct HangVerdict {
   int aboutRank = -1;
   std::string sentence;  // "cycle rank 1 -> rank 2 -> rank 1: ..." / "rank 3 is the missing
                          // partner: ..." / "rank 2 dropped ... (fault injection)"
+  HangCause cause = HangCause::Cycle;
+  int waiter = -1;  // NotPosted and Fault: the rank whose wait this explains
 };
 
 struct WaitGraph {
   std::vector<WaitEdge> edges;        // one per waiting rank, by rank
-  std::vector<HangVerdict> verdicts;  // cycles first, then missing partners, then faults
+  std::vector<HangVerdict> verdicts;  // root cause first (HangCause order), then found order
   int erroredRank = -1;               // a rank that recorded an error: the cause
   std::string error;
   bool empty() const { return edges.empty(); }
-  std::string verdict() const;  // the verdict sentences joined with "; "
+  // The root cause in one sentence: the first verdict ("" when there is none).
+  std::string cause() const;
+  std::string verdict() const;  // the verdict sentences, root cause first, joined with "; "
   std::string text() const;     // "wait-for graph:" + one line per rank + the verdicts
 };
 

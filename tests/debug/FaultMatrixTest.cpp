@@ -198,6 +198,21 @@ TEST(FaultHang, WaitForGraphIsRecorded) {
   EXPECT_EQ(run.info.status, events::RunStatus::Hung);
   EXPECT_NE(run.info.statusReason.find("cycle rank 1 -> rank 2 -> rank 1"), std::string::npos)
       << run.info.statusReason;
+  // The root cause leads the status (and so the `run hung:` line, check and the banner): the
+  // dropped message, not whichever rank timed out first nor the cycle it led to.
+  EXPECT_EQ(run.info.statusReason.rfind("rank 1 dropped the activation of microbatch 1 to rank 2 "
+                                        "(fault injection)",
+                                        0),
+            0u)
+      << run.info.statusReason;
+  EXPECT_NE(out.output.find("stagescope: run hung: rank 1 dropped the activation"),
+            std::string::npos)
+      << out.output;
+  // Explained once: the dropped send is not also reported as a send rank 1 "has not posted".
+  EXPECT_EQ(run.info.statusReason.find("has not posted the send of the activation of microbatch 1 "
+                                       "to rank 2"),
+            std::string::npos)
+      << run.info.statusReason;
   bool rank2WaitsOn1 = false, cycle = false;
   for (const auto& d : run.diagnoses) {
     if (d.kind != "hang") continue;

@@ -239,7 +239,10 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
     std::printf("stagescope: %s\n", hang.text.c_str());
     std::fflush(stdout);
     recordHangDiagnoses(out, hang);
-    const size_t detail = outcome.reason.find("; gave up");  // the backend's error text
+    // The backend's error text (engine::Communicator: "; gave up after ..." or "; stopped
+    // after ...") is in the rank's timeout diagnosis; the status keeps the sentence.
+    size_t detail = outcome.reason.find("; gave up after ");
+    if (detail == std::string::npos) detail = outcome.reason.find("; stopped after ");
     if (detail != std::string::npos) outcome.reason.erase(detail);
     // The root cause leads (the first rank to time out is usually a bystander of it).
     outcome.reason = hang.verdict + "; first to time out: " + outcome.reason;

@@ -461,26 +461,36 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
     wait_->direction = static_cast<int>(p.rec.direction);
     wait_->microbatch = p.rec.microbatch;
   }
+  const auto started = std::chrono::steady_clock::now();
   try {
     work->wait(groups_.timeout());
   } catch (const std::exception& e) {
     // "rank 3 waits for the activation of microbatch 5 from rank 2 (edge ..., iteration 0,
-    // action 9 SB_RF); gave up after 3 s: <backend error>"
+    // action 9 SB_RF); gave up after 3 s: <backend error>", or "; stopped after 0.4 s, before
+    // its 3 s timeout: <backend error>" when the wait ended early (a peer closed the
+    // connection): the time is the one measured, never the timeout's.
     const std::string what = describe(p.rec);
-    char waited[32];
-    std::snprintf(waited, sizeof waited, "%g", groups_.timeout().count() / 1000.0);
+    const double timeoutS = groups_.timeout().count() / 1000.0;
+    const double waitedS =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    char waited[96];
+    if (waitedS < 0.9 * timeoutS)
+      std::snprintf(waited, sizeof waited, "stopped after %.1f s, before its %g s timeout", waitedS,
+                    timeoutS);
+    else
+      std::snprintf(waited, sizeof waited, "gave up after %g s", timeoutS);
     events::WaitRecord w = waitRecord(ids, p.peer, e.what());
     w.op = p.rec.side == Side::Recv ? events::WaitOp::Recv : events::WaitOp::Send;
     w.microbatch = p.rec.microbatch;
     w.edge = p.rec.edge;
     w.direction = p.rec.direction;
-    throw CommTimeout(
-        std::move(w),
-        "rank " + std::to_string(me_.rank) +
-            (p.rec.side == Side::Recv ? " waits for " : " waits to send ") +
-            what.substr(0, what.size() - 1) + ", iteration " + std::to_string(ids.iteration) +
-            ", action " + std::to_string(ids.actionSeq) + " " + events::toString(ids.action->kind) +
-            "); gave up after " + waited + " s: " + std::string(e.what()).substr(0, 200));
+    throw CommTimeout(std::move(w),
+                      "rank " + std::to_string(me_.rank) +
+                          (p.rec.side == Side::Recv ? " waits for " : " waits to send ") +
+                          what.substr(0, what.size() - 1) + ", iteration " +
+                          std::to_string(ids.iteration) + ", action " +
+                          std::to_string(ids.actionSeq) + " " + events::toString(ids.action->kind) +
+                          "); " + waited + ": " + std::string(e.what()).substr(0, 200));
   }
   if (wait_) wait_->waitingOn = -1;
 }

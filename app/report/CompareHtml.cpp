@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 #include "app/report/CompareReport.h"
@@ -26,6 +27,12 @@ std::string fmt(double v, const char* f = "%.6g") {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+// A recorded value: NaN and ±Inf by name ("–" means "not recorded", never a NaN).
+std::string recorded(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  return fmt(v);
 }
 std::string pct(double v) {
   return fmt(100.0 * v, "%.1f%%");
@@ -53,9 +60,39 @@ std::vector<double> ticks(double lo, double hi, int target = 5) {
 
 struct Series {
   std::string name, color;
-  std::vector<double> y;  // NaN = gap
+  std::vector<double> y;  // a non-finite value is a gap in the line
   bool dashed = false;
+  // Positions with no value (not recorded): a plain gap. A recorded non-finite value (NaN,
+  // ±Inf) is a gap with a "NaN"/"Inf" marker at the chart's top edge, never dropped silently.
+  std::vector<bool> absent;
+  bool isAbsent(size_t i) const { return i < absent.size() && absent[i]; }
 };
+
+// Every non-finite position of `y` as absent: for series that do not tell a recorded NaN from a
+// missing value (a plain gap, as before).
+std::vector<bool> nonFiniteAsAbsent(const std::vector<double>& y) {
+  std::vector<bool> out;
+  for (double v : y) out.push_back(!std::isfinite(v));
+  return out;
+}
+
+// The recorded non-finite values of the series: a dotted line across the plot at x and the
+// value's name at the top edge, in the series' colour.
+void nonFiniteMarkers(std::ostringstream& o, const std::vector<Series>& series,
+                      const std::function<double(double)>& X, double top, double bottom) {
+  for (const auto& s : series) {
+    for (size_t i = 0; i < s.y.size(); ++i) {
+      if (std::isfinite(s.y[i]) || s.isAbsent(i)) continue;
+      const std::string x = fmt(X(static_cast<double>(i)), "%.1f");
+      const char* name = std::isnan(s.y[i]) ? "NaN" : s.y[i] > 0 ? "+Inf" : "-Inf";
+      o << "<line class=\"nonfinite\" x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << top
+        << "\" y2=\"" << bottom << "\" stroke=\"" << s.color
+        << "\" stroke-dasharray=\"2 3\"/><text class=\"nonfinite\" x=\"" << x << "\" y=\""
+        << top + (s.dashed ? 22 : 10) << "\" text-anchor=\"middle\" fill=\"" << s.color << "\">"
+        << name << "</text>";
+    }
+  }
+}
 
 // A line chart over x = 0..n-1.
 std::string lineChart(const std::vector<Series>& series, const std::string& xLabel,
@@ -63,12 +100,16 @@ std::string lineChart(const std::vector<Series>& series, const std::string& xLab
   const double l = 70, r = 20, t = 34, b = 45;
   double lo = INFINITY, hi = -INFINITY;
   size_t n = 0;
+  bool nonFinite = false;  // a recorded NaN/Inf: drawn even when no value is finite
   for (const auto& s : series) {
     n = std::max(n, s.y.size());
-    for (double v : s.y) {
+    for (size_t i = 0; i < s.y.size(); ++i) {
+      const double v = s.y[i];
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+      nonFinite = nonFinite || (!std::isfinite(v) && !s.isAbsent(i));
     }
   }
+  if (!std::isfinite(lo) && nonFinite) lo = 0, hi = 1;
   std::ostringstream o;
   o << "<svg class=\"chart\" viewBox=\"0 0 " << width << " " << height << "\" width=\"" << width
     << "\" height=\"" << height << "\" role=\"img\" xmlns=\"http://www.w3.org/2000/svg\">";
@@ -132,6 +173,7 @@ std::string lineChart(const std::vector<Series>& series, const std::string& xLab
       }
     }
   }
+  nonFiniteMarkers(o, series, X, t, height - b);
   // Legend.
   double lx = l + 10;
   for (const auto& s : series) {
@@ -369,13 +411,13 @@ std::string renderHtml(const Comparison& c) {
       const auto& st = s.stats;
       switch (k) {
         case 0:
-          return fmt(st.min);
+          return recorded(st.min);
         case 1:
-          return fmt(st.max);
+          return recorded(st.max);
         case 2:
-          return fmt(st.mean);
+          return recorded(st.mean);
         case 3:
-          return fmt(st.l2);
+          return recorded(st.l2);
         default:
           return std::to_string(st.nanCount) + " / " + std::to_string(st.infCount);
       }
@@ -393,17 +435,24 @@ std::string renderHtml(const Comparison& c) {
   o << "<h2>Loss</h2>";
   {
     std::vector<double> ya, yb;
+    std::vector<bool> noA, noB;
     for (const auto& r : c.losses) {
       ya.push_back(r.hasA ? r.a : NAN);
       yb.push_back(r.hasB ? r.b : NAN);
+      noA.push_back(!r.hasA);
+      noB.push_back(!r.hasB);
     }
     bool perMb = ya.size() <= 400;
     if (!perMb) {
       ya = c.iterLossA;
       yb = c.iterLossB;
+      noA.clear();
+      noB.clear();
+      for (int k : c.iterLossCountA) noA.push_back(k == 0);
+      for (int k : c.iterLossCountB) noB.push_back(k == 0);
     }
     o << "<div class=\"card\" id=\"loss-chart\">"
-      << lineChart({{la, kColorA, ya, false}, {lb, kColorB, yb, true}},
+      << lineChart({{la, kColorA, ya, false, noA}, {lb, kColorB, yb, true, noB}},
                    perMb ? "(iteration, microbatch) in schedule order" : "iteration",
                    perMb ? "loss per microbatch" : "mean loss")
       << "</div>";
@@ -452,7 +501,8 @@ std::string renderHtml(const Comparison& c) {
     o << "<div class=\"card\" id=\"grad-chart\">" << barChart(labels, va, vb, la, lb) << "</div>";
     if (c.totalNormA.size() > 1 || c.totalNormB.size() > 1) {
       o << "<div class=\"card\" id=\"gradnorm-chart\">"
-        << lineChart({{la, kColorA, c.totalNormA, false}, {lb, kColorB, c.totalNormB, true}},
+        << lineChart({{la, kColorA, c.totalNormA, false, nonFiniteAsAbsent(c.totalNormA)},
+                      {lb, kColorB, c.totalNormB, true, nonFiniteAsAbsent(c.totalNormB)}},
                      "iteration", "total gradient norm", 900, 240)
         << "</div>";
     }
@@ -475,8 +525,9 @@ std::string renderHtml(const Comparison& c) {
     std::vector<double> sa = c.a.time.stepMs, sb = c.b.time.stepMs;
     if (sa.size() > 1 || sb.size() > 1) {
       o << "<div class=\"card\" id=\"step-chart\">"
-        << lineChart({{la, kColorA, sa, false}, {lb, kColorB, sb, true}}, "iteration",
-                     "step time (ms)", 900, 220)
+        << lineChart({{la, kColorA, sa, false, nonFiniteAsAbsent(sa)},
+                      {lb, kColorB, sb, true, nonFiniteAsAbsent(sb)}},
+                     "iteration", "step time (ms)", 900, 220)
         << "</div>";
     }
     for (const auto* s : {&c.a, &c.b}) {

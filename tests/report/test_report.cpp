@@ -719,6 +719,16 @@ TEST(Compare, NonFiniteLossIsNeverZeroOrEqual) {
   EXPECT_NE(line0.find("| NaN | NaN |"), std::string::npos) << line0;
   EXPECT_NE(md.find("| 1 | "), std::string::npos) << md;
   EXPECT_EQ(md.find("| 1 | NaN"), std::string::npos) << md;
+  // The HTML loss chart marks B's NaN point (it used to leave a silent gap), and only that one.
+  const std::string html = renderHtml(c);
+  const size_t chart = html.find("id=\"loss-chart\"");
+  ASSERT_NE(chart, std::string::npos);
+  const std::string svg = html.substr(chart, html.find("</svg>", chart) - chart);
+  size_t markers = 0;
+  for (size_t at = svg.find(">NaN</text>"); at != std::string::npos;
+       at = svg.find(">NaN</text>", at + 1))
+    ++markers;
+  EXPECT_EQ(markers, 1u) << svg;
 }
 
 TEST(Compare, ConfigLineDiff) {

@@ -43,6 +43,9 @@ CLI::App* addRunCommand(CLI::App& cli, RunOptions& run) {
       "replace an existing run file at -o (with its shards; never any other file), and "
       "run even when the memory estimate exceeds MemAvailable");
   runCmd->add_flag("-q,--quiet", run.quiet, "do not forward rank output");
+  runCmd->add_flag("--keep-shards", run.keepShards,
+                   "keep the rank shards of a completed run (by default a completed, merged run "
+                   "is one file; an unfinished run always keeps them for `merge`)");
   return runCmd;
 }
 

@@ -346,6 +346,15 @@ int runCommand(const RunOptions& opts) {
     if (opts.reference && outcome.status == events::RunStatus::Completed) {
       recordReference(cfg, out);
     }
+    // A completed run is one file: its shards are in it. Anything else keeps them, so that a
+    // later `stagescope merge` can recover what the run file lacks.
+    if (outcome.status == events::RunStatus::Completed && !opts.keepShards) {
+      try {
+        storage::removeMergedShards(out);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "stagescope: the merged shards were kept: %s\n", oneLine(e).c_str());
+      }
+    }
     std::printf("stagescope: run %s%s%s\n", events::toString(outcome.status),
                 outcome.reason.empty() ? "" : ": ", outcome.reason.c_str());
     std::printf("stagescope: run file %s\n", out.c_str());

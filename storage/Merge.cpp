@@ -340,6 +340,30 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
   return result;
 }
 
+std::vector<std::string> removeMergedShards(const std::string& runPath) {
+  std::vector<std::string> files;
+  {
+    Db db = openStagescopeFile(runPath, false);
+    Stmt q = db.prepare("SELECT file FROM shards WHERE state = 'merged'");
+    while (q.step()) files.emplace_back(q.text(0));
+  }
+  const fs::path dir = fs::absolute(runPath).parent_path();
+  const std::string prefix = fileName(runPath) + ".";
+  std::vector<std::string> removed;
+  for (const auto& name : files) {
+    const bool companion = name.size() > prefix.size() + 6 && name.rfind(prefix, 0) == 0 &&
+                           name.compare(name.size() - 6, 6, ".shard") == 0 &&
+                           name.find('/') == std::string::npos;
+    if (!companion) continue;
+    const fs::path path = dir / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(path, ec))) continue;
+    for (const char* suffix : {"-wal", "-shm"}) fs::remove(path.string() + suffix, ec);
+    if (fs::remove(path, ec)) removed.push_back(path.string());
+  }
+  return removed;
+}
+
 std::optional<events::RunInfo> readShardRunInfo(const std::string& shardPath) {
   Db db = openStagescopeFile(shardPath, false);
   Stmt s = db.prepare(

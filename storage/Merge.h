@@ -55,6 +55,12 @@ struct MergeResult {
 // again replaces its rows.  Throws RunFileError when runPath is not a run file.
 MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths);
 
+// Removes the shards the run file records as merged (`RUN.rank<N>.shard`, `RUN.launcher.shard`,
+// `RUN.exits.shard`, `RUN.reference.shard`, with SQLite's -wal/-shm beside them), so that a
+// finished run is one file. Only files beside the run file whose name is the run file's name,
+// a dot, anything, then ".shard" are touched. Returns the paths removed.
+std::vector<std::string> removeMergedShards(const std::string& runPath);
+
 // The `run` row of a shard (run id, config hash, config text, versions), or nullopt when the
 // shard has none.  Throws RunFileError when the file is not a stagescope file.
 std::optional<events::RunInfo> readShardRunInfo(const std::string& shardPath);

@@ -187,6 +187,8 @@ TEST_P(LauncherSignal, StopsAllRanksAndMarksTheRunKilled) {
             std::string::npos)
       << run.info.statusReason;
   EXPECT_FALSE(fs::exists(l.runPath + ".lock")) << "the run's lock outlived its launcher";
+  // An interrupted run keeps its shards for a later `merge`.
+  EXPECT_EQ(storage::findShards(l.runPath).size(), 3u);
   EXPECT_EQ(ranksWithActions(run, 0), (std::set<int>{0, 1, 2}));
   EXPECT_FALSE(run.transfers.empty());
 }
@@ -231,6 +233,22 @@ TEST(LauncherOutput, ClosedOutputPipeDoesNotStopTheRun) {
   EXPECT_EQ(run.info.status, events::RunStatus::Completed) << run.info.statusReason;
   EXPECT_EQ(ranksWithActions(run, 39), (std::set<int>{0, 1, 2}));
   EXPECT_FALSE(fs::exists(runPath + ".lock"));
+  // A completed run is one file: no shard of it is left beside it (they stayed, 53 MB next to
+  // a 39 MB run file).
+  const std::string name = fs::path(runPath).filename().string() + ".";
+  for (const auto& e : fs::directory_iterator(fs::path(runPath).parent_path())) {
+    const std::string f = e.path().filename().string();
+    EXPECT_FALSE(f.rfind(name, 0) == 0 && f.find(".shard") != std::string::npos) << f;
+  }
+}
+
+// --keep-shards keeps them (the run file holds the same records).
+TEST(LauncherOutput, KeepShardsKeepsTheMergedShards) {
+  const std::string runPath = tempRunPath("keep-shards");
+  fs::remove(runPath);
+  const CliResult r = runCli({"run", debugConfig("tiny"), "-o", runPath, "-q", "--keep-shards"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_EQ(storage::findShards(runPath).size(), 2u);
 }
 
 // SIGKILL cannot be caught: the ranks die with their parent (PR_SET_PDEATHSIG), the file

@@ -89,8 +89,11 @@ const Fixtures& fixtures() {
           throw std::runtime_error("fixture " + what + " failed: " + r.output);
         }
       };
-      must(runCliWith(kFixtureExe, {"run", f["cfg"], "-o", f["run"], "-q"}), "run");
-      must(runCliWith(kFixtureExe, {"run", f["cfg"], "-o", f["run2"], "-q"}), "run2");
+      // --keep-shards: the corpus copies the rank shards of these runs.
+      must(runCliWith(kFixtureExe, {"run", f["cfg"], "-o", f["run"], "-q", "--keep-shards"}),
+           "run");
+      must(runCliWith(kFixtureExe, {"run", f["cfg"], "-o", f["run2"], "-q", "--keep-shards"}),
+           "run2");
       fs::copy_file(f["run"] + ".rank0.shard", f["shard"]);
       sqlite3* db = nullptr;
       sqlite3_open(f["foreign"].c_str(), &db);

@@ -97,7 +97,8 @@ const Fixtures& fixtures() {
       for (const auto& e : fs::directory_iterator(dir)) {
         if (e.path().filename() != ".lock") fs::remove_all(e.path());
       }
-      const CliResult r = runCliWith(kFixtureExe, {"run", f["cfg"], "-o", run.string(), "-q"});
+      const CliResult r =
+          runCliWith(kFixtureExe, {"run", f["cfg"], "-o", run.string(), "-q", "--keep-shards"});
       if (r.exitCode != 0) throw std::runtime_error("fixture run failed: " + r.output);
       // The same run at level full with the reference: payloads in every table that has them.
       const CliResult full =

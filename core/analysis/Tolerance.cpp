@@ -108,7 +108,7 @@ ValueDistance valueDistance(const std::vector<double>& a, const std::vector<doub
 double lossDistance(double a, double b) {
   if (a == b || (std::isnan(a) && std::isnan(b))) return 0;
   if (!std::isfinite(a) || !std::isfinite(b)) return INFINITY;
-  return std::fabs(a - b) / std::max(std::fabs(a), std::fabs(b));
+  return std::fabs(a - b) / std::max({1.0, std::fabs(a), std::fabs(b)});
 }
 
 std::string computeDtypeOf(const model::RunModel& run) {

@@ -381,6 +381,19 @@ TEST(Check, JUnitIsWellFormedWithRightCounts) {
   EXPECT_NE(renderCheckText(rep).find("FAIL  checksum_mismatch"), std::string::npos);
 }
 
+// The loss rule check and compare share: absolute below 1, relative above. The pair below is
+// a correct run's loss and its reference's, measured on the sweep layout small_loss_forward_only
+// (1.2e-7 apart, relative 4.6e-6): the purely relative rule failed it against the 1e-6 bound.
+TEST(Check, LossDistanceIsAbsoluteBelowOneRelativeAbove) {
+  const ToleranceRule rule = toleranceFor("float32");
+  EXPECT_LE(lossDistance(0.0252452195, 0.0252451021), rule.bound(ValueKind::Loss, 0));
+  EXPECT_GT(lossDistance(4.0 * (1 + 3e-5), 4.0), rule.bound(ValueKind::Loss, 0));  // planted
+  EXPECT_GT(lossDistance(0.02525, 0.02525 + 2e-6), rule.bound(ValueKind::Loss, 0));
+  EXPECT_NEAR(lossDistance(8.0, 8.0 + 8e-6), 1e-6, 1e-11);  // relative to the larger
+  EXPECT_EQ(lossDistance(NAN, NAN), 0);
+  EXPECT_TRUE(std::isinf(lossDistance(NAN, 1.0)));
+}
+
 // Every failure is counted and kept: the text shows the first 20 and says how many more; the
 // JSON and JUnit reports list every one (the report once kept 20 per class everywhere).
 TEST(Check, EveryFindingIsKeptTextShowsTheFirstTwenty) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "app/LiveShards.h"
 #include "storage/Merge.h"
 #include "storage/RunModel.h"
 #include "storage/Schema.h"
@@ -262,6 +263,15 @@ RunOutputPlan checkRunOutput(const std::string& out, const std::vector<std::stri
   for (const char* suffix : {".launcher.shard", ".exits.shard", "-journal", "-wal", "-shm"}) {
     std::error_code ec;
     if (fs::exists(fs::symlink_status(out + suffix, ec))) companions.push_back(out + suffix);
+  }
+  // A shard a live process holds open belongs to a run in progress (ranks started with
+  // `worker`): named as such, never called foreign, never replaced, not even with --force.
+  if (const auto live = liveShards(companions); !live.empty()) {
+    throw OutputRefused(
+        what + ": " + live.front().path + " is " + describeWriter(live.front()) +
+        " (a run in progress at this path" +
+        (live.size() > 1 ? ", " + std::to_string(live.size()) + " shards live" : std::string()) +
+        "); wait for it to finish, or choose another -o");
   }
   for (const auto& c : companions) {
     const bool shard = c.size() > 6 && c.compare(c.size() - 6, 6, ".shard") == 0;

@@ -12,6 +12,7 @@
 #include "app/Commands.h"
 #include "app/EngineExec.h"
 #include "app/ErrorBoundary.h"
+#include "app/LiveShards.h"
 #include "app/OutputPolicy.h"
 #include "app/RunChecks.h"
 #include "app/RunFileLock.h"
@@ -269,6 +270,19 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   std::printf("merged %d shard(s), %lld rows in %.2f s\n", result.merged,
               static_cast<long long>(result.rows), result.seconds);
   for (const auto& n : result.notes) std::printf("  %s\n", n.c_str());
+  // A run in progress (ranks still write their shards): what they committed so far is merged,
+  // a snapshot, and its status is not judged: a peek must not brand a live run failed (it
+  // was, for good: "killed by a signal (SIGKILL, the OOM killer)"). The merge after the run
+  // ended judges it.
+  if (const auto live = liveShards(inputs); !live.empty()) {
+    std::printf(
+        "live: %zu of %zu shard(s) still being written (%s %s); merged what they have "
+        "committed so far; the run's status is left as it is: merge again once the run "
+        "has ended\n",
+        live.size(), inputs.size(), live.front().path.c_str(),
+        describeWriter(live.front()).c_str());
+    return 0;
+  }
   // Judge the run again by what is now recorded.  A run file just created (ranks started
   // without our launcher) gets the judged status.  An existing run keeps its status unless
   // every shard merged and the records now show a completed run (e.g. a merge that failed

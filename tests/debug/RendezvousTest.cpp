@@ -56,17 +56,21 @@ struct WorkerExit {
   std::string output;
 };
 
-// Starts one `stagescope worker CONFIG --out OUT` per entry of `configs` (rank = index) with
-// the torchrun environment plus `extraEnv[rank]`, and waits for all (killed at `deadline`).
-std::vector<WorkerExit> runWorkers(const std::vector<std::string>& configs, const std::string& out,
-                                   const std::vector<std::vector<std::string>>& extraEnv,
-                                   int deadlineSeconds = 120, int port = 0) {
-  const int world = static_cast<int>(configs.size());
-  if (port == 0) port = freePort();
+// Workers started by startWorkers: their pids and log files, by rank.
+struct Workers {
   std::vector<pid_t> pids;
   std::vector<std::string> logs;
+};
+
+// Starts one `stagescope worker CONFIG --out OUT` per entry of `configs` (rank = index) with
+// the torchrun environment plus `extraEnv[rank]`; returns at once.
+Workers startWorkers(const std::vector<std::string>& configs, const std::string& out,
+                     const std::vector<std::vector<std::string>>& extraEnv, int port = 0) {
+  const int world = static_cast<int>(configs.size());
+  if (port == 0) port = freePort();
+  Workers w;
   for (int r = 0; r < world; ++r) {
-    logs.push_back(out + ".rank" + std::to_string(r) + ".log");
+    w.logs.push_back(out + ".rank" + std::to_string(r) + ".log");
     std::vector<std::string> env = {
         "RANK=" + std::to_string(r),           "LOCAL_RANK=" + std::to_string(r),
         "WORLD_SIZE=" + std::to_string(world), "MASTER_ADDR=127.0.0.1",
@@ -82,14 +86,20 @@ std::vector<WorkerExit> runWorkers(const std::vector<std::string>& configs, cons
     envp.push_back(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
-      FILE* f = std::fopen(logs.back().c_str(), "w");
+      FILE* f = std::fopen(w.logs.back().c_str(), "w");
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
       execve(exe.c_str(), argv.data(), envp.data());
       _exit(127);
     }
-    pids.push_back(pid);
+    w.pids.push_back(pid);
   }
+  return w;
+}
+
+// Waits for every worker (killed at `deadlineSeconds`); their exits and output, by rank.
+std::vector<WorkerExit> waitWorkers(const Workers& w, int deadlineSeconds = 120) {
+  const int world = static_cast<int>(w.pids.size());
   std::vector<WorkerExit> exits(world);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(deadlineSeconds);
   int left = world;
@@ -98,7 +108,7 @@ std::vector<WorkerExit> runWorkers(const std::vector<std::string>& configs, cons
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       for (int r = 0; r < world; ++r) {
-        if (pids[r] != pid) continue;
+        if (w.pids[r] != pid) continue;
         exits[r].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         --left;
       }
@@ -106,12 +116,19 @@ std::vector<WorkerExit> runWorkers(const std::vector<std::string>& configs, cons
     }
     if (std::chrono::steady_clock::now() > until) {
       for (int r = 0; r < world; ++r)
-        if (exits[r].code < 0) kill(pids[r], SIGKILL);
+        if (exits[r].code < 0) kill(w.pids[r], SIGKILL);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (int r = 0; r < world; ++r) exits[r].output = readFile(logs[r]);
+  for (int r = 0; r < world; ++r) exits[r].output = readFile(w.logs[r]);
   return exits;
+}
+
+// startWorkers, then waitWorkers.
+std::vector<WorkerExit> runWorkers(const std::vector<std::string>& configs, const std::string& out,
+                                   const std::vector<std::vector<std::string>>& extraEnv,
+                                   int deadlineSeconds = 120, int port = 0) {
+  return waitWorkers(startWorkers(configs, out, extraEnv, port), deadlineSeconds);
 }
 
 class Rendezvous : public ::testing::Test {
@@ -261,6 +278,36 @@ TEST_F(Rendezvous, MergeWithoutConfigSaysWhatToAdd) {
   EXPECT_EQ(lines(merged.output).size(), 1u) << merged.output;
   EXPECT_NE(merged.output.find("add --config CONFIG"), std::string::npos) << merged.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// A run in motion (ranks started by hand with `worker`): a peek `merge` while they write merges
+// a snapshot and leaves the status alone (it branded the run killed by SIGKILL for good), and
+// `run -o` on its path names the live shard's writer (it called it foreign and said to remove
+// it, with or without --force). Once the ranks end, `merge` judges the run completed.
+TEST_F(Rendezvous, ALiveRunIsNeitherJudgedNorReplaced) {
+  const std::string cfg = config("live", "iterations", "40");
+  const std::string out = (dir_ / "live.db").string();
+  const Workers w = startWorkers({cfg, cfg, cfg}, out, {});
+  // Every rank has committed something: rank 2 (the last stage) printed a loss of iteration 2.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < until &&
+         readFile(w.logs[2]).find("iteration 2") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto peek = runCli({"merge", out, "--config", cfg});
+  const auto replace = runCli({"run", cfg, "-o", out, "-q", "--force"});
+  const auto exits = waitWorkers(w);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(exits[r].code, 0) << exits[r].output;
+  ASSERT_EQ(peek.exitCode, 0) << peek.output;
+  EXPECT_NE(peek.output.find("still being written"), std::string::npos) << peek.output;
+  EXPECT_EQ(storage::loadRun(out).info.status, events::RunStatus::Running);
+  EXPECT_EQ(replace.exitCode, 2) << replace.output;
+  EXPECT_NE(replace.output.find("is being written by pid"), std::string::npos) << replace.output;
+  EXPECT_EQ(replace.output.find("not a stagescope shard"), std::string::npos) << replace.output;
+  const auto final = runCli({"merge", out});
+  EXPECT_EQ(final.exitCode, 0) << final.output;
+  const storage::RunModel run = storage::loadRun(out);
+  EXPECT_EQ(run.info.status, events::RunStatus::Completed) << run.info.statusReason;
+  EXPECT_EQ(runCli({"check", out}).exitCode, 0);
 }
 
 TEST_F(Rendezvous, MergeRefusesAShardOfAnotherRun) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "storage/Overview.h"
@@ -260,6 +261,47 @@ std::vector<std::string> uniqueFiles(const std::vector<std::string>& paths,
   }
   return out;
 }
+
+// A run file copied or renamed with its shards (a.db -> b.db, a.db.rank0.shard ->
+// b.db.rank0.shard) still lists its shards under the old name. Those rows are the same shards:
+// they are renamed to the run's name before the merge, so that merging b.db's shards replaces
+// their rows instead of adding every row a second time. A row is renamed only when its file is
+// "<other name>.<companion>" (rank<N>.shard, launcher.shard, exits.shard, reference.shard)
+// and no row of that companion under the run's own name exists.
+void adoptRenamedShardRows(Db& db, const std::string& runName) {
+  std::vector<std::pair<int64_t, std::string>> rows;
+  {
+    Stmt q = db.prepare("SELECT id, file FROM shards");
+    while (q.step()) rows.emplace_back(q.i64(0), std::string(q.text(1)));
+  }
+  auto companionOf = [](const std::string& file) -> std::string {
+    for (const char* fixed : {".launcher.shard", ".exits.shard", ".reference.shard"}) {
+      const std::string f = fixed;
+      if (file.size() > f.size() && file.compare(file.size() - f.size(), f.size(), f) == 0)
+        return f;
+    }
+    const size_t at = file.rfind(".rank");
+    if (at == std::string::npos || at == 0) return "";
+    const std::string tail = file.substr(at);  // ".rank<N>.shard"
+    return tail.size() > 11 && tail.compare(tail.size() - 6, 6, ".shard") == 0 ? tail : "";
+  };
+  std::set<std::string> names;
+  for (const auto& [id, file] : rows) names.insert(file);
+  Transaction tx(db);
+  for (const auto& [id, file] : rows) {
+    const std::string companion = companionOf(file);
+    if (companion.empty() || file == runName + companion) continue;
+    const std::string renamed = runName + companion;
+    if (names.count(renamed)) continue;
+    Stmt up = db.prepare("UPDATE shards SET file = ? WHERE id = ?");
+    up.bindText(1, renamed);
+    up.bind(2, id);
+    up.run();
+    names.insert(renamed);
+  }
+  tx.commit();
+}
+
 }  // namespace
 
 MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths) {
@@ -275,6 +317,7 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
                            std::to_string(kSchemaVersion) + ")");
   db.exec("PRAGMA cache_size=-65536");
   const std::string runName = fileName(runPath);
+  adoptRenamedShardRows(db, runName);
 
   MergeResult result;
   std::vector<size_t> ready;  // positions of inspectable shards

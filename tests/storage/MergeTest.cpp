@@ -60,6 +60,31 @@ TEST(Merge, TheSameShardTwiceIsMergedOnce) {
   EXPECT_EQ(m.actions[0].size(), 10u);
 }
 
+// `cp a.db b.db` and each a.db.rank<i>.shard to b.db.rank<i>.shard, then `merge b.db`: the
+// same rows, not every row twice (104 actions became 208, and check and compare still passed).
+TEST(Merge, ACopiedRunWithItsShardsMergesToTheSameRows) {
+  TempDir dir;
+  const std::string a = dir.file("a.db"), b = dir.file("b.db");
+  createRunFile(a, sampleRun(2, RecordLevel::Stats));
+  for (int r = 0; r < 2; ++r) {
+    auto w = ShardWriter::open(shardPathFor(a, r), RecordLevel::Stats, r);
+    w->rank(sampleRank(r));
+    for (int i = 0; i < 13; ++i) w->action(sampleAction(r, 0, i));
+  }
+  ASSERT_TRUE(mergeShards(a, findShards(a)).ok());
+  std::filesystem::copy_file(a, b);
+  for (int r = 0; r < 2; ++r)
+    std::filesystem::copy_file(shardPathFor(a, r), shardPathFor(b, r));
+  const MergeResult res = mergeShards(b, findShards(b));
+  EXPECT_TRUE(res.ok());
+  EXPECT_EQ(res.merged, 2);
+  const RunModel m = loadRun(b);
+  ASSERT_EQ(m.actions.size(), 2u);
+  EXPECT_EQ(m.actions[0].size(), 13u);
+  EXPECT_EQ(m.actions[1].size(), 13u);
+  EXPECT_FALSE(m.partial) << (m.notes.empty() ? "" : m.notes.front());
+}
+
 // 12 shards: more than one ATTACH group of 9.
 TEST(Merge, TwelveShardsInAttachGroups) {
   TempDir dir;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -264,16 +265,13 @@ std::vector<std::string> uniqueFiles(const std::vector<std::string>& paths,
 
 // A run file copied or renamed with its shards (a.db -> b.db, a.db.rank0.shard ->
 // b.db.rank0.shard) still lists its shards under the old name. Those rows are the same shards:
-// they are renamed to the run's name before the merge, so that merging b.db's shards replaces
-// their rows instead of adding every row a second time. A row is renamed only when its file is
-// "<other name>.<companion>" (rank<N>.shard, launcher.shard, exits.shard, reference.shard)
-// and no row of that companion under the run's own name exists.
-void adoptRenamedShardRows(Db& db, const std::string& runName) {
-  std::vector<std::pair<int64_t, std::string>> rows;
-  {
-    Stmt q = db.prepare("SELECT id, file FROM shards");
-    while (q.step()) rows.emplace_back(q.i64(0), std::string(q.text(1)));
-  }
+// before the merge they are renamed to the names being merged, so that merging b.db's shards
+// replaces their rows instead of adding every row a second time. A row is renamed only for an
+// input named "<run name>.<companion>" (rank<N>.shard, launcher.shard, exits.shard,
+// reference.shard) that has no row yet, from the one row of that companion under another name
+// that is not itself being merged now.
+void adoptRenamedShardRows(Db& db, const std::string& runName,
+                           const std::vector<std::string>& inputs) {
   auto companionOf = [](const std::string& file) -> std::string {
     for (const char* fixed : {".launcher.shard", ".exits.shard", ".reference.shard"}) {
       const std::string f = fixed;
@@ -285,19 +283,32 @@ void adoptRenamedShardRows(Db& db, const std::string& runName) {
     const std::string tail = file.substr(at);  // ".rank<N>.shard"
     return tail.size() > 11 && tail.compare(tail.size() - 6, 6, ".shard") == 0 ? tail : "";
   };
-  std::set<std::string> names;
-  for (const auto& [id, file] : rows) names.insert(file);
+  std::set<std::string> inputNames;
+  for (const auto& p : inputs) inputNames.insert(fileName(p));
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> byCompanion;
+  std::set<std::string> rowNames;
+  {
+    Stmt q = db.prepare("SELECT id, file FROM shards");
+    while (q.step()) {
+      std::string file(q.text(1));
+      rowNames.insert(file);
+      const std::string c = companionOf(file);
+      if (!c.empty()) byCompanion[c].emplace_back(q.i64(0), std::move(file));
+    }
+  }
   Transaction tx(db);
-  for (const auto& [id, file] : rows) {
-    const std::string companion = companionOf(file);
-    if (companion.empty() || file == runName + companion) continue;
-    const std::string renamed = runName + companion;
-    if (names.count(renamed)) continue;
+  for (const auto& name : inputNames) {
+    const std::string companion = companionOf(name);
+    if (companion.empty() || name != runName + companion || rowNames.count(name)) continue;
+    std::vector<const std::pair<int64_t, std::string>*> others;
+    for (const auto& row : byCompanion[companion])
+      if (!inputNames.count(row.second)) others.push_back(&row);
+    if (others.size() != 1) continue;  // none, or ambiguous: merged as a new shard
     Stmt up = db.prepare("UPDATE shards SET file = ? WHERE id = ?");
-    up.bindText(1, renamed);
-    up.bind(2, id);
+    up.bindText(1, name);
+    up.bind(2, others.front()->first);
     up.run();
-    names.insert(renamed);
+    rowNames.insert(name);
   }
   tx.commit();
 }
@@ -317,7 +328,7 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
                            std::to_string(kSchemaVersion) + ")");
   db.exec("PRAGMA cache_size=-65536");
   const std::string runName = fileName(runPath);
-  adoptRenamedShardRows(db, runName);
+  adoptRenamedShardRows(db, runName, shardPaths);
 
   MergeResult result;
   std::vector<size_t> ready;  // positions of inspectable shards

@@ -73,8 +73,7 @@ TEST(Merge, ACopiedRunWithItsShardsMergesToTheSameRows) {
   }
   ASSERT_TRUE(mergeShards(a, findShards(a)).ok());
   std::filesystem::copy_file(a, b);
-  for (int r = 0; r < 2; ++r)
-    std::filesystem::copy_file(shardPathFor(a, r), shardPathFor(b, r));
+  for (int r = 0; r < 2; ++r) std::filesystem::copy_file(shardPathFor(a, r), shardPathFor(b, r));
   const MergeResult res = mergeShards(b, findShards(b));
   EXPECT_TRUE(res.ok());
   EXPECT_EQ(res.merged, 2);
@@ -83,6 +82,11 @@ TEST(Merge, ACopiedRunWithItsShardsMergesToTheSameRows) {
   EXPECT_EQ(m.actions[0].size(), 13u);
   EXPECT_EQ(m.actions[1].size(), 13u);
   EXPECT_FALSE(m.partial) << (m.notes.empty() ? "" : m.notes.front());
+  // A shard of another name merged explicitly, twice, keeps replacing its own rows.
+  const std::string c = dir.file("c.db");
+  createRunFile(c, sampleRun(2, RecordLevel::Stats));
+  for (int k = 0; k < 2; ++k) ASSERT_TRUE(mergeShards(c, {shardPathFor(a, 0)}).ok());
+  EXPECT_EQ(loadRun(c).actions[0].size(), 13u);
 }
 
 // 12 shards: more than one ATTACH group of 9.

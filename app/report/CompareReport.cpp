@@ -205,15 +205,39 @@ std::string pct(double v) {
 // Text from a run file in Markdown: one printable line (events::printableLine: control
 // characters and invalid UTF-8 as \xNN, so it can neither break the table nor drive a
 // terminal the report is printed to), with '|' escaped.
+// Text from the run files (run ids, labels, reasons) in Markdown prose or a table cell: one
+// printable line, `|` escaped for tables, and HTML's `<`, `>` and `&` as entities, so that a
+// run id such as `<img src=x onerror=...>` is shown, never rendered live (Markdown passes raw
+// HTML through).
 std::string mdEscape(const std::string& s) {
   std::string o;
   for (char ch : events::printableLine(s)) {
-    if (ch == '|')
-      o += "\\|";
-    else
-      o += ch;
+    switch (ch) {
+      case '|':
+        o += "\\|";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      default:
+        o += ch;
+    }
   }
   return o;
+}
+
+// The same text as a code span: Markdown interprets nothing inside one (so no entities, which
+// it would show as typed); a backtick, which would end the span, becomes a quote.
+std::string mdCode(const std::string& s) {
+  std::string o = "`";
+  for (char ch : events::printableLine(s)) o += ch == '`' ? '\'' : ch == '|' ? '/' : ch;
+  return o + "`";
 }
 }  // namespace
 
@@ -223,8 +247,7 @@ std::string renderMarkdown(const Comparison& c) {
                       : c.verdict == Verdict::WithinTolerance ? "EQUAL WITHIN TOLERANCE"
                       : c.verdict == Verdict::Incomplete      ? "INCOMPLETE"
                                                               : "DIVERGED";
-  o << "## stagescope compare: `" << mdEscape(c.a.runId) << "` vs `" << mdEscape(c.b.runId)
-    << "`\n\n";
+  o << "## stagescope compare: " << mdCode(c.a.runId) << " vs " << mdCode(c.b.runId) << "\n\n";
   o << "**Verdict: " << badge << "** — " << mdEscape(c.verdictReason) << "\n\n";
   o << "- Evidence: " << mdEscape(c.evidence) << "\n";
   o << "- Tolerance: " << mdEscape(c.toleranceRule) << "\n";
@@ -264,8 +287,9 @@ std::string renderMarkdown(const Comparison& c) {
   if (c.firstDivergent) {
     const auto& d = *c.firstDivergent;
     o << "### First divergent message (causal order)\n\n";
-    o << "`" << mdEscape(d.edge) << "` " << toString(d.direction) << ", iteration " << d.iteration
-      << ", microbatch " << d.microbatch << " (dp " << d.srcDp << "), reason: " << d.reason;
+    o << mdCode(d.edge) << " " << toString(d.direction) << ", iteration " << d.iteration
+      << ", microbatch " << d.microbatch << " (dp " << d.srcDp
+      << "), reason: " << mdEscape(d.reason);
     if (!std::isnan(d.relDiff)) o << ", relative difference " << fmt(d.relDiff, "%.3g");
     o << "\n\n| | " << mdEscape(c.a.label) << " | " << mdEscape(c.b.label) << " |\n|---|---|---|\n";
     auto cs = [](const TransferSideInfo& s) {
@@ -312,14 +336,14 @@ std::string renderMarkdown(const Comparison& c) {
       << " | " << mdEscape(c.b.label) << " | rel. diff |\n|---|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < c.gradTop.size() && i < 10; ++i) {
       const auto& g = c.gradTop[i];
-      o << "| `" << mdEscape(g.param) << "` | " << g.iteration << " | " << fmt(g.normA) << " | "
+      o << "| " << mdCode(g.param) << " | " << g.iteration << " | " << fmt(g.normA) << " | "
         << fmt(g.normB) << " | " << fmt(g.relDiff, "%.3g") << " |\n";
     }
     o << "\n";
   }
   o << "<details><summary>Time per rank</summary>\n\n";
   for (const auto* s : {&c.a, &c.b}) {
-    o << "**" << mdEscape(s->label) << "** (`" << mdEscape(s->runId) << "`)\n\n"
+    o << "**" << mdEscape(s->label) << "** (" << mdCode(s->runId) << ")\n\n"
       << "| rank | module | tp/pp/dp | forward ms | backward ms | comm ms | other ms | idle ms | "
          "bubble |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& r : s->time.ranks) {

@@ -744,6 +744,28 @@ TEST(Compare, NonFiniteLossIsNeverZeroOrEqual) {
   EXPECT_EQ(markers, 1u) << svg;
 }
 
+// Markdown passes raw HTML through: a run id or label holding markup is shown as text, never
+// rendered (it stayed live: `<img src=x onerror=...>`).
+TEST(Compare, MarkdownShowsMarkupAsText) {
+  auto a = makeRun({.pp = 2});
+  auto b = a;
+  a.info.runId = "<img src=x onerror=alert(1)>";
+  b.info.runId = "b&<script>x</script>";
+  b.info.statusReason = "<b>bold</b>";
+  const std::string md = renderMarkdown(compareRuns(a, b));
+  for (const char* live : {"<img", "<script", "<b>"}) {
+    size_t at = md.find(live);
+    // Only inside a code span (where Markdown interprets nothing) may the text appear as typed.
+    while (at != std::string::npos) {
+      const size_t open = md.rfind('`', at), lineStart = md.rfind('\n', at);
+      EXPECT_TRUE(open != std::string::npos && (lineStart == std::string::npos || open > lineStart))
+          << live << " is live in:\n"
+          << md;
+      at = md.find(live, at + 1);
+    }
+  }
+}
+
 TEST(Compare, ConfigLineDiff) {
   auto d = diffLines("a\nb\nc\nd\n", "a\nc\nx\nd\n");
   std::string s;

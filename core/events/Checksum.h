@@ -4,10 +4,10 @@
 // XXH3-64 (seed 0, the specification's default secret) of the tensor's raw contiguous bytes,
 // so any outside tool (`xxhsum -H3`, Python's `xxhash.xxh3_64`) can verify it.  XXH3 was
 // chosen over FNV-1a 64 for speed: on a 4 MiB buffer it measured ~22 GB/s against FNV-1a's
-// ~0.2 GB/s here (bench: tests/storage/BenchChecksum.cpp), and the engine checksums every
+// ~0.2 GB/s on this project's 2-core machine when the choice was made, and the engine checksums every
 // transfer on both sides.  Format-1 files hold a different, non-standard function (FNV-1a 64
 // with a wrong offset basis); their checksums are labelled `fnv1a64_legacy` and must never be
-// compared with format-2 checksums (see sameChecksumFunction in storage/RunModel.h).
+// compared with format-2 checksums (see sameChecksumFunction in core/model/RunModel.h).
 #pragma once
 
 #include <cstddef>

@@ -23,7 +23,7 @@ namespace stagescope::plan {
 // Bounds every config value is checked against before anything is sized by it (docs/config.md
 // "Limits").  They keep every derived quantity (world size, batch, tensor sizes, the plan)
 // inside 64-bit arithmetic and the plan itself small; whether a config fits this machine is
-// the resource estimate's job (core/plan/ResourceEstimate.h).  The ones a run file also
+// the resource estimate's job (core/plan/MemoryEstimate.h).  The ones a run file also
 // records are shared with its reader (core/events/Limits.h).
 namespace limits {
 constexpr int64_t kMaxWorldSize = events::limits::kMaxWorldSize;  // offset + tp*cp*pp*dp

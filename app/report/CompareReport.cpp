@@ -206,9 +206,9 @@ std::string pct(double v) {
 // characters and invalid UTF-8 as \xNN, so it can neither break the table nor drive a
 // terminal the report is printed to), with '|' escaped.
 // Text from the run files (run ids, labels, reasons) in Markdown prose or a table cell: one
-// printable line, `|` escaped for tables, and HTML's `<`, `>` and `&` as entities, so that a
-// run id such as `<img src=x onerror=...>` is shown, never rendered live (Markdown passes raw
-// HTML through).
+// printable line, `|` escaped for tables, and `<` as an entity, so that a run id such as
+// `<img src=x onerror=...>` is shown, never rendered live (Markdown passes raw HTML through,
+// and no tag opens without `<`).
 std::string mdEscape(const std::string& s) {
   std::string o;
   for (char ch : events::printableLine(s)) {
@@ -216,14 +216,8 @@ std::string mdEscape(const std::string& s) {
       case '|':
         o += "\\|";
         break;
-      case '<':
+      case '<':  // enough to keep any tag from opening; '>' (as in "pp0->pp1") stays readable
         o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
         break;
       default:
         o += ch;

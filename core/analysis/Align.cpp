@@ -327,6 +327,9 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   const ToleranceRule& rule = opts.tolerance;
   const auto ma = modulesOf(a), mb = modulesOf(b);
   out.sameLayout = ma == mb;
+  // Checksums are evidence only between runs whose checksums one function computed (a format-1
+  // file's FNV-1a against XXH3-64 says nothing): otherwise values, then norms, judge.
+  const bool sameFunction = model::sameChecksumFunction(a, b);
   // Modules whose pipeline depth or replica count differs: their P2P edges name other layer
   // boundaries / replicas, their bridges other replica pairs.
   std::set<std::string> unaligned;      // P2P edges of these modules are not aligned
@@ -449,7 +452,9 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
         it.distance = INFINITY;
       } else if (decodeTransfer(a, it.a, &va) && decodeTransfer(b, it.b, &vb)) {
         judgeByValues(it, va, vb, 0.0, tol);
-      } else if (it.checksumA != 0 && it.checksumB != 0) {
+      } else if (!sameFunction && std::isfinite(it.valueA) && std::isfinite(it.valueB)) {
+        judgeByNorms(it, it.valueA, it.valueB, 0.0, tol);
+      } else if (sameFunction && it.checksumA != 0 && it.checksumB != 0) {
         it.evidence = Evidence::Checksums;
         if (out.sameLayout ? x->checksums == y->checksums : it.checksumA == it.checksumB) {
           it.state = ItemState::Identical;
@@ -544,7 +549,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       } else if (x->hasValues && y->hasValues) {
         judgeByValues(it, x->values, y->values, floorOf(it.iteration), tol);
       } else {
-        const bool allChecksums = !x->shardChecksums.empty() &&
+        const bool allChecksums = sameFunction && !x->shardChecksums.empty() &&
                                   std::none_of(x->shardChecksums.begin(), x->shardChecksums.end(),
                                                [](uint64_t v) { return v == 0; }) &&
                                   std::none_of(y->shardChecksums.begin(), y->shardChecksums.end(),

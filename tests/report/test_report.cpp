@@ -766,6 +766,24 @@ TEST(Compare, MarkdownShowsMarkupAsText) {
   }
 }
 
+// A format-1 file (FNV-1a checksums) and a format-3 file of the same data: their checksums
+// differ because the functions do, which is evidence of nothing. The comparison judges by
+// norms (labelled) and finds them equal; it said DIVERGED ("checksums differ").
+TEST(Compare, ChecksumsOfAnotherFunctionAreNotEvidence) {
+  auto a = makeRun({.pp = 2, .iterations = 2});
+  auto b = a;
+  b.info.checksumFunction = events::ChecksumFunction::LegacyFnv1a64;
+  for (auto& t : b.transfers) t.checksum ^= 0x5555;  // both sides alike: B is self-consistent
+  for (auto& g : b.gradients) g.checksum ^= 0x5555;
+  repair(b);
+  const auto c = compareRuns(a, b);
+  EXPECT_NE(c.verdict, Verdict::Diverged) << c.verdictReason;
+  EXPECT_NE(c.evidence.find("norms"), std::string::npos) << c.evidence;
+  // The same bytes under the same function are still judged by checksums, and differ.
+  b.info.checksumFunction = a.info.checksumFunction;
+  EXPECT_EQ(compareRuns(a, b).verdict, Verdict::Diverged);
+}
+
 TEST(Compare, ConfigLineDiff) {
   auto d = diffLines("a\nb\nc\nd\n", "a\nc\nx\nd\n");
   std::string s;

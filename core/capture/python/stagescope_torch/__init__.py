@@ -22,6 +22,24 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
+from . import _build_info
+
+
+def _check_torch_build():
+    """One line, before the extension is loaded, when this torch is not the build it was compiled
+    against (libtorch's C++ ABI is per build: loading it anyway fails obscurely or crashes)."""
+    built = (_build_info.TORCH_VERSION, _build_info.TORCH_GIT_VERSION)
+    have = (torch.__version__, getattr(torch.version, "git_version", ""))
+    if built != have:
+        import sys
+        raise ImportError(
+            f"stagescope_torch was built against torch {built[0]} (git {built[1][:12]}) but "
+            f"{sys.executable} imports torch {have[0]} (git {have[1][:12]}) from "
+            f"{os.path.dirname(torch.__file__)}: build it for this Python with "
+            f"scripts/build-capture-for.sh {sys.executable}")
+
+
+_check_torch_build()
 from . import _C  # noqa: E402  (needs torch.distributed's c10d types registered first)
 
 BACKEND = "stagescope"

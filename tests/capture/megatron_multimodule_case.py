@@ -16,6 +16,7 @@ names another) and the stagescope_torch built for it (scripts/build-capture-for.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,9 +125,11 @@ class MegatronUnequalDepthHang(MegatronCase):
         env = megatron_env(run, "stats")
         env["STAGESCOPE_HANG_TIMEOUT"] = str(HANG_TIMEOUT_S)
         t0 = time.monotonic()
+        log = open(os.path.join(self.tmp, "job.log"), "wb")  # a file: a pipe nobody reads fills up
+        self.addCleanup(log.close)
         job = subprocess.Popen(self.cmd(5, UNEQUAL + ["--backend", "stagescope", "--out",
                                                       os.path.join(self.tmp, "o")]),
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env=env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
         waiting = []
         try:
@@ -139,8 +142,10 @@ class MegatronUnequalDepthHang(MegatronCase):
                     break
                 time.sleep(0.5)
             detected = time.monotonic() - t0
-            self.assertIsNone(job.poll(), "the unequal-depth job ended on its own; Megatron 0.19.2 "
-                                          f"deadlocks on it:\n{job.stdout.read().decode()[-3000:]}")
+            if job.poll() is not None:
+                with open(log.name, "rb") as f:
+                    self.fail("the unequal-depth job ended on its own; Megatron 0.19.2 deadlocks on "
+                              "it:\n" + f.read().decode(errors="replace")[-3000:])
             self.assertTrue({2, 3} <= set(waiting), f"ranks with a waits row: {waiting}")
             print(f"hang recorded {detected:.1f} s after launch (hang timeout {HANG_TIMEOUT_S} s)")
         finally:
@@ -157,8 +162,18 @@ class MegatronUnequalDepthHang(MegatronCase):
         self.assertEqual((waits[2]["op"], waits[2]["peer"], waits[2]["edge"], waits[2]["direction"]),
                          ("send", 3, "bridge:audio->llm:stage0->stage1", "activation"))
         self.assertEqual(waits[3]["peer"], 2)
+        # each rank's watchdog wrote its wait within a few seconds of the hang timeout
+        for w in waits.values():
+            self.assertEqual(w["timeout_s"], HANG_TIMEOUT_S)
+            waited = float(re.search(r"not complete after ([0-9.]+) s", w["error"]).group(1))
+            self.assertLess(waited, HANG_TIMEOUT_S + 5, w)
         c = stagescope("check", run)
         self.assertEqual(c.returncode, 10, c.stdout + c.stderr)
         self.assertIn("status hung", c.stdout)
-        self.assertIn("cycle", c.stdout)
-        self.assertIn("rank 2", c.stdout)
+        self.assertIn("cycle rank 2 -> rank 3 -> rank 2", c.stdout)
+        # audio's third payload (message #5: the shape messages are counted too) against the
+        # llm's first gradient shape, both on the audio bridge
+        self.assertIn("rank 2 waits to send the activation of microbatch 5 to rank 3;", c.stdout)
+        self.assertIn("rank 3 waits to send the gradient of microbatch 0 to rank 2;", c.stdout)
+        self.assertIn("rank 2 has not posted the receive of the gradient of microbatch 0 from rank 3 "
+                      "(edge bridge:audio->llm:stage0->stage1, iteration 0)", c.stdout)

@@ -4,7 +4,7 @@
 Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | planted_hang |
                                 pipelining_1f1b | gpipe_vs_1f1b | collectives_view |
                                 buffer_reuse | megatron_1f1b | megatron_multimodule |
-                                megatron_unequal_depth_hang)
+                                megatron_unequal_depth_hang | torch_build_check)
 Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagescope_torch).
 """
 
@@ -277,6 +277,8 @@ def main():
     cases["collectives_view"] = collectives_case.CollectivesAcrossTheGroup
     cases["megatron_1f1b"] = megatron_case.MegatronCore1F1B
     import megatron_multimodule_case  # noqa: E402
+    import torch_build_case  # noqa: E402
+    cases["torch_build_check"] = torch_build_case.TorchBuildCheck
     cases["megatron_multimodule"] = megatron_multimodule_case.MegatronMultimodule
     cases["megatron_unequal_depth_hang"] = megatron_multimodule_case.MegatronUnequalDepthHang
     if case not in cases:

@@ -118,6 +118,10 @@ def main():
             setattr(pgc, dims, grid.get_pg(dims))
         pgs[name] = pgc
     model = RankModel(config, stages)
+    warmup = comm.total_stages - comm.current_stage - 1  # what the schedule will use
+    print(f"rank {rank}: " + ", ".join(f"{n} stage {w[0]} of {w[1]}" for n, w in where.items())
+          + f"; Megatron: total_stages {comm.total_stages}, current_stage {comm.current_stage}, "
+          f"warmup {min(warmup, args.microbatches)}", flush=True)
     pg_collection = MultiModuleProcessGroupCollection(
         module_pgs=pgs, language_model_module_name="llm" if "llm" in pgs else None)
 

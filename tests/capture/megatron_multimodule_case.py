@@ -9,6 +9,9 @@ names another) and the stagescope_torch built for it (scripts/build-capture-for.
 - megatron_multimodule: encoder vision pp1 -> llm pp2 (3 ranks): the capture is bitwise equal
   to plain Gloo, merges and passes check; the bridge, boundary and pipeline groups carry the
   names stagescope_torch.megatron.name_groups gives, on their members only.
+- megatron_fan_in: encoder vision pp1 dp2 -> llm pp2 dp1 (4 ranks, a 2->1 bridge): recorded,
+  merged and checked; each encoder replica's half-batch on its own bridge edge, the llm's
+  pipeline carrying the whole batch, the replicas' gradient all_reduce on "vision_dp".
 - megatron_unequal_depth_hang: vision pp2 + audio pp1 -> llm pp2 (5 ranks): Megatron gives the
   shorter encoder a warmup of 3 and the job deadlocks; with a 3 s hang timeout the capture's
   watchdog records what each rank waits on while the job hangs, the test kills the job as a
@@ -32,6 +35,7 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 JOB = os.path.join(HERE, "megatron_multimodule_job.py")
 CONFORMING = ["--encoder", "vision:1", "--llm-pp", "2"]
 UNEQUAL = ["--encoder", "vision:2", "--encoder", "audio:1", "--llm-pp", "2"]
+FAN_IN = ["--encoder", "vision:1:2", "--llm-pp", "2"]
 HANG_TIMEOUT_S = 3
 
 
@@ -177,3 +181,30 @@ class MegatronUnequalDepthHang(MegatronCase):
         self.assertIn("rank 3 waits to send the gradient of microbatch 0 to rank 2;", c.stdout)
         self.assertIn("rank 2 has not posted the receive of the gradient of microbatch 0 from rank 3 "
                       "(edge bridge:audio->llm:stage0->stage1, iteration 0)", c.stdout)
+
+
+class MegatronFanIn(MegatronCase):
+    def test_megatron_fan_in(self):
+        run = os.path.join(self.tmp, "fanin.db")
+        captured = self.launch(4, FAN_IN, "stagescope", run)
+        self.assertEqual([r["stages"] for r in captured],
+                         [{"vision": [0, 1, 0, 2]}, {"vision": [0, 1, 1, 2]}, {"llm": [0, 2, 0, 1]},
+                          {"llm": [1, 2, 0, 1]}])
+        for k in captured[0]["params"]:  # the replicas stay equal (mean gradient)
+            self.assertTrue(torch.equal(captured[0]["params"][k], captured[1]["params"][k]), k)
+        out = self.merge_and_check(run)
+        self.assertIn("result: all checks passed", out)
+        sends = rows(run, "SELECT edge, src_rank, dst_rank, shape, count(*) AS n FROM transfers "
+                          "WHERE side = 'send' AND dtype = 'float32' GROUP BY 1, 2, 3, 4")
+        # the bridge group is ranks 0, 1, 2: group ranks name the edges; half a batch per replica
+        self.assertEqual({(t["edge"], t["src_rank"], t["dst_rank"], t["shape"], t["n"]) for t in sends},
+                         {("bridge:vision->llm:stage0->stage2", 0, 2, "4,1,8", 8),
+                          ("bridge:vision->llm:stage0->stage2", 2, 0, "4,1,8", 8),
+                          ("bridge:vision->llm:stage1->stage2", 1, 2, "4,1,8", 8),
+                          ("bridge:vision->llm:stage1->stage2", 2, 1, "4,1,8", 8),
+                          ("llm_pp:stage0->stage1", 2, 3, "4,2,8", 8),
+                          ("llm_pp:stage0->stage1", 3, 2, "4,2,8", 8)})
+        reduces = rows(run, "SELECT rank, group_ranks FROM collectives WHERE op = 'all_reduce' "
+                            "AND group_name = 'vision_dp'")
+        self.assertEqual(sorted({(c["rank"], c["group_ranks"]) for c in reduces}), [(0, "0,1"), (1, "0,1")])
+        self.assertEqual(len(reduces), 2 * 2 * 2)  # ranks x steps x (weight, bias)

@@ -7,10 +7,14 @@ MultiModuleProcessGroupCollection.
     python -m torch.distributed.run --standalone --nproc-per-node=N megatron_multimodule_job.py \\
         --backend stagescope|gloo --out DIR --encoder vision:1 [--encoder audio:1 ...] --llm-pp 2
 
-Ranks are laid out in order: each encoder's grid (tp1 cp1 ppK dp1) at the next rank offset,
-then the llm's (tp1 cp1 ppL dp1); N must equal the sum of the pipeline sizes.  Layouts the
-Megatron tests use: `--encoder vision:1 --llm-pp 2` (3 ranks) and `--encoder vision:2
---encoder audio:1 --llm-pp 2` (5 ranks: encoders of unequal depth).
+Ranks are laid out in order: each encoder's grid (tp1 cp1 ppK dpD, `--encoder NAME:K[:D]`) at
+the next rank offset, then the llm's (tp1 cp1 ppL dpE, `--llm-pp L --llm-dp E`); N must equal
+the sum of pp x dp.  Layouts the Megatron tests use: `--encoder vision:1 --llm-pp 2` (3 ranks)
+and `--encoder vision:2 --encoder audio:1 --llm-pp 2` (5 ranks: encoders of unequal depth);
+`--encoder vision:1:2 --llm-pp 2` is a 2->1 fan-in, `--encoder vision:1 --llm-dp 2` a 1->2
+fan-out.  A microbatch has --mbs samples; a module replica takes its dp share (the bridge
+concatenates or splits along the batch), and replicas average their gradients (all_reduce on the
+module's dp group) before the optimizer step.
 
 Every module stage is one Linear(h, h) + tanh; an encoder's first stage reads its own features
 [s_enc, b, h] from the batch, the llm's first stage concatenates what its bridges deliver along
@@ -36,14 +40,23 @@ def parse_args():
     ap.add_argument("--backend", choices=["gloo", "stagescope"], required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--encoder", action="append", default=[],
-                    help="NAME:PP, one per encoder feeding the llm (default vision:1)")
+                    help="NAME:PP[:DP], one per encoder feeding the llm (default vision:1)")
     ap.add_argument("--llm-pp", type=int, default=2)
+    ap.add_argument("--llm-dp", type=int, default=1)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--microbatches", type=int, default=4)
-    ap.add_argument("--mbs", type=int, default=2)
+    ap.add_argument("--mbs", type=int, default=2,
+                    help="samples per microbatch (global); a module with dp D gives each replica mbs/D")
     ap.add_argument("--batch-p2p", type=int, default=1, help="config.batch_p2p_comm (1 or 0)")
     args = ap.parse_args()
-    args.encoders = [(e.split(":")[0], int(e.split(":")[1])) for e in (args.encoder or ["vision:1"])]
+    args.encoders, args.dp = [], {"llm": args.llm_dp}
+    for e in args.encoder or ["vision:1"]:
+        name, pp, dp = (e.split(":") + ["1"])[:3]
+        args.encoders.append((name, int(pp)))
+        args.dp[name] = int(dp)
+    for name, dp in args.dp.items():
+        if args.mbs % dp:
+            ap.error(f"--mbs {args.mbs} is not divisible by {name}'s dp {dp}")
     return args
 
 
@@ -80,18 +93,19 @@ def main():
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     modules = args.encoders + [("llm", args.llm_pp)]
-    if sum(pp for _, pp in modules) != world:
-        raise SystemExit(f"layout {modules} needs {sum(pp for _, pp in modules)} ranks, got {world}")
+    needed = sum(pp * args.dp[name] for name, pp in modules)
+    if needed != world:
+        raise SystemExit(f"layout {modules} (dp {args.dp}) needs {needed} ranks, got {world}")
 
     # One HyperCommGrid per module at consecutive rank offsets; every rank creates every group
     # (new_subgroups_by_enumeration is collective over the world).
     grids, offset = {}, 0
     for name, pp in modules:
-        grid = HyperCommGrid([1, 1, pp, 1], ["tp", "cp", "pp", "dp"], rank_offset=offset)
+        grid = HyperCommGrid([1, 1, pp, args.dp[name]], ["tp", "cp", "pp", "dp"], rank_offset=offset)
         for dims in ("tp", "cp", "pp", "dp"):
             grid.create_pg(dims)
         grids[name] = grid
-        offset += pp
+        offset += pp * args.dp[name]
     topology = {name: ["llm"] for name, _ in args.encoders}
     topology["llm"] = []
 
@@ -109,17 +123,20 @@ def main():
     for name, grid in grids.items():
         if not comm.is_current_rank_in_grid(grid):
             continue
-        pp_rank = rank - grid.rank_offset  # tp1 cp1 dp1: the pipeline rank
+        local = rank - grid.rank_offset  # tp1 cp1: pp varies fastest, then dp
+        pp_rank, dp_rank = local % grid.shape[2], local // grid.shape[2]
+        # replicas of a stage start equal: the seed is (module, stage) alone
         torch.manual_seed(1000 + 10 * [m for m, _ in modules].index(name) + pp_rank)
         stages[name] = torch.nn.Linear(HIDDEN, HIDDEN)
-        where[name] = (pp_rank, grid.shape[2])
+        where[name] = (pp_rank, grid.shape[2], dp_rank, grid.shape[3])
         pgc = ProcessGroupCollection()
         for dims in ("tp", "cp", "pp", "dp"):
             setattr(pgc, dims, grid.get_pg(dims))
         pgs[name] = pgc
     model = RankModel(config, stages)
     warmup = comm.total_stages - comm.current_stage - 1  # what the schedule will use
-    print(f"rank {rank}: " + ", ".join(f"{n} stage {w[0]} of {w[1]}" for n, w in where.items())
+    print(f"rank {rank}: " + ", ".join(f"{n} stage {w[0]} of {w[1]} replica {w[2]} of {w[3]}"
+                                       for n, w in where.items())
           + f"; Megatron: total_stages {comm.total_stages}, current_stage {comm.current_stage}, "
           f"warmup {min(warmup, args.microbatches)}", flush=True)
     pg_collection = MultiModuleProcessGroupCollection(
@@ -137,17 +154,20 @@ def main():
         batch = next(data_iterator)
         outputs = {}
         for name, layer in model.stages.items():
-            pp_rank, _ = where[name]
+            pp_rank, _, dp_rank, dp = where[name]
+            mine = slice(dp_rank * args.mbs // dp, (dp_rank + 1) * args.mbs // dp)  # this replica's samples
             if name == "llm" and pp_rank == 0:  # what the bridges delivered, in topology order
                 x = torch.cat([model.inputs[n] for n, _ in args.encoders], dim=0)
             elif pp_rank == 0:  # an encoder's first stage reads its features
-                x = batch[name]
+                x = batch[name][:, mine]
             else:
                 x = model.inputs[name]
             outputs[name] = torch.tanh(layer(x))
 
         def loss_func(output):
-            loss = torch.nn.functional.mse_loss(output, batch["target"])
+            pp_rank, _, dp_rank, dp = where["llm"]
+            mine = slice(dp_rank * args.mbs // dp, (dp_rank + 1) * args.mbs // dp)
+            loss = torch.nn.functional.mse_loss(output, batch["target"][:, mine])
             return loss, {"loss": loss.detach()}
         last = "llm" in where and where["llm"][0] == where["llm"][1] - 1
         return (outputs["llm"] if last else outputs), loss_func
@@ -163,6 +183,11 @@ def main():
             forward_step_func=forward_step, data_iterator=batches(step), model=[model],
             num_microbatches=args.microbatches, seq_length=0, micro_batch_size=args.mbs,
             forward_only=False, p2p_communicator=comm, pg_collection=pg_collection)
+        for name, layer in model.stages.items():  # data parallelism: the replicas' mean gradient
+            if where[name][3] > 1:
+                for p in layer.parameters():
+                    dist.all_reduce(p.grad, group=grids[name].get_pg("dp"))
+                    p.grad /= where[name][3]
         if args.backend == "stagescope":
             for name, layer in model.stages.items():
                 stagescope_torch.record_gradients(layer, prefix=f"{name}.stage{where[name][0]}.")

@@ -14,7 +14,11 @@ and `--encoder vision:2 --encoder audio:1 --llm-pp 2` (5 ranks: encoders of uneq
 `--encoder vision:1:2 --llm-pp 2` is a 2->1 fan-in, `--encoder vision:1 --llm-dp 2` a 1->2
 fan-out.  A microbatch has --mbs samples; a module replica takes its dp share (the bridge
 concatenates or splits along the batch), and replicas average their gradients (all_reduce on the
-module's dp group) before the optimizer step.
+module's dp group) before the optimizer step.  A fourth field (`NAME:K:D:T`, `--llm-tp T`) gives a
+module T tensor-parallel ranks holding the same replicated stage: only the bridge's leaders send
+and receive (Megatron's get_leader_rank picks the source's *last* tp rank of its last stage and
+the destination's first tp rank of its first stage), the others get the tensor from the boundary
+broadcast.
 
 Every module stage is one Linear(h, h) + tanh; an encoder's first stage reads its own features
 [s_enc, b, h] from the batch, the llm's first stage concatenates what its bridges deliver along
@@ -40,20 +44,22 @@ def parse_args():
     ap.add_argument("--backend", choices=["gloo", "stagescope"], required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--encoder", action="append", default=[],
-                    help="NAME:PP[:DP], one per encoder feeding the llm (default vision:1)")
+                    help="NAME:PP[:DP[:TP]], one per encoder feeding the llm (default vision:1)")
     ap.add_argument("--llm-pp", type=int, default=2)
     ap.add_argument("--llm-dp", type=int, default=1)
+    ap.add_argument("--llm-tp", type=int, default=1,
+                    help="tensor-parallel size (the stage is replicated across its tp ranks)")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--mbs", type=int, default=2,
                     help="samples per microbatch (global); a module with dp D gives each replica mbs/D")
     ap.add_argument("--batch-p2p", type=int, default=1, help="config.batch_p2p_comm (1 or 0)")
     args = ap.parse_args()
-    args.encoders, args.dp = [], {"llm": args.llm_dp}
+    args.encoders, args.dp, args.tp = [], {"llm": args.llm_dp}, {"llm": args.llm_tp}
     for e in args.encoder or ["vision:1"]:
-        name, pp, dp = (e.split(":") + ["1"])[:3]
+        name, pp, dp, tp = (e.split(":") + ["1", "1"])[:4]
         args.encoders.append((name, int(pp)))
-        args.dp[name] = int(dp)
+        args.dp[name], args.tp[name] = int(dp), int(tp)
     for name, dp in args.dp.items():
         if args.mbs % dp:
             ap.error(f"--mbs {args.mbs} is not divisible by {name}'s dp {dp}")
@@ -93,19 +99,20 @@ def main():
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     modules = args.encoders + [("llm", args.llm_pp)]
-    needed = sum(pp * args.dp[name] for name, pp in modules)
+    needed = sum(args.tp[name] * pp * args.dp[name] for name, pp in modules)
     if needed != world:
-        raise SystemExit(f"layout {modules} (dp {args.dp}) needs {needed} ranks, got {world}")
+        raise SystemExit(f"layout {modules} (dp {args.dp}, tp {args.tp}) needs {needed} ranks, got {world}")
 
     # One HyperCommGrid per module at consecutive rank offsets; every rank creates every group
     # (new_subgroups_by_enumeration is collective over the world).
     grids, offset = {}, 0
     for name, pp in modules:
-        grid = HyperCommGrid([1, 1, pp, args.dp[name]], ["tp", "cp", "pp", "dp"], rank_offset=offset)
+        grid = HyperCommGrid([args.tp[name], 1, pp, args.dp[name]], ["tp", "cp", "pp", "dp"],
+                             rank_offset=offset)
         for dims in ("tp", "cp", "pp", "dp"):
             grid.create_pg(dims)
         grids[name] = grid
-        offset += pp * args.dp[name]
+        offset += grid.size
     topology = {name: ["llm"] for name, _ in args.encoders}
     topology["llm"] = []
 
@@ -123,7 +130,7 @@ def main():
     for name, grid in grids.items():
         if not comm.is_current_rank_in_grid(grid):
             continue
-        local = rank - grid.rank_offset  # tp1 cp1: pp varies fastest, then dp
+        local = (rank - grid.rank_offset) // grid.shape[0]  # tp varies fastest, then (cp1) pp, dp
         pp_rank, dp_rank = local % grid.shape[2], local // grid.shape[2]
         # replicas of a stage start equal: the seed is (module, stage) alone
         torch.manual_seed(1000 + 10 * [m for m, _ in modules].index(name) + pp_rank)

@@ -122,6 +122,33 @@ class MegatronMultimodule(MegatronCase):
                           for w in ("weight", "bias")})
 
 
+    def test_cpu_patches_opt_in(self):
+        """Importing stagescope_torch.megatron patches nothing; enable_cpu() patches exactly the
+        listed module attributes (and no torch attribute); disable_cpu() restores them."""
+        code = """
+import torch, torch.distributed as dist
+from megatron.core.pipeline_parallel import bridge_communicator as b, p2p_communication as p, schedules as s
+import stagescope_torch.megatron as ssm
+before = (b.dist, b.torch, p.torch, s.torch, torch.cuda.current_device, torch.cuda.synchronize)
+assert (b.dist, b.torch, p.torch, s.torch) == (dist, torch, torch, torch), "patched at import"
+names = ssm.enable_cpu()
+print(",".join(names))
+assert ssm.enable_cpu() == names  # idempotent
+assert s.torch.zeros([], device="cuda").device.type == "cpu"
+assert p.torch.cuda.current_device() == "cpu" and b.torch.cuda.synchronize() is None
+assert (torch.cuda.current_device, torch.cuda.synchronize) == before[4:], "torch itself patched"
+ssm.disable_cpu()
+assert (b.dist, b.torch, p.torch, s.torch) == (dist, torch, torch, torch), "not restored"
+print("ok")
+"""
+        r = subprocess.run([self.python, "-c", code], env=megatron_env(), capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout.split(), [
+            "megatron.core.pipeline_parallel.bridge_communicator.dist,"
+            "megatron.core.pipeline_parallel.schedules.torch,"
+            "megatron.core.pipeline_parallel.p2p_communication.torch,"
+            "megatron.core.pipeline_parallel.bridge_communicator.torch", "ok"])
+
 
 class MegatronUnequalDepthHang(MegatronCase):
     def test_megatron_unequal_depth_hang(self):

@@ -131,11 +131,11 @@ def disable_cpu():
 def _is_member(group):
     """True when this rank belongs to `group` (Megatron keeps None or NON_GROUP_MEMBER for a
     group the rank is not in; naming such a group is refused by c10d)."""
-    if group is None or group is dist.GroupMember.NON_GROUP_MEMBER:
+    if group is None or isinstance(group, int):  # NON_GROUP_MEMBER is the int -100
         return False
     try:
         return dist.get_rank(group) >= 0
-    except (RuntimeError, ValueError):
+    except (RuntimeError, ValueError, AttributeError, TypeError):
         return False
 
 

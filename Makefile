@@ -14,6 +14,8 @@ configure: bootstrap
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 	scripts/install-capture.sh $(BUILD)
+	@# stagescope_torch for the Megatron-Core venv's Python 3.12 (scripts/megatron-env.sh), when it exists
+	@if [ -x .venv-megatron/bin/python ]; then JOBS=$(JOBS) scripts/build-capture-for.sh .venv-megatron/bin/python; fi
 
 # The main job: run the default config (8 ranks, encoder tp2·dp2 -> llm tp2·pp2), record it,
 # check it, and open the viewer on it when a display is available.

@@ -56,3 +56,5 @@ fi
 TORCH_ROOT=$(.venv/bin/python -c "import importlib.util as u,os;print(os.path.dirname(u.find_spec('torch').origin))")
 test -f "$TORCH_ROOT/lib/libtorch_cpu.so" || { echo "bootstrap: $TORCH_ROOT/lib/libtorch_cpu.so missing" >&2; exit 1; }
 echo "bootstrap: ok (torch at $TORCH_ROOT)"
+# Python 3.12 + megatron-core 0.19.2 for the Megatron-Core capture tests (they SKIP without it).
+scripts/megatron-env.sh

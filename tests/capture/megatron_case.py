@@ -2,10 +2,10 @@
 GPT, 2 pipeline stages, recorded through the stagescope backend (megatron_job.py --cpu-shim).
 
 Optional: megatron-core is not a dependency of stagescope.  The test runs with the Python named
-by STAGESCOPE_MEGATRON_PYTHON (a venv with megatron-core and the same torch, e.g. one made with
-`python -m venv X && echo <.venv site-packages> > X/lib/python3.11/site-packages/torch.pth &&
-X/bin/pip install --no-deps megatron-core packaging`), else the suite's own Python; it SKIPs,
-saying why, when that Python cannot import megatron.core.  It never installs anything.
+by STAGESCOPE_MEGATRON_PYTHON, else .venv-megatron's (scripts/megatron-env.sh: megatron-core
+0.19.2 on Python 3.12, with stagescope_torch built for it by `make build`), else the suite's own
+Python; it SKIPs, saying why, when that Python cannot import megatron.core and stagescope_torch.
+It never installs anything.
 """
 
 import os
@@ -15,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capture_util import JOB_TIMEOUT_S, job_env, rows  # noqa: E402
 from test_capture import HERE, CaptureCase  # noqa: E402
+from megatron_multimodule_case import megatron_env, megatron_python  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -25,16 +26,20 @@ class MegatronCore1F1B(CaptureCase):
     def setUp(self):
         super().setUp()
         self.python = os.environ.get("STAGESCOPE_MEGATRON_PYTHON", sys.executable)
-        probe = subprocess.run([self.python, "-c", "import megatron.core; print(megatron.core.__version__)"],
-                               capture_output=True, text=True)
+        if "STAGESCOPE_MEGATRON_PYTHON" not in os.environ and os.access(megatron_python(), os.X_OK):
+            self.python = megatron_python()  # .venv-megatron (scripts/megatron-env.sh)
+        self.env = job_env if self.python == sys.executable else megatron_env
+        probe = subprocess.run([self.python, "-c", "import megatron.core, stagescope_torch; "
+                                "print(megatron.core.__version__)"],
+                               env=self.env(), capture_output=True, text=True)
         if probe.returncode != 0:
-            self.skipTest(f"megatron-core is not importable by {self.python} (set "
-                          "STAGESCOPE_MEGATRON_PYTHON to a Python that has it)")
+            self.skipTest(f"megatron-core or stagescope_torch is not importable by {self.python} (set "
+                          "STAGESCOPE_MEGATRON_PYTHON to a Python that has both)")
 
     def launch(self, backend, out, run=None):
         cmd = [self.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                MEGATRON_JOB, "--backend", backend, "--out", out, "--cpu-shim"]
-        r = subprocess.run(cmd, env=job_env(run, "stats"), capture_output=True, text=True,
+        r = subprocess.run(cmd, env=self.env(run, "stats"), capture_output=True, text=True,
                            timeout=JOB_TIMEOUT_S)
         self.assertEqual(r.returncode, 0, f"{backend} job failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
         return [torch.load(os.path.join(out, f"rank{k}.pt"), weights_only=False) for k in range(2)]

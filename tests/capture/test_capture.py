@@ -3,7 +3,9 @@
 
 Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | planted_hang |
                                 pipelining_1f1b | gpipe_vs_1f1b | collectives_view |
-                                buffer_reuse | megatron_1f1b)
+                                buffer_reuse | megatron_1f1b | megatron_multimodule |
+                                megatron_unequal_depth_hang | megatron_fan_in |
+                                torch_build_check)
 Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagescope_torch).
 """
 
@@ -275,6 +277,12 @@ def main():
     import megatron_case  # noqa: E402
     cases["collectives_view"] = collectives_case.CollectivesAcrossTheGroup
     cases["megatron_1f1b"] = megatron_case.MegatronCore1F1B
+    import megatron_multimodule_case  # noqa: E402
+    import torch_build_case  # noqa: E402
+    cases["torch_build_check"] = torch_build_case.TorchBuildCheck
+    cases["megatron_multimodule"] = megatron_multimodule_case.MegatronMultimodule
+    cases["megatron_unequal_depth_hang"] = megatron_multimodule_case.MegatronUnequalDepthHang
+    cases["megatron_fan_in"] = megatron_multimodule_case.MegatronFanIn
     if case not in cases:
         print(f"usage: {sys.argv[0]} CASE  (CASE: {' | '.join(cases)}); got {case!r}")
         return 2

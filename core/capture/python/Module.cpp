@@ -85,6 +85,19 @@ void finish(const std::string& status, const std::string& reason) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "stagescope recording c10d backend (see docs/capture.md)";
   py::module_::import("torch.distributed");
+  // The torch build this module was compiled against (core/capture/CMakeLists.txt): any other
+  // has another libtorch ABI.  The package's __init__ says the same before loading us; this is
+  // the check for an import that bypasses it.
+  {
+    auto version = py::module_::import("torch.version");
+    const auto have = version.attr("__version__").cast<std::string>();
+    const auto haveGit = version.attr("git_version").cast<std::string>();
+    if (have != STAGESCOPE_TORCH_BUILT_VERSION || haveGit != STAGESCOPE_TORCH_BUILT_GIT_VERSION) {
+      throw py::import_error("stagescope_torch._C was built against torch " +
+                             std::string(STAGESCOPE_TORCH_BUILT_VERSION) + " but this Python has torch " +
+                             have + ": rebuild it (scripts/build-capture-for.sh <python>)");
+    }
+  }
 
   py::class_<RecordingBackend, c10d::Backend, c10::intrusive_ptr<RecordingBackend>>(
       m, "RecordingBackend")

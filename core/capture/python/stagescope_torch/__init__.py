@@ -22,6 +22,32 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
+from . import _build_info
+
+
+def _check_torch_build():
+    """One line, before the extension is loaded, when this Python or this torch is not the one it
+    was compiled against (the extension is per Python version, libtorch's C++ ABI per torch build:
+    loading it anyway fails obscurely or crashes)."""
+    import sys
+    built_py = ".".join(_build_info.PYTHON_VERSION.split(".")[:2])
+    have_py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if built_py != have_py:
+        raise ImportError(
+            f"stagescope_torch at {os.path.dirname(__file__)} was built for Python {built_py}, not "
+            f"{sys.executable} (Python {have_py}): build it for this Python with "
+            f"scripts/build-capture-for.sh {sys.executable}")
+    built = (_build_info.TORCH_VERSION, _build_info.TORCH_GIT_VERSION)
+    have = (torch.__version__, getattr(torch.version, "git_version", ""))
+    if built != have:
+        raise ImportError(
+            f"stagescope_torch was built against torch {built[0]} (git {built[1][:12]}) but "
+            f"{sys.executable} imports torch {have[0]} (git {have[1][:12]}) from "
+            f"{os.path.dirname(torch.__file__)}: build it for this Python with "
+            f"scripts/build-capture-for.sh {sys.executable}")
+
+
+_check_torch_build()
 from . import _C  # noqa: E402  (needs torch.distributed's c10d types registered first)
 
 BACKEND = "stagescope"

@@ -1,0 +1,180 @@
+"""Megatron-Core's multimodule pipeline on CPU, and its process groups named in the run file.
+
+Megatron-Core (0.19) runs its pipeline communication on CUDA and NCCL even when the model is on
+the CPU.  `enable_cpu()` redirects exactly the CUDA assumptions on that path, inside Megatron's
+own pipeline modules only (nothing else in the process sees a change), so its multimodule 1F1B
+(`MultiModulePipelineCommunicator`, `BridgeCommunicator`, `P2PCommunicator`,
+`forward_backward_pipelining_without_interleaving`) runs unchanged on Gloo or on the
+`stagescope` backend.  Nothing is patched until it is called.
+
+    import stagescope_torch.megatron as ssm
+    ssm.enable_cpu()                 # before the communicators are built
+    ...                              # HyperCommGrids, MultiModulePipelineCommunicator, ...
+    ssm.name_groups(grids, communicator)   # optional: "vision_pp", "bridge:vision->llm", ...
+
+`enable_cpu()` patches (each one a module attribute of megatron.core.pipeline_parallel.*, undone
+by `disable_cpu()`):
+
+1. `bridge_communicator.dist`: `new_group(..., backend='nccl')` (the bridge group) and
+   `new_subgroups_by_enumeration(..., backend='nccl')` (the boundary broadcast groups) create
+   their groups with the default group's backend instead ("ProcessGroupNCCL is only supported
+   with GPUs" otherwise).
+2. `schedules.torch`: tensors allocated with `device="cuda"` (`total_num_tokens`) are
+   allocated on the CPU.
+3. `p2p_communication.torch` and `bridge_communicator.torch`: `torch.cuda.current_device()`
+   (the device of every receive buffer and shape message, ~25 calls) is the CPU.
+4. the same modules: `torch.cuda.synchronize()` (after the P2P shape exchange and the
+   batched P2P) is a no-op: Gloo's `wait()` already returned with the bytes in place.
+
+Import needs `triton` (torch's pinned version: megatron.core imports it unconditionally) and
+`setuptools<82`; scripts/megatron-env.sh installs both.
+"""
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["enable_cpu", "disable_cpu", "cpu_patches", "name_groups", "group_names"]
+
+_FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "rand", "randn", "empty_like",
+              "zeros_like", "ones_like", "full_like")
+_saved = {}  # (module, attribute) -> the original value, while enabled
+
+
+def _on_cpu(device):
+    return device is not None and str(device).startswith("cuda")
+
+
+class _CpuCuda:
+    """`torch.cuda` as the patched modules see it: the current device is the CPU and
+    synchronize() does nothing; everything else is torch.cuda's."""
+
+    def current_device(self):
+        return "cpu"
+
+    def synchronize(self, device=None):
+        return None
+
+    def __getattr__(self, name):
+        return getattr(torch.cuda, name)
+
+
+class _CpuTorch:
+    """`torch` as the patched modules see it: factory calls with a CUDA device allocate on the
+    CPU, and `torch.cuda` is `_CpuCuda`.  Every other attribute is torch's own."""
+
+    cuda = _CpuCuda()
+
+    def __getattr__(self, name):
+        attr = getattr(torch, name)
+        if name in _FACTORIES:
+            def factory(*args, **kwargs):
+                if _on_cpu(kwargs.get("device")):
+                    kwargs["device"] = "cpu"
+                return attr(*args, **kwargs)
+            factory.__name__ = name
+            return factory
+        return attr
+
+
+class _DefaultBackendDist:
+    """`torch.distributed` as bridge_communicator sees it: groups asked for with backend
+    'nccl' use the default group's backend."""
+
+    def new_group(self, *args, **kwargs):
+        if kwargs.get("backend") == "nccl":
+            kwargs["backend"] = None
+        return dist.new_group(*args, **kwargs)
+
+    def new_subgroups_by_enumeration(self, *args, **kwargs):
+        if kwargs.get("backend") == "nccl":
+            kwargs["backend"] = None
+        return dist.new_subgroups_by_enumeration(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(dist, name)
+
+
+def cpu_patches():
+    """The (module, attribute, replacement) triples enable_cpu() applies, in order."""
+    from megatron.core.pipeline_parallel import bridge_communicator, p2p_communication, schedules
+    cpu_torch = _CpuTorch()
+    return [(bridge_communicator, "dist", _DefaultBackendDist()),
+            (schedules, "torch", cpu_torch),
+            (p2p_communication, "torch", cpu_torch),
+            (bridge_communicator, "torch", cpu_torch)]
+
+
+def enable_cpu():
+    """Applies the CPU redirections of the module docstring (idempotent).  Call before
+    MultiModulePipelineCommunicator / BridgeCommunicator are built (the bridge and boundary
+    groups are created in their constructors).  Returns the list of patched
+    "module.attribute" names."""
+    done = []
+    for module, attr, replacement in cpu_patches():
+        key = (module.__name__, attr)
+        if key not in _saved:
+            _saved[key] = (module, getattr(module, attr))
+            setattr(module, attr, replacement)
+        done.append(f"{module.__name__}.{attr}")
+    return done
+
+
+def disable_cpu():
+    """Restores every attribute enable_cpu() replaced."""
+    for (_, attr), (module, original) in list(_saved.items()):
+        setattr(module, attr, original)
+    _saved.clear()
+
+
+# ---- process group names ---------------------------------------------------------------------
+
+def _is_member(group):
+    """True when this rank belongs to `group` (Megatron keeps None or NON_GROUP_MEMBER for a
+    group the rank is not in; naming such a group is refused by c10d)."""
+    if group is None or isinstance(group, int):  # NON_GROUP_MEMBER is the int -100
+        return False
+    try:
+        return dist.get_rank(group) >= 0
+    except (RuntimeError, ValueError, AttributeError, TypeError):
+        return False
+
+
+def group_names(module_to_grid_map, communicator=None):
+    """The names name_groups() gives, as (group, name) pairs for the groups this rank is a member
+    of: each grid's groups "<module>_<dims>" (e.g. "vision_pp", "llm_tp", "llm_dp"), each bridge
+    group "bridge:<src>-><dest>", each boundary broadcast group "boundary:<module>:last" (the
+    source module's last stage) or "boundary:<module>:first" (the destination's first stage)."""
+    named = []
+    seen = set()
+
+    def add(group, name):
+        if _is_member(group) and id(group) not in seen:
+            seen.add(id(group))
+            named.append((group, name))
+
+    for module, grid in module_to_grid_map.items():
+        for key, group in getattr(grid, "_pgs", {}).items():
+            dims = key if isinstance(key, str) else "-".join(key[1])
+            add(group, f"{module}_{dims}")
+    for bridge in getattr(communicator, "bridge_comms", []) if communicator is not None else []:
+        add(bridge.bridge_pg, f"bridge:{bridge.src_module_name}->{bridge.dest_module_name}")
+        add(bridge.src_grid_broadcast_pg, f"boundary:{bridge.src_module_name}:last")
+        add(bridge.dest_grid_broadcast_pg, f"boundary:{bridge.dest_module_name}:first")
+    return named
+
+
+def name_groups(module_to_grid_map, communicator=None):
+    """Names, in the run file, every process group of the job's HyperCommGrids and of the
+    communicator's bridges that this rank is a member of (names: group_names()).  Every rank
+    calls it with the same arguments; each names only its own groups, so the same group gets
+    the same name on all its members.  Groups not on the stagescope backend are left alone.
+    Returns the names given on this rank."""
+    from . import name_group
+    given = []
+    for group, name in group_names(module_to_grid_map, communicator):
+        try:
+            name_group(group, name)
+        except TypeError:  # the job runs on another backend: nothing to name
+            continue
+        given.append(name)
+    return given

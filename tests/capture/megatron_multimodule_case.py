@@ -1,0 +1,237 @@
+"""Megatron-Core 0.19.2's own multimodule 1F1B (MultiModulePipelineCommunicator, BridgeCommunicator,
+HyperCommGrid, forward_backward_pipelining_without_interleaving) recorded through the
+stagescope backend on CPU (megatron_multimodule_job.py, stagescope_torch.megatron.enable_cpu).
+
+Runs with .venv-megatron's Python 3.12 (scripts/megatron-env.sh; STAGESCOPE_MEGATRON_PYTHON
+names another) and the stagescope_torch built for it (scripts/build-capture-for.sh, run by
+`make build`); SKIPs, saying which is missing, otherwise.
+
+- megatron_multimodule: encoder vision pp1 -> llm pp2 (3 ranks): the capture is bitwise equal
+  to plain Gloo, merges and passes check; the bridge, boundary and pipeline groups carry the
+  names stagescope_torch.megatron.name_groups gives, on their members only.
+- megatron_fan_in: encoder vision pp1 dp2 -> llm pp2 dp1 (4 ranks, a 2->1 bridge): recorded,
+  merged and checked; each encoder replica's half-batch on its own bridge edge, the llm's
+  pipeline carrying the whole batch, the replicas' gradient all_reduce on "vision_dp".
+- megatron_unequal_depth_hang: vision pp2 + audio pp1 -> llm pp2 (5 ranks): Megatron gives the
+  shorter encoder a warmup of 3 and the job deadlocks; with a 3 s hang timeout the capture's
+  watchdog records what each rank waits on while the job hangs, the test kills the job as a
+  launcher would, and merge/check report the hang and its wait-for cycle.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capture_util import JOB_TIMEOUT_S, job_env, rows, stagescope  # noqa: E402
+from test_capture import HERE, CaptureCase, waits_of  # noqa: E402
+
+import torch  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+JOB = os.path.join(HERE, "megatron_multimodule_job.py")
+CONFORMING = ["--encoder", "vision:1", "--llm-pp", "2"]
+UNEQUAL = ["--encoder", "vision:2", "--encoder", "audio:1", "--llm-pp", "2"]
+FAN_IN = ["--encoder", "vision:1:2", "--llm-pp", "2"]
+HANG_TIMEOUT_S = 3
+
+
+def megatron_python():
+    return os.environ.get("STAGESCOPE_MEGATRON_PYTHON", os.path.join(REPO, ".venv-megatron", "bin", "python"))
+
+
+def megatron_env(run=None, level="stats"):
+    """The job's environment: stagescope_torch comes from the .pth the build wrote into the
+    Megatron venv (the suite's STAGESCOPE_PYTHON_DIR holds the module of another Python)."""
+    env = job_env(run, level)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep)
+                                        if p and p != os.environ.get("STAGESCOPE_PYTHON_DIR"))
+    env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
+    return env
+
+
+class MegatronCase(CaptureCase):
+    """Runs the job with the Megatron venv's Python; SKIPs (saying why) without it."""
+
+    def setUp(self):
+        super().setUp()
+        self.python = megatron_python()
+        if not os.access(self.python, os.X_OK):
+            self.skipTest(f"no Megatron-Core Python at {self.python} (scripts/megatron-env.sh makes "
+                          ".venv-megatron; set STAGESCOPE_MEGATRON_PYTHON for another)")
+        probe = subprocess.run(
+            [self.python, "-c", "import megatron.core, stagescope_torch.megatron; "
+                                "print(megatron.core.__version__)"],
+            env=megatron_env(), capture_output=True, text=True)
+        if probe.returncode != 0:
+            last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+            self.skipTest(f"{self.python} cannot import megatron.core and stagescope_torch ({last}); "
+                          f"run scripts/build-capture-for.sh {self.python}")
+
+    def cmd(self, nproc, args):
+        return [self.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                JOB] + args
+
+    def launch(self, nproc, args, backend, run=None):
+        out = os.path.join(self.tmp, f"out-{backend}")
+        r = subprocess.run(self.cmd(nproc, args + ["--backend", backend, "--out", out]),
+                           env=megatron_env(run), capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, f"{backend} job failed:\n{r.stdout[-3000:]}\n{r.stderr[-4000:]}")
+        return [torch.load(os.path.join(out, f"rank{k}.pt"), weights_only=False) for k in range(nproc)]
+
+
+
+class MegatronMultimodule(MegatronCase):
+    def test_megatron_multimodule(self):
+        plain = self.launch(3, CONFORMING, "gloo")
+        run = os.path.join(self.tmp, "megatron.db")
+        captured = self.launch(3, CONFORMING, "stagescope", run)
+        self.assert_bitwise_equal(plain, captured)
+        self.assertEqual(len(captured[2]["losses"]), 2)  # the llm's last stage: 2 steps x 4 losses
+        self.assertEqual([len(l) for l in captured[2]["losses"]], [4, 4])
+        self.assertEqual([r["current_stage"] for r in captured], [0, 1, 2])  # 3 global stages
+        out = self.merge_and_check(run)
+        self.assertIn("result: all checks passed", out)
+
+        transfers = rows(run, "SELECT rank, edge, direction, side, shape, dtype, src_rank, dst_rank, "
+                              "iteration, microbatch FROM transfers")
+        edges = {(t["edge"], t["src_rank"], t["dst_rank"]) for t in transfers}
+        # named groups: the bridge (ranks 0, 1) and the llm's pipeline group (ranks 1, 2)
+        self.assertEqual(edges, {("bridge:vision->llm:stage0->stage1", 0, 1),
+                                 ("bridge:vision->llm:stage0->stage1", 1, 0),
+                                 ("llm_pp:stage0->stage1", 1, 2), ("llm_pp:stage0->stage1", 2, 1)})
+        # a shape message (int64 [3]) before every payload (float32 [s, b, h]): per iteration,
+        # edge and direction 4 microbatches x 2 messages, each recorded by sender and receiver
+        per = {}
+        for t in transfers:
+            per.setdefault((t["edge"], t["direction"], t["iteration"], t["dtype"]), []).append(t)
+        for (edge, direction, it, dtype), ts in per.items():
+            self.assertEqual(len(ts), 2 * 4, (edge, direction, it, dtype))
+            self.assertEqual({t["shape"] for t in ts}, {"3"} if dtype == "int64" else {"4,2,8"})
+        self.assertEqual(len(transfers), 2 * 2 * 2 * 2 * 4 * 2)  # edges x dirs x its x kinds x mbs x sides
+        # the boundary broadcasts (shape, then data) on one-member groups, on members only
+        colls = rows(run, "SELECT rank, op, group_name, group_ranks FROM collectives WHERE op = 'broadcast'")
+        self.assertEqual({(c["rank"], c["group_name"], c["group_ranks"]) for c in colls},
+                         {(0, "boundary:vision:last", "0"), (1, "boundary:llm:first", "1")})
+        grads = rows(run, "SELECT DISTINCT param FROM gradients")
+        self.assertEqual({g["param"] for g in grads},
+                         {f"{m}.{w}" for m in ("vision.stage0", "llm.stage0", "llm.stage1")
+                          for w in ("weight", "bias")})
+
+
+    def test_cpu_patches_opt_in(self):
+        """Importing stagescope_torch.megatron patches nothing; enable_cpu() patches exactly the
+        listed module attributes (and no torch attribute); disable_cpu() restores them."""
+        code = """
+import torch, torch.distributed as dist
+from megatron.core.pipeline_parallel import bridge_communicator as b, p2p_communication as p, schedules as s
+import stagescope_torch.megatron as ssm
+before = (b.dist, b.torch, p.torch, s.torch, torch.cuda.current_device, torch.cuda.synchronize)
+assert (b.dist, b.torch, p.torch, s.torch) == (dist, torch, torch, torch), "patched at import"
+names = ssm.enable_cpu()
+print(",".join(names))
+assert ssm.enable_cpu() == names  # idempotent
+assert s.torch.zeros([], device="cuda").device.type == "cpu"
+assert p.torch.cuda.current_device() == "cpu" and b.torch.cuda.synchronize() is None
+assert (torch.cuda.current_device, torch.cuda.synchronize) == before[4:], "torch itself patched"
+ssm.disable_cpu()
+assert (b.dist, b.torch, p.torch, s.torch) == (dist, torch, torch, torch), "not restored"
+print("ok")
+"""
+        r = subprocess.run([self.python, "-c", code], env=megatron_env(), capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout.split(), [
+            "megatron.core.pipeline_parallel.bridge_communicator.dist,"
+            "megatron.core.pipeline_parallel.schedules.torch,"
+            "megatron.core.pipeline_parallel.p2p_communication.torch,"
+            "megatron.core.pipeline_parallel.bridge_communicator.torch", "ok"])
+
+
+class MegatronUnequalDepthHang(MegatronCase):
+    def test_megatron_unequal_depth_hang(self):
+        run = os.path.join(self.tmp, "hang.db")
+        env = megatron_env(run, "stats")
+        env["STAGESCOPE_HANG_TIMEOUT"] = str(HANG_TIMEOUT_S)
+        t0 = time.monotonic()
+        log = open(os.path.join(self.tmp, "job.log"), "wb")  # a file: a pipe nobody reads fills up
+        self.addCleanup(log.close)
+        job = subprocess.Popen(self.cmd(5, UNEQUAL + ["--backend", "stagescope", "--out",
+                                                      os.path.join(self.tmp, "o")]),
+                               env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+        waiting = []
+        try:
+            deadline = time.monotonic() + 150  # start-up is seconds; a busy machine may take a minute
+            while time.monotonic() < deadline and job.poll() is None:
+                # the deadlock's two ends: audio (rank 2) sends into the bridge, the llm's first
+                # stage (rank 3) blocks in its combined send-gradient/receive-activation
+                waiting = [r for r in range(5) if waits_of(f"{run}.rank{r}.shard")]
+                if {2, 3} <= set(waiting):
+                    break
+                time.sleep(0.5)
+            detected = time.monotonic() - t0
+            if job.poll() is not None:
+                with open(log.name, "rb") as f:
+                    self.fail("the unequal-depth job ended on its own; Megatron 0.19.2 deadlocks on "
+                              "it:\n" + f.read().decode(errors="replace")[-3000:])
+            self.assertTrue({2, 3} <= set(waiting), f"ranks with a waits row: {waiting}")
+            print(f"hang recorded {detected:.1f} s after launch (hang timeout {HANG_TIMEOUT_S} s)")
+        finally:
+            os.killpg(job.pid, signal.SIGTERM)  # the launcher kills its ranks
+            try:
+                job.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+        m = stagescope("merge", run)
+        self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
+        self.assertIn("run hung", m.stdout)
+        waits = {w["rank"]: w for w in rows(run, "SELECT * FROM waits")}
+        self.assertEqual((waits[2]["op"], waits[2]["peer"], waits[2]["edge"], waits[2]["direction"]),
+                         ("send", 3, "bridge:audio->llm:stage0->stage1", "activation"))
+        self.assertEqual(waits[3]["peer"], 2)
+        # each rank's watchdog wrote its wait within a few seconds of the hang timeout
+        for w in waits.values():
+            self.assertEqual(w["timeout_s"], HANG_TIMEOUT_S)
+            waited = float(re.search(r"not complete after ([0-9.]+) s", w["error"]).group(1))
+            self.assertLess(waited, HANG_TIMEOUT_S + 5, w)
+        c = stagescope("check", run)
+        self.assertEqual(c.returncode, 10, c.stdout + c.stderr)
+        self.assertIn("status hung", c.stdout)
+        self.assertIn("cycle rank 2 -> rank 3 -> rank 2", c.stdout)
+        # audio's third payload (message #5: the shape messages are counted too) against the
+        # llm's first gradient shape, both on the audio bridge
+        self.assertIn("rank 2 waits to send the activation of microbatch 5 to rank 3;", c.stdout)
+        self.assertIn("rank 3 waits to send the gradient of microbatch 0 to rank 2;", c.stdout)
+        self.assertIn("rank 2 has not posted the receive of the gradient of microbatch 0 from rank 3 "
+                      "(edge bridge:audio->llm:stage0->stage1, iteration 0)", c.stdout)
+
+
+class MegatronFanIn(MegatronCase):
+    def test_megatron_fan_in(self):
+        run = os.path.join(self.tmp, "fanin.db")
+        captured = self.launch(4, FAN_IN, "stagescope", run)
+        self.assertEqual([r["stages"] for r in captured],
+                         [{"vision": [0, 1, 0, 2]}, {"vision": [0, 1, 1, 2]}, {"llm": [0, 2, 0, 1]},
+                          {"llm": [1, 2, 0, 1]}])
+        for k in captured[0]["params"]:  # the replicas stay equal (mean gradient)
+            self.assertTrue(torch.equal(captured[0]["params"][k], captured[1]["params"][k]), k)
+        out = self.merge_and_check(run)
+        self.assertIn("result: all checks passed", out)
+        sends = rows(run, "SELECT edge, src_rank, dst_rank, shape, count(*) AS n FROM transfers "
+                          "WHERE side = 'send' AND dtype = 'float32' GROUP BY 1, 2, 3, 4")
+        # the bridge group is ranks 0, 1, 2: group ranks name the edges; half a batch per replica
+        self.assertEqual({(t["edge"], t["src_rank"], t["dst_rank"], t["shape"], t["n"]) for t in sends},
+                         {("bridge:vision->llm:stage0->stage2", 0, 2, "4,1,8", 8),
+                          ("bridge:vision->llm:stage0->stage2", 2, 0, "4,1,8", 8),
+                          ("bridge:vision->llm:stage1->stage2", 1, 2, "4,1,8", 8),
+                          ("bridge:vision->llm:stage1->stage2", 2, 1, "4,1,8", 8),
+                          ("llm_pp:stage0->stage1", 2, 3, "4,2,8", 8),
+                          ("llm_pp:stage0->stage1", 3, 2, "4,2,8", 8)})
+        reduces = rows(run, "SELECT rank, group_ranks FROM collectives WHERE op = 'all_reduce' "
+                            "AND group_name = 'vision_dp'")
+        self.assertEqual(sorted({(c["rank"], c["group_ranks"]) for c in reduces}), [(0, "0,1"), (1, "0,1")])
+        self.assertEqual(len(reduces), 2 * 2 * 2)  # ranks x steps x (weight, bias)

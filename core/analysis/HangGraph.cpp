@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/analysis/Pairing.h"
+#include "core/events/ShapeMessage.h"
 
 namespace stagescope::analysis {
 
@@ -58,6 +59,7 @@ struct Awaited {
   events::Direction direction = events::Direction::Activation;
   int microbatch = -1;
   bool known = false;
+  bool shape = false;  // the message's shape message (events/ShapeMessage.h), not the message
 };
 
 Awaited awaitedAt(const model::RunModel& run, int rank, int iteration, int seq) {
@@ -115,9 +117,9 @@ Awaited sentAt(const model::RunModel& run, int rank, int iteration, int seq) {
 
 std::string describeAwaited(const Awaited& w, int peer) {
   if (!w.known) return "rank " + std::to_string(peer);
-  return std::string(w.send ? "to send " : "") + "the " + events::toString(w.direction) +
-         " of microbatch " + std::to_string(w.microbatch) + (w.send ? " to rank " : " from rank ") +
-         std::to_string(peer);
+  return std::string(w.send ? "to send " : "") + (w.shape ? "the shape of the " : "the ") +
+         events::toString(w.direction) + " of microbatch " + std::to_string(w.microbatch) +
+         (w.send ? " to rank " : " from rank ") + std::to_string(peer);
 }
 
 // Where a rank is stuck when its record does not say: the first planned action after the last
@@ -270,7 +272,9 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     e.sending = r.op == events::WaitOp::Send;
     e.waitsFor = r.op == events::WaitOp::Broadcast
                      ? "the boundary broadcast from rank " + std::to_string(r.peer)
-                     : describeAwaited({e.sending, r.direction, r.microbatch, true}, r.peer);
+                     : describeAwaited({e.sending, r.direction, r.microbatch, true,
+                                        events::isShapeEdge(r.edge)},
+                                       r.peer);
     e.edge = r.edge;
     if (r.op == events::WaitOp::Collective) {
       // A captured job's collective: it waits on the first member that has not joined.
@@ -378,10 +382,10 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     } else if (w.op == events::WaitOp::Send || w.op == events::WaitOp::Recv) {
       const bool theySend = w.op == events::WaitOp::Recv;
       missingOp = std::string("has not posted the ") + (theySend ? "send" : "receive") +
-                  " of the " + events::toString(w.direction) + " of microbatch " +
-                  std::to_string(w.microbatch) + (theySend ? " to rank " : " from rank ") +
-                  std::to_string(rank) + " (edge " + w.edge + ", iteration " +
-                  std::to_string(w.iteration) + ")";
+                  (events::isShapeEdge(w.edge) ? " of the shape of the " : " of the ") +
+                  events::toString(w.direction) + " of microbatch " + std::to_string(w.microbatch) +
+                  (theySend ? " to rank " : " from rank ") + std::to_string(rank) + " (edge " +
+                  w.edge + ", iteration " + std::to_string(w.iteration) + ")";
     } else {
       continue;
     }

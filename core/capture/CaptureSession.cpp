@@ -266,6 +266,22 @@ CaptureSession::OpIds CaptureSession::nextMessage(const std::string& group, int 
   return {iteration_, seq_++, channels_[{group, src, dst, tag}]++};
 }
 
+CaptureSession::OpIds CaptureSession::nextShapeMessage(const std::string& group, int src, int dst,
+                                                       int tag) {
+  std::lock_guard lock(mu_);
+  return {iteration_, seq_++, channels_[{group, src, dst, tag}]};
+}
+
+void CaptureSession::setShapePreambles(bool on) {
+  std::lock_guard lock(mu_);
+  shapePreambles_ = on;
+}
+
+bool CaptureSession::shapePreambles() const {
+  std::lock_guard lock(mu_);
+  return shapePreambles_;
+}
+
 CaptureSession::OpIds CaptureSession::nextCollective(const std::string& group) {
   std::lock_guard lock(mu_);
   return {iteration_, seq_++, collectives_[group]++};

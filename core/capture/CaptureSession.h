@@ -87,8 +87,16 @@ class CaptureSession {
   };
   // Assigns the identity of a p2p message on (group, src, dst, tag).
   OpIds nextMessage(const std::string& group, int src, int dst, int tag);
+  // The identity of a shape message on (group, src, dst, tag): the index of the payload that
+  // follows it (the channel's count is not advanced; events/ShapeMessage.h).
+  OpIds nextShapeMessage(const std::string& group, int src, int dst, int tag);
   // Assigns the identity of a collective on `group`.
   OpIds nextCollective(const std::string& group);
+  // Whether a small 1-D int64 message on a P2P channel is a shape preamble
+  // (stagescope_torch.shape_preambles; off by default: a job's own small int64 payloads stay
+  // payloads).
+  void setShapePreambles(bool on);
+  bool shapePreambles() const;
 
   // Marks the run finished: rank 0 updates the run row (status, steps seen, end time); every
   // rank flushes and closes its shard.  Idempotent; never throws.
@@ -125,6 +133,7 @@ class CaptureSession {
   mutable std::mutex mu_;
   CaptureConfig cfg_;
   bool configured_ = false;
+  bool shapePreambles_ = false;
   std::unique_ptr<events::Recorder> writer_;
   events::NullRecorder null_;
   int rank_ = -1, worldSize_ = 0;

@@ -8,6 +8,7 @@
 #include "core/capture/RecordingWork.h"
 #include "core/engine/Clock.h"
 #include "core/engine/TensorDigest.h"
+#include "core/events/ShapeMessage.h"
 
 namespace stagescope::capture {
 
@@ -143,6 +144,15 @@ void RecordingBackend::shutdown() {
 
 // ---- point to point ---------------------------------------------------------------------------
 
+namespace {
+// A shape preamble as Megatron-Core sends one (events/ShapeMessage.h): one 1-D int64 tensor of
+// at most 8 elements (a payload's number of dimensions).
+bool isShapePreamble(const std::vector<at::Tensor>& tensors) {
+  return tensors.size() == 1 && tensors[0].scalar_type() == at::kLong && tensors[0].dim() == 1 &&
+         tensors[0].numel() >= 1 && tensors[0].numel() <= 8;
+}
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::Tensor>& tensors,
                                                      int peerGroupRank, int tag, const Post& post) {
   auto& session = CaptureSession::instance();
@@ -154,12 +164,15 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   const int srcG = side == Side::Send ? me : peerGroupRank;
   const int dstG = side == Side::Send ? peerGroupRank : me;
   const int src = globalRank(srcG), dst = globalRank(dstG);
-  const auto ids = session.nextMessage(group, src, dst, tag);
+  const bool shape = session.shapePreambles() && isShapePreamble(tensors);
+  const auto ids = shape ? session.nextShapeMessage(group, src, dst, tag)
+                         : session.nextMessage(group, src, dst, tag);
 
   // Edges are named in the group's rank order; the direction says which way a message goes.
   std::ostringstream edge;
   edge << group << ":stage" << std::min(srcG, dstG) << "->stage" << std::max(srcG, dstG);
   if (tag != 0) edge << "#tag" << tag;
+  if (shape) edge << events::kShapeEdgeSuffix;
   const auto direction = srcG < dstG ? events::Direction::Activation : events::Direction::Gradient;
 
   std::vector<events::TransferRecord> records(tensors.size());
@@ -219,8 +232,8 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   wait.direction = direction;
   std::ostringstream what;
   what << (side == Side::Send ? "send to" : "recv from") << " rank " << action.peers.front()
-       << " on " << edge.str() << " (iteration " << ids.iteration << ", message #" << ids.index
-       << ", op #" << ids.seq << ")";
+       << " on " << edge.str() << " (iteration " << ids.iteration << ", "
+       << (shape ? "shape of message #" : "message #") << ids.index << ", op #" << ids.seq << ")";
   HangWatchdog* dog = session.watchdog();
   const uint64_t watchId = watch(dog, wait, what.str(), session.hangTimeoutFor(timeout_), start);
 

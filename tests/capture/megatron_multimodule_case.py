@@ -99,17 +99,21 @@ class MegatronMultimodule(MegatronCase):
         transfers = rows(run, "SELECT rank, edge, direction, side, shape, dtype, src_rank, dst_rank, "
                               "iteration, microbatch FROM transfers")
         edges = {(t["edge"], t["src_rank"], t["dst_rank"]) for t in transfers}
-        # named groups: the bridge (ranks 0, 1) and the llm's pipeline group (ranks 1, 2)
-        self.assertEqual(edges, {("bridge:vision->llm:stage0->stage1", 0, 1),
-                                 ("bridge:vision->llm:stage0->stage1", 1, 0),
-                                 ("llm_pp:stage0->stage1", 1, 2), ("llm_pp:stage0->stage1", 2, 1)})
-        # a shape message (int64 [3]) before every payload (float32 [s, b, h]): per iteration,
-        # edge and direction 4 microbatches x 2 messages, each recorded by sender and receiver
+        # named groups: the bridge (ranks 0, 1) and the llm's pipeline group (ranks 1, 2); each
+        # payload's shape message (int64 [3], sent first on the same channel) on <edge>#shape
+        payload_edges = {("bridge:vision->llm:stage0->stage1", 0, 1),
+                         ("bridge:vision->llm:stage0->stage1", 1, 0),
+                         ("llm_pp:stage0->stage1", 1, 2), ("llm_pp:stage0->stage1", 2, 1)}
+        self.assertEqual(edges, payload_edges | {(e + "#shape", s, d) for e, s, d in payload_edges})
+        # per iteration, edge and direction: 4 microbatches, numbered 0-3 on payloads and shape
+        # messages alike (a shape message never shifts the count), each seen by both sides
         per = {}
         for t in transfers:
             per.setdefault((t["edge"], t["direction"], t["iteration"], t["dtype"]), []).append(t)
         for (edge, direction, it, dtype), ts in per.items():
+            self.assertEqual(dtype == "int64", edge.endswith("#shape"), edge)
             self.assertEqual(len(ts), 2 * 4, (edge, direction, it, dtype))
+            self.assertEqual(sorted(t["microbatch"] for t in ts), [0, 0, 1, 1, 2, 2, 3, 3], edge)
             self.assertEqual({t["shape"] for t in ts}, {"3"} if dtype == "int64" else {"4,2,8"})
         self.assertEqual(len(transfers), 2 * 2 * 2 * 2 * 4 * 2)  # edges x dirs x its x kinds x mbs x sides
         # the boundary broadcasts (shape, then data) on one-member groups, on members only
@@ -202,12 +206,14 @@ class MegatronUnequalDepthHang(MegatronCase):
         self.assertEqual(c.returncode, 10, c.stdout + c.stderr)
         self.assertIn("status hung", c.stdout)
         self.assertIn("cycle rank 2 -> rank 3 -> rank 2", c.stdout)
-        # audio's third payload (message #5: the shape messages are counted too) against the
-        # llm's first gradient shape, both on the audio bridge
-        self.assertIn("rank 2 waits to send the activation of microbatch 5 to rank 3;", c.stdout)
-        self.assertIn("rank 3 waits to send the gradient of microbatch 0 to rank 2;", c.stdout)
-        self.assertIn("rank 2 has not posted the receive of the gradient of microbatch 0 from rank 3 "
-                      "(edge bridge:audio->llm:stage0->stage1, iteration 0)", c.stdout)
+        # audio's third payload (microbatch 2: shape messages are recorded as such and never
+        # shift the count) against the llm's first gradient's shape, both on the audio bridge
+        self.assertIn("rank 2 waits to send the activation of microbatch 2 to rank 3;", c.stdout)
+        self.assertIn("rank 3 waits to send the shape of the gradient of microbatch 0 to rank 2;",
+                      c.stdout)
+        self.assertIn("rank 2 has not posted the receive of the shape of the gradient of microbatch "
+                      "0 from rank 3 (edge bridge:audio->llm:stage0->stage1#shape, iteration 0)",
+                      c.stdout)
 
 
 class MegatronFanIn(MegatronCase):

@@ -96,6 +96,8 @@ def main():
                                                      ProcessGroupCollection)
 
     ssm.enable_cpu()
+    if args.backend == "stagescope":
+        ssm.record_shape_preambles()  # shape messages stay shape messages of their payload
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     modules = args.encoders + [("llm", args.llm_pp)]

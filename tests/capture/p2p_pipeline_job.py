@@ -46,10 +46,16 @@ def main():
                          "activation in iteration 0; skip-allreduce: the last stage skips the "
                          "world loss all_reduce of iteration 0 (both hang the job)")
     ap.add_argument("--timeout", type=float, default=1800, help="the process groups' timeout (s)")
+    ap.add_argument("--shape-preamble", choices=["off", "sent", "recorded"], default="off",
+                    help="sent: every activation is preceded by its shape (an int64 [2] tensor) "
+                         "on the same channel, as Megatron-Core does; recorded: also "
+                         "stagescope_torch.shape_preambles() is on")
     args = ap.parse_args()
 
     if args.backend == "stagescope":
         import stagescope_torch  # noqa: F401  registers the backend; run file from the env
+        if args.shape_preamble == "recorded":
+            stagescope_torch.shape_preambles(True)
     timeout = datetime.timedelta(seconds=args.timeout)
     dist.init_process_group(args.backend, timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -86,6 +92,10 @@ def main():
                 if args.plant_hang == "skip-recv" and stage == pp - 1 and it == 0 and mb == M - 1:
                     buf.zero_()  # planted bug: this receive is never posted
                 else:
+                    if args.shape_preamble != "off":
+                        dims = torch.empty(2, dtype=torch.int64)
+                        dist.recv(dims, prev_rank, group=pp_group)
+                        assert tuple(dims.tolist()) == (B, H), dims
                     for w in dist.batch_isend_irecv([dist.P2POp(dist.irecv, buf, prev_rank, pp_group)]):
                         w.wait()
                 logged("recv", prev_rank, buf)
@@ -93,6 +103,8 @@ def main():
             y = torch.tanh(block(x))
             if next_rank is not None:
                 out = y.detach().contiguous()
+                if args.shape_preamble != "off":
+                    dist.send(torch.tensor(out.shape, dtype=torch.int64), next_rank, group=pp_group)
                 for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, out, next_rank, pp_group)]):
                     w.wait()
                 logged("send", next_rank, out)

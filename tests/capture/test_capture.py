@@ -238,6 +238,31 @@ class PlantedHang(CaptureCase):
 BUFFER_REUSE_JOB = os.path.join(HERE, "buffer_reuse_job.py")
 
 
+class ShapePreambles(CaptureCase):
+    """A job that sends each activation's shape (int64 [2]) before it on the same channel, as
+    Megatron-Core does. With stagescope_torch.shape_preambles() the shape messages are recorded
+    on <edge>#shape with their payload's microbatch, and the payloads keep microbatches 0..M-1;
+    without it, counting every message numbers the payloads 1, 3, 5 (the shift it removes)."""
+
+    def microbatches(self, run, mode):
+        self.run_job(P2P_JOB, 2, ["--pp", "2", "--steps", "1", "--microbatches", "3",
+                                  "--shape-preamble", mode], "stagescope", run=run)
+        self.merge_and_check(run)
+        got = {}
+        for t in rows(run, "SELECT edge, dtype, microbatch FROM transfers WHERE direction = "
+                           "'activation' AND side = 'send' ORDER BY microbatch"):
+            got.setdefault((t["edge"], t["dtype"]), []).append(t["microbatch"])
+        return got
+
+    def test_shape_preambles(self):
+        recorded = self.microbatches(os.path.join(self.tmp, "recorded.db"), "recorded")
+        self.assertEqual(recorded, {("pp:stage0->stage1", "float32"): [0, 1, 2],
+                                    ("pp:stage0->stage1#shape", "int64"): [0, 1, 2]})
+        counted = self.microbatches(os.path.join(self.tmp, "counted.db"), "sent")
+        self.assertEqual(counted, {("pp:stage0->stage1", "float32"): [1, 3, 5],
+                                   ("pp:stage0->stage1", "int64"): [0, 2, 4]})
+
+
 class BufferReuse(CaptureCase):
     """The digests run off the job's thread on copies taken when the bytes are defined: a job
     that overwrites its send buffer after wait(), its receive buffer right after reading it and
@@ -266,7 +291,8 @@ class BufferReuse(CaptureCase):
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
     cases = {"p2p_pipeline": P2PPipeline, "planted_shape_bug": PlantedShapeBug,
-             "planted_hang": PlantedHang, "buffer_reuse": BufferReuse}
+             "planted_hang": PlantedHang, "buffer_reuse": BufferReuse,
+             "shape_preambles": ShapePreambles}
     try:
         import pipelining_case  # noqa: F401
         cases["pipelining_1f1b"] = pipelining_case.Pipelining1F1B

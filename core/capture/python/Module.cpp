@@ -94,8 +94,9 @@ PYBIND11_MODULE(_C, m) {
     const auto haveGit = version.attr("git_version").cast<std::string>();
     if (have != STAGESCOPE_TORCH_BUILT_VERSION || haveGit != STAGESCOPE_TORCH_BUILT_GIT_VERSION) {
       throw py::import_error("stagescope_torch._C was built against torch " +
-                             std::string(STAGESCOPE_TORCH_BUILT_VERSION) + " but this Python has torch " +
-                             have + ": rebuild it (scripts/build-capture-for.sh <python>)");
+                             std::string(STAGESCOPE_TORCH_BUILT_VERSION) +
+                             " but this Python has torch " + have +
+                             ": rebuild it (scripts/build-capture-for.sh <python>)");
     }
   }
 
@@ -113,6 +114,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("configure", &configure, py::arg("run"), py::arg("level") = "stats", py::arg("run_id") = "",
         py::arg("hang_timeout") = "");
   m.def("configured", [] { return CaptureSession::instance().configured(); });
+  m.def(
+      "set_shape_preambles", [](bool on) { CaptureSession::instance().setShapePreambles(on); },
+      py::arg("on"));
   m.def("started", [] { return CaptureSession::instance().started(); });
   m.def("level", [] { return std::string(events::toString(CaptureSession::instance().level())); });
   m.def("rank", [] { return CaptureSession::instance().rank(); });

@@ -88,6 +88,16 @@ def level():
     return _C.level()
 
 
+def shape_preambles(enabled=True):
+    """Whether the job sends each P2P tensor's shape before the tensor on the same channel, as
+    Megatron-Core does (variable sequence lengths, its bridges): then a 1-D int64 message of at
+    most 8 elements is recorded as the shape message of the payload that follows it (same
+    iteration and microbatch, edge `<edge>#shape`) and does not count as a message of the
+    channel, so microbatch numbers stay microbatch numbers.  Off by default: a job's own small
+    int64 tensors stay payloads.  Call before the first P2P operation."""
+    _C.set_shape_preambles(bool(enabled))
+
+
 def _backend_of(group):
     group = group if group is not None else dist.group.WORLD
     backend = group._get_backend(torch.device("cpu"))

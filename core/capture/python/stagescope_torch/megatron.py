@@ -11,6 +11,12 @@ own pipeline modules only (nothing else in the process sees a change), so its mu
     ssm.enable_cpu()                 # before the communicators are built
     ...                              # HyperCommGrids, MultiModulePipelineCommunicator, ...
     ssm.name_groups(grids, communicator)   # optional: "vision_pp", "bridge:vision->llm", ...
+    ssm.record_shape_preambles()     # Megatron's shape messages are recorded as such
+
+`record_shape_preambles()` (stagescope_torch.shape_preambles): Megatron sends an int64 [ndim]
+tensor before every payload on the same channel; recorded as the payload's shape message, it
+no longer shifts the microbatch numbers (a hang then reads "the shape of the activation of
+microbatch 2", not "the activation of microbatch 5").
 
 `enable_cpu()` patches (each one a module attribute of megatron.core.pipeline_parallel.*, undone
 by `disable_cpu()`):
@@ -33,7 +39,8 @@ Import needs `triton` (torch's pinned version: megatron.core imports it uncondit
 import torch
 import torch.distributed as dist
 
-__all__ = ["enable_cpu", "disable_cpu", "cpu_patches", "name_groups", "group_names"]
+__all__ = ["enable_cpu", "disable_cpu", "cpu_patches", "name_groups", "group_names",
+           "record_shape_preambles"]
 
 _FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "rand", "randn", "empty_like",
               "zeros_like", "ones_like", "full_like")
@@ -178,3 +185,11 @@ def name_groups(module_to_grid_map, communicator=None):
             continue
         given.append(name)
     return given
+
+
+def record_shape_preambles(enabled=True):
+    """Records Megatron's shape messages as the shape messages of the payloads they precede
+    (stagescope_torch.shape_preambles).  Needs the stagescope backend's module imported."""
+    import stagescope_torch
+
+    stagescope_torch.shape_preambles(enabled)

@@ -57,7 +57,7 @@ std::vector<FindHit> findItems(const storage::RunModel& model, const FindQuery& 
   if (q.what == FindWhat::Transfers && q.mismatch) {
     mismatched.assign(model.transfers.size(), 0);
     for (const auto& p : model.pairs) {
-      if (p.checksumMatches && p.shapeMatches) continue;
+      if (p.sidesAgree()) continue;
       if (p.send >= 0) mismatched[p.send] = 1;
       if (p.recv >= 0) mismatched[p.recv] = 1;
     }

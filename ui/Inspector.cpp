@@ -178,7 +178,7 @@ void App::inspectAction(int rank, int64_t index) {
     for (int64_t ti : transfers) {
       const auto& t = model.transfers[ti];
       int32_t p = run->transferPair[ti];
-      bool ok = p < 0 || (model.pairs[p].checksumMatches && model.pairs[p].shapeMatches);
+      bool ok = p < 0 || model.pairs[p].sidesAgree();
       char label[160];
       std::snprintf(label, sizeof label, "%s %s  r%d -> r%d  %s##t%lld", events::toString(t.side),
                     t.edge.c_str(), t.srcRank, t.dstRank, ok ? "" : "MISMATCH",
@@ -214,7 +214,7 @@ void App::inspectTransfer(int64_t index) {
     ImGui::EndTable();
   }
   bool match = p < 0 || model.pairs[p].checksumMatches;
-  bool shape = p < 0 || model.pairs[p].shapeMatches;
+  bool shape = p < 0 || (model.pairs[p].shapeMatches && model.pairs[p].dtypeMatches);
   if (ImGui::BeginTable("##sides", 3,
                         ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp)) {
     ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 80);

@@ -781,7 +781,7 @@ void App::drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, d
         yr + rowH * (yr > ys ? 0.5f : 0.95f));
     ImU32 col = t.direction == events::Direction::Activation ? theme::kP2P : theme::kGradArrow;
     if (t.edgeKind == events::EdgeKind::Bridge) col = theme::kBridge;
-    if (!pair.checksumMatches || !pair.shapeMatches) col = theme::kBad;
+    if (!pair.sidesAgree()) col = theme::kBad;
     float thick = 1.2f;
     if (inFlight) {
       col = theme::kAccent;

@@ -191,13 +191,13 @@ void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult&
     ++both;
     const auto& s = t[p.send];
     const auto& v = t[p.recv];
-    if (s.shape != v.shape || s.dtype != v.dtype) {
+    if (!p.shapeMatches || !p.dtypeMatches) {  // the pair's own rule (TransferPair::sidesAgree)
       Finding f = transferFinding(v);
       f.message = "shape mismatch on " + describeTransfer(s) + ": sent " + formatShape(s.shape) +
                   " " + s.dtype + ", received " + formatShape(v.shape) + " " + v.dtype;
       add(shape, c.opts, f);
     }
-    if (s.checksum != 0 && v.checksum != 0 && s.checksum != v.checksum) {
+    if (!p.checksumMatches) {
       Finding f = transferFinding(v);
       f.message = "checksum mismatch on " + describeTransfer(s) + ": sender rank " +
                   std::to_string(s.rank) + " recorded " + formatChecksum(s.checksum) +

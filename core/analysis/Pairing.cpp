@@ -53,7 +53,8 @@ std::vector<TransferPair> pairTransfers(const std::vector<TransferRecord>& t) {
       if (p.send >= 0 && p.recv >= 0) {
         const auto& s = t[p.send];
         const auto& r = t[p.recv];
-        p.shapeMatches = s.shape == r.shape && s.dtype == r.dtype;
+        p.shapeMatches = s.shape == r.shape;  // as the reader pairs them (storage/RunReader)
+        p.dtypeMatches = s.dtype == r.dtype;
         p.checksumMatches = !(s.checksum != 0 && r.checksum != 0 && s.checksum != r.checksum);
       }
       pairs.push_back(p);

@@ -26,7 +26,10 @@ struct TransferPair {
   bool checksumMatches = true;  // false only when both sides recorded a checksum that differs
   bool dtypeMatches = true;     // false only when both sides exist with different dtypes
   bool complete() const { return send >= 0 && recv >= 0; }
-  bool ok() const { return complete() && shapeMatches && checksumMatches && dtypeMatches; }
+  // The one rule of "the recorded sides agree" (shape, dtype, checksum): check's counts and
+  // the viewer's mismatch markers and find both call it. A missing side is not disagreement.
+  bool sidesAgree() const { return shapeMatches && checksumMatches && dtypeMatches; }
+  bool ok() const { return complete() && sidesAgree(); }
 };
 
 struct RunModel {

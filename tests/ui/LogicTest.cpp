@@ -9,6 +9,7 @@
 
 #include "core/analysis/Compare.h"
 #include "core/analysis/HangGraph.h"
+#include "core/analysis/Pairing.h"
 #include "core/analysis/RecordFilter.h"
 #include "ui/FindFilter.h"
 #include "ui/IterationLines.h"
@@ -335,6 +336,18 @@ TEST(FindFilter, MismatchAndNaN) {
     EXPECT_EQ(model.transfers[h.index].iteration, 0);
     EXPECT_EQ(model.transfers[h.index].microbatch, 3);
   }
+  // A pair whose sides differ only in dtype is a mismatch, as check counts it (shape_mismatch):
+  // the viewer's find ignored dtype.
+  ASSERT_TRUE(model.pairs.front().ok());
+  const int64_t recv = model.pairs.front().recv;
+  model.transfers[recv].dtype = "bfloat16";
+  model.pairs = analysis::pairTransfers(model.transfers);
+  q = FindQuery{};
+  q.mismatch = true;
+  hits = findItems(model, q, 1000, &total);
+  bool found = false;
+  for (const auto& h : hits) found = found || h.index == recv;
+  EXPECT_TRUE(found) << "a dtype-only disagreement is not found as a mismatch";
   q = FindQuery{};
   q.nanInf = true;
   hits = findItems(model, q, 1000, &total);

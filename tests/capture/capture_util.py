@@ -3,6 +3,7 @@ run file with Python's sqlite3, recompute XXH3-64 checksums independently of the
 (tests/checksum/xxh3.py, pure Python)."""
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -53,6 +54,17 @@ def torchrun(script, nproc, args, env, timeout=JOB_TIMEOUT_S):
     except subprocess.TimeoutExpired as e:
         return subprocess.CompletedProcess(cmd, 124, e.stdout or "",
                                            f"job did not finish within {timeout} s: {cmd}")
+
+
+def stop_job(job):
+    """Stops a torchrun launched in its own session (start_new_session): SIGTERM to its process
+    group (the launcher kills its ranks), SIGKILL after 60 s."""
+    os.killpg(job.pid, signal.SIGTERM)
+    try:
+        job.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
 
 
 def stagescope(*args):

@@ -20,13 +20,12 @@ names another) and the stagescope_torch built for it (scripts/build-capture-for.
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from capture_util import JOB_TIMEOUT_S, job_env, rows, stagescope  # noqa: E402
+from capture_util import JOB_TIMEOUT_S, job_env, rows, stagescope, stop_job  # noqa: E402
 from test_capture import HERE, CaptureCase, waits_of  # noqa: E402
 
 import torch  # noqa: E402
@@ -184,12 +183,7 @@ class MegatronUnequalDepthHang(MegatronCase):
             self.assertTrue({2, 3} <= set(waiting), f"ranks with a waits row: {waiting}")
             print(f"hang recorded {detected:.1f} s after launch (hang timeout {HANG_TIMEOUT_S} s)")
         finally:
-            os.killpg(job.pid, signal.SIGTERM)  # the launcher kills its ranks
-            try:
-                job.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
+            stop_job(job)  # the launcher kills its ranks
         m = stagescope("merge", run)
         self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
         self.assertIn("run hung", m.stdout)

@@ -11,7 +11,6 @@ Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagesco
 
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capture_util import (xxh3_of, rows, stagescope, torchrun, torchrun_cmd, job_env,  # noqa: E402
-                          unsigned)
+                          stop_job, unsigned)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 P2P_JOB = os.path.join(HERE, "p2p_pipeline_job.py")
@@ -192,12 +191,7 @@ class PlantedHang(CaptureCase):
                 time.sleep(0.5)
             self.assertIsNone(job.poll(), "the planted hang ended on its own; it must hang")
         finally:
-            os.killpg(job.pid, signal.SIGTERM)  # the launcher kills its ranks
-            try:
-                job.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
+            stop_job(job)  # the launcher kills its ranks
         m = stagescope("merge", run)
         self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
         self.assertIn("run hung", m.stdout)

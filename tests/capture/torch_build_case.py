@@ -17,6 +17,18 @@ class TorchBuildCheck(CaptureCase):
         env = dict(os.environ, PYTHONPATH=package_dir)
         return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
 
+    def tampered_package(self, old, new):
+        """A copy of the built package whose baked-in build facts say `new` where they said
+        `old`; returns the folder to put on the path."""
+        pkg = os.path.join(self.tmp, "pkg")
+        shutil.copytree(os.environ["STAGESCOPE_PYTHON_DIR"], pkg)
+        info = os.path.join(pkg, "stagescope_torch", "_build_info.py")
+        with open(info) as f:
+            text = f.read()
+        with open(info, "w") as f:
+            f.write(text.replace(old, new))
+        return pkg
+
     def test_matching_torch_imports(self):
         r = self.run_python("import stagescope_torch, torch; "
                             "print(stagescope_torch._build_info.TORCH_VERSION == torch.__version__)",
@@ -24,13 +36,7 @@ class TorchBuildCheck(CaptureCase):
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "True"), r.stderr)
 
     def test_other_torch_refused_before_loading(self):
-        pkg = os.path.join(self.tmp, "pkg")
-        shutil.copytree(os.environ["STAGESCOPE_PYTHON_DIR"], pkg)
-        info = os.path.join(pkg, "stagescope_torch", "_build_info.py")
-        with open(info) as f:
-            text = f.read()
-        with open(info, "w") as f:
-            f.write(text.replace('TORCH_VERSION = "', 'TORCH_VERSION = "0.0.1-other+'))
+        pkg = self.tampered_package('TORCH_VERSION = "', 'TORCH_VERSION = "0.0.1-other+')
         r = self.run_python("import stagescope_torch", pkg)
         self.assertNotEqual(r.returncode, 0)
         last = r.stderr.strip().splitlines()[-1]
@@ -39,13 +45,7 @@ class TorchBuildCheck(CaptureCase):
                                r"build it for this Python with scripts/build-capture-for\.sh \S+$")
 
     def test_other_python_refused(self):
-        pkg = os.path.join(self.tmp, "pkg")
-        shutil.copytree(os.environ["STAGESCOPE_PYTHON_DIR"], pkg)
-        info = os.path.join(pkg, "stagescope_torch", "_build_info.py")
-        with open(info) as f:
-            text = f.read()
-        with open(info, "w") as f:
-            f.write(text.replace('PYTHON_VERSION = "', 'PYTHON_VERSION = "2.'))
+        pkg = self.tampered_package('PYTHON_VERSION = "', 'PYTHON_VERSION = "2.')
         r = self.run_python("import stagescope_torch", pkg)
         self.assertNotEqual(r.returncode, 0)
         self.assertRegex(r.stderr.strip().splitlines()[-1],

@@ -24,8 +24,11 @@ demo: build
 
 # The suite, then its sanitizer pass (scripts/sanitize.sh: ASan + UBSan build of everything
 # but the engine; the hostile corpus and the storage/report/plan tests under it).
+# A failure prints the failed tests' output again at the end (scripts/show-failed-tests.sh), where
+# a log cut to its tail keeps it.
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 600
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 600 \
+	  || { scripts/show-failed-tests.sh $(BUILD); exit 8; }
 	JOBS=$(JOBS) scripts/sanitize.sh $(BUILD)/app/stagescope
 
 bench: build

@@ -8,6 +8,7 @@
 
 #include "app/report/CheckReport.h"
 #include "core/analysis/HangGraph.h"
+#include "core/plan/Config.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
 #include "storage/ShardWriter.h"
@@ -19,6 +20,9 @@ int exitCodeFor(events::RunStatus status) {
 }
 
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files) {
+  // A bad --plan config is refused (one line, exit 2) before the run is loaded.
+  const std::string planText = files.plan.empty() ? "" : plan::readConfigFile(files.plan);
+  if (!files.plan.empty()) (void)plan::parseConfig(planText, files.plan);
   try {
     // Payloads (level full) let the checks judge values, not norms.
     storage::LoadOptions load;
@@ -36,6 +40,8 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     analysis::CheckOptions opts;
     opts.tolerance = files.tolerance;
     opts.filter = analysis::recordFilterOf(run);
+    opts.planConfigText = planText;
+    opts.planConfigSource = files.plan;
     if (!against.empty()) {
       opts.against = &other;
       opts.againstBitwise = files.bitwise;

@@ -20,6 +20,7 @@ struct CheckFiles {
   std::string junit, json;
   bool bitwise = true;
   double tolerance = -1;  // --tol: replaces the tolerance rule (reference gradients, --against)
+  std::string plan;       // --plan: a config whose plan a captured job is judged against
 };
 
 // Checks a run file (optionally against another); prints the text report; returns the

@@ -22,6 +22,7 @@
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
 #include "app/report/Progress.h"
+#include "core/analysis/PlanConformance.h"
 #include "core/analysis/HangGraph.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
@@ -328,6 +329,12 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     if (!hang.verdict.empty() && next.reason.find(hang.verdict) == std::string::npos) {
       next.reason = hang.verdict + "; " + next.reason;  // the root cause leads
     }
+    // Where the job declared its layout, its own schedule against the plan names why.
+    const auto causes = analysis::declaredScheduleCauses(m.info.configText);
+    if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
+      std::printf("cause: %s\n", causes.front().c_str());
+      next.reason = "cause: " + causes.front() + "; " + next.reason;
+    }
   }
   if (next.status != stored || next.reason != m.info.statusReason) {
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -380,6 +387,11 @@ int cliMain(int argc, char** argv) {
                    "relative L2 tolerance for the reference gradients and --tolerant "
                    "(default: the per-iteration, dtype-aware rule, docs/analysis.md)")
       ->check(toleranceValidator());
+  checkCmd
+      ->add_option("--plan", files.plan,
+                   "a captured job: judge its messages against the plan of this config (default: "
+                   "the layout the job declared, docs/capture.md)")
+      ->check(pathValidator());
   checkCmd->add_option("--junit", files.junit, "write a JUnit XML report")->check(pathValidator());
   checkCmd->add_option("--json", files.json, "write the findings as JSON")->check(pathValidator());
 

@@ -17,8 +17,10 @@
 #include "core/analysis/Compare.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/OptimizerStep.h"
+#include "core/analysis/PlanConformance.h"
 #include "core/analysis/Replicas.h"
 #include "core/analysis/Tolerance.h"
+#include "core/events/CapturedLayout.h"
 
 namespace stagescope::analysis {
 
@@ -305,13 +307,73 @@ std::span<const ActionRecord> plannedFor(const RunModel& run, int rank, int iter
   return out;
 }
 
+// A captured job against the plan of a layout (PlanConformance.h): one finding per rank that
+// deviates, one per cause the job's own schedule shows; ranks that stopped (a hang) are named
+// in the summary, run_status judges the hang itself.
+void checkCapturedAgainstPlan(Ctx& c, CheckResult& r, const std::string& text,
+                              const std::string& source) {
+  const Conformance k = judgeAgainstPlan(c.run, text, source);
+  if (!k.judged) {
+    Finding f;
+    f.message = "not judged against the plan: " + k.notJudged;
+    add(r, c.opts, f);
+    r.summary = "the captured job could not be judged against " + source;
+    return;
+  }
+  for (const auto& cause : k.causes) {
+    Finding f;
+    f.message = "the job's own schedule differs from the plan: " + cause;
+    add(r, c.opts, f);
+  }
+  std::string stopped;
+  for (const auto& v : k.ranks) {
+    if (v.state == RankConformance::State::Conforms) continue;
+    const std::string who = "rank " + std::to_string(v.rank) + " (" + v.holds + ") ";
+    if (v.state == RankConformance::State::Stopped) {
+      stopped += "; " + who + v.sentence;
+      continue;
+    }
+    Finding f;
+    f.rank = v.rank;
+    f.iteration = v.iteration;
+    f.actionSeq = v.action;
+    f.message = who + v.sentence + " (first deviation on this rank)";
+    add(r, c.opts, f);
+  }
+  std::ostringstream s;
+  s << "captured job against the plan of " << source << ": " << k.ranks.size() << " ranks, "
+    << k.iterations << " iteration" << (k.iterations == 1 ? "" : "s") << ", "
+    << (k.ranks.size() - static_cast<size_t>(k.deviating() + k.stopped()))
+    << " following the plan to the end, " << k.deviating() << " deviating, " << k.stopped()
+    << " stopped early";
+  int64_t planned = 0, posted = 0;
+  for (const auto& v : k.ranks) planned += v.planned, posted += v.posted;
+  s << "; " << posted << " messages posted, " << planned << " planned";
+  if (k.shapeMessages) {
+    s << "; " << k.shapeMessages << " shape messages folded into their payloads (the job "
+      << "negotiates shapes at run time, §5.1; the plan knows every shape)";
+  }
+  s << stopped << "; boundary broadcasts and collectives not judged against the plan";
+  r.summary = s.str();
+}
+
 void checkPlanOrder(Ctx& c, CheckResult& r) {
   const auto& run = c.run;
   bool completed = run.info.status == RunStatus::Completed;
   int compared = 0, skippedLists = 0;
   if (!holdsPlan(run)) {
+    if (!c.opts.planConfigText.empty()) {
+      return checkCapturedAgainstPlan(c, r, c.opts.planConfigText, c.opts.planConfigSource);
+    }
+    if (const std::string declared = events::declaredLayoutText(run.info.configText);
+        !declared.empty()) {
+      return checkCapturedAgainstPlan(c, r, declared, "the layout the job declared");
+    }
     r.status = CheckStatus::Skipped;
-    r.summary = "skipped: the run file holds no plan";
+    r.summary = events::isCapturedConfig(run.info.configText)
+                    ? "skipped: a captured job that declared no layout (declare_layout, or "
+                      "check --plan CONFIG, judges it against the plan)"
+                    : "skipped: the run file holds no plan";
     return;
   }
   size_t nRanks = std::max(run.plan.size(), run.actions.size());
@@ -680,6 +742,7 @@ void checkReference(Ctx& c, CheckResult& r) {
   for (const auto& g : inDtypeRefs) inDtype[{g.iteration, g.param}] = &g;
   int compared = 0, byValues = 0, byNorms = 0, skipped = 0;
   int loose = 0;  // bound scaled to 1/3 or more: an error of 1.5x would pass there
+  double worstPassing = 0;  // the largest passing distance / its bound: the margin left
   for (const auto& ref : refs) {
     Finding f;
     f.iteration = ref.iteration;
@@ -750,6 +813,8 @@ void checkReference(Ctx& c, CheckResult& r) {
         }
         f.message = m.str();
         add(r, c.opts, f);
+      } else if (tol > 0) {
+        worstPassing = std::max(worstPassing, d.rel / tol);
       }
       continue;
     }
@@ -764,6 +829,8 @@ void checkReference(Ctx& c, CheckResult& r) {
       boundReason(m);
       f.message = m.str();
       add(r, c.opts, f);
+    } else if (tol > 0) {
+      worstPassing = std::max(worstPassing, rel / tol);
     }
   }
   std::set<int> trajectory;  // float32: iterations whose reference did not restart
@@ -774,7 +841,14 @@ void checkReference(Ctx& c, CheckResult& r) {
   for (const auto& m : steps.mismatches) addStepFinding(c, r, m, steps.optimizer);
   std::ostringstream s;
   s << compared << " parameter gradients compared with the reference (" << byValues
-    << " by values, " << byNorms << " by norms (fallback: no payloads)); rule: " << rule.describe();
+    << " by values, " << byNorms << " by norms (fallback: no payloads))";
+  if (byValues + byNorms > 0) {
+    std::ostringstream w;
+    w.precision(2);
+    w << worstPassing;
+    s << ", the closest passing one at " << w.str() << " of its bound";
+  }
+  s << "; rule: " << rule.describe();
   if (!inDtype.empty() && c.opts.tolerance < 0 && rule.lowPrecision) {
     s << "; gradients with the reference's own " << dtype << " computation: max("
       << ToleranceRule::kDtypeDeviationBase << ", " << ToleranceRule::kDtypeDeviationFactor

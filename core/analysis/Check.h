@@ -15,7 +15,9 @@
 //                                (message carries the status reason and the diagnoses)
 //    11   unmatched_transfer     a send without its receive, or a receive without its send
 //    12   plan_order             executed action order differs from the plan (first
-//                                deviation per rank)
+//                                deviation per rank); a captured job: its messages differ
+//                                from the plan of its declared layout or --plan, or its own
+//                                schedule (warmup, global stage) differs from the plan's
 //    13   message_count          messages per (rank, iteration, direction, side) differ from
 //                                what the plan implies
 //    14   shape_mismatch         send and recv of one message disagree on shape or dtype
@@ -93,6 +95,10 @@ struct CheckOptions {
   // Per class, kept in the report (text shows the first few, JSON and JUnit all of them). Only a
   // guard against a file with millions of failures (~200 bytes each); `total` counts past it.
   size_t maxFindings = 1000000;
+  // A captured job (no plan in its file) is judged by plan_order against the plan of this
+  // stagescope config (`check --plan CONFIG`; the source names it), else against the layout
+  // the job declared (PlanConformance.h), else plan_order is skipped.
+  std::string planConfigText, planConfigSource;
   // Classes to run; empty = all.  Names as in the table above.
   std::vector<std::string> only;
 };

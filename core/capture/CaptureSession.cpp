@@ -12,6 +12,7 @@
 
 #include "core/capture/DigestWorker.h"
 #include "core/engine/Clock.h"
+#include "core/events/CapturedLayout.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
 #include "storage/ShardWriter.h"
@@ -221,7 +222,7 @@ events::RunInfo CaptureSession::runInfo(RunStatus status, const std::string& rea
   events::RunInfo info;
   info.runId = cfg_.runId;
   // A captured job has no stagescope config; this text says what produced the file.
-  info.configText = "# captured PyTorch job (stagescope c10d backend wrapping gloo)\n";
+  info.configText = std::string(events::kCapturedConfigLine) + "\n" + declaredLayout_;
   const uint64_t hash = events::fnv1a64(info.configText);  // as for stagescope's own configs
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
@@ -243,6 +244,24 @@ events::RunInfo CaptureSession::runInfo(RunStatus status, const std::string& rea
   info.status = status;
   info.statusReason = reason;
   return info;
+}
+
+void CaptureSession::declareLayout(const std::string& configText) {
+  std::lock_guard lock(mu_);
+  if (!writer_) {
+    throw std::logic_error(
+        "declare_layout(): call it after init_process_group (the run is not started)");
+  }
+  declaredLayout_ = configText;
+  if (!declaredLayout_.empty() && declaredLayout_.back() != '\n') declaredLayout_ += '\n';
+  if (finished_) return;
+  // Every shard names its run by the config's hash (merge refuses a shard of another config):
+  // each rank's shard takes the new text; rank 0 also updates the run file.
+  const auto info = runInfo(RunStatus::Running, "");
+  writer_->run(info);
+  if (rank_ != 0) return;
+  storage::Db db = storage::openStagescopeFile(cfg_.runPath, true);
+  storage::writeRunInfo(db, info);
 }
 
 void CaptureSession::step(int iteration) {

@@ -98,6 +98,12 @@ class CaptureSession {
   void setShapePreambles(bool on);
   bool shapePreambles() const;
 
+  // The job's layout as a stagescope config (docs/capture.md "Declaring the layout"): kept in
+  // the run's config_text after the captured-job line, so `check` judges the job against the
+  // plan of that layout.  Rank 0 writes it into the run file at once (a job killed while it
+  // hangs still carries it).  Needs start(); an empty text clears it.
+  void declareLayout(const std::string& configText);
+
   // Marks the run finished: rank 0 updates the run row (status, steps seen, end time); every
   // rank flushes and closes its shard.  Idempotent; never throws.
   void finish(events::RunStatus status, const std::string& reason);
@@ -134,6 +140,7 @@ class CaptureSession {
   CaptureConfig cfg_;
   bool configured_ = false;
   bool shapePreambles_ = false;
+  std::string declaredLayout_;  // declareLayout's text, appended to the run's config_text
   std::unique_ptr<events::Recorder> writer_;
   events::NullRecorder null_;
   int rank_ = -1, worldSize_ = 0;

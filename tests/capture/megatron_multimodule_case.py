@@ -94,6 +94,11 @@ class MegatronMultimodule(MegatronCase):
         self.assertEqual([r["current_stage"] for r in captured], [0, 1, 2])  # 3 global stages
         out = self.merge_and_check(run)
         self.assertIn("result: all checks passed", out)
+        # judged against stagescope's plan of the layout the job declared (declare_layout):
+        # every rank's messages are the plan's, action by action, in both iterations
+        self.assertIn("plan_order          (exit 12)  captured job against the plan of the layout "
+                      "the job declared: 3 ranks, 2 iterations, 3 following the plan to the end, "
+                      "0 deviating, 0 stopped early; 64 messages posted, 64 planned", out)
 
         transfers = rows(run, "SELECT rank, edge, direction, side, shape, dtype, src_rank, dst_rank, "
                               "iteration, microbatch FROM transfers")
@@ -187,6 +192,10 @@ class MegatronUnequalDepthHang(MegatronCase):
         m = stagescope("merge", run)
         self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
         self.assertIn("run hung", m.stdout)
+        # the cause leads the verdict: Megatron's own schedule (declared) against the plan, §7.5
+        cause = ("audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2; the job "
+                 "places it at global stage 0 of 4, the plan at 1 of 4 (§7.5")
+        self.assertIn("run hung: cause: " + cause, m.stdout)
         waits = {w["rank"]: w for w in rows(run, "SELECT * FROM waits")}
         self.assertEqual((waits[2]["op"], waits[2]["peer"], waits[2]["edge"], waits[2]["direction"]),
                          ("send", 3, "bridge:audio->llm:stage0->stage1", "activation"))
@@ -200,6 +209,14 @@ class MegatronUnequalDepthHang(MegatronCase):
         self.assertEqual(c.returncode, 10, c.stdout + c.stderr)
         self.assertIn("status hung", c.stdout)
         self.assertIn("cycle rank 2 -> rank 3 -> rank 2", c.stdout)
+        self.assertIn("FAIL  plan_order", c.stdout)
+        self.assertIn("the job's own schedule differs from the plan: " + cause, c.stdout)
+        # where each rank stopped against the plan: audio in the plan's SF_RB with only its send
+        self.assertIn("rank 2 (audio stage 0) stopped in iteration 0 at its communication action #2 "
+                      "(SF_RB: send the activation of microbatch 2 to rank 3, receive the gradient of "
+                      "microbatch 0 from rank 3); recorded of it: send the activation of microbatch 2 "
+                      "to rank 3, the job waiting to send the activation of microbatch 2 to rank 3",
+                      c.stdout)
         # audio's third payload (microbatch 2: shape messages are recorded as such and never
         # shift the count) against the llm's first gradient's shape, both on the audio bridge
         self.assertIn("rank 2 waits to send the activation of microbatch 2 to rank 3;", c.stdout)
@@ -221,6 +238,8 @@ class MegatronFanIn(MegatronCase):
             self.assertTrue(torch.equal(captured[0]["params"][k], captured[1]["params"][k]), k)
         out = self.merge_and_check(run)
         self.assertIn("result: all checks passed", out)
+        # a 2->1 fan-in follows the plan (one receive per encoder replica in the llm's RF)
+        self.assertIn("4 ranks, 2 iterations, 4 following the plan to the end, 0 deviating", out)
         sends = rows(run, "SELECT edge, src_rank, dst_rank, shape, count(*) AS n FROM transfers "
                           "WHERE side = 'send' AND dtype = 'float32' GROUP BY 1, 2, 3, 4")
         # the bridge group is ranks 0, 1, 2: group ranks name the edges; half a batch per replica

@@ -125,6 +125,9 @@ def main():
                                            dim_mapping={"s": 0, "b": 1, "h": 2})
     if args.backend == "stagescope":
         ssm.name_groups(grids, comm)
+        # the layout and Megatron's own stage/warmup per rank, for `stagescope check`
+        ssm.declare_layout(grids, topology, num_microbatches=args.microbatches,
+                           micro_batch_size=args.mbs)
 
     # This rank's module stages, initialised from a seed of (module, stage) alone.
     stages, where = {}, {}

@@ -117,6 +117,10 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "set_shape_preambles", [](bool on) { CaptureSession::instance().setShapePreambles(on); },
       py::arg("on"));
+  m.def(
+      "declare_layout",
+      [](const std::string& text) { CaptureSession::instance().declareLayout(text); },
+      py::arg("config_text"));
   m.def("started", [] { return CaptureSession::instance().started(); });
   m.def("level", [] { return std::string(events::toString(CaptureSession::instance().level())); });
   m.def("rank", [] { return CaptureSession::instance().rank(); });

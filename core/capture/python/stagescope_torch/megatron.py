@@ -12,6 +12,7 @@ own pipeline modules only (nothing else in the process sees a change), so its mu
     ...                              # HyperCommGrids, MultiModulePipelineCommunicator, ...
     ssm.name_groups(grids, communicator)   # optional: "vision_pp", "bridge:vision->llm", ...
     ssm.record_shape_preambles()     # Megatron's shape messages are recorded as such
+    ssm.declare_layout(grids, topology, num_microbatches=m)  # `check` judges it by the plan
 
 `record_shape_preambles()` (stagescope_torch.shape_preambles): Megatron sends an int64 [ndim]
 tensor before every payload on the same channel; recorded as the payload's shape message, it
@@ -40,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["enable_cpu", "disable_cpu", "cpu_patches", "name_groups", "group_names",
-           "record_shape_preambles"]
+           "record_shape_preambles", "declare_layout", "layout_config"]
 
 _FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "rand", "randn", "empty_like",
               "zeros_like", "ones_like", "full_like")
@@ -193,3 +194,81 @@ def record_shape_preambles(enabled=True):
     import stagescope_torch
 
     stagescope_torch.shape_preambles(enabled)
+
+
+# ---- the layout, declared in the run file ---------------------------------------------------
+
+def _dims(grid):
+    """{dim name: size} of a HyperCommGrid (its dims beyond tp, cp, pp, dp must be 1)."""
+    dims = dict(zip(grid.dim_names, grid.shape))
+    extra = {d: n for d, n in dims.items() if d not in ("tp", "cp", "pp", "dp") and n != 1}
+    if extra:
+        raise ValueError(f"declare_layout: grid dims {extra} are not modelled by stagescope's plan "
+                         "(tp, cp, pp, dp only)")
+    return {d: int(dims.get(d, 1)) for d in ("tp", "cp", "pp", "dp")}
+
+
+def _job_schedule(module_to_grid_map, topology, num_microbatches):
+    """Megatron's own view of every rank's place in the pipeline, computed by Megatron's
+    MultiModulePipelineCommunicator.compute_total_pipeline_stages (what its 1F1B schedule uses:
+    warmup = min(total - current_stage - 1, microbatches)): [(rank, module, stage, global stage,
+    total stages, warmup)]."""
+    from megatron.core.pipeline_parallel.multimodule_communicator import \
+        MultiModulePipelineCommunicator as Comm
+
+    total = Comm.compute_total_pipeline_stages(topology, module_to_grid_map)
+    rows = []
+    for module, grid in module_to_grid_map.items():
+        for group in grid._gen_rank_enum(["pp"]):
+            for stage, rank in enumerate(group):
+                current = Comm.compute_total_pipeline_stages(
+                    topology, module_to_grid_map, rank=rank, module_name=module) - 1
+                warmup = min(total - current - 1, num_microbatches)
+                rows.append((rank, module, stage, current, total, warmup))
+    return sorted(rows)
+
+
+def layout_config(module_to_grid_map, topology, num_microbatches, micro_batch_size=1,
+                  language_model="llm"):
+    """The job's layout as stagescope config text: one [[modules]] table per grid (tp, cp, pp, dp
+    and the rank offset from the HyperCommGrid; every module but `language_model` an encoder),
+    preceded by one "# job schedule:" line per rank with Megatron's own stage and warmup.
+    stagescope's plan models encoders feeding one language model: another topology is refused
+    with a ValueError naming it."""
+    if language_model not in module_to_grid_map:
+        raise ValueError(f"declare_layout: language_model {language_model!r} is not one of the "
+                         f"grids {sorted(module_to_grid_map)}")
+    for module in module_to_grid_map:
+        want = [] if module == language_model else [language_model]
+        if list(topology.get(module, [])) != want:
+            raise ValueError(f"declare_layout: topology[{module!r}] is {topology.get(module)!r}; "
+                             f"stagescope's plan models every encoder feeding {language_model!r} "
+                             f"(expected {want!r})")
+    lines = [f"# job schedule: rank={r} module={m} stage={s} global_stage={g} total_stages={t} "
+             f"warmup={w}" for r, m, s, g, t, w in _job_schedule(module_to_grid_map, topology,
+                                                                 num_microbatches)]
+    lines += ["# layout declared by stagescope_torch.megatron.declare_layout (HyperCommGrids)",
+              f"microbatches = {int(num_microbatches)}",
+              f"micro_batch_size = {int(micro_batch_size)}"]
+    encoders = [m for m in module_to_grid_map if m != language_model]
+    for module in encoders + [language_model]:
+        grid, dims = module_to_grid_map[module], _dims(module_to_grid_map[module])
+        lines += ["", "[[modules]]", f'name = "{module}"',
+                  f'kind = "{"llm" if module == language_model else "encoder"}"']
+        lines += [f"{d} = {dims[d]}" for d in ("tp", "cp", "pp", "dp")]
+        lines += [f"offset = {int(grid.rank_offset)}", f"layers = {dims['pp']}"]
+    return "\n".join(lines) + "\n"
+
+
+def declare_layout(module_to_grid_map, topology, num_microbatches, micro_batch_size=1,
+                   language_model="llm"):
+    """Writes the job's layout (layout_config) into the run file, so `stagescope check` judges the
+    captured schedule against stagescope's plan of that layout and names the cause of a
+    deviation or a hang.  Every rank may call it (after init_process_group, with the same
+    arguments); rank 0 writes it.  Returns the text."""
+    import stagescope_torch
+
+    text = layout_config(module_to_grid_map, topology, num_microbatches, micro_batch_size,
+                         language_model)
+    stagescope_torch._C.declare_layout(text)
+    return text

@@ -1,0 +1,326 @@
+#include "core/analysis/PlanConformance.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "core/events/CapturedLayout.h"
+#include "core/plan/Config.h"
+#include "core/plan/Plan.h"
+#include "core/plan/Topology.h"
+
+namespace stagescope::analysis {
+namespace {
+
+using events::Direction;
+using events::Side;
+
+// One point-to-point message as a rank sees it.
+struct WireMessage {
+  Side side = Side::Send;
+  Direction direction = Direction::Activation;
+  int peer = -1, microbatch = -1;
+  bool stuck = false;  // the job was stuck on it (a waits row), not part of its identity
+  auto key() const { return std::make_tuple(side, direction, peer, microbatch); }
+  bool operator<(const WireMessage& o) const { return key() < o.key(); }
+  bool operator==(const WireMessage& o) const { return key() == o.key(); }
+};
+
+std::string describe(const WireMessage& m) {
+  std::ostringstream o;
+  o << (m.side == Side::Send ? "send the " : "receive the ")
+    << (m.direction == Direction::Activation ? "activation" : "gradient") << " of microbatch "
+    << m.microbatch << (m.side == Side::Send ? " to rank " : " from rank ") << m.peer;
+  return o.str();
+}
+
+std::string describe(const std::vector<WireMessage>& ms) {
+  if (ms.empty()) return "nothing";
+  std::string out;
+  for (size_t i = 0; i < ms.size(); ++i) out += (i ? ", " : "") + describe(ms[i]);
+  return out;
+}
+
+bool isShapeEdge(const std::string& edge) {
+  constexpr std::string_view kSuffix = "#shape";
+  return edge.size() >= kSuffix.size() &&
+         edge.compare(edge.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+// The messages `rank` posted in `iteration`, each once, in the order of its first frame (a
+// shape message and its payload are one message).  Counts the shape frames into `shapes`.
+std::vector<WireMessage> postedMessages(const model::RunModel& run, int rank, int iteration,
+                                        int64_t& shapes) {
+  struct Posted {
+    WireMessage m;
+    int64_t firstSeq;
+    int64_t firstNs;
+  };
+  std::map<std::tuple<Side, Direction, int, int, std::string>, Posted> byIdentity;
+  for (const auto& t : run.transfers) {
+    if (t.rank != rank || t.iteration != iteration) continue;
+    std::string edge = t.edge;
+    if (isShapeEdge(edge)) {
+      ++shapes;
+      edge.resize(edge.size() - 6);
+    }
+    WireMessage m;
+    m.side = t.side;
+    m.direction = t.direction;
+    m.peer = t.side == Side::Send ? t.dstRank : t.srcRank;
+    m.microbatch = t.microbatch;
+    auto [it, inserted] = byIdentity.try_emplace(
+        std::make_tuple(m.side, m.direction, m.peer, m.microbatch, edge), Posted{m, t.actionSeq,
+                                                                                t.startNs});
+    if (!inserted && std::tie(t.actionSeq, t.startNs) <
+                         std::tie(it->second.firstSeq, it->second.firstNs)) {
+      it->second.firstSeq = t.actionSeq;
+      it->second.firstNs = t.startNs;
+    }
+  }
+  // A message the rank was stuck on has no transfers row (it never completed): its waits row.
+  for (const auto& w : run.waits) {
+    if (w.rank != rank || w.iteration != iteration) continue;
+    if (w.op != events::WaitOp::Send && w.op != events::WaitOp::Recv) continue;
+    std::string edge = w.edge;
+    if (isShapeEdge(edge)) edge.resize(edge.size() - 6);
+    WireMessage m;
+    m.side = w.op == events::WaitOp::Send ? Side::Send : Side::Recv;
+    m.direction = w.direction;
+    m.peer = w.peer;
+    m.microbatch = w.microbatch;
+    m.stuck = true;
+    auto [it, inserted] = byIdentity.try_emplace(
+        std::make_tuple(m.side, m.direction, m.peer, m.microbatch, edge),
+        Posted{m, w.actionSeq, w.timeNs});
+    if (!inserted) it->second.m.stuck = true;
+  }
+  std::vector<Posted> posted;
+  for (auto& [_, p] : byIdentity) posted.push_back(p);
+  std::sort(posted.begin(), posted.end(), [](const Posted& a, const Posted& b) {
+    return std::tie(a.firstSeq, a.firstNs) < std::tie(b.firstSeq, b.firstNs);
+  });
+  std::vector<WireMessage> out;
+  for (const auto& p : posted) out.push_back(p.m);
+  return out;
+}
+
+// The messages of one planned communication action that cross the wire (a colocated
+// hand-off to this rank itself does not), sorted.
+std::vector<WireMessage> plannedMessages(const plan::Action& a, int rank) {
+  std::vector<WireMessage> out;
+  for (const auto& m : a.messages) {
+    if (m.peer == rank) continue;
+    out.push_back({m.side, m.direction, m.peer, m.microbatch});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string holdsOf(const plan::RankPlan& rp) {
+  std::string out;
+  for (const auto& s : rp.stages)
+    out += (out.empty() ? "" : " + ") + s.module + " stage " + std::to_string(s.pp);
+  return out;
+}
+
+// The messages in `window` that `planned` lacks, and those of `planned` not in `window`.
+void difference(std::vector<WireMessage> window, const std::vector<WireMessage>& planned,
+                std::vector<WireMessage>& extra, std::vector<WireMessage>& missing) {
+  std::sort(window.begin(), window.end());
+  std::set_difference(window.begin(), window.end(), planned.begin(), planned.end(),
+                      std::back_inserter(extra));
+  std::set_difference(planned.begin(), planned.end(), window.begin(), window.end(),
+                      std::back_inserter(missing));
+}
+
+// Judges one rank over `iterations`; fills the verdict's state and sentence.
+void judgeRank(const model::RunModel& run, const plan::RankPlan& rp, int iterations,
+               bool completed, int64_t& shapes, RankConformance& v) {
+  for (int it = 0; it < iterations; ++it) {
+    const std::vector<WireMessage> posted = postedMessages(run, rp.rank, it, shapes);
+    v.posted += static_cast<int64_t>(posted.size());
+    size_t pos = 0;
+    int index = 0;
+    for (const auto& action : rp.actions) {
+      const std::vector<WireMessage> want = plannedMessages(action, rp.rank);
+      if (want.empty()) continue;
+      v.planned += static_cast<int64_t>(want.size());
+      if (v.state != RankConformance::State::Conforms) continue;  // counting only
+      const size_t n = std::min(want.size(), posted.size() - pos);
+      std::vector<WireMessage> window(posted.begin() + static_cast<std::ptrdiff_t>(pos),
+                                      posted.begin() + static_cast<std::ptrdiff_t>(pos + n));
+      std::vector<WireMessage> extra, missing;
+      difference(window, want, extra, missing);
+      const std::string label = plan::actionLabel(action);
+      std::ostringstream s;
+      const auto stuckOn = std::find_if(window.begin(), window.end(),
+                                        [](const WireMessage& m) { return m.stuck; });
+      v.iteration = it;
+      v.action = index;
+      if (extra.empty() && missing.empty() && stuckOn == window.end()) {
+        pos += n;
+        ++v.actionsMatched;
+        ++index;
+        continue;
+      }
+      if (extra.empty() && missing.empty()) {
+        v.state = RankConformance::State::Stopped;
+        s << "stopped in iteration " << it << " inside its communication action #" << index
+          << " (" << label << ": " << describe(want) << "), every message of it posted as "
+          << "planned; it waits to " << describe(*stuckOn) << " (never completed)";
+        v.sentence = s.str();
+        continue;
+      }
+      const bool ranOut = pos + n == posted.size() && extra.empty();
+      if (ranOut && !completed) {
+        v.state = RankConformance::State::Stopped;
+        // A capture records a message when it completes, or when the job waits on it: a message
+        // posted and never completed is not seen, so "not seen" is all that can be said.
+        s << "stopped in iteration " << it << " at its communication action #" << index << " ("
+          << label << ": " << describe(want) << "); recorded of it: "
+          << (window.empty() ? std::string("nothing") : describe(window));
+        if (stuckOn != window.end()) s << ", the job waiting to " << describe(*stuckOn);
+        s << "; " << missing.size() << " of its " << want.size()
+          << " messages not seen (never posted, or posted and never completed)";
+      } else {
+        v.state = RankConformance::State::Deviates;
+        s << "deviates in iteration " << it << " at its communication action #" << index
+          << ": the plan posts " << label << " (" << describe(want) << "); the job posted "
+          << (window.empty() ? std::string("nothing more") : describe(window));
+        if (!extra.empty()) s << " — not in the plan's action: " << describe(extra);
+      }
+      v.sentence = s.str();
+    }
+    if (v.state == RankConformance::State::Conforms && pos < posted.size()) {
+      v.state = RankConformance::State::Deviates;
+      v.iteration = it;
+      v.action = index;
+      v.sentence = "posted messages beyond the plan's in iteration " + std::to_string(it) + ": " +
+                   describe(std::vector<WireMessage>(
+                       posted.begin() + static_cast<std::ptrdiff_t>(pos), posted.end()));
+    }
+  }
+}
+
+// The iterations a run's transfers span (iteration numbers the job gave with step()).
+int iterationsOf(const model::RunModel& run) {
+  int n = 0;
+  for (const auto& t : run.transfers) n = std::max(n, t.iteration + 1);
+  return std::max(n, run.info.iterations);
+}
+
+// §7.5 and the warmup: every rank whose own schedule (declared by the job) differs from the plan.
+void nameCauses(const std::vector<JobStage>& job, const plan::Plan& p, Conformance& c) {
+  for (const auto& j : job) {
+    if (j.rank < 0 || static_cast<size_t>(j.rank) >= p.ranks.size()) continue;
+    const plan::RankPlan& rp = p.ranks[static_cast<size_t>(j.rank)];
+    if (j.warmup == rp.warmup && j.globalStage == rp.globalStage) continue;
+    std::ostringstream s;
+    s << j.module << " stage " << j.stage << " (rank " << j.rank << "): the job's warmup is "
+      << j.warmup << " where the plan has " << rp.warmup << "; the job places it at global stage "
+      << j.globalStage << " of " << j.totalStages << ", the plan at " << rp.globalStage << " of "
+      << p.totalStages;
+    if (j.globalStage < rp.globalStage) {
+      s << " (§7.5: the plan right-aligns a shorter branch next to the first stage it feeds; "
+           "placed from the sources, its warmup exceeds its receiver's by more than one and the "
+           "two sides' combined sends and receives no longer pair up)";
+    }
+    c.causes.push_back(s.str());
+  }
+}
+
+}  // namespace
+
+std::vector<JobStage> parseJobSchedule(const std::string& configText) {
+  std::vector<JobStage> out;
+  std::istringstream in(configText);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(events::kJobScheduleLine, 0) != 0) continue;
+    std::istringstream fields(line.substr(events::kJobScheduleLine.size()));
+    JobStage j;
+    std::string kv;
+    while (fields >> kv) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string k = kv.substr(0, eq), value = kv.substr(eq + 1);
+      try {
+        if (k == "module") j.module = value;
+        else if (k == "rank") j.rank = std::stoi(value);
+        else if (k == "stage") j.stage = std::stoi(value);
+        else if (k == "global_stage") j.globalStage = std::stoi(value);
+        else if (k == "total_stages") j.totalStages = std::stoi(value);
+        else if (k == "warmup") j.warmup = std::stoi(value);
+      } catch (const std::exception&) {
+        j.rank = -1;  // a malformed number: the line is skipped
+        break;
+      }
+    }
+    if (j.rank >= 0 && !j.module.empty() && j.warmup >= 0) out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<std::string> declaredScheduleCauses(const std::string& capturedConfigText) {
+  const std::string layout = events::declaredLayoutText(capturedConfigText);
+  if (layout.empty()) return {};
+  Conformance c;
+  try {
+    const plan::RunConfig cfg = plan::parseConfig(layout, "the layout the job declared");
+    const plan::Topology topology(cfg);
+    nameCauses(parseJobSchedule(capturedConfigText), plan::makePlan(cfg, topology), c);
+  } catch (const std::exception&) {
+    return {};  // check says why (judgeAgainstPlan)
+  }
+  return c.causes;
+}
+
+int Conformance::deviating() const {
+  return static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const auto& r) {
+    return r.state == RankConformance::State::Deviates;
+  }));
+}
+
+int Conformance::stopped() const {
+  return static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const auto& r) {
+    return r.state == RankConformance::State::Stopped;
+  }));
+}
+
+Conformance judgeAgainstPlan(const model::RunModel& run, const std::string& configText,
+                             const std::string& layout) {
+  Conformance c;
+  c.layout = layout;
+  plan::RunConfig cfg;
+  try {
+    cfg = plan::parseConfig(configText, layout);
+  } catch (const std::exception& e) {
+    c.notJudged = "the layout (" + layout + ") is not a valid config: " + e.what();
+    return c;
+  }
+  const plan::Topology topology(cfg);
+  const plan::Plan p = plan::makePlan(cfg, topology);
+  if (p.worldSize != run.info.worldSize) {
+    c.notJudged = "the layout (" + layout + ") has " + std::to_string(p.worldSize) +
+                  " ranks, the run " + std::to_string(run.info.worldSize);
+    return c;
+  }
+  c.judged = true;
+  c.iterations = iterationsOf(run);
+  const bool completed = run.info.status == events::RunStatus::Completed;
+  for (const auto& rp : p.ranks) {
+    RankConformance v;
+    v.rank = rp.rank;
+    v.holds = holdsOf(rp);
+    v.planWarmup = rp.warmup;
+    v.planGlobalStage = rp.globalStage;
+    judgeRank(run, rp, c.iterations, completed, c.shapeMessages, v);
+    c.ranks.push_back(std::move(v));
+  }
+  nameCauses(parseJobSchedule(run.info.configText), p, c);
+  return c;
+}
+
+}  // namespace stagescope::analysis

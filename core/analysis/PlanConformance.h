@@ -1,0 +1,75 @@
+// A captured job (core/capture) judged against stagescope's plan of its layout
+// (docs/capture.md "Judging a job against the plan").  The layout is the one the job declared
+// in the run file (stagescope_torch.megatron.declare_layout) or a config the user gives
+// (`check --plan CONFIG`); the plan is core/plan's, the one stagescope's engine executes.
+//
+// What is compared, per rank and iteration: the point-to-point messages the job posted — each
+// one (side, direction, peer rank, microbatch), in the order the job posted it (a payload's
+// shape message, Megatron's run-time shape negotiation, counts as that message and places it
+// where its first frame was posted) — against the plan's communication actions in order.  A
+// planned action is matched by the next messages the job posted, as a set: the order inside
+// an action is free (the plan's SF_RB and a job's "send, then receive" are the same action).
+// The first action whose messages differ is the rank's deviation; a rank whose job stopped (a
+// hang, a kill) inside or before an action has stopped there, not deviated.  Boundary
+// broadcasts and collectives are not judged here (their own rows are checked elsewhere).
+//
+// Where the job also declared its own view of each rank's place in the pipeline (the
+// "# job schedule:" lines, CapturedLayout.h), the ranks whose warmup or global stage differs
+// from the plan's are named with the documented reason (docs/schedule.md §7.5: stagescope
+// right-aligns a shorter branch; the original places it at stage 0).  Torch-free.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/model/RunModel.h"
+
+namespace stagescope::analysis {
+
+// One rank's own view of its pipeline position, as the job declared it.
+struct JobStage {
+  int rank = -1;
+  std::string module;
+  int stage = -1, globalStage = -1, totalStages = -1, warmup = -1;
+};
+
+// The "# job schedule:" lines of a captured run's config text (malformed lines are skipped).
+std::vector<JobStage> parseJobSchedule(const std::string& configText);
+
+struct RankConformance {
+  int rank = -1;
+  std::string holds;  // "audio stage 0"
+  int planWarmup = -1, planGlobalStage = -1;
+  int64_t planned = 0, posted = 0;  // messages over the judged iterations
+  int actionsMatched = 0;
+  enum class State { Conforms, Stopped, Deviates } state = State::Conforms;
+  int iteration = -1, action = -1;  // where it stopped or deviated (action: its n-th comm action)
+  std::string sentence;             // what happened there, one or two sentences
+};
+
+struct Conformance {
+  bool judged = false;
+  std::string notJudged;  // why not (no layout, the layout does not fit the run, ...)
+  std::string layout;     // where the layout came from: "the layout the job declared", a path
+  int iterations = 0;
+  std::vector<RankConformance> ranks;  // every rank of the plan
+  // The cause of a deviation or hang the job's own schedule shows, with its §: one sentence
+  // each ("audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2 (§7.5 …)").
+  std::vector<std::string> causes;
+  int64_t shapeMessages = 0;  // run-time shape messages folded into their payloads (§5.1)
+  int deviating() const;
+  int stopped() const;
+};
+
+// Judges `run` (a captured job) against the plan of `configText` (a stagescope config);
+// `layout` names where it came from.  A config that does not parse, or whose world size
+// differs from the run's, is returned not judged with the reason.
+Conformance judgeAgainstPlan(const model::RunModel& run, const std::string& configText,
+                             const std::string& layout);
+
+// Conformance::causes of a captured run's own config text (its declared layout and job
+// schedule) alone, without its messages: what `merge` puts first in a hung job's verdict.
+// Empty when nothing was declared or the declaration does not parse.
+std::vector<std::string> declaredScheduleCauses(const std::string& capturedConfigText);
+
+}  // namespace stagescope::analysis

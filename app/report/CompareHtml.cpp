@@ -539,6 +539,13 @@ std::string renderHtml(const Comparison& c) {
     }
   }
 
+  // A module's gradients all off by one factor (GradientRatio.h): the diagnosis, stated once.
+  if (!c.gradientRatios.empty()) {
+    o << "<h2>Uniform gradient ratios</h2><div class=\"card\" id=\"ratios\"><ul>";
+    for (const auto& r : c.gradientRatios) o << "<li>" << h(r) << "</li>";
+    o << "</ul></div>\n";
+  }
+
   // Schedules: the order each rank ran its actions in, run against run (never the verdict).
   o << "<h2>Schedules</h2><div class=\"card" << (c.schedule.differs() ? "" : " ok")
     << "\" id=\"schedules\">" << h(c.schedule.describe(c.a.label, c.b.label)) << "</div>\n";

@@ -127,6 +127,7 @@ std::string renderJson(const Comparison& c) {
                               {"a", c.schedule.opA},
                               {"b", c.schedule.opB}};
   }
+  j["gradient_ratios"] = c.gradientRatios;
   j["config_diff"] = nlohmann::json::array();
   for (const auto& l : c.configDiff) {
     if (l.op != ' ') j["config_diff"].push_back(std::string(1, l.op) + l.text);
@@ -275,6 +276,7 @@ std::string renderMarkdown(const Comparison& c) {
   o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
     << c.gradsDiffering << " differ, max relative difference " << fmt(c.maxGradRelDiff, "%.3g")
     << "\n";
+  for (const auto& r : c.gradientRatios) o << "- Uniform gradient ratio: " << mdEscape(r) << "\n";
   o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n";
   o << "- Schedules: " << c.schedule.describe(c.a.label, c.b.label) << "\n\n";
 

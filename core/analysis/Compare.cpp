@@ -1,4 +1,5 @@
 #include "core/analysis/Compare.h"
+#include "core/analysis/GradientRatio.h"
 #include "core/analysis/Replicas.h"
 
 #include <algorithm>
@@ -168,7 +169,8 @@ void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts
   (void)b;
 }
 
-void fillGradients(const CompareOptions& opts, Comparison& c) {
+void fillGradients(const RunModel& a, const RunModel& b, const CompareOptions& opts,
+                   Comparison& c) {
   std::vector<GradRow> rows;
   int iterations = 0, lastCommon = -1;
   for (const auto& it : c.alignment.items) {
@@ -226,6 +228,7 @@ void fillGradients(const CompareOptions& opts, Comparison& c) {
     if (c.gradTop.size() >= opts.topGradients) break;
     if (seen.insert(r->param).second) c.gradTop.push_back(*r);
   }
+  for (auto& u : uniformGradientRatios(rows, a, b)) c.gradientRatios.push_back(std::move(u.sentence));
 }
 
 TransferSideInfo sideInfo(const RunModel& run, int64_t index) {
@@ -390,7 +393,7 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   c.coverageA = opts.coverageA ? *opts.coverageA : coverageOf(a, opts.filterA);
   c.coverageB = opts.coverageB ? *opts.coverageB : coverageOf(b, opts.filterB);
   fillLosses(a, b, opts, c);
-  fillGradients(opts, c);
+  fillGradients(a, b, opts, c);
   fillTransfers(a, b, c);
   c.schedule = compareSchedules(a, b);
   for (const auto& m : compareReplicas(a).mismatches) c.replicasA.push_back(describe(a, m));

@@ -128,6 +128,9 @@ struct Comparison {
   std::vector<double> totalNormA, totalNormB;  // per iteration
   size_t gradsCompared = 0, gradsDiffering = 0, gradsOnlyOne = 0;
   double maxGradRelDiff = 0;
+  // A module's gradients in one iteration all A = r x B with one r (GradientRatio.h), one
+  // sentence each, naming §7.1 where r is the layouts' data-parallel factor.
+  std::vector<std::string> gradientRatios;
 
   // Transfers.
   bool transfersComparable = true;  // both runs carry checksums (level >= stats)

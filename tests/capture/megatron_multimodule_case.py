@@ -250,6 +250,17 @@ class MegatronFanIn(MegatronCase):
                           ("bridge:vision->llm:stage1->stage2", 2, 1, "4,1,8", 8),
                           ("llm_pp:stage0->stage1", 2, 3, "4,2,8", 8),
                           ("llm_pp:stage0->stage1", 3, 2, "4,2,8", 8)})
+        # §7.1 measured by stagescope itself: the same job on one encoder replica (vision pp1 ->
+        # llm pp2), aligned by parameter name; the job averages the replicas' gradients over the
+        # encoder's own dp (2) where the llm's dp is 1, so vision's are half the twin's
+        twin = os.path.join(self.tmp, "twin.db")
+        self.launch(3, CONFORMING, "stagescope", twin)
+        self.assertEqual(stagescope("merge", twin).returncode, 0)
+        cmp = stagescope("compare", run, twin)
+        self.assertIn("- Uniform gradient ratio: vision: A's gradients are 0.5 x B's in all 2 of its "
+                      "parameters in iteration 0 (by norms;", cmp.stdout)
+        self.assertIn("the data-parallel factor d_L/d_E: 1/2 in A's layout, 1 in B's (§7.1", cmp.stdout)
+        self.assertNotIn("ratio: llm:", cmp.stdout)  # the llm's gradients are the twin's
         reduces = rows(run, "SELECT rank, group_ranks FROM collectives WHERE op = 'all_reduce' "
                             "AND group_name = 'vision_dp'")
         self.assertEqual(sorted({(c["rank"], c["group_ranks"]) for c in reduces}), [(0, "0,1"), (1, "0,1")])

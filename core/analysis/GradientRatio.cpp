@@ -1,0 +1,107 @@
+#include "core/analysis/GradientRatio.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "core/events/CapturedLayout.h"
+#include "core/plan/Config.h"
+
+namespace stagescope::analysis {
+namespace {
+
+constexpr double kUniform = 1e-3;  // per-parameter ratios within this of each other
+constexpr double kNotOne = 1e-3;   // and this far from 1
+
+// Each module's dp size and the language model's, from the run's config or declared layout;
+// empty when neither parses.
+struct DpSizes {
+  std::map<std::string, int> dp;
+  int llm = 0;
+  // d_L / d_E of `module` (1 for the language model itself), -1 when unknown.
+  double factor(const std::string& module) const {
+    const auto it = dp.find(module);
+    if (it == dp.end() || llm <= 0 || it->second <= 0) return -1;
+    return static_cast<double>(llm) / it->second;
+  }
+};
+
+DpSizes dpSizesOf(const model::RunModel& run) {
+  DpSizes out;
+  std::string text = run.info.configText;
+  if (events::isCapturedConfig(text)) text = events::declaredLayoutText(text);
+  if (text.empty()) return out;
+  try {
+    const plan::RunConfig cfg = plan::parseConfig(text, run.path);
+    for (const auto& m : cfg.modules) {
+      out.dp[m.name] = m.dp;
+      if (m.kind == "llm") out.llm = m.dp;
+    }
+  } catch (const std::exception&) {
+    return {};
+  }
+  return out;
+}
+
+std::string moduleOf(const std::string& param) { return param.substr(0, param.find('.')); }
+
+std::string fraction(double x) {
+  std::ostringstream o;
+  if (x >= 1 && std::fabs(x - std::round(x)) < 1e-9) {
+    o << std::llround(x);
+  } else if (x < 1 && std::fabs(1 / x - std::round(1 / x)) < 1e-9) {
+    o << "1/" << std::llround(1 / x);
+  } else {
+    o.precision(4);
+    o << x;
+  }
+  return o.str();
+}
+
+}  // namespace
+
+std::vector<UniformRatio> uniformGradientRatios(const std::vector<GradRow>& rows,
+                                                const model::RunModel& a,
+                                                const model::RunModel& b) {
+  std::map<std::pair<std::string, int>, std::vector<double>> ratios;
+  for (const auto& r : rows) {
+    if (!r.hasA || !r.hasB || !(r.normB > 0) || !std::isfinite(r.normA)) continue;
+    ratios[{moduleOf(r.param), r.iteration}].push_back(r.normA / r.normB);
+  }
+  const DpSizes da = dpSizesOf(a), db = dpSizesOf(b);
+  std::vector<UniformRatio> out;
+  for (const auto& [key, rs] : ratios) {
+    const auto [lo, hi] = std::minmax_element(rs.begin(), rs.end());
+    if (!(*lo > 0)) continue;
+    UniformRatio u;
+    u.module = key.first;
+    u.iteration = key.second;
+    u.parameters = static_cast<int>(rs.size());
+    u.spread = *hi / *lo - 1;
+    double sum = 0;
+    for (double x : rs) sum += x;
+    u.ratio = sum / static_cast<double>(rs.size());
+    if (u.spread > kUniform || std::fabs(u.ratio - 1) <= kNotOne) continue;
+    const double fa = da.factor(u.module), fb = db.factor(u.module);
+    if (fa > 0 && fb > 0) u.expected = fa / fb;
+    std::ostringstream s;
+    s.precision(6);
+    s << u.module << ": A's gradients are " << u.ratio << " x B's in all " << u.parameters
+      << " of its parameters in iteration " << u.iteration << " (by norms; the ratios agree to "
+      << u.spread << ")";
+    if (u.expected > 0 && std::fabs(u.ratio / u.expected - 1) <= kUniform) {
+      s << " — the data-parallel factor d_L/d_E: " << fraction(fa) << " in A's layout, "
+        << fraction(fb) << " in B's (§7.1: an encoder's gradients averaged over its own dp "
+        << "group instead of summed and divided by the language model's dp)";
+    } else if (u.expected > 0) {
+      s << " — not the layouts' data-parallel factor (" << fraction(u.expected)
+        << "): a scale error of its own";
+    }
+    u.sentence = s.str();
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+}  // namespace stagescope::analysis

@@ -548,7 +548,9 @@ std::string renderHtml(const Comparison& c) {
 
   // Schedules: the order each rank ran its actions in, run against run (never the verdict).
   o << "<h2>Schedules</h2><div class=\"card" << (c.schedule.differs() ? "" : " ok")
-    << "\" id=\"schedules\">" << h(c.schedule.describe(c.a.label, c.b.label)) << "</div>\n";
+    << "\" id=\"schedules\">" << h(c.schedule.describe(c.a.label, c.b.label));
+  if (!c.captureAgainstPlan.empty()) o << "<br>" << h(c.captureAgainstPlan);
+  o << "</div>\n";
 
   // Config.
   o << "<h2>Configuration</h2>";

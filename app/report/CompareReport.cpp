@@ -128,6 +128,7 @@ std::string renderJson(const Comparison& c) {
                               {"b", c.schedule.opB}};
   }
   j["gradient_ratios"] = c.gradientRatios;
+  j["capture_against_plan"] = c.captureAgainstPlan;
   j["config_diff"] = nlohmann::json::array();
   for (const auto& l : c.configDiff) {
     if (l.op != ' ') j["config_diff"].push_back(std::string(1, l.op) + l.text);
@@ -278,7 +279,9 @@ std::string renderMarkdown(const Comparison& c) {
     << "\n";
   for (const auto& r : c.gradientRatios) o << "- Uniform gradient ratio: " << mdEscape(r) << "\n";
   o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n";
-  o << "- Schedules: " << c.schedule.describe(c.a.label, c.b.label) << "\n\n";
+  o << "- Schedules: " << c.schedule.describe(c.a.label, c.b.label) << "\n";
+  if (!c.captureAgainstPlan.empty()) o << "- Schedule against the plan: " << mdEscape(c.captureAgainstPlan) << "\n";
+  o << "\n";
 
   if (c.firstDivergent) {
     const auto& d = *c.firstDivergent;

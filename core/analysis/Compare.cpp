@@ -1,5 +1,7 @@
 #include "core/analysis/Compare.h"
 #include "core/analysis/GradientRatio.h"
+#include "core/analysis/PlanConformance.h"
+#include "core/events/CapturedLayout.h"
 #include "core/analysis/Replicas.h"
 
 #include <algorithm>
@@ -167,6 +169,33 @@ void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts
   }
   (void)a;
   (void)b;
+}
+
+// One sentence: the captured run of the two against the plan the other (an engine run) executed.
+std::string captureAgainstPlan(const RunModel& a, const RunModel& b, const CompareOptions& opts) {
+  const bool capA = events::isCapturedConfig(a.info.configText);
+  const bool capB = events::isCapturedConfig(b.info.configText);
+  if (capA == capB) return "";
+  const RunModel& captured = capA ? a : b;
+  const RunModel& engine = capA ? b : a;
+  const std::string& capLabel = capA ? opts.labelA : opts.labelB;
+  const std::string& engLabel = capA ? opts.labelB : opts.labelA;
+  const Conformance k =
+      judgeAgainstPlan(captured, engine.info.configText, engLabel + "'s plan (what its engine ran)");
+  std::ostringstream s;
+  s << "the captured job " << capLabel << " against " << k.layout << ": ";
+  if (!k.judged) return s.str() + "not judged: " + k.notJudged;
+  const int following = static_cast<int>(k.ranks.size()) - k.deviating() - k.stopped();
+  s << following << " of " << k.ranks.size() << " ranks follow it to the end";
+  if (k.deviating()) s << ", " << k.deviating() << " deviate";
+  if (k.stopped()) s << ", " << k.stopped() << " stopped early";
+  for (const auto& v : k.ranks) {
+    if (v.state != RankConformance::State::Conforms) {
+      s << "; first: rank " << v.rank << " (" << v.holds << ") " << v.sentence;
+      break;
+    }
+  }
+  return s.str();
 }
 
 void fillGradients(const RunModel& a, const RunModel& b, const CompareOptions& opts,
@@ -396,6 +425,7 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   fillGradients(a, b, opts, c);
   fillTransfers(a, b, c);
   c.schedule = compareSchedules(a, b);
+  c.captureAgainstPlan = captureAgainstPlan(a, b, opts);
   for (const auto& m : compareReplicas(a).mismatches) c.replicasA.push_back(describe(a, m));
   for (const auto& m : compareReplicas(b).mismatches) c.replicasB.push_back(describe(b, m));
   decideVerdict(a, b, opts, c);

@@ -139,6 +139,9 @@ struct Comparison {
   // The order each rank ran its actions in (not part of the verdict: two schedules of one
   // model may order differently and still be equal).
   ScheduleDifference schedule;
+  // A captured job against the other run's plan (the plan its engine executed), when exactly
+  // one run is a capture and the other holds a plan (PlanConformance.h): one sentence; "" else.
+  std::string captureAgainstPlan;
 };
 
 Comparison compareRuns(const model::RunModel& a, const model::RunModel& b,

@@ -4,6 +4,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/events/CapturedLayout.h"
+
 namespace stagescope::analysis {
 namespace {
 
@@ -54,6 +56,10 @@ bool firstDifference(const std::vector<events::ActionRecord>& x,
 ScheduleDifference compareSchedules(const model::RunModel& a, const model::RunModel& b) {
   ScheduleDifference d;
   if (a.info.worldSize != b.info.worldSize) return d;
+  if (events::isCapturedConfig(a.info.configText) != events::isCapturedConfig(b.info.configText)) {
+    d.whyNot = "one run is a captured job, whose actions are its messages only";
+    return d;
+  }
   d.compared = true;
   const size_t ranks = std::min(a.actions.size(), b.actions.size());
   for (size_t r = 0; r < ranks; ++r) {
@@ -77,7 +83,7 @@ ScheduleDifference compareSchedules(const model::RunModel& a, const model::RunMo
 
 std::string ScheduleDifference::describe(const std::string& labelA,
                                          const std::string& labelB) const {
-  if (!compared) return "not compared (different world sizes: ranks do not correspond)";
+  if (!compared) return "not compared (" + whyNot + ")";
   if (!differs()) return "same order on all " + std::to_string(ranksCompared) + " ranks";
   return "differ on " + std::to_string(ranksDiffering) + " of " + std::to_string(ranksCompared) +
          " ranks; first: rank " + std::to_string(rank) + " iteration " + std::to_string(iteration) +

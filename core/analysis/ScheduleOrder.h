@@ -14,7 +14,10 @@
 namespace stagescope::analysis {
 
 struct ScheduleDifference {
-  bool compared = false;  // false: the runs have different world sizes (ranks do not correspond)
+  bool compared = false;  // false: see whyNot
+  // Why not compared: the world sizes differ, or one run is a captured job (its actions are its
+  // messages only; Compare.h's captureAgainstPlan sets it against the other's plan instead).
+  std::string whyNot = "different world sizes: ranks do not correspond";
   size_t ranksCompared = 0, ranksDiffering = 0;
   // The first difference: the lowest (iteration, position in the rank's iteration), then rank.
   int rank = -1, iteration = -1;

@@ -36,6 +36,33 @@ CONFORMING = ["--encoder", "vision:1", "--llm-pp", "2"]
 UNEQUAL = ["--encoder", "vision:2", "--encoder", "audio:1", "--llm-pp", "2"]
 FAN_IN = ["--encoder", "vision:1:2", "--llm-pp", "2"]
 HANG_TIMEOUT_S = 3
+# stagescope's own engine on the CONFORMING layout (vision pp1 at rank 0 -> llm pp2 at ranks 1-2)
+ENGINE_TWIN = """iterations = 2
+microbatches = 4
+micro_batch_size = 2
+[[modules]]
+name = "vision"
+kind = "encoder"
+pp = 1
+offset = 0
+layers = 1
+hidden = 8
+heads = 1
+ffn = 8
+patches = 4
+patch_dim = 8
+[[modules]]
+name = "llm"
+kind = "llm"
+pp = 2
+offset = 1
+layers = 2
+hidden = 8
+heads = 1
+ffn = 8
+vocab = 8
+text_len = 4
+"""
 
 
 def megatron_python():
@@ -99,6 +126,21 @@ class MegatronMultimodule(MegatronCase):
         self.assertIn("plan_order          (exit 12)  captured job against the plan of the layout "
                       "the job declared: 3 ranks, 2 iterations, 3 following the plan to the end, "
                       "0 deviating, 0 stopped early; 64 messages posted, 64 planned", out)
+
+        # against stagescope's engine run of the same layout (its own small model): the numbers
+        # are not comparable, the schedule is — the capture follows the plan the engine ran
+        engine_cfg = os.path.join(self.tmp, "engine.toml")
+        with open(engine_cfg, "w") as f:
+            f.write(ENGINE_TWIN)
+        engine = os.path.join(self.tmp, "engine.db")
+        e = stagescope("run", engine_cfg, "-o", engine, "-q")
+        self.assertEqual(e.returncode, 0, e.stdout + e.stderr)
+        cmp = stagescope("compare", run, engine)
+        self.assertIn("- Schedules: not compared (one run is a captured job, whose actions are its "
+                      "messages only)", cmp.stdout)
+        self.assertIn(f"- Schedule against the plan: the captured job {run} against {engine}'s plan "
+                      "(what its engine ran): 3 of 3 ranks follow it to the end", cmp.stdout)
+        self.assertIn("their numbers are not comparable", cmp.stdout)
 
         transfers = rows(run, "SELECT rank, edge, direction, side, shape, dtype, src_rank, dst_rank, "
                               "iteration, microbatch FROM transfers")

@@ -100,12 +100,18 @@ void WorkerLiveness::end(const std::string& how) {
 
 void WorkerLiveness::attach(const engine::WaitState* progress) {
   std::lock_guard<std::mutex> lk(gProgressMu);
+  const engine::WaitState* before = progress_;
+  if (before && !progress && before->iteration >= 0) {
+    detachedAt_ = "after its last action (iteration " + std::to_string(before->iteration.load()) +
+                  ", " + actionName(me_, before->actionSeq.load()) + ")";
+  }
   progress_ = progress;
 }
 
 std::string WorkerLiveness::lastAction() const {
   std::lock_guard<std::mutex> lk(gProgressMu);
   const engine::WaitState* p = progress_;
+  if (!p && !detachedAt_.empty()) return detachedAt_;
   if (!p || p->iteration < 0) return "before its first action";
   std::string s = "iteration " + std::to_string(p->iteration.load()) + ", " +
                   actionName(me_, p->actionSeq.load());

@@ -65,6 +65,9 @@ class WorkerLiveness {
   storage::ShardWriter& recorder_;
   const plan::RankPlan& me_;
   std::atomic<const engine::WaitState*> progress_{nullptr};
+  // What lastAction() said when the executor detached (its run ended or threw): a rank that
+  // lingers for its peers after its last action is not "before its first action".
+  std::string detachedAt_;  // guarded by the progress mutex
   std::unique_ptr<engine::Liveness> live_;
   bool signalsArmed_ = false;
 };

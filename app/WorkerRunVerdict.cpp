@@ -1,6 +1,9 @@
 #include "app/WorkerRunVerdict.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <vector>
 
 namespace stagescope::app {
 namespace {
@@ -22,7 +25,12 @@ struct RankEnd {
   Severity severity = kCompleted;
   std::string reason;
   int rank = -1;
+  bool seenByPeer = false;  // a silent stop some peer's heartbeat watch recorded
 };
+
+// Ranks whose last records lie within this of each other stopped together (s): a heartbeat
+// interval is 1 s, an action of the suite's configs well under it.
+constexpr double kTogetherSeconds = 2.0;
 
 bool hasShard(const model::RunModel& run, int rank) {
   return std::any_of(run.ranks.begin(), run.ranks.end(),
@@ -80,15 +88,48 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
                                                std::to_string(acts.back().iteration) + ")";
   const std::string seen = seenByPeers(run, r);
   if (!seen.empty()) {
-    return {kSilentStop,
-            seen + "; its shard holds " + std::to_string(acts.size()) + " of its actions" +
-                (acts.empty()
-                     ? std::string()
-                     : " (the last in iteration " + std::to_string(acts.back().iteration) + ")")};
+    RankEnd e{kSilentStop,
+              seen + "; its shard holds " + std::to_string(acts.size()) + " of its actions" +
+                  (acts.empty()
+                       ? std::string()
+                       : " (the last in iteration " + std::to_string(acts.back().iteration) + ")")};
+    e.seenByPeer = true;
+    return e;
   }
   return {kSilentStop, who + " stopped " + where +
                            " without a record of why: it was killed by a signal (SIGKILL, the "
                            "OOM killer) or crashed"};
+}
+
+// The time of rank r's last recorded action (ns), or -1 when it has none.
+int64_t lastRecordNs(const model::RunModel& run, int r) {
+  if (r >= static_cast<int>(run.actions.size()) || run.actions[r].empty()) return -1;
+  const auto& a = run.actions[r].back();
+  return std::max(a.startNs, a.endNs);
+}
+
+// When EVERY rank stopped without a record of why and no peer saw another go first, and their
+// last records lie within kTogetherSeconds: they were stopped together (a killed launcher takes
+// its ranks with it), and naming one of them would blame a bystander.  "" otherwise.
+std::string stoppedTogether(const model::RunModel& run, const std::vector<RankEnd>& ends) {
+  if (ends.size() < 2) return "";
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  std::string ranks;
+  for (const auto& e : ends) {
+    if (e.severity != kSilentStop || e.seenByPeer) return "";
+    const int64_t t = lastRecordNs(run, e.rank);
+    if (t < 0) return "";
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(e.rank);
+  }
+  const double spread = static_cast<double>(hi - lo) / 1e9;
+  if (spread > kTogetherSeconds) return "";
+  char within[32];
+  std::snprintf(within, sizeof within, "%.2f", spread);
+  return "every rank (" + ranks + ") stopped without a record of why, their last records within " +
+         within + " s of each other: they were stopped together — their launcher was killed "
+         "(its ranks end with it), or the job or machine was stopped; no one rank is the cause";
 }
 
 }  // namespace
@@ -96,12 +137,17 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
 WorkerRunVerdict judgeWorkerRun(const model::RunModel& run,
                                 const ::stagescope::plan::RunConfig& cfg) {
   RankEnd first;
+  std::vector<RankEnd> ends;
   for (int r = 0; r < cfg.worldSize; ++r) {
     RankEnd e = endOf(run, cfg, r);
     e.rank = r;
+    ends.push_back(e);
     if (e.severity < first.severity) first = std::move(e);
   }
   if (first.severity == kCompleted) return {};
+  if (const std::string together = stoppedTogether(run, ends); !together.empty()) {
+    return {events::RunStatus::Killed, together, -1};
+  }
   return {first.severity == kWaited ? events::RunStatus::Hung : events::RunStatus::Failed,
           first.reason, first.severity == kSilentStop ? first.rank : -1};
 }

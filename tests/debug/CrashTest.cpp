@@ -193,6 +193,26 @@ TEST_P(LauncherSignal, StopsAllRanksAndMarksTheRunKilled) {
   EXPECT_FALSE(run.transfers.empty());
 }
 
+// The launcher SIGKILLed (it can record nothing): its ranks end with it, and a later `merge`
+// says they were stopped together — it blamed "rank 0 … killed by a signal (SIGKILL, the OOM
+// killer)", a rank that had done nothing wrong.
+TEST(LauncherKill, MergeSaysTheRanksStoppedTogetherAndBlamesNoRank) {
+  Launched l = startLongRun("launcher-kill9");
+  ASSERT_EQ(storage::findShards(l.runPath).size(), 3u);
+  kill(l.pid, SIGKILL);
+  double took = 0;
+  ASSERT_NE(waitFor(l.pid, 30, &took), -1);
+  EXPECT_TRUE(noStrays(l.runPath, 10)) << "the ranks outlived their launcher";
+  const CliResult merged = runCli({"merge", l.runPath});
+  const std::string want =
+      "run killed: every rank (0, 1, 2) stopped without a record of why, their last records within ";
+  EXPECT_NE(merged.output.find(want), std::string::npos) << merged.output;
+  EXPECT_NE(merged.output.find("they were stopped together"), std::string::npos) << merged.output;
+  EXPECT_EQ(merged.output.find("OOM"), std::string::npos) << merged.output;
+  storage::RunModel run = storage::loadRun(l.runPath);
+  EXPECT_EQ(run.info.status, events::RunStatus::Killed);
+}
+
 // SIGHUP: the launcher's terminal (an SSH session) closed.
 INSTANTIATE_TEST_SUITE_P(Signals, LauncherSignal, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
                          [](const ::testing::TestParamInfo<int>& info) {

@@ -94,10 +94,12 @@ void App::drawCompare() {
   ImGui::SameLine();
   ImGui::TextWrapped("%s", c->verdictReason.c_str());
   ImGui::TextDisabled(
-      "messages: %zu compared, %zu differ, %zu only in A, %zu only in B   losses: %zu compared, "
-      "%zu differ (max rel %.3g)   gradients: %zu compared, %zu differ (max rel %.3g)",
-      c->transfersCompared, c->transfersDiffering, c->transfersOnlyA, c->transfersOnlyB,
-      c->lossesCompared, c->lossesDiffering, c->maxLossRelDiff, c->gradsCompared, c->gradsDiffering,
+      "messages: %zu compared, %zu differ, %zu within tolerance, %zu only in A, %zu only in B   "
+      "losses: %zu compared, %zu differ, %zu within tolerance (max rel %.3g)   gradients: %zu "
+      "compared, %zu differ, %zu within tolerance (max rel %.3g)",
+      c->transfersCompared, c->transfersDiffering, c->transfersWithinTolerance, c->transfersOnlyA,
+      c->transfersOnlyB, c->lossesCompared, c->lossesDiffering, c->lossesWithinTolerance,
+      c->maxLossRelDiff, c->gradsCompared, c->gradsDiffering, c->gradsWithinTolerance,
       c->maxGradRelDiff);
   for (const auto& line : c->missing) ImGui::TextColored(kAmber, "missing: %s", line.c_str());
   ImGui::TextDisabled("evidence: %s   tolerance: %s", c->evidence.c_str(),

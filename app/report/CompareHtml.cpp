@@ -293,7 +293,7 @@ th, td { padding: 5px 8px; border-bottom: 1px solid var(--line); text-align: lef
 th { background: #f3f4f6; font-weight: 600; }
 td.num, th.num { text-align: right; }
 .a { color: #2563eb; } .b { color: #ea580c; }
-.bad { color: #dc2626; font-weight: 600; } .ok { color: #16a34a; }
+.bad { color: #dc2626; font-weight: 600; } .ok { color: #16a34a; } .warn { color: #ca8a04; }
 code, pre, .mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 12.5px; }
 pre.diff { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px;
            overflow-x: auto; margin: 0; }
@@ -380,8 +380,13 @@ std::string renderHtml(const Comparison& c) {
 
   // First divergent transfer.
   o << "<h2>First divergent message (causal order)</h2>";
-  if (!c.firstDivergent) {
-    o << "<div class=\"card ok\">No message differs"
+  if (!c.firstDivergent && c.transfersCompared == 0) {
+    // Nothing aligned is not "nothing differs": say what could not be compared.
+    o << "<div class=\"card warn\">No message was compared: " << c.transfersOnlyA << " only in "
+      << h(c.a.label) << ", " << c.transfersOnlyB << " only in " << h(c.b.label) << ".</div>\n";
+  } else if (!c.firstDivergent) {
+    o << "<div class=\"card ok\">No message differs beyond tolerance among the "
+      << c.transfersCompared << " compared"
       << (c.transfersComparable ? "." : " (checksums were not recorded: level below stats).")
       << "</div>\n";
   } else {

@@ -135,6 +135,7 @@ std::string renderJson(const Comparison& c) {
   }
   j["losses"] = {{"compared", c.lossesCompared},
                  {"differing", c.lossesDiffering},
+                 {"within_tolerance", c.lossesWithinTolerance},
                  {"only_one_side", c.lossesOnlyOne},
                  {"max_rel_diff", num(c.maxLossRelDiff)}};
   nlohmann::json rows = nlohmann::json::array();
@@ -153,6 +154,7 @@ std::string renderJson(const Comparison& c) {
   j["losses"]["per_iteration_a"] = ia;
   j["losses"]["per_iteration_b"] = ib;
   j["gradients"] = {{"compared", c.gradsCompared},     {"differing", c.gradsDiffering},
+                    {"within_tolerance", c.gradsWithinTolerance},
                     {"only_one_side", c.gradsOnlyOne}, {"max_rel_diff", num(c.maxGradRelDiff)},
                     {"total_norm_a", c.totalNormA},    {"total_norm_b", c.totalNormB}};
   j["gradients"]["top"] = nlohmann::json::array();
@@ -269,13 +271,15 @@ std::string renderMarkdown(const Comparison& c) {
       pct(c.a.time.measuredBubble) + " / " + pct(c.a.time.expectedBubble),
       pct(c.b.time.measuredBubble) + " / " + pct(c.b.time.expectedBubble));
   o << "\n";
-  o << "- Messages: " << c.transfersCompared << " compared, " << c.transfersDiffering << " differ, "
-    << c.transfersOnlyA << " only in " << c.a.label << ", " << c.transfersOnlyB << " only in "
+  // "differ" means beyond the tolerance rule; not bitwise equal but within it is said apart.
+  o << "- Messages: " << c.transfersCompared << " compared, " << c.transfersDiffering
+    << " differ, " << c.transfersWithinTolerance << " within tolerance, " << c.transfersOnlyA << " only in " << c.a.label << ", " << c.transfersOnlyB << " only in "
     << c.b.label << "\n";
   o << "- Losses: " << c.lossesCompared << " compared, " << c.lossesDiffering
     << " differ, max relative difference " << fmt(c.maxLossRelDiff, "%.3g") << "\n";
   o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
-    << c.gradsDiffering << " differ, max relative difference " << fmt(c.maxGradRelDiff, "%.3g")
+    << c.gradsDiffering << " differ, " << c.gradsWithinTolerance
+    << " within tolerance, max relative difference " << fmt(c.maxGradRelDiff, "%.3g")
     << "\n";
   for (const auto& r : c.gradientRatios) o << "- Uniform gradient ratio: " << mdEscape(r) << "\n";
   o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n";

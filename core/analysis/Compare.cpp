@@ -142,7 +142,8 @@ void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts
       ++c.lossesCompared;
       r.diff = r.b - r.a;
       r.relDiff = it.distance;
-      if (it.state != ItemState::Identical) ++c.lossesDiffering;
+      if (it.state == ItemState::Differ) ++c.lossesDiffering;
+      if (it.state == ItemState::WithinTolerance) ++c.lossesWithinTolerance;
       if (!std::isnan(it.distance)) c.maxLossRelDiff = std::max(c.maxLossRelDiff, it.distance);
     } else {
       ++c.lossesOnlyOne;
@@ -220,7 +221,8 @@ void fillGradients(const RunModel& a, const RunModel& b, const CompareOptions& o
       lastCommon = std::max(lastCommon, it.iteration);
       r.bitwiseEqual = it.state == ItemState::Identical;
       r.relDiff = it.distance;
-      if (!r.bitwiseEqual) ++c.gradsDiffering;
+      if (it.state == ItemState::Differ) ++c.gradsDiffering;
+      if (it.state == ItemState::WithinTolerance) ++c.gradsWithinTolerance;
       if (!std::isnan(r.relDiff)) c.maxGradRelDiff = std::max(c.maxGradRelDiff, r.relDiff);
     } else {
       ++c.gradsOnlyOne;
@@ -294,6 +296,7 @@ void fillTransfers(const RunModel& a, const RunModel& b, Comparison& c) {
       default:
         ++c.transfersCompared;
         if (it.state == ItemState::Differ) ++c.transfersDiffering;
+        if (it.state == ItemState::WithinTolerance) ++c.transfersWithinTolerance;
     }
     if (it.state == ItemState::Differ && !c.firstDivergent) {
       TransferDiff d;

@@ -115,7 +115,9 @@ struct Comparison {
 
   // Losses.
   std::vector<LossRow> losses;  // sorted by (iteration, microbatch, dp); capped
-  size_t lossesCompared = 0, lossesDiffering = 0, lossesOnlyOne = 0;
+  // Differing: beyond the tolerance rule (the verdict's sense); within tolerance: not bitwise
+  // equal but within the rule.
+  size_t lossesCompared = 0, lossesDiffering = 0, lossesWithinTolerance = 0, lossesOnlyOne = 0;
   double maxLossRelDiff = 0;
   std::vector<double> iterLossA, iterLossB;  // mean loss per iteration (NaN where missing)
   // Losses averaged into iterLossA/B[i]: 0 means none recorded (missing), so a reader can tell a
@@ -126,7 +128,7 @@ struct Comparison {
   std::vector<GradRow> gradTop;                // the params that differ most (largest relDiff)
   std::vector<GradRow> gradLast;               // every param at the last common iteration
   std::vector<double> totalNormA, totalNormB;  // per iteration
-  size_t gradsCompared = 0, gradsDiffering = 0, gradsOnlyOne = 0;
+  size_t gradsCompared = 0, gradsDiffering = 0, gradsWithinTolerance = 0, gradsOnlyOne = 0;
   double maxGradRelDiff = 0;
   // A module's gradients in one iteration all A = r x B with one r (GradientRatio.h), one
   // sentence each, naming §7.1 where r is the layouts' data-parallel factor.
@@ -134,7 +136,8 @@ struct Comparison {
 
   // Transfers.
   bool transfersComparable = true;  // both runs carry checksums (level >= stats)
-  size_t transfersCompared = 0, transfersDiffering = 0, transfersOnlyA = 0, transfersOnlyB = 0;
+  size_t transfersCompared = 0, transfersDiffering = 0, transfersWithinTolerance = 0,
+         transfersOnlyA = 0, transfersOnlyB = 0;
   std::optional<TransferDiff> firstDivergent;  // the first divergent message, causal order
   // The order each rank ran its actions in (not part of the verdict: two schedules of one
   // model may order differently and still be equal).

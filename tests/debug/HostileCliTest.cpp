@@ -218,6 +218,28 @@ TEST(HostileCli, UnwritableStandardOutputFailsTheCommand) {
   EXPECT_EQ(shell(check + " > /dev/null", &output), 0) << output;
 }
 
+// A value of 120 kB is quoted in the error line by its head, tail and size (events::shownValue),
+// never echoed whole; the line still names what was wrong.
+TEST(HostileCli, LongValuesAreCappedInTheErrorLine) {
+  const std::string big(120000, 'x');
+  const std::string cfg = debugConfig("tiny");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"plan", cfg, "--set", big}, "expected key=value"},
+      {{"plan", cfg, "--set", "dtype=" + big}, "expected one of float32, bfloat16"},
+      {{"plan", cfg, "--set", big + "=1"}, "unknown key"},
+      {{"plan", cfg, "--set", "modules." + big + ".tp=1"}, "no module with this name"},
+      {{"check", fixtures().at("run"), "--tol", big}, "--tol"},
+      {{big}, "unknown command"},
+  };
+  for (const auto& [args, what] : cases) {
+    const CliResult r = runCli(args, 60);
+    EXPECT_EQ(r.exitCode, 2) << args[0] << ": " << r.output.substr(0, 300);
+    EXPECT_LT(r.output.size(), 1200u) << args[0] << ": " << r.output.substr(0, 300);
+    EXPECT_NE(r.output.find(" bytes)"), std::string::npos) << r.output.substr(0, 1200);
+    EXPECT_NE(r.output.find(what), std::string::npos) << r.output.substr(0, 1200);
+  }
+}
+
 // A run whose files cannot grow (a full disk: RLIMIT_FSIZE on the launcher and its ranks)
 // ends `failed` with the reason, exit 10, no abort.
 TEST(HostileCli, FullDiskFailsTheRunWithAReason) {

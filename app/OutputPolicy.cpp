@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "app/LiveShards.h"
+#include "app/report/TextFile.h"
 #include "core/events/Printable.h"
 #include "storage/Merge.h"
 #include "storage/RunModel.h"
@@ -197,11 +198,40 @@ void createParentDirectories(const std::string& path) {
   }
 }
 
-void claimReportOutputs(const std::vector<ReportOutput>& outputs,
-                        const std::vector<std::string>& inputs) {
+bool acceptsStandardOutput(ReportKind kind) {
+  switch (kind) {
+    case ReportKind::CompareHtml:
+    case ReportKind::CompareMarkdown:
+    case ReportKind::CompareJson:
+    case ReportKind::CheckJUnit:
+    case ReportKind::CheckJson:
+      return true;
+    case ReportKind::ChromeTrace:
+    case ReportKind::Screenshot:
+    case ReportKind::ScreenshotProbes:
+      return false;
+  }
+  return false;
+}
+
+ClaimedReports claimReportOutputs(const std::vector<ReportOutput>& outputs,
+                                  const std::vector<std::string>& inputs) {
+  ClaimedReports result;
+  const ReportOutput* onStdout = nullptr;
   std::vector<const ReportOutput*> claimed;
   for (const auto& o : outputs) {
     if (o.path.empty()) continue;
+    if (report::isStandardOutput(o.path) && acceptsStandardOutput(o.kind)) {
+      // Standard output holds one report, alone; no file is involved.
+      if (onStdout) {
+        throw OutputRefused(o.flag + " -: " + onStdout->flag +
+                            " - already writes to standard output; expected a file path for "
+                            "all but one report");
+      }
+      onStdout = &o;
+      result.reportOnStandardOutput = true;
+      continue;
+    }
     const std::string expected = std::string("a new file, an empty file or ") + describe(o.kind);
     for (const auto* earlier : claimed) {
       if (samePath(o.path, earlier->path)) {
@@ -219,6 +249,7 @@ void claimReportOutputs(const std::vector<ReportOutput>& outputs,
     claimed.push_back(&o);
   }
   for (const auto* o : claimed) createParentDirectories(o->path);
+  return result;
 }
 
 void claimScreenshotOutputs(const std::string& flag, const std::vector<std::string>& pngs,

@@ -8,6 +8,7 @@
 #include "core/analysis/Check.h"
 #include "core/engine/RunIdentity.h"  // kStagescopeVersion (a constant; nothing is linked)
 #include "core/events/Printable.h"
+#include "core/events/Suggest.h"
 #include "storage/Schema.h"
 
 namespace stagescope::app {
@@ -65,7 +66,7 @@ const CLI::Validator& toleranceValidator() {
         // Decimal only: lexical_cast also reads hexadecimal ("0x10" as 16).
         const bool hex = text.find_first_of("xX") != std::string::npos;
         if (hex || !CLI::detail::lexical_cast(text, x) || !std::isfinite(x) || x < 0) {
-          return "expected a finite number >= 0, got '" + text + "'";
+          return "expected a finite number >= 0, got '" + events::shownValue(text) + "'";
         }
         return "";
       },
@@ -96,10 +97,16 @@ std::optional<int> parseCommandLine(CLI::App& cli, int argc, char** argv) {
     bool known = false;
     for (const auto* sub : cli.get_subcommands({})) known = known || sub->get_name() == argv[1];
     if (!known) {
-      std::string names;
-      for (const auto* sub : cli.get_subcommands({})) names += " " + sub->get_name();
-      std::fprintf(stderr, "error: unknown command '%s'; expected one of:%s\n",
-                   events::printableLine(argv[1]).c_str(), names.c_str());
+      // A near miss is named ("did you mean 'check'?"), else every command is listed.
+      std::vector<std::string> names;
+      for (const auto* sub : cli.get_subcommands({})) names.push_back(sub->get_name());
+      std::string hint = events::didYouMean(argv[1], names);
+      if (hint.empty()) {
+        hint = "; expected one of:";
+        for (const auto& n : names) hint += " " + n;
+      }
+      std::fprintf(stderr, "error: unknown command '%s'%s\n", events::shownValue(argv[1]).c_str(),
+                   hint.c_str());
       std::fprintf(stderr, "usage: stagescope --help\n");
       return analysis::exit_code::kUsage;
     }
@@ -111,7 +118,9 @@ std::optional<int> parseCommandLine(CLI::App& cli, int argc, char** argv) {
     // Usage errors: one line naming what was wrong, one line saying where help is; exit 2.
     std::string where = "stagescope";
     for (const auto* sub : cli.get_subcommands()) where += " " + sub->get_name();
-    std::fprintf(stderr, "error: %s\n", events::printableLine(e.what()).c_str());
+    // CLI11's message quotes the value it refused: the whole message is capped (4x a value's cap).
+    std::fprintf(stderr, "error: %s\n",
+                 events::shownValue(e.what(), 4 * events::kMaxShownBytes).c_str());
     std::fprintf(stderr, "usage: %s --help\n", where.c_str());
     return analysis::exit_code::kUsage;
   }

@@ -12,6 +12,8 @@
 #include <system_error>
 
 #include "app/LiveShards.h"
+#include "app/report/TextFile.h"
+#include "core/events/Printable.h"
 #include "storage/Merge.h"
 #include "storage/RunModel.h"
 #include "storage/Schema.h"
@@ -94,7 +96,7 @@ enum class Existing { None, EmptyFile, File };
 // The checks every output shares: not an input, not a directory, link or special file.
 Existing checkCommon(const std::string& flag, const std::string& path,
                      const std::vector<std::string>& inputs, const std::string& expected) {
-  const std::string what = flag + " " + path;
+  const std::string what = flag + " " + events::shownValue(path);
   if (path.empty()) throw OutputRefused(flag + ": empty path; expected " + expected);
   if (path.back() == '/') {
     throw OutputRefused(what + ": ends with '/' (a directory); expected " + expected);
@@ -196,27 +198,58 @@ void createParentDirectories(const std::string& path) {
   }
 }
 
-void claimReportOutputs(const std::vector<ReportOutput>& outputs,
-                        const std::vector<std::string>& inputs) {
+bool acceptsStandardOutput(ReportKind kind) {
+  switch (kind) {
+    case ReportKind::CompareHtml:
+    case ReportKind::CompareMarkdown:
+    case ReportKind::CompareJson:
+    case ReportKind::CheckJUnit:
+    case ReportKind::CheckJson:
+      return true;
+    case ReportKind::ChromeTrace:
+    case ReportKind::Screenshot:
+    case ReportKind::ScreenshotProbes:
+      return false;
+  }
+  return false;
+}
+
+ClaimedReports claimReportOutputs(const std::vector<ReportOutput>& outputs,
+                                  const std::vector<std::string>& inputs) {
+  ClaimedReports result;
+  const ReportOutput* onStdout = nullptr;
   std::vector<const ReportOutput*> claimed;
   for (const auto& o : outputs) {
     if (o.path.empty()) continue;
+    if (report::isStandardOutput(o.path) && acceptsStandardOutput(o.kind)) {
+      // Standard output holds one report, alone; no file is involved.
+      if (onStdout) {
+        throw OutputRefused(o.flag + " -: " + onStdout->flag +
+                            " - already writes to standard output; expected a file path for "
+                            "all but one report");
+      }
+      onStdout = &o;
+      result.reportOnStandardOutput = true;
+      continue;
+    }
     const std::string expected = std::string("a new file, an empty file or ") + describe(o.kind);
     for (const auto* earlier : claimed) {
       if (samePath(o.path, earlier->path)) {
-        throw OutputRefused(o.flag + " " + o.path + ": also given to " + earlier->flag +
-                            "; expected a different path for each report");
+        throw OutputRefused(o.flag + " " + events::shownValue(o.path) + ": also given to " +
+                            earlier->flag + "; expected a different path for each report");
       }
     }
     if (checkCommon(o.flag, o.path, inputs, expected) == Existing::File &&
         !isReportOfKind(o.path, o.kind)) {
-      throw OutputRefused(o.flag + " " + o.path + ": exists and is not " + describe(o.kind) +
+      throw OutputRefused(o.flag + " " + events::shownValue(o.path) + ": exists and is not " +
+                          describe(o.kind) +
                           "; stagescope replaces only its own report of the same kind - choose "
                           "another path or remove the file");
     }
     claimed.push_back(&o);
   }
   for (const auto* o : claimed) createParentDirectories(o->path);
+  return result;
 }
 
 void claimScreenshotOutputs(const std::string& flag, const std::vector<std::string>& pngs,
@@ -232,7 +265,7 @@ void claimScreenshotOutputs(const std::string& flag, const std::vector<std::stri
 
 RunOutputPlan checkRunOutput(const std::string& out, const std::vector<std::string>& inputs,
                              bool force, const std::string& flag, bool ownShards) {
-  const std::string what = flag + " " + out;
+  const std::string what = flag + " " + events::shownValue(out);
   const std::string expected =
       "a run file path (a new file, an empty file, or a run file with --force)";
   RunOutputPlan plan;

@@ -13,11 +13,17 @@
 //     a path where nothing exists, an empty regular file, or an earlier report of the same kind
 //     (recognised by its content, not its name).  Never an input of the command, another
 //     output of the same command, a directory, a symbolic link or a special file.
+//   * standard output: `-` given to a report option whose report is text (`compare
+//     --html/--md/--json`, `check --junit/--json`) writes that report to standard output, and
+//     the command's human text (check's findings, compare's summary) goes to standard error,
+//     so that standard output holds the report alone.  One report at most: two options given
+//     `-` are refused.  Elsewhere (`export --chrome-trace`, screenshots) `-` is a file name.
 // Missing parent directories of an output are created (like `mkdir -p`); when that fails the
 // command stops with one line naming the directory and the system's reason.
 // Every check runs before the command does any work, so a refused command changes nothing.
 #pragma once
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,11 +54,21 @@ struct ReportOutput {
   ReportKind kind;
 };
 
+// A report that may go to standard output (`-`): the ones written as text (report::writeTextFile).
+bool acceptsStandardOutput(ReportKind kind);
+
+// What the claim found.
+struct ClaimedReports {
+  bool reportOnStandardOutput = false;  // one output is `-`
+  // Where the command's human text goes: stdout, or stderr when a report has stdout.
+  std::FILE* humanText() const { return reportOnStandardOutput ? stderr : stdout; }
+};
+
 // Checks every requested report output against the policy and the command's input files,
 // then creates missing parent directories.  Throws OutputRefused (or std::runtime_error when a
 // directory cannot be created).
-void claimReportOutputs(const std::vector<ReportOutput>& outputs,
-                        const std::vector<std::string>& inputs);
+ClaimedReports claimReportOutputs(const std::vector<ReportOutput>& outputs,
+                                  const std::vector<std::string>& inputs);
 
 // The viewer's screenshots: each PNG path and its PNG.probes companion, claimed like reports
 // (`flag` names the option in messages); `inputs` are the run files the viewer opens.

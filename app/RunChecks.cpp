@@ -48,7 +48,8 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
       opts.againstFilter = analysis::recordFilterOf(other);
     }
     analysis::CheckReport rep = analysis::checkRun(run, opts);
-    std::fputs(report::renderCheckText(rep).c_str(), stdout);
+    std::fputs(report::renderCheckText(rep).c_str(), files.text);
+    std::fflush(files.text);
     if (!files.junit.empty()) report::writeJUnit(rep, files.junit);
     if (!files.json.empty()) report::writeCheckJson(rep, files.json);
     keepUntilExit(std::move(run));

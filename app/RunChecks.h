@@ -1,6 +1,7 @@
 // Glue between `run`/`check` and the report library: load, check, print, write reports.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,9 @@ inline constexpr int kExitCorruptTransfer = 9;
 struct CheckFiles {
   std::string junit, json;
   bool bitwise = true;
-  double tolerance = -1;  // --tol: replaces the tolerance rule (reference gradients, --against)
-  std::string plan;       // --plan: a config whose plan a captured job is judged against
+  double tolerance = -1;     // --tol: replaces the tolerance rule (reference gradients, --against)
+  std::string plan;          // --plan: a config whose plan a captured job is judged against
+  std::FILE* text = stdout;  // the findings as text: stderr when a report has stdout
 };
 
 // Checks a run file (optionally against another); prints the text report; returns the

@@ -22,8 +22,8 @@
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
 #include "app/report/Progress.h"
-#include "core/analysis/PlanConformance.h"
 #include "core/analysis/HangGraph.h"
+#include "core/analysis/PlanConformance.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
@@ -42,10 +42,10 @@ namespace {
 int compareCommand(const std::string& a, const std::string& b, const std::string& html,
                    const std::string& md, const std::string& json, double tol) {
   // Refuse a bad output before the (possibly long) load: nothing is printed, nothing lost.
-  claimReportOutputs({{"--html", html, ReportKind::CompareHtml},
-                      {"--md", md, ReportKind::CompareMarkdown},
-                      {"--json", json, ReportKind::CompareJson}},
-                     {a, b});
+  const ClaimedReports claimed = claimReportOutputs({{"--html", html, ReportKind::CompareHtml},
+                                                     {"--md", md, ReportKind::CompareMarkdown},
+                                                     {"--json", json, ReportKind::CompareJson}},
+                                                    {a, b});
   // Payloads (level full) let the comparison judge values, not checksums or norms.  Only the
   // reduced gradients are kept: the comparison judges no other (core/analysis/Align.h), and the
   // per-microbatch ones are most of a run's rows (1.4 GB of a 10^7-event run).
@@ -66,8 +66,8 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   std::vector<std::vector<events::ActionRecord>>().swap(ra.plan);
   std::vector<std::vector<events::ActionRecord>>().swap(rb.plan);
   analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
-  std::fputs(report::renderMarkdown(c).c_str(), stdout);
-  std::fflush(stdout);
+  std::fputs(report::renderMarkdown(c).c_str(), claimed.humanText());
+  std::fflush(claimed.humanText());
   if (!html.empty()) report::writeHtml(c, html);
   if (!md.empty()) report::writeMarkdown(c, md);
   if (!json.empty()) report::writeJson(c, json);
@@ -392,17 +392,22 @@ int cliMain(int argc, char** argv) {
                    "a captured job: judge its messages against the plan of this config (default: "
                    "the layout the job declared, docs/capture.md)")
       ->check(pathValidator());
-  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report")->check(pathValidator());
-  checkCmd->add_option("--json", files.json, "write the findings as JSON")->check(pathValidator());
+  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report (- : standard output)")
+      ->check(pathValidator());
+  checkCmd->add_option("--json", files.json, "write the findings as JSON (- : standard output)")
+      ->check(pathValidator());
 
   std::string cmpA, cmpB, html, md, json;
   double cmpTol = -1;
   auto* cmpCmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
   cmpCmd->add_option("a", cmpA)->required();
   cmpCmd->add_option("b", cmpB)->required();
-  cmpCmd->add_option("--html", html, "write a self-contained HTML report")->check(pathValidator());
-  cmpCmd->add_option("--md", md, "write a Markdown report")->check(pathValidator());
-  cmpCmd->add_option("--json", json, "write a JSON report")->check(pathValidator());
+  cmpCmd->add_option("--html", html, "write a self-contained HTML report (- : standard output)")
+      ->check(pathValidator());
+  cmpCmd->add_option("--md", md, "write a Markdown report (- : standard output)")
+      ->check(pathValidator());
+  cmpCmd->add_option("--json", json, "write a JSON report (- : standard output)")
+      ->check(pathValidator());
   cmpCmd
       ->add_option("--tol", cmpTol,
                    "one relative L2 tolerance for every value (default: the per-iteration rule, "
@@ -445,9 +450,10 @@ int cliMain(int argc, char** argv) {
   if (*planCmd) return planCommand(planConfig, planSet);
   if (*checkCmd) {
     files.bitwise = !tolerant;
-    claimReportOutputs({{"--junit", files.junit, ReportKind::CheckJUnit},
-                        {"--json", files.json, ReportKind::CheckJson}},
-                       {checkRun, against});
+    files.text = claimReportOutputs({{"--junit", files.junit, ReportKind::CheckJUnit},
+                                     {"--json", files.json, ReportKind::CheckJson}},
+                                    {checkRun, against})
+                     .humanText();
     return checkRunFile(checkRun, against, files);
   }
   if (*cmpCmd) return compareCommand(cmpA, cmpB, html, md, json, cmpTol);

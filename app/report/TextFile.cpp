@@ -164,6 +164,12 @@ void AtomicFile::commit() {
 }
 
 void writeTextFile(const std::string& path, const std::string& text) {
+  if (isStandardOutput(path)) {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      throw std::runtime_error(std::string("cannot write the report to standard output: ") +
+                               std::strerror(errno));
+    return;
+  }
   AtomicFile f(path);
   f.write(text.data(), text.size());
   f.commit();

@@ -38,7 +38,15 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Writes text to path whole (binary) through an AtomicFile.
+// The path that means standard output for a report option that takes it (`check --json -`;
+// which ones: app/OutputPolicy.h).
+inline constexpr char kStandardOutput[] = "-";
+inline bool isStandardOutput(const std::string& path) {
+  return path == kStandardOutput;
+}
+
+// Writes text to path whole (binary) through an AtomicFile; `-` (kStandardOutput): to standard
+// output, flushed (throws std::runtime_error when it cannot be written).
 void writeTextFile(const std::string& path, const std::string& text);
 
 }  // namespace stagescope::report

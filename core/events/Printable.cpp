@@ -52,4 +52,17 @@ std::string printableLine(std::string_view s) {
   return out;
 }
 
+std::string shownValue(std::string_view s, size_t maxBytes) {
+  if (s.size() <= maxBytes) return printableLine(s);
+  const auto continuation = [&](size_t i) {
+    return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+  };
+  size_t head = maxBytes * 3 / 4;
+  while (head > 0 && continuation(head)) --head;  // never half a character
+  size_t tail = s.size() - maxBytes / 4;
+  while (tail < s.size() && continuation(tail)) ++tail;
+  return printableLine(s.substr(0, head)) + "\xE2\x80\xA6" + printableLine(s.substr(tail)) + " (" +
+         std::to_string(s.size()) + " bytes)";
+}
+
 }  // namespace stagescope::events

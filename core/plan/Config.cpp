@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "core/events/Printable.h"
+#include "core/events/Suggest.h"
 #include "core/plan/Colocation.h"
 #include "core/plan/FaultCheck.h"
 #include "core/plan/Plan.h"
@@ -64,18 +65,22 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   return out;
 }
 
+// A value quoted in a message, capped (events::shownValue: the size is the value's own).
 std::string quote(const std::string& s) {
-  return "\"" + s + "\"";
+  return "\"" + events::shownValue(s) + "\"";
 }
 
 // Throws the one-line ConfigError of this file.
 class Failer {
  public:
   explicit Failer(std::string source) : source_(std::move(source)) {}
+  // The source, field and value are quoted as events::shownValue shows them (a 120 kB --set
+  // value is not echoed whole).
   [[noreturn]] void operator()(const std::string& field, const std::string& value,
                                const std::string& expected) const {
     throw ConfigError(oneLine(field),
-                      oneLine(source_ + ": " + field + " = " + value + ": " + expected));
+                      oneLine(events::shownValue(source_) + ": " + events::shownValue(field) +
+                              " = " + events::shownValue(value) + ": " + expected));
   }
   const std::string& source() const { return source_; }
 
@@ -98,7 +103,9 @@ class Section {
     for (const auto& [key, node] : table_) {
       std::string k(key.str());
       if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-        fail_(field(k), show(node), "unknown key (allowed: " + join(allowed, ", ") + ")");
+        fail_(
+            field(k), show(node),
+            "unknown key (allowed: " + join(allowed, ", ") + ")" + events::didYouMean(k, allowed));
       }
     }
   }
@@ -362,7 +369,17 @@ void applyOverride(toml::table& root, const std::string& item, const Failer& fai
   size_t first = 0;
   if (parts.size() == 3 && parts[0] == "modules") {
     target = findModule(root, parts[1]);
-    if (!target) fail("--set " + key, quote(parts[1]), "no module with this name");
+    if (!target) {
+      std::vector<std::string> names;
+      if (const toml::array* modules = root["modules"].as_array()) {
+        for (const toml::node& m : *modules) {
+          if (const toml::table* t = m.as_table(); t && t->get("name"))
+            names.push_back(t->get("name")->value_or(std::string()));
+        }
+      }
+      fail("--set " + key, quote(parts[1]),
+           "no module with this name" + events::didYouMean(parts[1], names));
+    }
     first = 2;
   }
   for (size_t i = first; i + 1 < parts.size(); ++i) {
@@ -852,7 +869,8 @@ const ModuleConfig& RunConfig::module(const std::string& name) const {
   for (const auto& m : modules) {
     if (m.name == name) return m;
   }
-  throw ConfigError("modules", sourceName + ": modules = " + quote(name) + ": no such module");
+  throw ConfigError("modules", events::shownValue(sourceName) + ": modules = " + quote(name) +
+                                   ": no such module");
 }
 
 const ModuleConfig& RunConfig::llm() const {
@@ -927,7 +945,7 @@ RunConfig parseConfig(const std::string& text, const std::string& sourceName,
 }
 
 std::string readConfigFile(const std::string& path) {
-  const std::string name = oneLine(path);
+  const std::string name = events::shownValue(path);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw ConfigError("", name + ": cannot open the config file (missing or not a regular file)");

@@ -218,6 +218,74 @@ TEST(HostileCli, UnwritableStandardOutputFailsTheCommand) {
   EXPECT_EQ(shell(check + " > /dev/null", &output), 0) << output;
 }
 
+// `-` sends a text report to standard output (README "Output files"): stdout holds that report
+// alone - `check RUN --json - | python3 -m json.tool` parses - the human text goes to stderr,
+// and no file named `-` is written.
+TEST(HostileCli, DashWritesTheReportAloneToStandardOutput) {
+  const std::string dir = tempRunPath("dash-stdout");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string exe = "'" + stagescopeExe() + "'";
+  const std::string a = "'" + fixtures().at("run") + "'", b = "'" + fixtures().at("run2") + "'";
+  struct Case {
+    // judge: a command reading the whole report on its stdin (sed, never head: a reader that
+    // leaves early would end the command before it writes its other reports)
+    std::string args, judge;
+  };
+  const std::vector<Case> cases = {
+      {"check " + a + " --json -", "python3 -m json.tool"},
+      {"check " + a + " --junit -", "sed -n 1p | grep -q '^<?xml'"},
+      {"check " + a + " --json - --junit " + dir + "/r.xml", "python3 -m json.tool"},
+      {"compare " + a + " " + b + " --json -", "python3 -m json.tool"},
+      {"compare " + a + " " + b + " --md -", "sed -n 1p | grep -q '^## stagescope compare'"},
+      {"compare " + a + " " + b + " --html - --json " + dir + "/c.json",
+       "sed -n 1p | grep -qx '<!DOCTYPE html>'"},
+  };
+  for (const auto& c : cases) {
+    std::string output;
+    const std::string err = dir + "/err";
+    EXPECT_EQ(shell("cd '" + dir + "' && " + exe + " " + c.args + " 2>'" + err + "' | " + c.judge,
+                    &output),
+              0)
+        << c.args << "\n"
+        << output;
+    std::ifstream in(err);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    // The human text is not lost: check's findings, compare's summary, on stderr.
+    EXPECT_TRUE(text.find("exit") != std::string::npos ||
+                text.find("## stagescope compare") != std::string::npos)
+        << c.args << "\nstderr:\n"
+        << text;
+    EXPECT_FALSE(fs::exists(dir + "/-")) << c.args << ": wrote a file named '-'";
+  }
+  // The reports given a path were written there, as before.
+  EXPECT_TRUE(fs::exists(dir + "/r.xml"));
+  EXPECT_TRUE(fs::exists(dir + "/c.json"));
+  fs::remove_all(dir);
+}
+
+// A value of 120 kB is quoted in the error line by its head, tail and size (events::shownValue),
+// never echoed whole; the line still names what was wrong.
+TEST(HostileCli, LongValuesAreCappedInTheErrorLine) {
+  const std::string big(120000, 'x');
+  const std::string cfg = debugConfig("tiny");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"plan", cfg, "--set", big}, "expected key=value"},
+      {{"plan", cfg, "--set", "dtype=" + big}, "expected one of float32, bfloat16"},
+      {{"plan", cfg, "--set", big + "=1"}, "unknown key"},
+      {{"plan", cfg, "--set", "modules." + big + ".tp=1"}, "no module with this name"},
+      {{"check", fixtures().at("run"), "--tol", big}, "--tol"},
+      {{big}, "unknown command"},
+  };
+  for (const auto& [args, what] : cases) {
+    const CliResult r = runCli(args, 60);
+    EXPECT_EQ(r.exitCode, 2) << args[0] << ": " << r.output.substr(0, 300);
+    EXPECT_LT(r.output.size(), 1200u) << args[0] << ": " << r.output.substr(0, 300);
+    EXPECT_NE(r.output.find(" bytes)"), std::string::npos) << r.output.substr(0, 1200);
+    EXPECT_NE(r.output.find(what), std::string::npos) << r.output.substr(0, 1200);
+  }
+}
+
 // A run whose files cannot grow (a full disk: RLIMIT_FSIZE on the launcher and its ranks)
 // ends `failed` with the reason, exit 10, no abort.
 TEST(HostileCli, FullDiskFailsTheRunWithAReason) {

@@ -287,6 +287,7 @@ int workerCommand(const WorkerOptions& opts) {
       }
     } detach{live.get()};
     const auto& me = plan.ranks[rank];
+    const auto started = std::chrono::steady_clock::now();
     for (int it = 0; it < cfg.iterations; ++it) {
       // The plan rows of an iteration are written as it starts: the first step does not wait
       // for the plan of every iteration, and the rows grow with the iterations executed.
@@ -296,7 +297,14 @@ int workerCommand(const WorkerOptions& opts) {
       recorder->flush();  // every iteration is durable before the next starts
       const plan::RankStage* llm = me.stage(cfg.llm().name);
       if (r.hasLoss && llm && llm->tp == 0 && llm->dp == 0) {
-        std::printf("iteration %d  loss %.6f  time %.3f s\n", it, r.loss, r.seconds);
+        // N/total and the time left at the mean pace so far (README "run"): long runs show where
+        // they are.
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const int done = it + 1;
+        std::printf("iteration %d  loss %.6f  time %.3f s  (%d/%d, %.0f s left)\n", it, r.loss,
+                    r.seconds, done, cfg.iterations,
+                    elapsed / done * (cfg.iterations - done));
         std::fflush(stdout);
       }
     }

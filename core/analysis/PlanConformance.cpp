@@ -48,56 +48,71 @@ bool isShapeEdge(const std::string& edge) {
          edge.compare(edge.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
-// The messages `rank` posted in `iteration`, each once, in the order of its first frame (a
-// shape message and its payload are one message).  Counts the shape frames into `shapes`.
+// The messages `rank` posted in `iteration`, each once, in the order of its first frame.  A
+// payload is a message (keyed by its edge too: two edges between one pair of ranks carry two
+// messages); its shape message and a wait on either frame belong to the payload of the same
+// (side, direction, peer, microbatch) whatever group carried it — a job may send the shape on
+// the pipeline group and the payload on WORLD.  Counts the shape frames into `shapes`.
 std::vector<WireMessage> postedMessages(const model::RunModel& run, int rank, int iteration,
                                         int64_t& shapes) {
   struct Posted {
     WireMessage m;
     int64_t firstSeq;
     int64_t firstNs;
-  };
-  std::map<std::tuple<Side, Direction, int, int, std::string>, Posted> byIdentity;
-  for (const auto& t : run.transfers) {
-    if (t.rank != rank || t.iteration != iteration) continue;
-    std::string edge = t.edge;
-    if (isShapeEdge(edge)) {
-      ++shapes;
-      edge.resize(edge.size() - 6);
+    void saw(int64_t seq, int64_t ns) {
+      if (std::tie(seq, ns) < std::tie(firstSeq, firstNs)) firstSeq = seq, firstNs = ns;
     }
+  };
+  std::vector<Posted> posted;
+  std::map<std::tuple<Side, Direction, int, int, std::string>, size_t> byEdge;
+  std::map<std::tuple<Side, Direction, int, int>, size_t> byMessage;  // the first such payload
+  auto add = [&](const WireMessage& m, const std::string& edge, int64_t seq, int64_t ns) {
+    const auto key = std::make_tuple(m.side, m.direction, m.peer, m.microbatch);
+    if (!edge.empty()) {
+      auto [it, inserted] = byEdge.try_emplace(std::tuple_cat(key, std::make_tuple(edge)),
+                                               posted.size());
+      if (!inserted) return posted[it->second].saw(seq, ns);
+      byMessage.try_emplace(key, posted.size());
+      posted.push_back({m, seq, ns});
+      return;
+    }
+    // a shape frame or a wait: the payload's, else a message of its own
+    if (auto it = byMessage.find(key); it != byMessage.end()) {
+      posted[it->second].saw(seq, ns);
+      posted[it->second].m.stuck = posted[it->second].m.stuck || m.stuck;
+      return;
+    }
+    byMessage.emplace(key, posted.size());
+    posted.push_back({m, seq, ns});
+  };
+  auto wire = [&](Side side, Direction direction, int peer, int microbatch, bool stuck) {
     WireMessage m;
-    m.side = t.side;
-    m.direction = t.direction;
-    m.peer = t.side == Side::Send ? t.dstRank : t.srcRank;
-    m.microbatch = t.microbatch;
-    auto [it, inserted] = byIdentity.try_emplace(
-        std::make_tuple(m.side, m.direction, m.peer, m.microbatch, edge), Posted{m, t.actionSeq,
-                                                                                t.startNs});
-    if (!inserted && std::tie(t.actionSeq, t.startNs) <
-                         std::tie(it->second.firstSeq, it->second.firstNs)) {
-      it->second.firstSeq = t.actionSeq;
-      it->second.firstNs = t.startNs;
+    m.side = side;
+    m.direction = direction;
+    m.peer = peer;
+    m.microbatch = microbatch;
+    m.stuck = stuck;
+    return m;
+  };
+  for (bool payloads : {true, false}) {
+    for (const auto& t : run.transfers) {
+      if (t.rank != rank || t.iteration != iteration) continue;
+      const bool shape = isShapeEdge(t.edge);
+      if (shape == payloads) continue;
+      shapes += shape ? 1 : 0;
+      const WireMessage m = wire(t.side, t.direction, t.side == Side::Send ? t.dstRank : t.srcRank,
+                                 t.microbatch, false);
+      add(m, payloads ? std::string(t.edge) : std::string(), t.actionSeq, t.startNs);
     }
   }
   // A message the rank was stuck on has no transfers row (it never completed): its waits row.
   for (const auto& w : run.waits) {
     if (w.rank != rank || w.iteration != iteration) continue;
     if (w.op != events::WaitOp::Send && w.op != events::WaitOp::Recv) continue;
-    std::string edge = w.edge;
-    if (isShapeEdge(edge)) edge.resize(edge.size() - 6);
-    WireMessage m;
-    m.side = w.op == events::WaitOp::Send ? Side::Send : Side::Recv;
-    m.direction = w.direction;
-    m.peer = w.peer;
-    m.microbatch = w.microbatch;
-    m.stuck = true;
-    auto [it, inserted] = byIdentity.try_emplace(
-        std::make_tuple(m.side, m.direction, m.peer, m.microbatch, edge),
-        Posted{m, w.actionSeq, w.timeNs});
-    if (!inserted) it->second.m.stuck = true;
+    add(wire(w.op == events::WaitOp::Send ? Side::Send : Side::Recv, w.direction, w.peer,
+             w.microbatch, true),
+        "", w.actionSeq, w.timeNs);
   }
-  std::vector<Posted> posted;
-  for (auto& [_, p] : byIdentity) posted.push_back(p);
   std::sort(posted.begin(), posted.end(), [](const Posted& a, const Posted& b) {
     return std::tie(a.firstSeq, a.firstNs) < std::tie(b.firstSeq, b.firstNs);
   });

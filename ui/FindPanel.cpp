@@ -1,6 +1,7 @@
 // Find: filter actions, transfers or gradients; the bottom panel's tab bar; run information.
 #include <cstdio>
 
+#include "core/analysis/Format.h"
 #include "ui/App.h"
 
 namespace stagescope::ui {
@@ -195,7 +196,7 @@ void App::drawRunInfo() {
   const auto& info = m.info;
   ImGui::Columns(2, "##info", true);
   ImGui::Text("run %s   schema %d", info.runId.c_str(), m.schemaVersion);
-  ImGui::Text("status %s  %s", events::toString(info.status), info.statusReason.c_str());
+  ImGui::TextWrapped("status %s  %s", events::toString(info.status), info.statusReason.c_str());
   ImGui::Text("stagescope %s  torch %s  sqlite %s", info.versionStagescope.c_str(),
               info.versionTorch.c_str(), info.versionSqlite.c_str());
   ImGui::Text("config hash %s", info.configHash.c_str());
@@ -203,9 +204,11 @@ void App::drawRunInfo() {
   for (const auto& n : m.notes) ImGui::BulletText("%s", n.c_str());
   if (!m.diagnoses.empty()) {
     ImGui::TextColored(ImVec4(1, 0.5f, 0.3f, 1), "Diagnoses");
-    for (const auto& d : m.diagnoses)
-      ImGui::BulletText("[%s] rank %d it%d seq%d waits on %d: %s", d.kind.c_str(), d.rank,
-                        d.iteration, d.actionSeq, d.waitsOnRank, d.message.c_str());
+    for (const auto& d : m.diagnoses) {
+      const std::string where = analysis::diagnosisWhere(d);
+      ImGui::Bullet();
+      ImGui::TextWrapped("%s: %s", where.c_str(), d.message.c_str());
+    }
   }
   ImGui::NextColumn();
   ImGui::TextDisabled("config");

@@ -454,7 +454,9 @@ void checkCounts(Ctx& c, CheckResult& r) {
   }
   if (!holdsPlan(run)) {
     r.status = CheckStatus::Skipped;
-    r.summary = "skipped: the run file holds no plan";
+    r.summary = events::isCapturedConfig(run.info.configText)
+                    ? "skipped: a captured job (plan_order counts its messages against a plan)"
+                    : "skipped: the run file holds no plan";
     return;
   }
   // (rank, iteration) -> (planned, recorded) per direction x side (index direction * 2 + side).

@@ -28,4 +28,17 @@ double relativeDifference(double a, double b) {
   return m == 0 ? 0 : std::fabs(a - b) / m;
 }
 
+std::string diagnosisWhere(const events::DiagnosisRecord& d) {
+  std::string where = "[" + d.kind + "]";
+  auto add = [&](int value, const char* label) {
+    if (value < 0) return;
+    where += (where.back() == ']' ? " " : ", ") + std::string(label) + std::to_string(value);
+  };
+  add(d.rank, "rank ");
+  add(d.iteration, "iteration ");
+  add(d.actionSeq, "action #");
+  add(d.waitsOnRank, "waits on rank ");
+  return where;
+}
+
 }  // namespace stagescope::analysis

@@ -281,6 +281,9 @@ class App {
   void inspectTransfer(int64_t index);
   void inspectGradient(int64_t index);
   void inspectLoss(int64_t index);
+  // With a comparison open: run B's side of the selected record of run A (its aligned item),
+  // next to A's, the rows that differ highlighted (Inspector.cpp).
+  void inspectCompared(analysis::ItemKind kind, int64_t index);
   void inspectCollective(int64_t index);
 
   void loadSettings();

@@ -271,7 +271,8 @@ void App::inspectTransfer(int64_t index) {
     ImGui::EndTable();
   }
   if (match && shape)
-    ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1), "Checksums match, shapes match");
+    ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1),
+                       "In this run, sender and receiver agree (checksums, shapes)");
   else
     ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s%s", match ? "" : "CHECKSUM MISMATCH  ",
                        shape ? "" : "SHAPE MISMATCH");
@@ -326,6 +327,7 @@ void App::inspectTransfer(int64_t index) {
   } else {
     ImGui::TextDisabled("%s", payloadNote_.c_str());
   }
+  inspectCompared(analysis::ItemKind::Transfer, index);
 }
 
 void App::inspectGradient(int64_t index) {
@@ -387,6 +389,7 @@ void App::inspectGradient(int64_t index) {
     }
     ImGui::EndTable();
   }
+  inspectCompared(analysis::ItemKind::Gradient, index);
 }
 
 void App::inspectLoss(int64_t index) {
@@ -400,6 +403,84 @@ void App::inspectLoss(int64_t index) {
     row("rank", "r%d  dp%d", l.rank, l.dp);
     row("iteration", "%d   microbatch %d", l.iteration, l.microbatch);
     ImGui::EndTable();
+  }
+  inspectCompared(analysis::ItemKind::Loss, index);
+}
+
+void App::inspectCompared(analysis::ItemKind kind, int64_t index) {
+  const analysis::Comparison* c = comparison();
+  const LoadedRun* a = main_.run.get();
+  const LoadedRun* b = compareRun();
+  if (!c || !a || !b) return;
+  // A transfer is aligned by its send side: a selected receive stands for its message.
+  int64_t key = index;
+  if (kind == analysis::ItemKind::Transfer) {
+    const int32_t p = a->transferPair[index];
+    if (p >= 0 && a->model.pairs[p].send >= 0) key = a->model.pairs[p].send;
+  }
+  const analysis::AlignedItem* item = nullptr;
+  for (const auto& it : c->alignment.items) {
+    if (it.kind == kind && (it.a == key || it.a == index)) {
+      item = &it;
+      break;
+    }
+  }
+  ImGui::Spacing();
+  ImGui::Separator();
+  if (!item) {
+    ImGui::TextDisabled("Compare: this record is not aligned with run B");
+    return;
+  }
+  const bool differ = item->state == analysis::ItemState::Differ;
+  const ImVec4 bad(1, 0.4f, 0.4f, 1), ok(0.6f, 0.9f, 0.6f, 1), amber(0.95f, 0.75f, 0.3f, 1);
+  ImGui::TextColored(differ ? bad : item->state == analysis::ItemState::Identical ? ok : amber,
+                     "Compare: %s (%s)", analysis::toString(item->state),
+                     analysis::toString(item->evidence));
+  ImGui::TextWrapped("aligned as %s", item->key.c_str());
+  if (!ImGui::BeginTable("##cmp", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp))
+    return;
+  ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 80);
+  ImGui::TableSetupColumn("run A (this)");
+  ImGui::TableSetupColumn("run B");
+  ImGui::TableHeadersRow();
+  auto two = [&](const char* k, const std::string& va, const std::string& vb, bool highlight) {
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    ImGui::TextDisabled("%s", k);
+    for (int col = 1; col <= 2; ++col) {
+      ImGui::TableSetColumnIndex(col);
+      const std::string& v = col == 1 ? va : vb;
+      if (highlight)
+        ImGui::TextColored(bad, "%s", v.c_str());
+      else
+        ImGui::TextUnformatted(v.c_str());
+    }
+  };
+  auto num = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.8g", x);
+    return std::string(buf);
+  };
+  const bool hasB = item->b >= 0;
+  const char* what = kind == analysis::ItemKind::Loss ? "value" : "L2 norm";
+  two(what, num(item->valueA), hasB ? num(item->valueB) : "missing",
+      hasB && !(item->valueA == item->valueB));
+  two("checksum", hex64(item->checksumA), hasB ? hex64(item->checksumB) : "missing",
+      hasB && item->checksumA != item->checksumB);
+  if (kind == analysis::ItemKind::Transfer && hasB && item->b < static_cast<int64_t>(b->model.transfers.size())) {
+    const auto& ta = a->model.transfers[key];
+    const auto& tb = b->model.transfers[item->b];
+    two("microbatch", std::to_string(ta.microbatch), std::to_string(tb.microbatch), false);
+    two("shape", formatShape(ta.shape), formatShape(tb.shape), ta.shape != tb.shape);
+    two("NaN / Inf",
+        std::to_string(ta.stats.nanCount) + " / " + std::to_string(ta.stats.infCount),
+        std::to_string(tb.stats.nanCount) + " / " + std::to_string(tb.stats.infCount),
+        ta.stats.nanCount != tb.stats.nanCount || ta.stats.infCount != tb.stats.infCount);
+  }
+  ImGui::EndTable();
+  if (item->state != analysis::ItemState::Identical && hasB) {
+    ImGui::TextColored(differ ? bad : amber, "relative distance %.3g %s tolerance %.3g",
+                       item->distance, differ ? ">" : "<=", item->tolerance);
   }
 }
 

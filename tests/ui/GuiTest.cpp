@@ -455,6 +455,12 @@ TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
   ASSERT_TRUE(compare.load(shotCompare));
   ASSERT_TRUE(cprobes.load(shotCompare + ".probes"));
   EXPECT_GT(countReddish(compare, cprobes.regions["bottom"]), 30u);
+  // 4. The jump shows run B's side of the item in the inspector too, below run A's record (it
+  // showed run A's record alone): the inspector holds more than the transfer's own rows.
+  EXPECT_GT(nonBackground(compare, cprobes.regions["inspector"]),
+            nonBackground(transfer, tprobes.regions["inspector"]) + 0.03)
+      << nonBackground(compare, cprobes.regions["inspector"]) << " vs "
+      << nonBackground(transfer, tprobes.regions["inspector"]);
 }
 
 // Zoomed out over ~10^5 events (far more actions than pixels per row), each rank's row is its

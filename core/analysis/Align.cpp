@@ -447,6 +447,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
         it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
       } else if (x->sidesDisagree || y->sidesDisagree) {
         // A receive recorded other bytes than its send: that run's message is corrupt.
+        it.sidesDisagreeIn = (x->sidesDisagree ? 1 : 0) | (y->sidesDisagree ? 2 : 0);
         it.state = ItemState::Differ;
         it.evidence = Evidence::Checksums;
         it.distance = INFINITY;

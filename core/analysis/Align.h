@@ -67,6 +67,9 @@ struct AlignedItem {
   double distance = 0;                    // relative L2 distance (Values/Norms), 0 when Identical
   double tolerance = 0;                   // the bound applied (Tolerance.h)
   int64_t worstElement = -1;              // Values: the element with the largest difference
+  // Transfers: the message's own sender and receiver disagree inside run A (1), B (2) or both
+  // (3) — a corrupt message in that run, not a difference between the runs.
+  int sidesDisagreeIn = 0;
   CausalKey causal;                       // in run A (run B for OnlyB)
   bool diverged() const { return state == ItemState::Differ; }
 };

@@ -313,7 +313,12 @@ void fillTransfers(const RunModel& a, const RunModel& b, Comparison& c) {
       }
       d.a = sideInfo(a, it.a);
       d.b = sideInfo(b, it.b);
-      d.reason = std::string(toString(it.evidence));
+      d.reason = it.sidesDisagreeIn
+                     ? std::string("sender and receiver disagree in ") +
+                           (it.sidesDisagreeIn == 3 ? "both runs"
+                            : it.sidesDisagreeIn == 1 ? c.a.label
+                                                      : c.b.label)
+                     : std::string(toString(it.evidence));
       d.relDiff = it.distance;
       c.firstDivergent = std::move(d);
     }
@@ -465,7 +470,10 @@ std::string describeItem(const AlignedItem& it) {
   o << ": " << toString(it.state);
   if (it.evidence != Evidence::None) o << " by " << toString(it.evidence);
   if (it.state == ItemState::Differ || it.state == ItemState::WithinTolerance) {
-    if (std::isinf(it.distance)) {
+    if (it.sidesDisagreeIn) {
+      o << " (sender and receiver disagree in "
+        << (it.sidesDisagreeIn == 3 ? "both runs" : it.sidesDisagreeIn == 1 ? "A" : "B") << ")";
+    } else if (std::isinf(it.distance)) {
       o << (it.evidence == Evidence::Checksums ? " (checksums differ)"
                                                : " (non-finite or shape mismatch)");
     } else {

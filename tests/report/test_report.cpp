@@ -470,6 +470,27 @@ TEST(Compare, IdenticalRuns) {
   EXPECT_EQ(c.gradsCompared, 2u * 8u);
 }
 
+// A message whose receiver recorded other bytes than its sender, inside run A: compare names it
+// as that run's own disagreement, not "checksums differ" (A's send checksum equals B's).
+TEST(Compare, SidesDisagreeingInsideOneRunAreNamedAsSuch) {
+  auto a = makeRun({.pp = 3});
+  auto b = makeRun({.pp = 3});
+  int64_t i =
+      findTransfer(a, "llm:pp1->pp2", events::Direction::Activation, 0, 2, events::Side::Recv);
+  ASSERT_GE(i, 0);
+  a.transfers[i].checksum ^= 0xdeadbeef;
+  repair(a);
+  CompareOptions opts;
+  opts.labelA = "A.db";
+  opts.labelB = "B.db";
+  auto c = compareRuns(a, b, opts);
+  EXPECT_EQ(c.verdict, Verdict::Diverged) << c.verdictReason;
+  ASSERT_TRUE(c.firstDivergent.has_value());
+  EXPECT_EQ(c.firstDivergent->reason, "sender and receiver disagree in A.db");
+  EXPECT_NE(c.firstText.find("(sender and receiver disagree in A)"), std::string::npos)
+      << c.firstText;
+}
+
 TEST(Compare, DifferentSeedFirstDivergenceIsFirstForwardActivation) {
   auto a = makeRun({.pp = 3, .microbatches = 4, .iterations = 2, .seed = 1});
   auto b = makeRun({.pp = 3, .microbatches = 4, .iterations = 2, .seed = 7});

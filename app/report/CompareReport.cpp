@@ -275,8 +275,9 @@ std::string renderMarkdown(const Comparison& c) {
   o << "- Messages: " << c.transfersCompared << " compared, " << c.transfersDiffering
     << " differ, " << c.transfersWithinTolerance << " within tolerance, " << c.transfersOnlyA << " only in " << c.a.label << ", " << c.transfersOnlyB << " only in "
     << c.b.label << "\n";
-  o << "- Losses: " << c.lossesCompared << " compared, " << c.lossesDiffering
-    << " differ, max relative difference " << fmt(c.maxLossRelDiff, "%.3g") << "\n";
+  o << "- Losses: " << c.lossesCompared << " compared, " << c.lossesDiffering << " differ, "
+    << c.lossesWithinTolerance << " within tolerance, max relative difference "
+    << fmt(c.maxLossRelDiff, "%.3g") << "\n";
   o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
     << c.gradsDiffering << " differ, " << c.gradsWithinTolerance
     << " within tolerance, max relative difference " << fmt(c.maxGradRelDiff, "%.3g")

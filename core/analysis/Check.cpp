@@ -150,6 +150,25 @@ void checkStatus(Ctx& c, CheckResult& r) {
     for (const auto& n : c.run.notes) f.message += "; " + n;
     add(r, c.opts, f);
   }
+  // A completed run lost no record: every DP replica of every TP shard of every reduced
+  // gradient is there (Coverage.h, the rule compare's coverage applies).  A run that did not
+  // complete fails above; its missing copies are a consequence.
+  if (info.status == RunStatus::Completed && !c.run.partial) {
+    const CopyCoverage copies = reducedCopyCoverage(c.run, c.opts.filter);
+    if (copies.expected > 0) r.summary += "; " + copies.summary();
+    for (const auto& m : copies.missing) {
+      Finding f;
+      f.message = "a record is missing from a completed run: " + m;
+      add(r, c.opts, f);
+    }
+    if (copies.missingCount() > static_cast<int64_t>(copies.missing.size())) {
+      Finding f;
+      f.message = std::to_string(copies.missingCount() -
+                                 static_cast<int64_t>(copies.missing.size())) +
+                  " more reduced-gradient copies missing";
+      add(r, c.opts, f);
+    }
+  }
 }
 
 // ---- unmatched_transfer, shape_mismatch, checksum_mismatch ----------------------------------

@@ -12,7 +12,9 @@
 //     1   (CLI) error            the run file could not be read / internal error
 //     2   (CLI) usage            bad command line
 //    10   run_status             status is running/failed/hung/killed, or the file is partial
-//                                (message carries the status reason and the diagnoses)
+//                                (message carries the status reason and the diagnoses), or a
+//                                completed run lost a record: a DP copy of a reduced gradient
+//                                its layout implies is missing (Coverage.h CopyCoverage)
 //    11   unmatched_transfer     a send without its receive, or a receive without its send
 //    12   plan_order             executed action order differs from the plan (first
 //                                deviation per rank); a captured job: its messages differ

@@ -1,4 +1,5 @@
 #include "core/analysis/Check.h"
+#include "core/analysis/Accumulation.h"
 
 #include <algorithm>
 #include <array>
@@ -961,6 +962,30 @@ void checkAgainst(Ctx& c, CheckResult& r) {
   add(r, c.opts, f);
 }
 
+// ---- reference_gradient, third part: the reduction of the accumulated gradients -------------
+// The run's own reduced gradients against what its replicas accumulated (Accumulation.h): a
+// consistency of the run's gradients, judged like its optimizer step without the reference.
+void checkAccumulation(Ctx& c, CheckResult& r) {
+  const std::string dtype = computeDtypeOf(c.run);
+  const AccumulationReport rep =
+      judgeAccumulation(c.run, toleranceFor(dtype.empty() ? "float32" : dtype, c.opts.tolerance));
+  for (const auto& m : rep.mismatches) {
+    Finding f;
+    f.rank = m.rank;
+    f.iteration = m.iteration;
+    f.tensor = m.param;
+    f.message = m.sentence;
+    add(r, c.opts, f);
+  }
+  if (rep.judged == 0 && rep.unjudged == 0) return;  // nothing accumulated
+  if (r.status == CheckStatus::Skipped) {
+    r.status = rep.mismatches.empty() ? CheckStatus::Passed : CheckStatus::Failed;
+    r.summary = rep.summary() + "; " + r.summary;
+  } else {
+    r.summary += "; " + rep.summary();
+  }
+}
+
 bool enabled(const CheckOptions& o, const std::string& name) {
   return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
 }
@@ -1024,7 +1049,10 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
   timed(order, [&] { checkPlanOrder(c, order); });
   timed(count, [&] { checkCounts(c, count); });
   timed(nonfinite, [&] { checkNonFinite(c, nonfinite); });
-  timed(reference, [&] { checkReference(c, reference); });
+  timed(reference, [&] {
+    checkReference(c, reference);
+    checkAccumulation(c, reference);
+  });
   timed(against, [&] { checkAgainst(c, against); });
 
   rep.checks = {status, unmatched, order, count, shape, checksum, nonfinite, reference, against};

@@ -26,7 +26,10 @@
 //    15   checksum_mismatch      send and recv of one message disagree on the checksum
 //    16   nonfinite              a NaN/Inf in a transfer, gradient or loss (the FIRST one in
 //                                causal order is named)
-//    17   reference_gradient     gathered gradients differ from the single-process reference
+//    17   reference_gradient     gathered gradients differ from the single-process reference;
+//                                also the run's own consistency: an optimizer step
+//                                (OptimizerStep.h), a reduced gradient against what its DP
+//                                replicas accumulated (Accumulation.h)
 //    18   against                run-to-run difference against another run (--against)
 #pragma once
 

@@ -31,10 +31,10 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     if (against.empty()) {
       run = loadWithProgress(path, load);
     } else {
-      // The --against run is only compared (compareRuns): its reduced gradients are all the
-      // comparison judges (LoadOptions::onlyReducedGradients).
+      // The --against run is only compared (compareRuns): the gradients the comparison judges
+      // are all it needs (LoadOptions::comparedGradients).
       storage::LoadOptions otherLoad = load;
-      otherLoad.onlyReducedGradients = true;
+      otherLoad.comparedGradients = true;
       std::tie(run, other) = loadTwoWithProgress(path, against, load, otherLoad);
     }
     analysis::CheckOptions opts;

@@ -47,11 +47,12 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
                                                      {"--json", json, ReportKind::CompareJson}},
                                                     {a, b});
   // Payloads (level full) let the comparison judge values, not checksums or norms.  Only the
-  // reduced gradients are kept: the comparison judges no other (core/analysis/Align.h), and the
-  // per-microbatch ones are most of a run's rows (1.4 GB of a 10^7-event run).
+  // gradients the comparison judges are kept (core/analysis/Align.h): reduced and initial ones
+  // with payloads, the per-microbatch ones (most of a run's rows, 1.4 GB of a 10^7-event run's
+  // payloads) without, and no parameters after the step.
   storage::LoadOptions load;
   load.payloads = true;
-  load.onlyReducedGradients = true;
+  load.comparedGradients = true;
   auto [ra, rb] = loadTwoWithProgress(a, b, load);
   analysis::CompareOptions opts;
   opts.labelA = a;

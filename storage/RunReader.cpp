@@ -843,7 +843,7 @@ class Loader {
   // connection's snapshot is the first one's, because no writer can commit while the first
   // holds its read lock.  A shard (WAL) is read by one thread.
   void startSecondReader() {
-    if (opts_.onlyReducedGradients) return;
+    if (selectsGradients()) return;
     auto r = std::make_unique<SecondReader>();
     if (!sideReadable("gradients", *r)) return;
     const int64_t n = rows_.at("gradients"), lo = r->min, hi = r->max;
@@ -976,11 +976,11 @@ class Loader {
     constexpr int64_t kFirst = std::numeric_limits<int64_t>::min();
     if (!second_) {
       // Only reduced rows: the vector grows as it reads (~3 % of a stats run's rows).
-      if (!opts_.onlyReducedGradients) m_.gradients.reserve(reserveFor("gradients"));
+      if (!selectsGradients()) m_.gradients.reserve(reserveFor("gradients"));
       const int64_t read = readGradientRows(
           kFirst, std::numeric_limits<int64_t>::max(),
           [this](events::GradientRecord&& g) { m_.gradients.push_back(std::move(g)); });
-      if (opts_.onlyReducedGradients) {
+      if (selectsGradients()) {
         // The rows not selected count as events (countRows counted every row).
         const auto counted = rows_.find("gradients");
         const int64_t notRead =
@@ -1045,7 +1045,7 @@ class Loader {
                               "stat_inf_count",
                               "stat_numel"}) +
         ", " + payload + " FROM " + stored("gradients") + " WHERE rowid BETWEEN ?1 AND ?2" +
-        (opts_.onlyReducedGradients ? " AND " + reducedPhaseFilter() : "") + " ORDER BY rowid");
+        (selectsGradients() ? " AND " + reducedPhaseFilter() : "") + " ORDER BY rowid");
     s.bind(1, from);
     s.bind(2, to);
     Memo<events::GradPhase> phases;
@@ -1074,7 +1074,8 @@ class Loader {
       real("gradients", s, 14, &g.norm, m_.info.level >= events::RecordLevel::Stats);
       g.checksum = std::bit_cast<uint64_t>(s.i64(15));
       readStats("gradients", s, 16, &g.hasStats, &g.stats);
-      if (opts_.payloads) {
+      if (opts_.payloads &&
+          !(opts_.comparedGradients && g.phase == events::GradPhase::Accumulated)) {
         readPayload(s, 23, &g.payload);
         payloadLength("gradients", gradientRow(g), g.payload.size(), g.shape, g.dtype);
       }
@@ -1091,15 +1092,25 @@ class Loader {
   // SQL condition selecting the gradient rows LoadOptions::onlyReducedGradients keeps: phase
   // `reduced`, and `reference` (format 1 kept the reference in this table).  Exactly the texts
   // parseGradPhase reads as those phases; in a packed table, their ids in `texts`.
+  // With LoadOptions::comparedGradients also `param_initial` and `accumulated`.
+  bool selectsGradients() const { return opts_.onlyReducedGradients || opts_.comparedGradients; }
+  bool keptPhase(events::GradPhase p) const {
+    if (p == events::GradPhase::Reduced || p == events::GradPhase::Reference) return true;
+    return opts_.comparedGradients &&
+           (p == events::GradPhase::ParamInitial || p == events::GradPhase::Accumulated);
+  }
   std::string reducedPhaseFilter() const {
-    auto kept = [](std::string_view text) {
+    auto kept = [this](std::string_view text) {
       events::GradPhase p{};
-      return parseGradPhase(text, &p) &&
-             (p == events::GradPhase::Reduced || p == events::GradPhase::Reference);
+      return parseGradPhase(text, &p) && keptPhase(p);
     };
     if (!packed_) {
-      return "phase IN ('" + std::string(events::toString(events::GradPhase::Reduced)) + "', '" +
-             events::toString(events::GradPhase::Reference) + "')";
+      std::string list;
+      for (auto p : {events::GradPhase::Reduced, events::GradPhase::Reference,
+                     events::GradPhase::ParamInitial, events::GradPhase::Accumulated}) {
+        if (keptPhase(p)) list += (list.empty() ? "'" : ", '") + std::string(events::toString(p)) + "'";
+      }
+      return "phase IN (" + list + ")";
     }
     std::string ids;
     for (size_t id = 0; id < texts_.size(); ++id) {

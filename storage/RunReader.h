@@ -42,8 +42,14 @@ struct LoadOptions {
   // of such a model (AlignedItem::a/b of a gradient) index its smaller vector, so a consumer that
   // indexes another model of the same file with them (the viewer) must not use it.
   bool onlyReducedGradients = false;
+  // Read only the gradients `compare` judges (core/analysis/Align.h; `compare`, the --against
+  // run of `check`): rows of phase Reduced and ParamInitial with their payloads, and the
+  // per-microbatch Accumulated rows WITHOUT payloads (the comparison judges them by checksums
+  // or norms only, and their payloads are most of a level-full file).  ParamAfterStep rows are
+  // not read; RunModel::gradientsNotLoaded counts them.  Same index caveat as above.
+  bool comparedGradients = false;
   // A gradients table with at least this many rows is read by two threads, each on its own
-  // connection to the same snapshot, over two rowid ranges (never with onlyReducedGradients);
+  // connection to the same snapshot, over two rowid ranges (never with onlyReducedGradients or comparedGradients);
   // a transfers table of at least this many rows in rowid chunks by a side thread of its own,
   // meanwhile the actions are read, and by the calling thread once it reaches them (<= 0: one
   // thread reads every table).  The result, and the error a bad

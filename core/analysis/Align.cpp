@@ -227,7 +227,13 @@ std::map<std::pair<int, int>, int64_t> lossIndex(const RunModel& run) {
   std::map<std::pair<int, int>, int64_t> out;  // (iteration, global mb) -> first record
   for (size_t i = 0; i < run.losses.size(); ++i) {
     const auto& l = run.losses[i];
-    if (l.microbatch < 0 || l.rank < 0) continue;  // iteration means, reference rows
+    if (l.rank < 0) continue;  // reference rows
+    if (l.microbatch < 0) {
+      // The iteration's mean over the global batch: every last-stage rank of every replica
+      // holds the same all-reduced value (Replicas.h compares the copies); one item.
+      out.emplace(std::make_pair(l.iteration, -1), static_cast<int64_t>(i));
+      continue;
+    }
     const auto* info = lossRow(run, l.rank);
     const int D = info ? dpSize(modules, info->module) : 1;
     out.emplace(std::make_pair(l.iteration, l.microbatch * D + l.dp), static_cast<int64_t>(i));
@@ -284,14 +290,45 @@ struct RunSide {
           const std::set<std::string>& otherReplicas)
       : order(run),
         groups(transferGroups(run, unaligned, otherReplicas)),
-        gradients(gatherGradients(run, events::GradPhase::Reduced, true)) {}
+        gradients(gatherGradients(run, events::GradPhase::Reduced, true)),
+        initial(gatherGradients(run, events::GradPhase::ParamInitial, true)),
+        accumulated(gatherAccumulated(run, false)) {}
   RunSide(const RunSide&) = delete;
   RunSide& operator=(const RunSide&) = delete;
 
   CausalOrder order;
   std::vector<TGroup> groups;
   std::vector<GatheredGradient> gradients;
+  std::vector<GatheredGradient> initial;      // phase ParamInitial (level full)
+  std::vector<GatheredGradient> accumulated;  // per (iteration, param, dp, microbatch), no values
 };
+
+bool allChecksumsOf(const GatheredGradient& g) {
+  return !g.shardChecksums.empty() && std::none_of(g.shardChecksums.begin(),
+                                                   g.shardChecksums.end(),
+                                                   [](uint64_t v) { return v == 0; });
+}
+
+// Judges gathered tensors without values: equal shard checksums of one shard layout are
+// identical; other bytes under the same run layout differ (a layout computes bitwise
+// reproducibly); else their norms (fallback).
+void judgeByChecksumsOrNorms(AlignedItem& it, const GatheredGradient& x, const GatheredGradient& y,
+                             bool sameFunction, bool sameLayout, double floor, double tol) {
+  const bool sameShards =
+      sameFunction && allChecksumsOf(x) && allChecksumsOf(y) && x.layout == y.layout;
+  if (sameShards && x.shardChecksums == y.shardChecksums) {
+    it.evidence = Evidence::Checksums;
+    it.state = ItemState::Identical;
+  } else if (sameShards && sameLayout) {
+    it.evidence = Evidence::Checksums;
+    it.state = ItemState::Differ;
+    it.distance = INFINITY;
+  } else if (x.shards > 0 && y.shards > 0) {
+    judgeByNorms(it, x.norm, y.norm, floor, tol);
+  } else {
+    it.state = ItemState::Unjudged;
+  }
+}
 
 // Sorts the items by (causal key, kind, key), equal ones in their order: indices are sorted,
 // then the items moved once along the permutation's cycles (an item is ~200 bytes with three
@@ -406,7 +443,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     // run (every key of either when they differ grows it once), and at most one item per loss
     // and per gathered gradient of either run.
     out.items.reserve(std::max(ta.size(), tb.size()) + a.losses.size() + b.losses.size() +
-                      ga.size() + gb.size());
+                      ga.size() + gb.size() + sideA->initial.size() + sideB->initial.size() +
+                      sideA->accumulated.size() + sideB->accumulated.size());
     std::vector<double> va, vb;
     // Both are sorted by key: walk them together (every key of either, in key order).
     for (size_t ia = 0, ib = 0; ia < ta.size() || ib < tb.size();) {
@@ -483,7 +521,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       it.kind = ItemKind::Loss;
       it.iteration = k.first;
       it.microbatch = k.second;
-      it.key = "loss it" + std::to_string(k.first) + " gmb" + std::to_string(k.second);
+      it.key = "loss it" + std::to_string(k.first) +
+               (k.second < 0 ? std::string(" mean") : " gmb" + std::to_string(k.second));
       auto ia = la.find(k), ib = lb.find(k);
       if (ia != la.end()) {
         it.a = ia->second;
@@ -574,6 +613,130 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     }
   }
 
+  // ---- initial parameters (level full): the same draw on both sides
+  {
+    std::map<std::string, const GatheredGradient*> xa, xb;
+    for (const auto& g : sideA->initial) xa.emplace(g.param, &g);
+    for (const auto& g : sideB->initial) xb.emplace(g.param, &g);
+    std::set<std::string> keys;
+    for (const auto& kv : xa) keys.insert(kv.first);
+    for (const auto& kv : xb) keys.insert(kv.first);
+    for (const auto& k : keys) {
+      AlignedItem it;
+      it.kind = ItemKind::Gradient;
+      it.phase = events::GradPhase::ParamInitial;
+      it.param = k;
+      it.key = "initial " + k;
+      auto ia = xa.find(k), ib = xb.find(k);
+      const GatheredGradient* x = ia != xa.end() ? ia->second : nullptr;
+      const GatheredGradient* y = ib != xb.end() ? ib->second : nullptr;
+      it.iteration = (x ? x : y)->iteration;
+      if (x) {
+        it.a = x->records.empty() ? -1 : x->records.front();
+        it.valueA = x->norm;
+        it.checksumA = x->shardChecksums.empty() ? 0 : x->shardChecksums.front();
+        if (it.a >= 0) it.causal = ca.ofGradient(a.gradients[it.a]);
+      }
+      if (y) {
+        it.b = y->records.empty() ? -1 : y->records.front();
+        it.valueB = y->norm;
+        it.checksumB = y->shardChecksums.empty() ? 0 : y->shardChecksums.front();
+        if (!x && it.b >= 0) it.causal = cb.ofGradient(b.gradients[it.b]);
+      }
+      const double tol = rule.bound(ValueKind::Gradient, 0);
+      it.tolerance = tol;
+      if (!x || !y) {
+        it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
+      } else if (!x->complete || !y->complete) {
+        it.state = ItemState::Differ;
+        it.distance = INFINITY;
+      } else if (x->hasValues && y->hasValues) {
+        judgeByValues(it, x->values, y->values, 0.0, tol);
+        // One layout and seed draw the same bytes: nothing but bitwise equality passes.
+        if (out.sameLayout && it.state != ItemState::Identical) {
+          it.state = ItemState::Differ;
+          it.tolerance = 0;
+        }
+      } else {
+        judgeByChecksumsOrNorms(it, *x, *y, sameFunction, out.sameLayout, 0.0, tol);
+        if (out.sameLayout && (it.state == ItemState::WithinTolerance ||
+                               (it.state == ItemState::Differ && it.evidence == Evidence::Norms))) {
+          it.state = ItemState::Differ;
+          it.tolerance = 0;
+        }
+      }
+      out.items.push_back(std::move(it));
+    }
+  }
+
+  // ---- accumulated gradients: per replica and local microbatch, where both runs split the
+  // global batch among the same replicas (the module's dp and the llm's dp agree)
+  {
+    std::set<std::string> sameReplicas;
+    int llmDpA = -1, llmDpB = -2;
+    for (const auto& m : a.info.modules)
+      if (m.kind == "llm") llmDpA = m.dp;
+    for (const auto& m : b.info.modules)
+      if (m.kind == "llm") llmDpB = m.dp;
+    for (const auto& [name, x] : ma) {
+      auto it = mb.find(name);
+      if (it != mb.end() && it->second.dp == x.dp && llmDpA == llmDpB) sameReplicas.insert(name);
+    }
+    using AKey = std::tuple<int, std::string, int, int>;  // iteration, param, dp, microbatch
+    std::map<AKey, const GatheredGradient*> xa, xb;
+    for (const auto* side : {&sideA->accumulated, &sideB->accumulated}) {
+      auto& into = side == &sideA->accumulated ? xa : xb;
+      for (const auto& g : *side) {
+        if (!sameReplicas.count(g.module)) {
+          ++out.accumulatedNotAligned;
+          continue;
+        }
+        into.emplace(AKey{g.iteration, g.param, g.dp, g.microbatch}, &g);
+      }
+    }
+    std::set<AKey> keys;
+    for (const auto& kv : xa) keys.insert(kv.first);
+    for (const auto& kv : xb) keys.insert(kv.first);
+    for (const auto& k : keys) {
+      AlignedItem it;
+      it.kind = ItemKind::Gradient;
+      it.phase = events::GradPhase::Accumulated;
+      it.iteration = std::get<0>(k);
+      it.param = std::get<1>(k);
+      it.dp = std::get<2>(k);
+      it.microbatch = std::get<3>(k);
+      it.key = it.param + " it" + std::to_string(it.iteration) + " dp" + std::to_string(it.dp) +
+               " mb" + std::to_string(it.microbatch) + " accumulated";
+      auto ia = xa.find(k), ib = xb.find(k);
+      const GatheredGradient* x = ia != xa.end() ? ia->second : nullptr;
+      const GatheredGradient* y = ib != xb.end() ? ib->second : nullptr;
+      if (x) {
+        it.a = x->records.empty() ? -1 : x->records.front();
+        it.valueA = x->norm;
+        it.checksumA = x->shardChecksums.empty() ? 0 : x->shardChecksums.front();
+        if (it.a >= 0) it.causal = ca.ofGradient(a.gradients[it.a]);
+      }
+      if (y) {
+        it.b = y->records.empty() ? -1 : y->records.front();
+        it.valueB = y->norm;
+        it.checksumB = y->shardChecksums.empty() ? 0 : y->shardChecksums.front();
+        if (!x && it.b >= 0) it.causal = cb.ofGradient(b.gradients[it.b]);
+      }
+      const double tol = rule.bound(ValueKind::Gradient, it.iteration);
+      it.tolerance = tol;
+      if (!x || !y) {
+        it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
+      } else if (!x->complete || !y->complete) {
+        it.state = ItemState::Differ;
+        it.distance = INFINITY;
+      } else {
+        judgeByChecksumsOrNorms(it, *x, *y, sameFunction, out.sameLayout, floorOf(it.iteration),
+                                tol);
+      }
+      out.items.push_back(std::move(it));
+    }
+  }
+
   // ---- causal order, counts, first divergence
   sortItems(out.items);
   for (size_t i = 0; i < out.items.size(); ++i) {
@@ -606,6 +769,13 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     const bool compared = it.state == ItemState::Identical ||
                           it.state == ItemState::WithinTolerance || it.state == ItemState::Differ;
     if (compared) {
+      if (it.kind == ItemKind::Loss && it.microbatch < 0) ++out.meanLossesCompared;
+      if (it.kind == ItemKind::Gradient && it.phase == events::GradPhase::ParamInitial) {
+        ++out.initialCompared;
+        if (it.state == ItemState::Identical) ++out.initialBitwise;
+      }
+      if (it.kind == ItemKind::Gradient && it.phase == events::GradPhase::Accumulated)
+        ++out.accumulatedCompared;
       ++out.compared[kind];
       ++out.byEvidence[static_cast<size_t>(it.evidence)];
       if (!std::isnan(it.distance))

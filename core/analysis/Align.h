@@ -9,8 +9,14 @@
 //             one message are one item.  Messages of a module whose pp or dp differs between the
 //             runs name different layer boundaries / replicas: NotAligned (not compared, not
 //             missing).
-//   loss      iteration + global microbatch (same numbering; TP copies counted once)
-//   gradient  iteration + full parameter name of the reduced gradient (TP shards gathered)
+//   loss      iteration + global microbatch (same numbering; TP copies counted once); the
+//             iteration's mean loss (microbatch -1 rows: every replica holds the global mean)
+//             as iteration + "mean"
+//   gradient  iteration + full parameter name of the reduced gradient (TP shards gathered);
+//             the initial parameters (phase param_initial, level full) as "initial" + name;
+//             the per-microbatch accumulated gradients as name + iteration + dp replica +
+//             local microbatch, where the module's dp and the llm's dp are the same in both
+//             runs (else the partial sums are of other samples: counted, not aligned)
 //
 // Judgement per item, with the evidence that decided it:
 //   Values     both sides carry payloads (level full): bitwise equal -> Identical, else relative
@@ -19,6 +25,13 @@
 //              Differ (a layout computes bitwise reproducibly); different layouts -> fallback:
 //   Norms      (labelled fallback) L2 norms within the tolerance -> WithinTolerance, else Differ
 //   None       nothing to compare (level meta/off): Unjudged
+//
+// Initial parameters: bitwise when both runs have the same layout (one seed and layout draw
+// the same bytes; any other byte is Differ), by the tolerance rule of an iteration-0 gradient
+// otherwise (floor 0: a parameter's norm is not a gradient's).  Accumulated gradients are
+// judged by checksums (same layout) or norms (fallback), never by values: `compare` loads them
+// without payloads (storage::LoadOptions::comparedGradients), and the library on a whole model
+// must give the same verdict.
 //
 // Order: items are sorted in causal order (Causal.h) of run A (run B for items only in B), so the
 // first Differ is the causally first divergence.
@@ -57,6 +70,10 @@ struct AlignedItem {
   std::string edge;     // transfers
   events::Direction direction = events::Direction::Activation;
   std::string param;  // gradients
+  // Gradients: which records (Reduced, ParamInitial or Accumulated); accumulated ones also
+  // carry the replica `dp` and the local microbatch (in `microbatch`).
+  events::GradPhase phase = events::GradPhase::Reduced;
+  int dp = -1;
   ItemState state = ItemState::Identical;
   Evidence evidence = Evidence::None;
   // Representative record per run: index into transfers (the send side, lowest tp), losses, or
@@ -87,6 +104,12 @@ struct Alignment {
   size_t compared[3] = {0, 0, 0};
   size_t byEvidence[4] = {0, 0, 0, 0};  // indexed by Evidence
   double maxDistance[3] = {0, 0, 0};    // largest distance per kind among compared items
+  // Of the compared items above: iteration-mean losses (in [Loss]), initial parameters and
+  // accumulated gradients (in [Gradient]); initialBitwise of the initial ones were identical.
+  size_t meanLossesCompared = 0, initialCompared = 0, initialBitwise = 0, accumulatedCompared = 0;
+  // Accumulated gradient records of modules whose dp (or the llm's) differs between the runs:
+  // not aligned (other samples), counted in both runs together.
+  size_t accumulatedNotAligned = 0;
   bool sameLayout = true;               // every module has the same tp/pp/dp/cp in both runs
   bool sameGlobalBatch = true;          // microbatches x dp of every module agree
   std::string globalBatchNote;          // why not, when !sameGlobalBatch

@@ -302,6 +302,18 @@ CausalKey CausalOrder::ofGradient(const events::GradientRecord& g) const {
   using events::ActionKind;
   using events::GradPhase;
   int64_t ai = -1;
+  if (g.phase == GradPhase::ParamInitial) {
+    // Held before the rank's first action of the iteration.
+    CausalKey k;
+    k.iteration = g.iteration;
+    if (g.rank < 0 || static_cast<size_t>(g.rank) >= clock_.start.size()) return k;
+    k.rank = g.rank;
+    k.clock = -1;
+    const auto* info = findRank(run_, g.rank, g.module.str());
+    k.globalStage = info ? info->globalStage : INT_MAX;
+    k.position = -1;
+    return k;
+  }
   if (g.phase == GradPhase::Accumulated) {
     ai = findKind(g.rank, g.iteration, ActionKind::Backward, g.microbatch, false, g.module);
   } else if (g.phase == GradPhase::ParamAfterStep) {

@@ -1,4 +1,5 @@
 #include "core/analysis/Check.h"
+#include "core/analysis/Accumulation.h"
 
 #include <algorithm>
 #include <array>
@@ -149,6 +150,25 @@ void checkStatus(Ctx& c, CheckResult& r) {
     f.message = "run file is partial";
     for (const auto& n : c.run.notes) f.message += "; " + n;
     add(r, c.opts, f);
+  }
+  // A completed run lost no record: every DP replica of every TP shard of every reduced
+  // gradient is there (Coverage.h, the rule compare's coverage applies).  A run that did not
+  // complete fails above; its missing copies are a consequence.
+  if (info.status == RunStatus::Completed && !c.run.partial) {
+    const CopyCoverage copies = reducedCopyCoverage(c.run, c.opts.filter);
+    if (copies.expected > 0) r.summary += "; " + copies.summary();
+    for (const auto& m : copies.missing) {
+      Finding f;
+      f.message = "a record is missing from a completed run: " + m;
+      add(r, c.opts, f);
+    }
+    if (copies.missingCount() > static_cast<int64_t>(copies.missing.size())) {
+      Finding f;
+      f.message = std::to_string(copies.missingCount() -
+                                 static_cast<int64_t>(copies.missing.size())) +
+                  " more reduced-gradient copies missing";
+      add(r, c.opts, f);
+    }
   }
 }
 
@@ -944,6 +964,30 @@ void checkAgainst(Ctx& c, CheckResult& r) {
   add(r, c.opts, f);
 }
 
+// ---- reference_gradient, third part: the reduction of the accumulated gradients -------------
+// The run's own reduced gradients against what its replicas accumulated (Accumulation.h): a
+// consistency of the run's gradients, judged like its optimizer step without the reference.
+void checkAccumulation(Ctx& c, CheckResult& r) {
+  const std::string dtype = computeDtypeOf(c.run);
+  const AccumulationReport rep =
+      judgeAccumulation(c.run, toleranceFor(dtype.empty() ? "float32" : dtype, c.opts.tolerance));
+  for (const auto& m : rep.mismatches) {
+    Finding f;
+    f.rank = m.rank;
+    f.iteration = m.iteration;
+    f.tensor = m.param;
+    f.message = m.sentence;
+    add(r, c.opts, f);
+  }
+  if (rep.judged == 0 && rep.unjudged == 0) return;  // nothing accumulated
+  if (r.status == CheckStatus::Skipped) {
+    r.status = rep.mismatches.empty() ? CheckStatus::Passed : CheckStatus::Failed;
+    r.summary = rep.summary() + "; " + r.summary;
+  } else {
+    r.summary += "; " + rep.summary();
+  }
+}
+
 bool enabled(const CheckOptions& o, const std::string& name) {
   return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
 }
@@ -1007,7 +1051,10 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
   timed(order, [&] { checkPlanOrder(c, order); });
   timed(count, [&] { checkCounts(c, count); });
   timed(nonfinite, [&] { checkNonFinite(c, nonfinite); });
-  timed(reference, [&] { checkReference(c, reference); });
+  timed(reference, [&] {
+    checkReference(c, reference);
+    checkAccumulation(c, reference);
+  });
   timed(against, [&] { checkAgainst(c, against); });
 
   rep.checks = {status, unmatched, order, count, shape, checksum, nonfinite, reference, against};

@@ -12,7 +12,9 @@
 //     1   (CLI) error            the run file could not be read / internal error
 //     2   (CLI) usage            bad command line
 //    10   run_status             status is running/failed/hung/killed, or the file is partial
-//                                (message carries the status reason and the diagnoses)
+//                                (message carries the status reason and the diagnoses), or a
+//                                completed run lost a record: a DP copy of a reduced gradient
+//                                its layout implies is missing (Coverage.h CopyCoverage)
 //    11   unmatched_transfer     a send without its receive, or a receive without its send
 //    12   plan_order             executed action order differs from the plan (first
 //                                deviation per rank); a captured job: its messages differ
@@ -24,7 +26,10 @@
 //    15   checksum_mismatch      send and recv of one message disagree on the checksum
 //    16   nonfinite              a NaN/Inf in a transfer, gradient or loss (the FIRST one in
 //                                causal order is named)
-//    17   reference_gradient     gathered gradients differ from the single-process reference
+//    17   reference_gradient     gathered gradients differ from the single-process reference;
+//                                also the run's own consistency: an optimizer step
+//                                (OptimizerStep.h), a reduced gradient against what its DP
+//                                replicas accumulated (Accumulation.h)
 //    18   against                run-to-run difference against another run (--against)
 #pragma once
 

@@ -127,6 +127,18 @@ void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts
   int iterations = 0;
   for (const auto& it : c.alignment.items) {
     if (it.kind != ItemKind::Loss) continue;
+    if (it.microbatch < 0) {
+      // The iteration's mean loss: judged and counted, not a row of the per-microbatch table
+      // (nor part of its iteration means).
+      if (it.a >= 0 && it.b >= 0) {
+        ++c.lossesCompared;
+        if (it.state != ItemState::Identical) ++c.lossesDiffering;
+        if (!std::isnan(it.distance)) c.maxLossRelDiff = std::max(c.maxLossRelDiff, it.distance);
+      } else {
+        ++c.lossesOnlyOne;
+      }
+      continue;
+    }
     LossRow r;
     r.iteration = it.iteration;
     r.microbatch = it.microbatch;
@@ -204,7 +216,9 @@ void fillGradients(const RunModel& a, const RunModel& b, const CompareOptions& o
   std::vector<GradRow> rows;
   int iterations = 0, lastCommon = -1;
   for (const auto& it : c.alignment.items) {
-    if (it.kind != ItemKind::Gradient) continue;
+    // The reduced gradients: initial parameters and accumulated gradients are judged in the
+    // alignment (and counted in the evidence line), not rows of these tables.
+    if (it.kind != ItemKind::Gradient || it.phase != events::GradPhase::Reduced) continue;
     GradRow r;
     r.param = it.param;
     r.iteration = it.iteration;
@@ -344,6 +358,15 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     }
     e << " (by values " << al.byEvidence[0] << ", by checksums " << al.byEvidence[1]
       << ", by norms (fallback) " << al.byEvidence[2] << ")";
+    // What the losses and gradients above include besides microbatch losses and reduced
+    // gradients (Align.h).
+    e << "; of them iteration-mean losses " << al.meanLossesCompared << ", initial parameters "
+      << al.initialCompared << " (" << al.initialBitwise << " bitwise"
+      << (al.sameLayout ? ", the same layout: bitwise required" : "") << "), accumulated "
+      << "gradients " << al.accumulatedCompared;
+    if (al.accumulatedNotAligned)
+      e << "; " << al.accumulatedNotAligned
+        << " accumulated gradients not aligned (a module's dp or the llm's differs)";
     if (al.notAligned) e << "; " << al.notAligned << " messages not aligned (the layouts differ)";
     if (al.unjudged) e << "; " << al.unjudged << " items carry nothing to compare";
     c.evidence = e.str();
@@ -405,8 +428,10 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
         << ")";
   } else {
     c.verdict = Verdict::Identical;
-    why << "all " << c.transfersCompared << " messages, " << c.lossesCompared << " losses and "
-        << c.gradsCompared << " parameter gradients are bitwise equal";
+    why << "all " << c.transfersCompared << " messages, " << c.lossesCompared << " losses, "
+        << c.gradsCompared << " parameter gradients, " << al.initialCompared
+        << " initial parameters and " << al.accumulatedCompared
+        << " accumulated gradients are bitwise equal";
   }
   c.verdictReason = why.str();
   (void)a;
@@ -464,7 +489,14 @@ std::string describeItem(const AlignedItem& it) {
       o << it.key;
       break;
     case ItemKind::Gradient:
-      o << "gradient of " << it.param << " iteration " << it.iteration;
+      if (it.phase == events::GradPhase::ParamInitial) {
+        o << "initial parameter " << it.param;
+      } else if (it.phase == events::GradPhase::Accumulated) {
+        o << "accumulated gradient of " << it.param << " iteration " << it.iteration << " dp"
+          << it.dp << " microbatch " << it.microbatch;
+      } else {
+        o << "gradient of " << it.param << " iteration " << it.iteration;
+      }
       break;
   }
   o << ": " << toString(it.state);
@@ -479,6 +511,8 @@ std::string describeItem(const AlignedItem& it) {
     } else {
       o << ", relative L2 " << it.distance << (it.state == ItemState::Differ ? " > " : " <= ")
         << it.tolerance;
+      if (it.phase == events::GradPhase::ParamInitial && it.tolerance == 0)
+        o << " (the same layout draws the same bytes: bitwise required)";
     }
   }
   if (it.kind != ItemKind::Gradient && it.evidence != Evidence::Checksums) {

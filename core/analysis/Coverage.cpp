@@ -1,7 +1,12 @@
 #include "core/analysis/Coverage.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
+
+#include "core/events/CapturedLayout.h"
 
 #include "core/analysis/Pairing.h"
 
@@ -58,10 +63,58 @@ std::string RunCoverage::summary() const {
   o << "status " << status << "; " << iterationsRecorded << " of " << iterationsPlanned
     << " iterations, " << actionsRecorded << " of " << actionsExpected << " actions, "
     << messagesRecorded << " of " << messagesExpected << " message sides recorded";
+  if (copiesExpected > 0)
+    o << ", " << copiesRecorded << " of " << copiesExpected << " reduced-gradient copies";
   if (filter.any())
     o << " (" << filter.describe() << "; " << skippedByFilter << " planned "
       << "actions not recorded by design)";
   return o.str();
+}
+
+std::string CopyCoverage::summary() const {
+  return std::to_string(recorded) + " of " + std::to_string(expected) +
+         " expected reduced-gradient copies recorded (every DP replica of every TP shard, per "
+         "iteration)";
+}
+
+CopyCoverage reducedCopyCoverage(const RunModel& run, const RecordFilter& filter) {
+  CopyCoverage c;
+  if (events::isCapturedConfig(run.info.configText)) return c;
+  // A shard: (module, param, tp, pp) -- the part of the parameter a TP rank of a pipeline stage
+  // holds, whatever its partition says (a swapped partition is a wrong value, judged elsewhere,
+  // not a missing record); a copy of it: a rank of that (module, tp, pp).
+  using Shard = std::tuple<std::string, std::string, int, int>;
+  std::set<Shard> shards;
+  std::set<std::tuple<int, int, std::string, std::string>> recorded;
+  for (const auto& g : run.gradients) {
+    if (g.phase != events::GradPhase::Reduced) continue;
+    shards.insert({g.module.str(), g.param.str(), g.tp, g.pp});
+    recorded.insert({g.iteration, g.rank, g.module.str(), g.param.str()});
+  }
+  if (shards.empty()) return c;
+  std::map<std::tuple<std::string, int, int>, std::vector<const events::RankInfo*>> replicas;
+  for (const auto& r : run.ranks) replicas[{r.module, r.tp, r.pp}].push_back(&r);
+  const int iterations = std::max(run.info.iterations, 0);
+  for (const auto& [module, param, tp, pp] : shards) {
+    const auto it = replicas.find({module, tp, pp});
+    if (it == replicas.end()) continue;
+    for (int i = 0; i < iterations; ++i) {
+      for (const auto* r : it->second) {
+        if (!filter.wants(i, module, r->rank)) continue;
+        ++c.expected;
+        if (recorded.count({i, r->rank, module, param})) {
+          ++c.recorded;
+        } else if (c.missing.size() < 3) {
+          std::ostringstream m;
+          m << "reduced gradient " << param << " iteration " << i << ": no copy from rank "
+            << r->rank << " (" << module << " dp" << r->dp << " tp" << r->tp << " pp" << r->pp
+            << "); every DP replica records its own copy";
+          c.missing.push_back(m.str());
+        }
+      }
+    }
+  }
+  return c;
 }
 
 RunCoverage coverageOf(const RunModel& run, const RecordFilter& filter) {
@@ -162,6 +215,16 @@ RunCoverage coverageOf(const RunModel& run, const RecordFilter& filter) {
     c.iterationsRecorded += iterationOk[static_cast<size_t>(it)];
   }
   c.iterationsPlanned = wanted;
+  {
+    CopyCoverage copies = reducedCopyCoverage(run, filter);
+    c.copiesExpected = copies.expected;
+    c.copiesRecorded = copies.recorded;
+    for (auto& m : copies.missing) c.missing.push_back(std::move(m));
+    if (copies.missingCount() > static_cast<int64_t>(copies.missing.size()))
+      c.missing.push_back(std::to_string(copies.missingCount() -
+                                         static_cast<int64_t>(copies.missing.size())) +
+                          " more reduced-gradient copies missing");
+  }
   if (!c.completed) {
     c.missing.insert(c.missing.begin(),
                      "the run did not complete (status " + c.status +

@@ -65,17 +65,22 @@ namespace {
 // Gathers the records of `records` that `wanted` selects (gatherGradients' contract).
 template <class Wanted>
 std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientRecord>& records,
-                                             bool values, Wanted wanted) {
-  // Group record indices by (iteration, param).
+                                             bool values, Wanted wanted,
+                                             bool perReplica = false) {
+  // Group record indices by (iteration, param), and (dp, microbatch) when perReplica.
   std::vector<size_t> idx;
   for (size_t i = 0; i < records.size(); ++i) {
     if (wanted(records[i])) idx.push_back(i);
   }
+  const auto replica = [perReplica](const events::GradientRecord& r) {
+    return perReplica ? std::make_pair(r.dp, r.microbatch) : std::make_pair(0, 0);
+  };
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
     const auto& x = records[a];
     const auto& y = records[b];
-    return std::tie(x.iteration, x.param, x.partitionDim, x.partitionOffset, x.dp, x.tp) <
-           std::tie(y.iteration, y.param, y.partitionDim, y.partitionOffset, y.dp, y.tp);
+    const auto rx = replica(x), ry = replica(y);
+    return std::tie(x.iteration, x.param, rx, x.partitionDim, x.partitionOffset, x.dp, x.tp) <
+           std::tie(y.iteration, y.param, ry, y.partitionDim, y.partitionOffset, y.dp, y.tp);
   });
   std::vector<GatheredGradient> out;
   size_t i = 0;
@@ -83,13 +88,18 @@ std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientR
     const auto& first = records[idx[i]];
     size_t j = i;
     while (j < idx.size() && records[idx[j]].iteration == first.iteration &&
-           records[idx[j]].param == first.param) {
+           records[idx[j]].param == first.param &&
+           replica(records[idx[j]]) == replica(first)) {
       ++j;
     }
     GatheredGradient g;
     g.param = first.param;
     g.module = first.module;
     g.iteration = first.iteration;
+    if (perReplica) {
+      g.dp = first.dp;
+      g.microbatch = first.microbatch;
+    }
     g.fullShape = first.fullShape.empty() ? first.shape : first.fullShape;
     g.dtype = first.dtype;
     // Distinct shards: first record of each (partitionDim, partitionOffset).
@@ -194,6 +204,13 @@ std::vector<GatheredGradient> gatherGradients(const RunModel& run, events::GradP
   }
   return gatherSelected(run.gradients, values,
                         [phase](const events::GradientRecord& r) { return r.phase == phase; });
+}
+
+std::vector<GatheredGradient> gatherAccumulated(const RunModel& run, bool values) {
+  return gatherSelected(
+      run.gradients, values,
+      [](const events::GradientRecord& r) { return r.phase == events::GradPhase::Accumulated; },
+      true);
 }
 
 std::vector<GatheredGradient> gatherReferenceSecondComputation(const RunModel& run, bool values) {

@@ -16,6 +16,7 @@ struct GatheredGradient {
   std::string param;
   std::string module;
   int iteration = -1;
+  int dp = -1, microbatch = -1;  // gatherAccumulated: the replica and its local microbatch
   double norm = 0;       // sqrt(sum over distinct shards of shard norm^2)
   int shards = 0;        // distinct shards found
   bool complete = true;  // shard extents along partitionDim cover the full dimension
@@ -36,6 +37,11 @@ struct GatheredGradient {
 // Phase Reference gathers the reference's truth: its records in float32/float64.
 std::vector<GatheredGradient> gatherGradients(const model::RunModel& run, events::GradPhase phase,
                                               bool values);
+
+// The per-microbatch accumulated gradients, gathered per (iteration, param, dp replica, local
+// microbatch) from their TP shards (TP copies of a replicated parameter counted once), sorted
+// by that key.  Each is the partial sum of that replica's microbatches up to this one.
+std::vector<GatheredGradient> gatherAccumulated(const model::RunModel& run, bool values);
 
 // The reference's second computation of its gradients (app/ReferenceRecord.h), the records not in
 // float32: for a low-precision run, computed in the run's own dtype (bfloat16/float16) from the

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,9 +33,13 @@ using namespace stagescope::testing;
 namespace {
 
 struct Corpus {
-  std::string tp2, pp2, killed, filtered, nan, nanTp, swapped, scaled, corrupted;
+  std::string tp2, pp2, dp2, killed, filtered, nan, nanTp, swapped, scaled, corrupted;
   std::string steppedWrong, driftedReplica, lossCopy, wrongLoss;
   std::string swappedParam, scaledParam, steppedParam, driftedParam;
+  // Records compare did not read, or whose absence nothing noticed (copies of tp2 and dp2).
+  std::string meanLoss, initialReplica, initialAll, accumulated, missingCopy;
+  std::string initialParam, accumulatedParam, missingParam;
+  int accumulatedMb = -1;
 };
 
 void exec(sqlite3* db, const std::string& sql) {
@@ -156,6 +162,101 @@ void writePayload(sqlite3* db, const std::string& id, const std::vector<float>& 
   sqlite3_finalize(up);
 }
 
+// Multiplies the float32 payload of gradient row `id` by `factor` and rewrites its checksum,
+// norm and statistics from the new values, as the recording rank would have written them: the
+// file stays self-consistent, only the semantic defect remains.
+void scaleRow(sqlite3* db, const std::string& id, float factor) {
+  auto values = floatsOf(db, "SELECT payload FROM gradients WHERE id=" + id);
+  ASSERT_FALSE(values.empty()) << "row " << id;
+  double mn = INFINITY, mx = -INFINITY, sum = 0, sq = 0;
+  for (auto& f : values) {
+    f *= factor;
+    mn = std::min<double>(mn, f);
+    mx = std::max<double>(mx, f);
+    sum += f;
+    sq += static_cast<double>(f) * f;
+  }
+  writePayload(db, id, values, true);
+  char sql[512];
+  std::snprintf(sql, sizeof sql,
+                "UPDATE gradients SET norm=%.17g, stat_l2=%.17g, stat_min=%.17g, stat_max=%.17g, "
+                "stat_mean=%.17g WHERE id=%s",
+                std::sqrt(sq), std::sqrt(sq), mn, mx, sum / static_cast<double>(values.size()),
+                id.c_str());
+  exec(db, sql);
+}
+
+// Every copy of the iteration-0 mean loss (microbatch -1) off by 3e-5 (relative): check's loss
+// rule sees it; compare did not read iteration means.
+void plantMeanLoss(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_NE(scalarText(db, "SELECT count(*) FROM losses WHERE iteration=0 AND microbatch=-1"), "0");
+  exec(db, "UPDATE losses SET loss = loss * (1 + 3e-5) WHERE iteration=0 AND microbatch=-1");
+  sqlite3_close(db);
+}
+
+// One vision parameter's initial value (param_initial) x 1.001: on DP replica 1 only
+// (`everyCopy` false), or on every copy.
+void plantInitialParam(const std::string& path, bool everyCopy, std::string* param) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  *param = scalarText(db,
+                      "SELECT param FROM gradients WHERE phase='param_initial' AND dp=1 AND "
+                      "param LIKE 'vision.%fc1.weight' ORDER BY param LIMIT 1");
+  ASSERT_FALSE(param->empty());
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               ("SELECT id FROM gradients WHERE phase='param_initial' AND param='" +
+                                *param + "'" + (everyCopy ? "" : " AND dp=1"))
+                                   .c_str(),
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  std::vector<std::string> ids;
+  while (sqlite3_step(st) == SQLITE_ROW) ids.push_back(std::to_string(sqlite3_column_int64(st, 0)));
+  sqlite3_finalize(st);
+  ASSERT_EQ(ids.size(), everyCopy ? 2u : 1u);
+  for (const auto& id : ids) scaleRow(db, id, 1.001f);
+  sqlite3_close(db);
+}
+
+// DP replica 1's accumulated gradient of one vision parameter at its last microbatch of
+// iteration 0, x 1.01: as a replica that accumulated a microbatch twice-and-a-bit would record
+// it, while the reduced gradient (and so the reference's verdict) is untouched.
+void plantAccumulated(const std::string& path, std::string* param, int* mb) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  *param = scalarText(db,
+                      "SELECT param FROM gradients WHERE phase='accumulated' AND dp=1 AND "
+                      "param LIKE 'vision.%fc1.weight' ORDER BY param LIMIT 1");
+  ASSERT_FALSE(param->empty());
+  const std::string where = " FROM gradients WHERE phase='accumulated' AND dp=1 AND iteration=0 "
+                            "AND param='" + *param + "'";
+  const std::string last = scalarText(db, "SELECT max(microbatch)" + where);
+  ASSERT_FALSE(last.empty());
+  *mb = std::stoi(last);
+  const std::string id = scalarText(db, "SELECT id" + where + " AND microbatch=" + last);
+  scaleRow(db, id, 1.01f);
+  sqlite3_close(db);
+}
+
+// DP replica 1's copy of one vision parameter's reduced gradient in iteration 1 deleted: the
+// copies that remain agree.
+void plantMissingCopy(const std::string& path, std::string* param) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  *param = scalarText(db,
+                      "SELECT param FROM gradients WHERE phase='reduced' AND dp=1 AND "
+                      "param LIKE 'vision.%fc1.weight' ORDER BY param LIMIT 1");
+  ASSERT_FALSE(param->empty());
+  const std::string where = " FROM gradients WHERE phase='reduced' AND iteration=1 AND dp=1 AND "
+                            "param='" + *param + "'";
+  ASSERT_EQ(scalarText(db, "SELECT count(*)" + where), "1");
+  exec(db, "DELETE FROM gradients_rows WHERE id = (SELECT id" + where + ")");
+  ASSERT_EQ(scalarText(db, "SELECT count(*)" + where), "0");
+  sqlite3_close(db);
+}
+
 // One parameter's optimizer step of the last iteration (1) made 1.5 times as large, on every
 // copy (as an engine applying the wrong learning rate to one tensor would record it).  The
 // reference of iteration 1 starts from the parameters after iteration 0, so only check's own
@@ -256,6 +357,10 @@ const Corpus& corpus() {
     };
     k.tp2 = run({"--reference", "--set", "modules.llm.tp=2", "--set", "modules.llm.pp=1"},
                 "corpus-tp2", true);
+    // The encoder on two DP replicas (ranks 0-1, fan-in) feeding the llm's pp2 (ranks 2-3):
+    // a copy of every vision tensor on each replica.  About a second.
+    k.dp2 = run({"--reference", "--set", "modules.vision.dp=2", "--set", "modules.llm.offset=2"},
+                "corpus-dp2", true);
     k.pp2 = run({"--reference"}, "corpus-pp2", true);
     k.killed = run({"--fault", "kill:iteration=1,microbatch=0,module=llm,stage=1"}, "corpus-killed",
                    false);
@@ -282,6 +387,16 @@ const Corpus& corpus() {
     plantLossCopy(k.lossCopy);
     k.wrongLoss = copyOf(k.tp2, "corpus-wrong-loss");
     plantWrongLoss(k.wrongLoss);
+    k.meanLoss = copyOf(k.tp2, "corpus-mean-loss");
+    plantMeanLoss(k.meanLoss);
+    k.initialReplica = copyOf(k.dp2, "corpus-initial-replica");
+    plantInitialParam(k.initialReplica, false, &k.initialParam);
+    k.initialAll = copyOf(k.dp2, "corpus-initial-all");
+    plantInitialParam(k.initialAll, true, &k.initialParam);
+    k.accumulated = copyOf(k.dp2, "corpus-accumulated");
+    plantAccumulated(k.accumulated, &k.accumulatedParam, &k.accumulatedMb);
+    k.missingCopy = copyOf(k.dp2, "corpus-missing-copy");
+    plantMissingCopy(k.missingCopy, &k.missingParam);
     return k;
   }();
   return c;
@@ -552,4 +667,107 @@ TEST(Corpus, NaNAtTheBridgeIsFirstAcrossTheEncodersTpBroadcast) {
   const auto* nf = checkNamed(chk.json, "nonfinite");
   ASSERT_NE(nf, nullptr) << chk.text;
   EXPECT_EQ((*nf)["findings"][0]["edge"], "vision->llm") << chk.text;
+}
+
+// The records compare did not read and the copies nobody counted (docs/analysis.md "What
+// compare reads", "Every copy, not one per tensor").  Each assertion failed before: compare
+// called every planted file IDENTICAL, and check passed the accumulated and the missing copy.
+
+// The correct files: every new rule judged something and passed.
+TEST(Corpus, CompareReadsMeansInitialAndAccumulatedAndCountsCopies) {
+  const auto& k = corpus();
+  const auto same = compareEverywhere(k.dp2, copyOf(k.dp2, "corpus-dp2-twin"), "dp2-twin");
+  EXPECT_EQ(same.exitCode, 0) << same.text;
+  EXPECT_EQ(same.verdict, "identical") << same.text;
+  EXPECT_NE(same.text.find("of them iteration-mean losses 2, initial parameters"),
+            std::string::npos)
+      << same.text;
+  EXPECT_NE(same.text.find("the same layout: bitwise required"), std::string::npos) << same.text;
+  EXPECT_EQ(same.text.find("accumulated gradients 0"), std::string::npos) << same.text;
+  // Another vision dp: its accumulated gradients are partial sums of other samples.
+  const auto cross = compareEverywhere(k.dp2, k.pp2, "dp2-pp2");
+  EXPECT_EQ(cross.exitCode, 0) << cross.text;
+  EXPECT_NE(cross.text.find("accumulated gradients not aligned"), std::string::npos)
+      << cross.text;
+  const auto good = checkEverywhere(k.dp2, "dp2-accumulation");
+  EXPECT_EQ(good.exitCode, 0) << good.text;
+  EXPECT_NE(good.text.find("expected reduced-gradient copies recorded"),
+            std::string::npos)
+      << good.text;
+  EXPECT_NE(good.text.find("reduced gradients equal to what their replicas accumulated"),
+            std::string::npos)
+      << good.text;
+  EXPECT_EQ(good.text.find(" 0 reduced gradients equal to"), std::string::npos) << good.text;
+  EXPECT_EQ(good.text.find("not judged (a sum over replicas"), std::string::npos) << good.text;
+}
+
+TEST(Corpus, IterationMeanLossIsCompared) {
+  const auto& k = corpus();
+  const auto chk = checkEverywhere(k.meanLoss, "mean-loss");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;
+  const auto c = compareEverywhere(k.tp2, k.meanLoss, "mean-loss");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
+  EXPECT_EQ(c.verdict, "diverged");
+  EXPECT_EQ(c.firstKey, "loss it0 mean") << c.text;
+}
+
+TEST(Corpus, InitialParametersAreCompared) {
+  const auto& k = corpus();
+  // DP replica 1's copy only: the replicas of the initial parameter disagree.
+  const auto chk = checkEverywhere(k.initialReplica, "initial-replica");
+  EXPECT_EQ(chk.exitCode, 15) << chk.text;
+  const auto c = compareEverywhere(k.dp2, k.initialReplica, "initial-replica");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
+  EXPECT_NE(c.text.find("disagree"), std::string::npos) << c.text;
+  // Every copy: the aligned initial parameter differs (same layout: bitwise required).
+  const auto all = checkEverywhere(k.initialAll, "initial-all");
+  EXPECT_NE(all.exitCode, 0) << all.text;
+  const auto ca = compareEverywhere(k.dp2, k.initialAll, "initial-all");
+  EXPECT_EQ(ca.exitCode, 18) << ca.text;
+  EXPECT_EQ(ca.firstKey, "initial " + k.initialParam) << ca.text;
+  EXPECT_NE(ca.text.find("the same layout draws the same bytes: bitwise required"),
+            std::string::npos)
+      << ca.text;
+  // Across layouts the tolerance rule judges it: 1e-3 is over the iteration-0 bound.
+  const auto cx = compareEverywhere(k.pp2, k.initialAll, "initial-all-cross");
+  EXPECT_EQ(cx.exitCode, 18) << cx.text;
+  EXPECT_EQ(cx.firstKey, "initial " + k.initialParam) << cx.text;
+  EXPECT_NE(cx.text.find("relative L2 0.000999 > 0.0001"), std::string::npos) << cx.text;
+}
+
+TEST(Corpus, AccumulatedGradientIsJudged) {
+  const auto& k = corpus();
+  const auto chk = checkEverywhere(k.accumulated, "accumulated");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;
+  const auto* ref = checkNamed(chk.json, "reference_gradient");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_EQ((*ref)["findings"].size(), 1u) << chk.text;
+  EXPECT_EQ((*ref)["findings"][0]["tensor"], k.accumulatedParam);
+  EXPECT_EQ((*ref)["findings"][0]["iteration"], 0);
+  EXPECT_NE(chk.text.find("is not what its 2 DP replicas accumulated"), std::string::npos)
+      << chk.text;
+  const auto c = compareEverywhere(k.dp2, k.accumulated, "accumulated");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
+  EXPECT_EQ(c.firstKey, k.accumulatedParam + " it0 dp1 mb" + std::to_string(k.accumulatedMb) +
+                            " accumulated")
+      << c.text;
+}
+
+TEST(Corpus, MissingDpCopyOfAReducedGradientIsIncomplete) {
+  const auto& k = corpus();
+  const auto chk = checkEverywhere(k.missingCopy, "missing-copy");
+  EXPECT_EQ(chk.exitCode, 10) << chk.text;
+  const auto* st = checkNamed(chk.json, "run_status");
+  ASSERT_NE(st, nullptr);
+  ASSERT_EQ((*st)["findings"].size(), 1u) << chk.text;
+  const std::string msg = (*st)["findings"][0]["message"];
+  EXPECT_NE(msg.find("reduced gradient " + k.missingParam + " iteration 1: no copy from rank 1"),
+            std::string::npos)
+      << msg;
+  const auto c = compareEverywhere(k.dp2, k.missingCopy, "missing-copy");
+  EXPECT_EQ(c.exitCode, 19) << c.text;
+  EXPECT_EQ(c.verdict, "incomplete");
+  EXPECT_NE(c.text.find("no copy from rank 1"), std::string::npos) << c.text;
+  const auto r = compareEverywhere(k.missingCopy, k.dp2, "missing-copy-rev");
+  EXPECT_EQ(r.exitCode, 19) << r.text;
 }

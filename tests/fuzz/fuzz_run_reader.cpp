@@ -48,10 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // reports it as a crash, with the input that caused it.
   }
   try {
-    // What `compare` loads: payloads, and only the reduced gradients (another SQL statement).
+    // What `compare` loads: payloads, and only the gradients it judges (another SQL statement).
     stagescope::storage::LoadOptions compared;
     compared.payloads = true;
-    compared.onlyReducedGradients = true;
+    compared.comparedGradients = true;
     (void)stagescope::storage::loadRun(path, compared);
   } catch (const stagescope::storage::RunFileError&) {
   }

@@ -981,10 +981,11 @@ TEST(RunFile, CheckCompareExportThroughTheReader) {
   EXPECT_EQ(f->microbatch, 2);
 }
 
-// `compare` loads only the reduced gradients (storage::LoadOptions::onlyReducedGradients); the
-// viewer compares whole models.  Both must give the same comparison, report for report, also
-// for two layouts (TP shards gathered) and when the per-microbatch gradients carry another dtype
-// than the reduced ones (the tolerance rule follows the reduced gradients in both).
+// `compare` loads only the gradients it judges (storage::LoadOptions::comparedGradients:
+// reduced and initial ones with payloads, accumulated ones without, no parameters after the
+// step); the viewer compares whole models.  Both must give the same comparison, report for
+// report, also for two layouts (TP shards gathered) and when the per-microbatch gradients carry
+// another dtype than the reduced ones (the tolerance rule follows the reduced gradients in both).
 TEST(RunFile, CompareOfReducedGradientsOnlyIsTheWholeRunsComparison) {
   auto withAccumulated = [](storage::RunModel run) {
     std::vector<events::GradientRecord> acc;
@@ -999,6 +1000,9 @@ TEST(RunFile, CompareOfReducedGradientsOnlyIsTheWholeRunsComparison) {
         x.checksum = g.checksum + static_cast<uint64_t>(mb) + 1;
         acc.push_back(x);
       }
+      events::GradientRecord after = g;  // not read by `compare`
+      after.phase = events::GradPhase::ParamAfterStep;
+      acc.push_back(after);
     }
     run.gradients.insert(run.gradients.end(), acc.begin(), acc.end());
     return run;
@@ -1010,7 +1014,7 @@ TEST(RunFile, CompareOfReducedGradientsOnlyIsTheWholeRunsComparison) {
   storage::LoadOptions whole;
   whole.payloads = true;
   storage::LoadOptions reduced = whole;
-  reduced.onlyReducedGradients = true;
+  reduced.comparedGradients = true;
   const auto wa = storage::loadRun(a, whole), wb = storage::loadRun(b, whole);
   const auto ra = storage::loadRun(a, reduced), rb = storage::loadRun(b, reduced);
   ASSERT_LT(ra.gradients.size(), wa.gradients.size());

@@ -303,8 +303,7 @@ int workerCommand(const WorkerOptions& opts) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         const int done = it + 1;
         std::printf("iteration %d  loss %.6f  time %.3f s  (%d/%d, %.0f s left)\n", it, r.loss,
-                    r.seconds, done, cfg.iterations,
-                    elapsed / done * (cfg.iterations - done));
+                    r.seconds, done, cfg.iterations, elapsed / done * (cfg.iterations - done));
         std::fflush(stdout);
       }
     }

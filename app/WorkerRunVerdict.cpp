@@ -128,7 +128,8 @@ std::string stoppedTogether(const model::RunModel& run, const std::vector<RankEn
   char within[32];
   std::snprintf(within, sizeof within, "%.2f", spread);
   return "every rank (" + ranks + ") stopped without a record of why, their last records within " +
-         within + " s of each other: they were stopped together — their launcher was killed "
+         within +
+         " s of each other: they were stopped together — their launcher was killed "
          "(its ranks end with it), or the job or machine was stopped; no one rank is the cause";
 }
 

@@ -1108,7 +1108,8 @@ class Loader {
       std::string list;
       for (auto p : {events::GradPhase::Reduced, events::GradPhase::Reference,
                      events::GradPhase::ParamInitial, events::GradPhase::Accumulated}) {
-        if (keptPhase(p)) list += (list.empty() ? "'" : ", '") + std::string(events::toString(p)) + "'";
+        if (keptPhase(p))
+          list += (list.empty() ? "'" : ", '") + std::string(events::toString(p)) + "'";
       }
       return "phase IN (" + list + ")";
     }

@@ -49,11 +49,11 @@ struct LoadOptions {
   // not read; RunModel::gradientsNotLoaded counts them.  Same index caveat as above.
   bool comparedGradients = false;
   // A gradients table with at least this many rows is read by two threads, each on its own
-  // connection to the same snapshot, over two rowid ranges (never with onlyReducedGradients or comparedGradients);
-  // a transfers table of at least this many rows in rowid chunks by a side thread of its own,
-  // meanwhile the actions are read, and by the calling thread once it reaches them (<= 0: one
-  // thread reads every table).  The result, and the error a bad
-  // file gives, are those of a serial read (docs/run-file.md "Reading a run file").
+  // connection to the same snapshot, over two rowid ranges (never with onlyReducedGradients or
+  // comparedGradients); a transfers table of at least this many rows in rowid chunks by a side
+  // thread of its own, meanwhile the actions are read, and by the calling thread once it reaches
+  // them (<= 0: one thread reads every table).  The result, and the error a bad file gives, are
+  // those of a serial read (docs/run-file.md "Reading a run file").
   int64_t parallelFromRows = int64_t{1} << 18;
   // A whole-model load (none of timelineOnly, detailsOnly, statusOnly) of a file of at least
   // this many bytes reads its two halves at once, as the viewer does: the timelineOnly part on

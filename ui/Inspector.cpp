@@ -433,7 +433,9 @@ void App::inspectCompared(analysis::ItemKind kind, int64_t index) {
   }
   const bool differ = item->state == analysis::ItemState::Differ;
   const ImVec4 bad(1, 0.4f, 0.4f, 1), ok(0.6f, 0.9f, 0.6f, 1), amber(0.95f, 0.75f, 0.3f, 1);
-  ImGui::TextColored(differ ? bad : item->state == analysis::ItemState::Identical ? ok : amber,
+  ImGui::TextColored(differ                                          ? bad
+                     : item->state == analysis::ItemState::Identical ? ok
+                                                                     : amber,
                      "Compare: %s (%s)", analysis::toString(item->state),
                      analysis::toString(item->evidence));
   ImGui::TextWrapped("aligned as %s", item->key.c_str());
@@ -467,13 +469,13 @@ void App::inspectCompared(analysis::ItemKind kind, int64_t index) {
       hasB && !(item->valueA == item->valueB));
   two("checksum", hex64(item->checksumA), hasB ? hex64(item->checksumB) : "missing",
       hasB && item->checksumA != item->checksumB);
-  if (kind == analysis::ItemKind::Transfer && hasB && item->b < static_cast<int64_t>(b->model.transfers.size())) {
+  if (kind == analysis::ItemKind::Transfer && hasB &&
+      item->b < static_cast<int64_t>(b->model.transfers.size())) {
     const auto& ta = a->model.transfers[key];
     const auto& tb = b->model.transfers[item->b];
     two("microbatch", std::to_string(ta.microbatch), std::to_string(tb.microbatch), false);
     two("shape", formatShape(ta.shape), formatShape(tb.shape), ta.shape != tb.shape);
-    two("NaN / Inf",
-        std::to_string(ta.stats.nanCount) + " / " + std::to_string(ta.stats.infCount),
+    two("NaN / Inf", std::to_string(ta.stats.nanCount) + " / " + std::to_string(ta.stats.infCount),
         std::to_string(tb.stats.nanCount) + " / " + std::to_string(tb.stats.infCount),
         ta.stats.nanCount != tb.stats.nanCount || ta.stats.infCount != tb.stats.infCount);
   }

@@ -153,10 +153,13 @@ std::string renderJson(const Comparison& c) {
   for (double v : c.iterLossB) ib.push_back(num(v));
   j["losses"]["per_iteration_a"] = ia;
   j["losses"]["per_iteration_b"] = ib;
-  j["gradients"] = {{"compared", c.gradsCompared},     {"differing", c.gradsDiffering},
+  j["gradients"] = {{"compared", c.gradsCompared},
+                    {"differing", c.gradsDiffering},
                     {"within_tolerance", c.gradsWithinTolerance},
-                    {"only_one_side", c.gradsOnlyOne}, {"max_rel_diff", num(c.maxGradRelDiff)},
-                    {"total_norm_a", c.totalNormA},    {"total_norm_b", c.totalNormB}};
+                    {"only_one_side", c.gradsOnlyOne},
+                    {"max_rel_diff", num(c.maxGradRelDiff)},
+                    {"total_norm_a", c.totalNormA},
+                    {"total_norm_b", c.totalNormB}};
   j["gradients"]["top"] = nlohmann::json::array();
   for (const auto& g : c.gradTop) j["gradients"]["top"].push_back(gradJson(g));
   j["gradients"]["last_iteration"] = nlohmann::json::array();
@@ -272,20 +275,20 @@ std::string renderMarkdown(const Comparison& c) {
       pct(c.b.time.measuredBubble) + " / " + pct(c.b.time.expectedBubble));
   o << "\n";
   // "differ" means beyond the tolerance rule; not bitwise equal but within it is said apart.
-  o << "- Messages: " << c.transfersCompared << " compared, " << c.transfersDiffering
-    << " differ, " << c.transfersWithinTolerance << " within tolerance, " << c.transfersOnlyA << " only in " << c.a.label << ", " << c.transfersOnlyB << " only in "
-    << c.b.label << "\n";
+  o << "- Messages: " << c.transfersCompared << " compared, " << c.transfersDiffering << " differ, "
+    << c.transfersWithinTolerance << " within tolerance, " << c.transfersOnlyA << " only in "
+    << c.a.label << ", " << c.transfersOnlyB << " only in " << c.b.label << "\n";
   o << "- Losses: " << c.lossesCompared << " compared, " << c.lossesDiffering << " differ, "
     << c.lossesWithinTolerance << " within tolerance, max relative difference "
     << fmt(c.maxLossRelDiff, "%.3g") << "\n";
   o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
     << c.gradsDiffering << " differ, " << c.gradsWithinTolerance
-    << " within tolerance, max relative difference " << fmt(c.maxGradRelDiff, "%.3g")
-    << "\n";
+    << " within tolerance, max relative difference " << fmt(c.maxGradRelDiff, "%.3g") << "\n";
   for (const auto& r : c.gradientRatios) o << "- Uniform gradient ratio: " << mdEscape(r) << "\n";
   o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n";
   o << "- Schedules: " << c.schedule.describe(c.a.label, c.b.label) << "\n";
-  if (!c.captureAgainstPlan.empty()) o << "- Schedule against the plan: " << mdEscape(c.captureAgainstPlan) << "\n";
+  if (!c.captureAgainstPlan.empty())
+    o << "- Schedule against the plan: " << mdEscape(c.captureAgainstPlan) << "\n";
   o << "\n";
 
   if (c.firstDivergent) {

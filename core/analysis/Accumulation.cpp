@@ -20,8 +20,8 @@ using events::GradPhase;
 using ShardKey = std::tuple<int, std::string, std::string, int, int64_t, int, int>;
 
 ShardKey shardOf(const GradientRecord& g) {
-  return {g.iteration, g.module.str(), g.param.str(), g.partitionDim, g.partitionOffset, g.tp,
-          g.pp};
+  return {g.iteration,       g.module.str(), g.param.str(), g.partitionDim,
+          g.partitionOffset, g.tp,           g.pp};
 }
 
 }  // namespace

@@ -32,10 +32,10 @@ struct AccumulationMismatch {
   std::string param, module;
   int tp = -1, pp = -1;
   int64_t partitionOffset = -1;
-  int rank = -1;            // the reduced copy's rank (the lowest dp)
-  double distance = 0;      // relative L2 (INFINITY for a checksum difference)
+  int rank = -1;        // the reduced copy's rank (the lowest dp)
+  double distance = 0;  // relative L2 (INFINITY for a checksum difference)
   double bound = 0;
-  std::string sentence;     // one sentence naming it
+  std::string sentence;  // one sentence naming it
 };
 
 struct AccumulationReport {

@@ -304,8 +304,7 @@ struct RunSide {
 };
 
 bool allChecksumsOf(const GatheredGradient& g) {
-  return !g.shardChecksums.empty() && std::none_of(g.shardChecksums.begin(),
-                                                   g.shardChecksums.end(),
+  return !g.shardChecksums.empty() && std::none_of(g.shardChecksums.begin(), g.shardChecksums.end(),
                                                    [](uint64_t v) { return v == 0; });
 }
 

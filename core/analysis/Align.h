@@ -87,7 +87,7 @@ struct AlignedItem {
   // Transfers: the message's own sender and receiver disagree inside run A (1), B (2) or both
   // (3) — a corrupt message in that run, not a difference between the runs.
   int sidesDisagreeIn = 0;
-  CausalKey causal;                       // in run A (run B for OnlyB)
+  CausalKey causal;  // in run A (run B for OnlyB)
   bool diverged() const { return state == ItemState::Differ; }
 };
 
@@ -110,9 +110,9 @@ struct Alignment {
   // Accumulated gradient records of modules whose dp (or the llm's) differs between the runs:
   // not aligned (other samples), counted in both runs together.
   size_t accumulatedNotAligned = 0;
-  bool sameLayout = true;               // every module has the same tp/pp/dp/cp in both runs
-  bool sameGlobalBatch = true;          // microbatches x dp of every module agree
-  std::string globalBatchNote;          // why not, when !sameGlobalBatch
+  bool sameLayout = true;       // every module has the same tp/pp/dp/cp in both runs
+  bool sameGlobalBatch = true;  // microbatches x dp of every module agree
+  std::string globalBatchNote;  // why not, when !sameGlobalBatch
   const AlignedItem* first() const {
     return firstDivergence >= 0 ? &items[static_cast<size_t>(firstDivergence)] : nullptr;
   }

@@ -164,9 +164,9 @@ void checkStatus(Ctx& c, CheckResult& r) {
     }
     if (copies.missingCount() > static_cast<int64_t>(copies.missing.size())) {
       Finding f;
-      f.message = std::to_string(copies.missingCount() -
-                                 static_cast<int64_t>(copies.missing.size())) +
-                  " more reduced-gradient copies missing";
+      f.message =
+          std::to_string(copies.missingCount() - static_cast<int64_t>(copies.missing.size())) +
+          " more reduced-gradient copies missing";
       add(r, c.opts, f);
     }
   }
@@ -763,7 +763,7 @@ void checkReference(Ctx& c, CheckResult& r) {
   if (c.opts.tolerance < 0) inDtypeRefs = gatherReferenceSecondComputation(c.run, true);
   for (const auto& g : inDtypeRefs) inDtype[{g.iteration, g.param}] = &g;
   int compared = 0, byValues = 0, byNorms = 0, skipped = 0;
-  int loose = 0;  // bound scaled to 1/3 or more: an error of 1.5x would pass there
+  int loose = 0;            // bound scaled to 1/3 or more: an error of 1.5x would pass there
   double worstPassing = 0;  // the largest passing distance / its bound: the margin left
   for (const auto& ref : refs) {
     Finding f;

@@ -1,8 +1,8 @@
 #include "core/analysis/Compare.h"
 #include "core/analysis/GradientRatio.h"
 #include "core/analysis/PlanConformance.h"
-#include "core/events/CapturedLayout.h"
 #include "core/analysis/Replicas.h"
+#include "core/events/CapturedLayout.h"
 
 #include <algorithm>
 #include <array>
@@ -193,8 +193,8 @@ std::string captureAgainstPlan(const RunModel& a, const RunModel& b, const Compa
   const RunModel& engine = capA ? b : a;
   const std::string& capLabel = capA ? opts.labelA : opts.labelB;
   const std::string& engLabel = capA ? opts.labelB : opts.labelA;
-  const Conformance k =
-      judgeAgainstPlan(captured, engine.info.configText, engLabel + "'s plan (what its engine ran)");
+  const Conformance k = judgeAgainstPlan(captured, engine.info.configText,
+                                         engLabel + "'s plan (what its engine ran)");
   std::ostringstream s;
   s << "the captured job " << capLabel << " against " << k.layout << ": ";
   if (!k.judged) return s.str() + "not judged: " + k.notJudged;
@@ -273,7 +273,8 @@ void fillGradients(const RunModel& a, const RunModel& b, const CompareOptions& o
     if (c.gradTop.size() >= opts.topGradients) break;
     if (seen.insert(r->param).second) c.gradTop.push_back(*r);
   }
-  for (auto& u : uniformGradientRatios(rows, a, b)) c.gradientRatios.push_back(std::move(u.sentence));
+  for (auto& u : uniformGradientRatios(rows, a, b))
+    c.gradientRatios.push_back(std::move(u.sentence));
 }
 
 TransferSideInfo sideInfo(const RunModel& run, int64_t index) {
@@ -327,12 +328,11 @@ void fillTransfers(const RunModel& a, const RunModel& b, Comparison& c) {
       }
       d.a = sideInfo(a, it.a);
       d.b = sideInfo(b, it.b);
-      d.reason = it.sidesDisagreeIn
-                     ? std::string("sender and receiver disagree in ") +
-                           (it.sidesDisagreeIn == 3 ? "both runs"
-                            : it.sidesDisagreeIn == 1 ? c.a.label
-                                                      : c.b.label)
-                     : std::string(toString(it.evidence));
+      d.reason = it.sidesDisagreeIn ? std::string("sender and receiver disagree in ") +
+                                          (it.sidesDisagreeIn == 3   ? "both runs"
+                                           : it.sidesDisagreeIn == 1 ? c.a.label
+                                                                     : c.b.label)
+                                    : std::string(toString(it.evidence));
       d.relDiff = it.distance;
       c.firstDivergent = std::move(d);
     }
@@ -504,7 +504,10 @@ std::string describeItem(const AlignedItem& it) {
   if (it.state == ItemState::Differ || it.state == ItemState::WithinTolerance) {
     if (it.sidesDisagreeIn) {
       o << " (sender and receiver disagree in "
-        << (it.sidesDisagreeIn == 3 ? "both runs" : it.sidesDisagreeIn == 1 ? "A" : "B") << ")";
+        << (it.sidesDisagreeIn == 3   ? "both runs"
+            : it.sidesDisagreeIn == 1 ? "A"
+                                      : "B")
+        << ")";
     } else if (std::isinf(it.distance)) {
       o << (it.evidence == Evidence::Checksums ? " (checksums differ)"
                                                : " (non-finite or shape mismatch)");

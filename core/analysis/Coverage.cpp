@@ -221,9 +221,9 @@ RunCoverage coverageOf(const RunModel& run, const RecordFilter& filter) {
     c.copiesRecorded = copies.recorded;
     for (auto& m : copies.missing) c.missing.push_back(std::move(m));
     if (copies.missingCount() > static_cast<int64_t>(copies.missing.size()))
-      c.missing.push_back(std::to_string(copies.missingCount() -
-                                         static_cast<int64_t>(copies.missing.size())) +
-                          " more reduced-gradient copies missing");
+      c.missing.push_back(
+          std::to_string(copies.missingCount() - static_cast<int64_t>(copies.missing.size())) +
+          " more reduced-gradient copies missing");
   }
   if (!c.completed) {
     c.missing.insert(c.missing.begin(),

@@ -15,6 +15,7 @@ std::string formatShape(const std::vector<int64_t>& shape);
 double relativeDifference(double a, double b);
 // "[timeout] rank 2, iteration 0, action #5, waits on rank 3": only the coordinates that apply
 // (-1 in the file means none and is never shown).
-std::string diagnosisWhere(const events::DiagnosisRecord& d);  // |a-b| / max(|a|,|b|), 0 when both 0
+std::string diagnosisWhere(
+    const events::DiagnosisRecord& d);  // |a-b| / max(|a|,|b|), 0 when both 0
 
 }  // namespace stagescope::analysis

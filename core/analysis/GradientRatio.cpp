@@ -44,7 +44,9 @@ DpSizes dpSizesOf(const model::RunModel& run) {
   return out;
 }
 
-std::string moduleOf(const std::string& param) { return param.substr(0, param.find('.')); }
+std::string moduleOf(const std::string& param) {
+  return param.substr(0, param.find('.'));
+}
 
 std::string fraction(double x) {
   std::ostringstream o;

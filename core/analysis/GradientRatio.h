@@ -23,8 +23,8 @@ namespace stagescope::analysis {
 struct UniformRatio {
   std::string module;
   int iteration = -1;
-  double ratio = 1;      // A's norm / B's norm, the mean over the module's parameters
-  double spread = 0;     // max / min of the per-parameter ratios, minus one
+  double ratio = 1;   // A's norm / B's norm, the mean over the module's parameters
+  double spread = 0;  // max / min of the per-parameter ratios, minus one
   int parameters = 0;
   double expected = -1;  // (d_L/d_E of A) / (d_L/d_E of B) when both layouts are known, else -1
   std::string sentence;  // one sentence naming it (and §7.1 where it matches)
@@ -34,7 +34,6 @@ struct UniformRatio {
 // module's parameters (spread ≤ 1e-3) and not 1 (|r − 1| > 1e-3), per (module, iteration).
 // A module is a parameter name's first dotted component.
 std::vector<UniformRatio> uniformGradientRatios(const std::vector<GradRow>& rows,
-                                                const model::RunModel& a,
-                                                const model::RunModel& b);
+                                                const model::RunModel& a, const model::RunModel& b);
 
 }  // namespace stagescope::analysis

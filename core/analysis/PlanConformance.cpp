@@ -69,8 +69,8 @@ std::vector<WireMessage> postedMessages(const model::RunModel& run, int rank, in
   auto add = [&](const WireMessage& m, const std::string& edge, int64_t seq, int64_t ns) {
     const auto key = std::make_tuple(m.side, m.direction, m.peer, m.microbatch);
     if (!edge.empty()) {
-      auto [it, inserted] = byEdge.try_emplace(std::tuple_cat(key, std::make_tuple(edge)),
-                                               posted.size());
+      auto [it, inserted] =
+          byEdge.try_emplace(std::tuple_cat(key, std::make_tuple(edge)), posted.size());
       if (!inserted) return posted[it->second].saw(seq, ns);
       byMessage.try_emplace(key, posted.size());
       posted.push_back({m, seq, ns});
@@ -151,8 +151,8 @@ void difference(std::vector<WireMessage> window, const std::vector<WireMessage>&
 }
 
 // Judges one rank over `iterations`; fills the verdict's state and sentence.
-void judgeRank(const model::RunModel& run, const plan::RankPlan& rp, int iterations,
-               bool completed, int64_t& shapes, RankConformance& v) {
+void judgeRank(const model::RunModel& run, const plan::RankPlan& rp, int iterations, bool completed,
+               int64_t& shapes, RankConformance& v) {
   for (int it = 0; it < iterations; ++it) {
     const std::vector<WireMessage> posted = postedMessages(run, rp.rank, it, shapes);
     v.posted += static_cast<int64_t>(posted.size());
@@ -170,8 +170,8 @@ void judgeRank(const model::RunModel& run, const plan::RankPlan& rp, int iterati
       difference(window, want, extra, missing);
       const std::string label = plan::actionLabel(action);
       std::ostringstream s;
-      const auto stuckOn = std::find_if(window.begin(), window.end(),
-                                        [](const WireMessage& m) { return m.stuck; });
+      const auto stuckOn =
+          std::find_if(window.begin(), window.end(), [](const WireMessage& m) { return m.stuck; });
       v.iteration = it;
       v.action = index;
       if (extra.empty() && missing.empty() && stuckOn == window.end()) {
@@ -182,8 +182,8 @@ void judgeRank(const model::RunModel& run, const plan::RankPlan& rp, int iterati
       }
       if (extra.empty() && missing.empty()) {
         v.state = RankConformance::State::Stopped;
-        s << "stopped in iteration " << it << " inside its communication action #" << index
-          << " (" << label << ": " << describe(want) << "), every message of it posted as "
+        s << "stopped in iteration " << it << " inside its communication action #" << index << " ("
+          << label << ": " << describe(want) << "), every message of it posted as "
           << "planned; it waits to " << describe(*stuckOn) << " (never completed)";
         v.sentence = s.str();
         continue;
@@ -194,8 +194,8 @@ void judgeRank(const model::RunModel& run, const plan::RankPlan& rp, int iterati
         // A capture records a message when it completes, or when the job waits on it: a message
         // posted and never completed is not seen, so "not seen" is all that can be said.
         s << "stopped in iteration " << it << " at its communication action #" << index << " ("
-          << label << ": " << describe(want) << "); recorded of it: "
-          << (window.empty() ? std::string("nothing") : describe(window));
+          << label << ": " << describe(want)
+          << "); recorded of it: " << (window.empty() ? std::string("nothing") : describe(window));
         if (stuckOn != window.end()) s << ", the job waiting to " << describe(*stuckOn);
         s << "; " << missing.size() << " of its " << want.size()
           << " messages not seen (never posted, or posted and never completed)";
@@ -262,12 +262,18 @@ std::vector<JobStage> parseJobSchedule(const std::string& configText) {
       if (eq == std::string::npos) continue;
       const std::string k = kv.substr(0, eq), value = kv.substr(eq + 1);
       try {
-        if (k == "module") j.module = value;
-        else if (k == "rank") j.rank = std::stoi(value);
-        else if (k == "stage") j.stage = std::stoi(value);
-        else if (k == "global_stage") j.globalStage = std::stoi(value);
-        else if (k == "total_stages") j.totalStages = std::stoi(value);
-        else if (k == "warmup") j.warmup = std::stoi(value);
+        if (k == "module")
+          j.module = value;
+        else if (k == "rank")
+          j.rank = std::stoi(value);
+        else if (k == "stage")
+          j.stage = std::stoi(value);
+        else if (k == "global_stage")
+          j.globalStage = std::stoi(value);
+        else if (k == "total_stages")
+          j.totalStages = std::stoi(value);
+        else if (k == "warmup")
+          j.warmup = std::stoi(value);
       } catch (const std::exception&) {
         j.rank = -1;  // a malformed number: the line is skipped
         break;

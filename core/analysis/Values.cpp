@@ -65,8 +65,7 @@ namespace {
 // Gathers the records of `records` that `wanted` selects (gatherGradients' contract).
 template <class Wanted>
 std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientRecord>& records,
-                                             bool values, Wanted wanted,
-                                             bool perReplica = false) {
+                                             bool values, Wanted wanted, bool perReplica = false) {
   // Group record indices by (iteration, param), and (dp, microbatch) when perReplica.
   std::vector<size_t> idx;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -88,8 +87,7 @@ std::vector<GatheredGradient> gatherSelected(const std::vector<events::GradientR
     const auto& first = records[idx[i]];
     size_t j = i;
     while (j < idx.size() && records[idx[j]].iteration == first.iteration &&
-           records[idx[j]].param == first.param &&
-           replica(records[idx[j]]) == replica(first)) {
+           records[idx[j]].param == first.param && replica(records[idx[j]]) == replica(first)) {
       ++j;
     }
     GatheredGradient g;

@@ -17,9 +17,9 @@ struct GatheredGradient {
   std::string module;
   int iteration = -1;
   int dp = -1, microbatch = -1;  // gatherAccumulated: the replica and its local microbatch
-  double norm = 0;       // sqrt(sum over distinct shards of shard norm^2)
-  int shards = 0;        // distinct shards found
-  bool complete = true;  // shard extents along partitionDim cover the full dimension
+  double norm = 0;               // sqrt(sum over distinct shards of shard norm^2)
+  int shards = 0;                // distinct shards found
+  bool complete = true;          // shard extents along partitionDim cover the full dimension
   std::vector<int64_t> fullShape;
   std::string layout;  // "replicated" or "dim0:[0,4)[4,8)" - equal layouts compare bitwise
   std::vector<uint64_t> shardChecksums;  // in offset order (0 when not recorded)

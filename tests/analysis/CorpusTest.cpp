@@ -230,8 +230,10 @@ void plantAccumulated(const std::string& path, std::string* param, int* mb) {
                       "SELECT param FROM gradients WHERE phase='accumulated' AND dp=1 AND "
                       "param LIKE 'vision.%fc1.weight' ORDER BY param LIMIT 1");
   ASSERT_FALSE(param->empty());
-  const std::string where = " FROM gradients WHERE phase='accumulated' AND dp=1 AND iteration=0 "
-                            "AND param='" + *param + "'";
+  const std::string where =
+      " FROM gradients WHERE phase='accumulated' AND dp=1 AND iteration=0 "
+      "AND param='" +
+      *param + "'";
   const std::string last = scalarText(db, "SELECT max(microbatch)" + where);
   ASSERT_FALSE(last.empty());
   *mb = std::stoi(last);
@@ -249,8 +251,10 @@ void plantMissingCopy(const std::string& path, std::string* param) {
                       "SELECT param FROM gradients WHERE phase='reduced' AND dp=1 AND "
                       "param LIKE 'vision.%fc1.weight' ORDER BY param LIMIT 1");
   ASSERT_FALSE(param->empty());
-  const std::string where = " FROM gradients WHERE phase='reduced' AND iteration=1 AND dp=1 AND "
-                            "param='" + *param + "'";
+  const std::string where =
+      " FROM gradients WHERE phase='reduced' AND iteration=1 AND dp=1 AND "
+      "param='" +
+      *param + "'";
   ASSERT_EQ(scalarText(db, "SELECT count(*)" + where), "1");
   exec(db, "DELETE FROM gradients_rows WHERE id = (SELECT id" + where + ")");
   ASSERT_EQ(scalarText(db, "SELECT count(*)" + where), "0");
@@ -687,12 +691,10 @@ TEST(Corpus, CompareReadsMeansInitialAndAccumulatedAndCountsCopies) {
   // Another vision dp: its accumulated gradients are partial sums of other samples.
   const auto cross = compareEverywhere(k.dp2, k.pp2, "dp2-pp2");
   EXPECT_EQ(cross.exitCode, 0) << cross.text;
-  EXPECT_NE(cross.text.find("accumulated gradients not aligned"), std::string::npos)
-      << cross.text;
+  EXPECT_NE(cross.text.find("accumulated gradients not aligned"), std::string::npos) << cross.text;
   const auto good = checkEverywhere(k.dp2, "dp2-accumulation");
   EXPECT_EQ(good.exitCode, 0) << good.text;
-  EXPECT_NE(good.text.find("expected reduced-gradient copies recorded"),
-            std::string::npos)
+  EXPECT_NE(good.text.find("expected reduced-gradient copies recorded"), std::string::npos)
       << good.text;
   EXPECT_NE(good.text.find("reduced gradients equal to what their replicas accumulated"),
             std::string::npos)
@@ -748,8 +750,8 @@ TEST(Corpus, AccumulatedGradientIsJudged) {
       << chk.text;
   const auto c = compareEverywhere(k.dp2, k.accumulated, "accumulated");
   EXPECT_EQ(c.exitCode, 18) << c.text;
-  EXPECT_EQ(c.firstKey, k.accumulatedParam + " it0 dp1 mb" + std::to_string(k.accumulatedMb) +
-                            " accumulated")
+  EXPECT_EQ(c.firstKey,
+            k.accumulatedParam + " it0 dp1 mb" + std::to_string(k.accumulatedMb) + " accumulated")
       << c.text;
 }
 

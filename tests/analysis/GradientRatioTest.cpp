@@ -27,9 +27,10 @@ model::RunModel declared(int encoderDp, int llmDp) {
   run.info.configText = std::string(events::kCapturedConfigLine) +
                         "\nmicrobatches = 4\nmicro_batch_size = 4\n[[modules]]\nname = \"vision\"\n"
                         "kind = \"encoder\"\ndp = " +
-                        std::to_string(encoderDp) + "\noffset = 0\nlayers = 1\n[[modules]]\nname = " +
-                        "\"llm\"\nkind = \"llm\"\ndp = " + std::to_string(llmDp) + "\noffset = " +
-                        std::to_string(encoderDp) + "\nlayers = 1\n";
+                        std::to_string(encoderDp) +
+                        "\noffset = 0\nlayers = 1\n[[modules]]\nname = " +
+                        "\"llm\"\nkind = \"llm\"\ndp = " + std::to_string(llmDp) +
+                        "\noffset = " + std::to_string(encoderDp) + "\nlayers = 1\n";
   return run;
 }
 
@@ -73,9 +74,9 @@ TEST(GradientRatio, NonUniformOrUnitRatiosAreNotNamed) {
                                     declared(1, 1), declared(1, 1))
                   .empty());
   // each iteration on its own
-  const auto found = uniformGradientRatios(
-      {row("vision.w", 2.0, 1.0, 0), row("vision.w", 3.0, 1.0, 1)}, model::RunModel{},
-      model::RunModel{});
+  const auto found =
+      uniformGradientRatios({row("vision.w", 2.0, 1.0, 0), row("vision.w", 3.0, 1.0, 1)},
+                            model::RunModel{}, model::RunModel{});
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].expected, -1);  // no layout known: the ratio alone
 }

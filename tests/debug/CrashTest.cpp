@@ -205,7 +205,8 @@ TEST(LauncherKill, MergeSaysTheRanksStoppedTogetherAndBlamesNoRank) {
   EXPECT_TRUE(noStrays(l.runPath, 10)) << "the ranks outlived their launcher";
   const CliResult merged = runCli({"merge", l.runPath});
   const std::string want =
-      "run killed: every rank (0, 1, 2) stopped without a record of why, their last records within ";
+      "run killed: every rank (0, 1, 2) stopped without a record of why, their last records "
+      "within ";
   EXPECT_NE(merged.output.find(want), std::string::npos) << merged.output;
   EXPECT_NE(merged.output.find("they were stopped together"), std::string::npos) << merged.output;
   EXPECT_EQ(merged.output.find("OOM"), std::string::npos) << merged.output;

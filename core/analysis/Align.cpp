@@ -332,6 +332,26 @@ void judgeByChecksumsOrNorms(AlignedItem& it, const GatheredGradient& x, const G
 // Sorts the items by (causal key, kind, key), equal ones in their order: indices are sorted,
 // then the items moved once along the permutation's cycles (an item is ~200 bytes with three
 // strings; a merge sort of a million of them moved each ~20 times).
+// Both runs' sides of a gradient item (reduced, initial or accumulated): the representative
+// record (the first shard), its norm and checksum, and the causal key (run A's; run B's when
+// only B has the item).
+void setGradientSides(AlignedItem& it, const GatheredGradient* x, const GatheredGradient* y,
+                      const RunModel& a, const RunModel& b, const CausalOrder& ca,
+                      const CausalOrder& cb) {
+  if (x) {
+    it.a = x->records.empty() ? -1 : x->records.front();
+    it.valueA = x->norm;
+    it.checksumA = x->shardChecksums.empty() ? 0 : x->shardChecksums.front();
+    if (it.a >= 0) it.causal = ca.ofGradient(a.gradients[it.a]);
+  }
+  if (y) {
+    it.b = y->records.empty() ? -1 : y->records.front();
+    it.valueB = y->norm;
+    it.checksumB = y->shardChecksums.empty() ? 0 : y->shardChecksums.front();
+    if (!x && it.b >= 0) it.causal = cb.ofGradient(b.gradients[it.b]);
+  }
+}
+
 void sortItems(std::vector<AlignedItem>& items) {
   std::vector<uint32_t> order(items.size());
   std::iota(order.begin(), order.end(), 0u);
@@ -566,18 +586,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       auto ia = xa.find(k), ib = xb.find(k);
       const GatheredGradient* x = ia != xa.end() ? ia->second : nullptr;
       const GatheredGradient* y = ib != xb.end() ? ib->second : nullptr;
-      if (x) {
-        it.a = x->records.empty() ? -1 : x->records.front();
-        it.valueA = x->norm;
-        it.checksumA = x->shardChecksums.empty() ? 0 : x->shardChecksums.front();
-        if (it.a >= 0) it.causal = ca.ofGradient(a.gradients[it.a]);
-      }
-      if (y) {
-        it.b = y->records.empty() ? -1 : y->records.front();
-        it.valueB = y->norm;
-        it.checksumB = y->shardChecksums.empty() ? 0 : y->shardChecksums.front();
-        if (!x && it.b >= 0) it.causal = cb.ofGradient(b.gradients[it.b]);
-      }
+      setGradientSides(it, x, y, a, b, ca, cb);
       const double tol = rule.bound(ValueKind::Gradient, it.iteration);
       it.tolerance = tol;
       if (!x || !y) {
@@ -630,18 +639,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       const GatheredGradient* x = ia != xa.end() ? ia->second : nullptr;
       const GatheredGradient* y = ib != xb.end() ? ib->second : nullptr;
       it.iteration = (x ? x : y)->iteration;
-      if (x) {
-        it.a = x->records.empty() ? -1 : x->records.front();
-        it.valueA = x->norm;
-        it.checksumA = x->shardChecksums.empty() ? 0 : x->shardChecksums.front();
-        if (it.a >= 0) it.causal = ca.ofGradient(a.gradients[it.a]);
-      }
-      if (y) {
-        it.b = y->records.empty() ? -1 : y->records.front();
-        it.valueB = y->norm;
-        it.checksumB = y->shardChecksums.empty() ? 0 : y->shardChecksums.front();
-        if (!x && it.b >= 0) it.causal = cb.ofGradient(b.gradients[it.b]);
-      }
+      setGradientSides(it, x, y, a, b, ca, cb);
       const double tol = rule.bound(ValueKind::Gradient, 0);
       it.tolerance = tol;
       if (!x || !y) {
@@ -709,18 +707,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       auto ia = xa.find(k), ib = xb.find(k);
       const GatheredGradient* x = ia != xa.end() ? ia->second : nullptr;
       const GatheredGradient* y = ib != xb.end() ? ib->second : nullptr;
-      if (x) {
-        it.a = x->records.empty() ? -1 : x->records.front();
-        it.valueA = x->norm;
-        it.checksumA = x->shardChecksums.empty() ? 0 : x->shardChecksums.front();
-        if (it.a >= 0) it.causal = ca.ofGradient(a.gradients[it.a]);
-      }
-      if (y) {
-        it.b = y->records.empty() ? -1 : y->records.front();
-        it.valueB = y->norm;
-        it.checksumB = y->shardChecksums.empty() ? 0 : y->shardChecksums.front();
-        if (!x && it.b >= 0) it.causal = cb.ofGradient(b.gradients[it.b]);
-      }
+      setGradientSides(it, x, y, a, b, ca, cb);
       const double tol = rule.bound(ValueKind::Gradient, it.iteration);
       it.tolerance = tol;
       if (!x || !y) {

@@ -53,8 +53,26 @@ bool isShapeEdge(const std::string& edge) {
 // messages); its shape message and a wait on either frame belong to the payload of the same
 // (side, direction, peer, microbatch) whatever group carried it — a job may send the shape on
 // the pipeline group and the payload on WORLD.  Counts the shape frames into `shapes`.
-std::vector<WireMessage> postedMessages(const model::RunModel& run, int rank, int iteration,
-                                        int64_t& shapes) {
+// The positions of a run's transfers and waits rows per (rank, iteration), built once: each
+// (rank, iteration) reads its own rows instead of scanning the run's.
+struct RowIndex {
+  std::map<std::pair<int, int>, std::vector<size_t>> transfers, waits;
+  explicit RowIndex(const model::RunModel& run) {
+    for (size_t i = 0; i < run.transfers.size(); ++i)
+      transfers[{run.transfers[i].rank, run.transfers[i].iteration}].push_back(i);
+    for (size_t i = 0; i < run.waits.size(); ++i)
+      waits[{run.waits[i].rank, run.waits[i].iteration}].push_back(i);
+  }
+  static const std::vector<size_t>& of(const std::map<std::pair<int, int>, std::vector<size_t>>& m,
+                                       int rank, int iteration) {
+    static const std::vector<size_t> kNone;
+    const auto it = m.find({rank, iteration});
+    return it == m.end() ? kNone : it->second;
+  }
+};
+
+std::vector<WireMessage> postedMessages(const model::RunModel& run, const RowIndex& rows, int rank,
+                                        int iteration, int64_t& shapes) {
   struct Posted {
     WireMessage m;
     int64_t firstSeq;
@@ -95,8 +113,8 @@ std::vector<WireMessage> postedMessages(const model::RunModel& run, int rank, in
     return m;
   };
   for (bool payloads : {true, false}) {
-    for (const auto& t : run.transfers) {
-      if (t.rank != rank || t.iteration != iteration) continue;
+    for (size_t i : RowIndex::of(rows.transfers, rank, iteration)) {
+      const auto& t = run.transfers[i];
       const bool shape = isShapeEdge(t.edge);
       if (shape == payloads) continue;
       shapes += shape ? 1 : 0;
@@ -106,8 +124,8 @@ std::vector<WireMessage> postedMessages(const model::RunModel& run, int rank, in
     }
   }
   // A message the rank was stuck on has no transfers row (it never completed): its waits row.
-  for (const auto& w : run.waits) {
-    if (w.rank != rank || w.iteration != iteration) continue;
+  for (size_t i : RowIndex::of(rows.waits, rank, iteration)) {
+    const auto& w = run.waits[i];
     if (w.op != events::WaitOp::Send && w.op != events::WaitOp::Recv) continue;
     add(wire(w.op == events::WaitOp::Send ? Side::Send : Side::Recv, w.direction, w.peer,
              w.microbatch, true),
@@ -151,10 +169,10 @@ void difference(std::vector<WireMessage> window, const std::vector<WireMessage>&
 }
 
 // Judges one rank over `iterations`; fills the verdict's state and sentence.
-void judgeRank(const model::RunModel& run, const plan::RankPlan& rp, int iterations, bool completed,
-               int64_t& shapes, RankConformance& v) {
+void judgeRank(const model::RunModel& run, const RowIndex& rows, const plan::RankPlan& rp,
+               int iterations, bool completed, int64_t& shapes, RankConformance& v) {
   for (int it = 0; it < iterations; ++it) {
-    const std::vector<WireMessage> posted = postedMessages(run, rp.rank, it, shapes);
+    const std::vector<WireMessage> posted = postedMessages(run, rows, rp.rank, it, shapes);
     v.posted += static_cast<int64_t>(posted.size());
     size_t pos = 0;
     int index = 0;
@@ -331,13 +349,14 @@ Conformance judgeAgainstPlan(const model::RunModel& run, const std::string& conf
   c.judged = true;
   c.iterations = iterationsOf(run);
   const bool completed = run.info.status == events::RunStatus::Completed;
+  const RowIndex rows(run);
   for (const auto& rp : p.ranks) {
     RankConformance v;
     v.rank = rp.rank;
     v.holds = holdsOf(rp);
     v.planWarmup = rp.warmup;
     v.planGlobalStage = rp.globalStage;
-    judgeRank(run, rp, c.iterations, completed, c.shapeMessages, v);
+    judgeRank(run, rows, rp, c.iterations, completed, c.shapeMessages, v);
     c.ranks.push_back(std::move(v));
   }
   nameCauses(parseJobSchedule(run.info.configText), p, c);

@@ -24,6 +24,7 @@
 #include "app/report/Progress.h"
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/PlanConformance.h"
+#include "core/events/CapturedLayout.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
@@ -113,10 +114,7 @@ bool judgeByDiagnoses(const storage::RunModel& m, Judgement* j) {
 
 // A captured PyTorch job (core/capture) has no stagescope config or plan to judge it by.
 bool isCapturedRun(const storage::RunModel& m) {
-  for (const auto& mod : m.info.modules) {
-    if (mod.kind == "captured") return true;
-  }
-  return false;
+  return events::isCapturedConfig(m.info.configText);
 }
 
 Judgement judgeByRecords(const storage::RunModel& m, const plan::RunConfig& cfg) {

@@ -399,7 +399,14 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     c.firstText = describeItem(*c.first);
   }
   std::ostringstream why;
-  if (!al.sameGlobalBatch) {
+  if (events::isCapturedConfig(a.info.configText) != events::isCapturedConfig(b.info.configText)) {
+    // Whatever aligns by name, the values come from two different models: no evidence either
+    // way, so neither equal nor diverged.
+    c.verdict = Verdict::Incomplete;
+    why << "cannot call the runs equal: their numbers are not comparable (a captured job trains "
+           "its own model, stagescope's engine the model of docs/model.md); the captured job's "
+           "schedule is judged against the engine run's plan instead";
+  } else if (!al.sameGlobalBatch) {
     c.verdict = Verdict::Diverged;
     why << "the runs do not train on the same global batch (" << al.globalBatchNote
         << "): their numbers are not comparable";

@@ -113,13 +113,21 @@ std::string describeAction(const ActionRecord& a) {
 void checkStatus(Ctx& c, CheckResult& r) {
   const auto& info = c.run.info;
   r.summary = std::string("run status is ") + toString(info.status);
+  if (!c.opts.live.empty()) {
+    // Being written as it was read: a snapshot, never a finished run, whatever it holds.
+    r.summary += " (" + c.opts.live.substr(0, c.opts.live.find(" (")) + ")";
+    Finding f;
+    f.message = "run has not ended: " + c.opts.live +
+                "; this is a snapshot, not a verdict: check again once the run has ended";
+    add(r, c.opts, f);
+  }
   if (info.status != RunStatus::Completed) {
     Finding f;
     std::ostringstream m;
     m << "run did not complete: status " << toString(info.status);
     if (!info.statusReason.empty()) m << " (" << info.statusReason << ")";
     f.message = m.str();
-    add(r, c.opts, f);
+    if (c.opts.live.empty()) add(r, c.opts, f);
     for (const auto& d : c.run.diagnoses) {
       if (d.informational()) continue;  // a clock offset is not a failure
       Finding g;
@@ -1000,6 +1008,7 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
   rep.runPath = run.path;
   rep.runId = run.info.runId;
   rep.status = toString(run.info.status);
+  rep.live = opts.live;
   Ctx c{run, opts, {}, nullptr};
   c.pairs = &pairsOf(run, c.scratch);
 

@@ -106,11 +106,15 @@ struct CheckOptions {
   std::string planConfigText, planConfigSource;
   // Classes to run; empty = all.  Names as in the table above.
   std::vector<std::string> only;
+  // "live, N of M ranks still writing (...)" when the run was being written as it was read
+  // (app/RunLiveness.h): a snapshot, never a finished run: run_status fails and says so.
+  std::string live;
 };
 
 struct CheckReport {
   std::string runPath, runId;
   std::string status;               // run status as recorded
+  std::string live;                 // CheckOptions::live: no verdict on a run being written
   std::vector<CheckResult> checks;  // in table order
   int exitCode = 0;                 // 0, or the code of the most severe failing class
   double seconds = 0;

@@ -14,7 +14,8 @@
 //    10   run_status             status is running/failed/hung/killed, or the file is partial
 //                                (message carries the status reason and the diagnoses), or a
 //                                completed run lost a record: a DP copy of a reduced gradient
-//                                its layout implies is missing (Coverage.h CopyCoverage)
+//                                its layout implies is missing (Coverage.h CopyCoverage), or
+//                                (level full) an input row of a first-stage rank (Inputs.h)
 //    11   unmatched_transfer     a send without its receive, or a receive without its send
 //    12   plan_order             executed action order differs from the plan (first
 //                                deviation per rank); a captured job: its messages differ
@@ -29,7 +30,8 @@
 //    17   reference_gradient     gathered gradients differ from the single-process reference;
 //                                also the run's own consistency: an optimizer step
 //                                (OptimizerStep.h), a reduced gradient against what its DP
-//                                replicas accumulated (Accumulation.h)
+//                                replicas accumulated (Accumulation.h), an input row against
+//                                the samples the layout assigns its replica (Inputs.h)
 //    18   against                run-to-run difference against another run (--against)
 #pragma once
 

@@ -31,8 +31,13 @@ int planCommand(const std::string& config, const std::vector<std::string>& overr
 // Merges shards into RUN.  With `config` and no RUN yet (ranks started by hand or by another
 // launcher, e.g. on several hosts), first creates the run file from the config, and after the
 // merge marks the run completed when every rank recorded its whole plan, else failed/hung.
+// A completed run whose every shard merged is left one file (its shards removed) unless
+// `keepShards`.
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
-                 const std::string& config = "");
+                 const std::string& config = "", bool keepShards = false);
+// Removes the merged companion shards (RUN.rank<i>.shard) of a completed run; returns how many.
+// A failure to remove is said on stderr (the shards are then kept), never thrown.
+size_t removeShardsOfCompletedRun(const std::string& run);
 // Creates the run file of `config` (validated) at `out` with run id `runId` (default: the
 // file's name without extension); throws plan::ConfigError.
 void createRunFileFor(const std::string& config, const std::string& out,

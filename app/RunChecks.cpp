@@ -85,6 +85,7 @@ HangAnalysis analyzeHang(const std::string& runPath) {
       h.waitsOnRank = e.waitsOn;
       h.message = "rank " + std::to_string(e.rank) + " " + e.waiting() + "; " + e.lastDone + ".";
       out.records.push_back(h);
+      out.waitSentence.emplace(e.rank, e.sentence());
     }
     for (const auto& v : g.verdicts) {
       events::DiagnosisRecord h;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct HangAnalysis {
   std::vector<events::DiagnosisRecord> records;  // kind "hang": one per rank + the verdict
   int erroredRank = -1;  // a rank that recorded an error: the cause, the timeouts follow
   std::string error;
+  // Per waiting rank, what it waited on (analysis::WaitEdge::sentence): "rank 2 waits for the
+  // activation of microbatch 1 from rank 1 (edge E, iteration 0, action 3 RF)".
+  std::map<int, std::string> waitSentence;
 };
 HangAnalysis analyzeHang(const std::string& runPath);
 // Records `hang.records` in the run file through "<run>.launcher.shard" (written, then merged);

@@ -127,6 +127,7 @@ struct Outcome {
   events::RunStatus status = events::RunStatus::Completed;
   std::string reason;
   bool corrupt = false;  // a rank stopped on a corrupted transfer (kExitCorruptTransfer)
+  int firstRank = -1;    // a hung run: the first rank that timed out
 };
 
 Outcome outcomeOf(const engine::LaunchResult& r) {
@@ -134,7 +135,7 @@ Outcome outcomeOf(const engine::LaunchResult& r) {
   if (r.ok()) return {events::RunStatus::Completed, ""};
   const auto& first = r.ranks[r.firstFailure];
   if (!first.signal && first.exitCode == engine::kWorkerTimeout) {
-    return {events::RunStatus::Hung, r.describe()};
+    return {events::RunStatus::Hung, r.describe(), false, first.rank};
   }
   const bool corrupt = !first.signal && first.exitCode == engine::kWorkerCorrupt;
   return {events::RunStatus::Failed, r.describe(), corrupt};
@@ -239,13 +240,12 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
     std::printf("stagescope: %s\n", hang.text.c_str());
     std::fflush(stdout);
     recordHangDiagnoses(out, hang);
-    // The backend's error text (engine::Communicator: "; gave up after ..." or "; stopped
-    // after ...") is in the rank's timeout diagnosis; the status keeps the sentence.
-    size_t detail = outcome.reason.find("; gave up after ");
-    if (detail == std::string::npos) detail = outcome.reason.find("; stopped after ");
-    if (detail != std::string::npos) outcome.reason.erase(detail);
-    // The root cause leads (the first rank to time out is usually a bystander of it).
-    outcome.reason = hang.verdict + "; first to time out: " + outcome.reason;
+    // The root cause leads (the first rank to time out is usually a bystander of it), then
+    // what that rank waited on, from its structured wait record (the backend's error text
+    // stays in its timeout diagnosis).
+    const auto first = hang.waitSentence.find(outcome.firstRank);
+    outcome.reason = hang.verdict + "; first to time out: " +
+                     (first != hang.waitSentence.end() ? first->second : outcome.reason);
     if (hang.erroredRank >= 0) {  // an error is the cause; the timeouts are its consequence
       outcome.status = events::RunStatus::Failed;
       outcome.reason = "rank " + std::to_string(hang.erroredRank) + " failed: " + hang.error +
@@ -279,6 +279,15 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
 }
 
 }  // namespace
+
+size_t removeShardsOfCompletedRun(const std::string& run) {
+  try {
+    return storage::removeMergedShards(run).size();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stagescope: the merged shards were kept: %s\n", oneLine(e).c_str());
+    return 0;
+  }
+}
 
 int runCommand(const RunOptions& opts) {
   // The run outlives its output: when whatever reads the launcher's output goes away
@@ -349,11 +358,7 @@ int runCommand(const RunOptions& opts) {
     // A completed run is one file: its shards are in it. Anything else keeps them, so that a
     // later `stagescope merge` can recover what the run file lacks.
     if (outcome.status == events::RunStatus::Completed && !opts.keepShards) {
-      try {
-        storage::removeMergedShards(out);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "stagescope: the merged shards were kept: %s\n", oneLine(e).c_str());
-      }
+      removeShardsOfCompletedRun(out);
     }
     std::printf("stagescope: run %s%s%s\n", events::toString(outcome.status),
                 outcome.reason.empty() ? "" : ": ", outcome.reason.c_str());

@@ -245,7 +245,7 @@ void refuseShardsOfAnotherRun(const std::string& run, const events::RunInfo& inf
 }  // namespace
 
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
-                 const std::string& config) {
+                 const std::string& config, bool keepShards) {
   const std::vector<std::string> inputs = shards.empty() ? storage::findShards(run) : shards;
   std::error_code ec;
   const bool exists = std::filesystem::exists(std::filesystem::symlink_status(run, ec));
@@ -364,6 +364,13 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
                 events::toString(next.status), next.reason.empty() ? "" : ": ", next.reason.c_str(),
                 create ? "new" : events::toString(stored));
   }
+  // A completed run whose every shard merged is one file, as `run` leaves it; anything else
+  // keeps its shards for the next merge.
+  if (result.ok() && next.status == events::RunStatus::Completed && !keepShards) {
+    if (const size_t n = removeShardsOfCompletedRun(run); n > 0)
+      std::printf("removed %zu merged shard(s): the run is one file (--keep-shards keeps them)\n",
+                  n);
+  }
   // Exit 10 when a shard did not merge, or when the run file just created holds no complete
   // run; merging into an existing run succeeds whatever that run's status (`check` judges it).
   if (create && next.status != events::RunStatus::Completed) return analysis::exit_code::kRunStatus;
@@ -445,6 +452,10 @@ int cliMain(int argc, char** argv) {
   mergeCmd->add_option("run", mergeRun)->required();
   mergeCmd->add_option("shards", mergeShards, "shard files (default: <run>.rank<N>.shard)");
   std::string mergeConfig;
+  bool mergeKeepShards = false;
+  mergeCmd->add_flag("--keep-shards", mergeKeepShards,
+                     "keep the rank shards once a completed run merged (by default the run is then "
+                     "one file; an unfinished run always keeps them)");
   mergeCmd
       ->add_option("--config", mergeConfig,
                    "create RUN from this config first if it does not exist (ranks started "
@@ -476,7 +487,7 @@ int cliMain(int argc, char** argv) {
   }
   if (*cmpCmd) return compareCommand(cmpA, cmpB, html, md, json, cmpTol);
   if (*exportCmd) return exportCommand(exportRun, trace);
-  if (*mergeCmd) return mergeCommand(mergeRun, mergeShards, mergeConfig);
+  if (*mergeCmd) return mergeCommand(mergeRun, mergeShards, mergeConfig, mergeKeepShards);
 #ifdef STAGESCOPE_HAVE_UI
   if (*guiCmd) {
     // Screenshots follow the output policy like any report, checked before the window opens.

@@ -666,10 +666,10 @@ bool App::showStuck() {
   if (!r || r->problems.firstStuckRank < 0) return false;
   const int rank = r->problems.firstStuckRank;
   const auto& acts = r->model.actions[rank];
-  // Stuck actions are drawn after each rank's last completed one: show the root's last action
-  // and where every rank of the wait-for graph got stuck.
+  // Stuck actions are drawn after each rank's last completed one: select the root's (the
+  // inspector explains it) and show where every rank of the wait-for graph got stuck.
+  select({Selection::Kind::Stuck, rank, -1}, false);
   if (!acts.empty()) {
-    select({Selection::Kind::Action, rank, static_cast<int64_t>(acts.size()) - 1}, false);
     double t0 = static_cast<double>(acts.back().startNs);
     for (const WaitEdge& w : r->problems.waits)
       for (int k : {w.rank, w.waitsOn})

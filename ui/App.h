@@ -292,6 +292,9 @@ class App {
   // next to A's, the rows that differ highlighted (Inspector.cpp).
   void inspectCompared(analysis::ItemKind kind, int64_t index);
   void inspectCollective(int64_t index);
+  // A rank that did not complete: its fate, the operation it never completed, whom it waits
+  // on, since when and for how long, and why (its own record).
+  void inspectStuck(int rank);
 
   void loadSettings();
   bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced

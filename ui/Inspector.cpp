@@ -126,6 +126,9 @@ void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
       case Selection::Kind::Collective:
         inspectCollective(s.index);
         break;
+      case Selection::Kind::Stuck:
+        inspectStuck(s.rank);
+        break;
       default:
         break;
     }
@@ -417,6 +420,41 @@ void App::inspectGradient(int64_t index) {
     ImGui::EndTable();
   }
   inspectCompared(analysis::ItemKind::Gradient, index);
+}
+
+void App::inspectStuck(int rank) {
+  const LoadedRun* run = main_.run.get();
+  const RankProblem* fate = run ? run->fateOf(rank) : nullptr;
+  if (!fate || fate->fate == RankFate::Completed) return;
+  const auto& model = run->model;
+  const auto& acts = model.actions[static_cast<size_t>(rank)];
+  header("Stuck", theme::fateColour(fate->fate));
+  const int64_t since = acts.empty() ? model.minTimeNs : acts.back().endNs;
+  if (beginKv("##stuckkv")) {
+    row("rank", "r%d  %s", rank, model.moduleLabel(rank).c_str());
+    row("fate", "%s", toString(fate->fate));
+    const auto* plan = rank < static_cast<int>(model.plan.size()) ? &model.plan[rank] : nullptr;
+    if (plan && fate->stuckPlan >= 0 && fate->stuckPlan < static_cast<int32_t>(plan->size())) {
+      const auto& pa = (*plan)[static_cast<size_t>(fate->stuckPlan)];
+      row(fate->fate == RankFate::Hung ? "stuck in" : "next planned", "%s  it%d  mb%d",
+          events::toString(pa.kind), pa.iteration, pa.microbatch);
+    }
+    for (const auto& w : model.waits) {  // what the rank itself recorded it waits on
+      if (w.rank != rank) continue;
+      row("waiting to", "%s %s on %s (it%d mb%d)", w.op == events::WaitOp::Send ? "send" : "receive",
+          events::toString(w.direction), w.edge.c_str(), w.iteration, w.microbatch);
+      break;
+    }
+    if (fate->waitsOnRank >= 0) row("waits on", "rank %d", fate->waitsOnRank);
+    row("since", "%s after the run's start (its last completed action)",
+        formatDuration(static_cast<double>(since - model.minTimeNs)).c_str());
+    row("stuck for", "%s, until the run's last record",
+        formatDuration(static_cast<double>(std::max(model.maxTimeNs, since) - since)).c_str());
+    ImGui::EndTable();
+  }
+  if (!fate->why.empty()) ImGui::TextWrapped("%s", fate->why.c_str());
+  for (const WaitEdge& w : run->problems.waits)
+    if (w.rank == rank) ImGui::TextWrapped("%s", w.sentence.c_str());
 }
 
 void App::inspectLoss(int64_t index) {

@@ -241,6 +241,13 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
     for (int r = 0; r < world && root < 0; ++r)
       if (out.ranks[r].fate != RankFate::Completed) root = r;
   }
+  // A rank killed by a signal is the cause whatever rank the graph's first verdict is about:
+  // its peers then wait on a rank that is gone (hung, or "peer lost"), as a consequence.
+  for (int r = 0; r < world; ++r) {
+    if (out.ranks[r].fate != RankFate::Killed) continue;
+    if (root < 0 || strength(out.ranks[root].fate) < strength(RankFate::Killed)) root = r;
+    break;
+  }
   out.firstStuckRank = root;
   // Corrupted messages (send and receive disagree), the causally first receive.  The causal
   // order is built only when there is one to order (at 10^7 events it costs seconds and

@@ -538,6 +538,8 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
         label += buf;
       }
       if (fate.waitsOnRank >= 0) label += ", waits on r" + std::to_string(fate.waitsOnRank);
+      // How long it has been stuck: from its last completed action to the run's last record.
+      label += " · " + formatDuration(static_cast<double>(std::max(model.maxTimeNs, from) - from));
       // The label and the arrows start at the visible part of the block.
       const float visibleX0 = std::max(s0.x, area0.x);
       dl->PushClipRect(s0, s1, true);
@@ -546,7 +548,11 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
       dl->PopClipRect();
       stuckRect[rank] = ImVec4(visibleX0, s0.y, s1.x, s1.y);
       probes_.stuck.push_back({rank, stuckRect[rank], fc});
+      if (view_.selection.kind == Selection::Kind::Stuck && view_.selection.rank == rank)
+        dl->AddRect(ImVec2(s0.x - 2, s0.y - 2), ImVec2(s1.x + 2, s1.y + 2),
+                    IM_COL32(255, 255, 255, 255), 0, 0, 2);
       if (rowHovered && mouse.x >= s0.x && mouse.x <= s1.x) {
+        hover = {Selection::Kind::Stuck, rank, -1};
         ImGui::BeginTooltip();
         ImGui::Text("rank %d %s", rank, label.c_str());
         if (!fate.why.empty()) ImGui::TextDisabled("%s", fate.why.c_str());

@@ -17,11 +17,12 @@ struct Selection {
     Transfer,
     Gradient,
     Loss,
-    Collective
+    Collective,
+    Stuck  // the operation `rank` never completed (drawn after its last action; index -1)
   } kind = Kind::None;
   int rank = -1;
   // Action: index in actions[rank]; Collective: index in LoadedRun::collectives.instances
-  // (rank: the member clicked); others: index into the model vector.
+  // (rank: the member clicked); Stuck: -1; others: index into the model vector.
   int64_t index = -1;
   bool operator==(const Selection&) const = default;
 };

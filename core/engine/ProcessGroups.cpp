@@ -99,6 +99,10 @@ std::shared_ptr<Group> ProcessGroups::get(std::vector<int> ranks, const std::str
   return group;
 }
 
+namespace {
+constexpr std::chrono::milliseconds kGroupSetupTimeout{60'000};
+}  // namespace
+
 c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<int>& ranks,
                                                              int localRank) {
   // The prefix depends only on the rank list, so identical lists on every member meet in
@@ -116,12 +120,20 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<i
         "'cuda' preset) — use backend = \"gloo\"");
 #endif
   }
-  auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+  // Creating the group is a rendezvous of its members through the store (Gloo's full-mesh
+  // connect, bounded by the group's timeout): a member seconds late under load is not a hang
+  // of the schedule, and a dead one is named by the liveness heartbeat (or stopped by the
+  // launcher) long before. So the set-up gets at least kGroupSetupTimeout; the group's
+  // operations then get the configured timeout (a 3 s timeout_seconds failed group set-up
+  // under a loaded machine: "wait timeout after 3000ms, keys: /g/1-2//0/1").
+  auto opts = c10d::ProcessGroupGloo::Options::create(std::max(timeout_, kGroupSetupTimeout));
   opts->devices.push_back(createGlooDevice(gloo_));
   opts->threads = 1;  // P2P and collectives of one group are issued from one thread
   std::vector<uint64_t> global(ranks.begin(), ranks.end());
   opts->global_ranks_in_group = global;
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, localRank, size, opts);
+  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, localRank, size, opts);
+  group->setTimeout(timeout_);
+  return group;
 }
 
 c10::intrusive_ptr<c10d::Store> connectStore(const std::string& host, int port, bool isServer,

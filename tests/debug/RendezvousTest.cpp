@@ -253,6 +253,13 @@ TEST_F(Rendezvous, SameConfigCompletesAndMerges) {
   const auto merged = runCli({"merge", out, "--config", a});
   EXPECT_EQ(merged.exitCode, 0) << merged.output;
   EXPECT_NE(merged.output.find("run completed"), std::string::npos) << merged.output;
+  // A completed run is one file, as `run` leaves it: its merged shards are gone.
+  EXPECT_NE(merged.output.find("removed 3 merged shard(s): the run is one file"),
+            std::string::npos)
+      << merged.output;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_FALSE(fs::exists(out + ".rank" + std::to_string(r) + ".shard")) << "rank " << r;
+  EXPECT_EQ(runCli({"check", out}).exitCode, 0);
 }
 
 TEST_F(Rendezvous, RankOutsideTheRecordFilterCompletes) {
@@ -263,9 +270,11 @@ TEST_F(Rendezvous, RankOutsideTheRecordFilterCompletes) {
   const std::string out = (dir_ / "run.db").string();
   auto exits = runWorkers({cfg, cfg, cfg}, out, {});
   for (int r = 0; r < 3; ++r) EXPECT_EQ(exits[r].code, 0) << exits[r].output;
-  const auto merged = runCli({"merge", out, "--config", cfg});
+  const auto merged = runCli({"merge", out, "--config", cfg, "--keep-shards"});
   EXPECT_EQ(merged.exitCode, 0) << merged.output;
   EXPECT_NE(merged.output.find("run completed"), std::string::npos) << merged.output;
+  for (int r = 0; r < 3; ++r)  // --keep-shards
+    EXPECT_TRUE(fs::exists(out + ".rank" + std::to_string(r) + ".shard")) << "rank " << r;
 }
 
 TEST_F(Rendezvous, MergeWithoutConfigSaysWhatToAdd) {

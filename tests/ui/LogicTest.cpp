@@ -455,6 +455,26 @@ TEST(RunProblems, KilledRankIsKilledAndTheRootOfTheWaits) {
   EXPECT_FALSE(p.ranks[silent].why.empty());
 }
 
+// A rank killed by a signal leads, even where the survivors' own timeouts form a cycle that the
+// wait-for graph reports first: they wait on each other because a rank is gone (before, the
+// viewer's jump went to the cycle's lowest survivor).
+TEST(RunProblems, AKilledRankLeadsEvenWhenTheSurvivorsWaitOnEachOther) {
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int killed = rankAt(m, "vision", 0, 0, 0), a = rankAt(m, "llm", 0, 1, 0),
+            b = rankAt(m, "llm", 0, 2, 0);
+  ASSERT_GE(killed, 0);
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  std::vector<int64_t> cut(m.ranks.size(), span * 55 / 100);
+  cut[killed] = span * 40 / 100;
+  endRunEarly(m, cut);
+  m.info.status = events::RunStatus::Failed;
+  m.diagnoses = {record(a, "timeout", b), record(b, "timeout", a),
+                 record(killed, "rank_killed", -1)};
+  RunProblems p = problemsOf(m);
+  EXPECT_EQ(p.ranks[killed].fate, RankFate::Killed);
+  EXPECT_EQ(p.firstStuckRank, killed);
+}
+
 TEST(RunProblems, ARunThatWasInterruptedStopsItsUnfinishedRanks) {
   storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));

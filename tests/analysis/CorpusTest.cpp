@@ -864,8 +864,8 @@ TEST(Corpus, OneElementOffByOnePerMilleFailsReferenceAndCompare) {
             std::string::npos)
       << msg;
   // The same layout and seed, and another layout: iteration 0 starts from the same parameters.
-  for (const auto& [other, tag] : {std::make_pair(k.tp2, "one-element-same"),
-                                   std::make_pair(k.pp2, "one-element-cross")}) {
+  for (const auto& [other, tag] :
+       {std::make_pair(k.tp2, "one-element-same"), std::make_pair(k.pp2, "one-element-cross")}) {
     const auto c = compareEverywhere(other, d.path, tag);
     EXPECT_EQ(c.exitCode, 18) << c.text;
     EXPECT_EQ(c.firstKey, d.param + " it0") << c.text;

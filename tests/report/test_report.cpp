@@ -437,7 +437,7 @@ TEST(Check, ScaleDeviationSeesAUniformScale) {
   const ToleranceRule bf16 = toleranceFor("bfloat16");
   EXPECT_EQ(bf16.scaleBound(0.001), ToleranceRule::kScaleBase);
   EXPECT_EQ(bf16.scaleBound(0.1), 3 * 0.1);
-  EXPECT_EQ(bf16.scaleBound(-1), -1);                   // no run-dtype computation
+  EXPECT_EQ(bf16.scaleBound(-1), -1);  // no run-dtype computation
   EXPECT_EQ(toleranceFor("float32").scaleBound(0.1), -1);
 }
 

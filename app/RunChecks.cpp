@@ -8,6 +8,7 @@
 
 #include "app/report/CheckReport.h"
 #include "core/analysis/HangGraph.h"
+#include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
@@ -28,20 +29,26 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     storage::LoadOptions load;
     load.payloads = true;
     storage::RunModel run, other;
+    std::string live, otherLive;  // app/RunLiveness.h
     if (against.empty()) {
-      run = loadWithProgress(path, load);
+      run = loadWithProgress(path, load, &live);
     } else {
       // The --against run is only compared (compareRuns): the gradients the comparison judges
       // are all it needs (LoadOptions::comparedGradients).
       storage::LoadOptions otherLoad = load;
       otherLoad.comparedGradients = true;
-      std::tie(run, other) = loadTwoWithProgress(path, against, load, otherLoad);
+      std::tie(run, other) = loadTwoWithProgress(path, against, load, otherLoad, &live, &otherLive);
+    }
+    // A run being written is read as a snapshot: said in one line, and never judged finished.
+    for (const auto& [p, l] : {std::pair{&path, &live}, std::pair{&against, &otherLive}}) {
+      if (!l->empty()) std::fprintf(stderr, "%s\n", events::printableLine(*p + ": " + *l).c_str());
     }
     analysis::CheckOptions opts;
     opts.tolerance = files.tolerance;
     opts.filter = analysis::recordFilterOf(run);
     opts.planConfigText = planText;
     opts.planConfigSource = files.plan;
+    opts.live = live;
     if (!against.empty()) {
       opts.against = &other;
       opts.againstBitwise = files.bitwise;

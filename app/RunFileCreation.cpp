@@ -11,6 +11,7 @@
 #include "app/OutputPolicy.h"
 #include "core/engine/RunIdentity.h"  // kStagescopeVersion (a constant; nothing is linked)
 #include "core/plan/ConfigFields.h"
+#include "core/plan/RunLayout.h"
 #include "storage/Merge.h"
 
 namespace stagescope::app {
@@ -33,19 +34,7 @@ events::RunInfo runInfoFor(const plan::RunConfig& cfg, const std::string& out) {
   info.microbatches = cfg.microbatches;
   events::parseRecordLevel(cfg.record.level, &info.level);
   info.recordFilter = cfg.record.filter();
-  for (const auto& m : cfg.modules) {
-    events::ModuleInfo mi;
-    mi.name = m.name;
-    mi.kind = m.kind;
-    mi.tp = m.tp;
-    mi.cp = m.cp;
-    mi.pp = m.pp;
-    mi.dp = m.dp;
-    mi.offset = m.offset;
-    mi.layers = m.layers;
-    if (m.kind == "encoder") mi.downstream = {cfg.llm().name};
-    info.modules.push_back(mi);
-  }
+  info.modules = plan::moduleInfos(cfg);
   info.versionStagescope = engine::kStagescopeVersion;
 #ifdef STAGESCOPE_HAVE_ENGINE
   info.versionTorch = TORCH_VERSION;

@@ -57,30 +57,40 @@ bool flockHeld(const struct stat& st) {
   return false;
 }
 
+// "stagescope pid P on host H", from the lock file's text.
+std::string holderName(const std::string& holder) {
+  if (holder.rfind(kTag, 0) != 0) return "another stagescope (its lock file does not say which)";
+  std::string who = "stagescope ";
+  who.append(holder, std::strlen(kTag), holder.find('\n') - std::strlen(kTag));
+  return who;
+}
+
 RunFileBusy busy(const std::string& runPath, const std::string& lockPath,
                  const std::string& holder) {
-  std::string who = "another stagescope (its lock file does not say which)";
-  if (holder.rfind(kTag, 0) == 0) {
-    who = "stagescope ";
-    who.append(holder, std::strlen(kTag), holder.find('\n') - std::strlen(kTag));
-  }
-  return RunFileBusy(runPath + ": being written by " + who + " (lock " + lockPath +
+  return RunFileBusy(runPath + ": being written by " + holderName(holder) + " (lock " + lockPath +
                      "); wait for it to finish or choose another -o");
 }
 
 }  // namespace
 
-void RunFileLock::throwIfHeld(const std::string& runPath) {
+std::string RunFileLock::holderOf(const std::string& runPath) {
   const std::string path = lockPathFor(runPath);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return;  // no lock file: nobody holds it (or acquire will say why)
+  if (fd < 0) return "";  // no lock file: nobody holds it (or acquire will say why)
   struct stat st {};
   const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   const std::string holder = regular ? readAll(fd) : "";
   ::close(fd);
   // Asked of the kernel's lock table rather than by taking a lock, which could make a run
   // that is acquiring at this very moment fail.
-  if (regular && flockHeld(st)) throw busy(runPath, path, holder);
+  return regular && flockHeld(st) ? holderName(holder) : "";
+}
+
+void RunFileLock::throwIfHeld(const std::string& runPath) {
+  if (const std::string who = holderOf(runPath); !who.empty()) {
+    throw RunFileBusy(runPath + ": being written by " + who + " (lock " + lockPathFor(runPath) +
+                      "); wait for it to finish or choose another -o");
+  }
 }
 
 std::string RunFileLock::lockPathFor(const std::string& runPath) {

@@ -35,6 +35,10 @@ class RunFileLock {
   // Called before the output checks, so that a second run on the same path is told who
   // writes it rather than that a run file exists.
   static void throwIfHeld(const std::string& runPath);
+  // Who holds the lock of `runPath` now ("stagescope pid P on host H", or "another stagescope
+  // (its lock file does not say which)"), or "" when nobody does.  Takes no lock and creates
+  // nothing: asked of the kernel's lock table (RunLiveness.h).
+  static std::string holderOf(const std::string& runPath);
 
   static std::string lockPathFor(const std::string& runPath);  // "<run>.lock"
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/RunLiveness.h"
 #include "app/report/Progress.h"
 
 namespace stagescope::app {
@@ -47,9 +48,11 @@ class SharedProgress {
 
 }  // namespace
 
-storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts) {
+storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts,
+                                   std::string* live) {
   SharedProgress progress("loading " + path, 1);
-  auto model = storage::loadRun(path, opts, [&](float f) { progress.update(0, f); });
+  auto model = loadObserved(
+      path, opts, [&](float f) { progress.update(0, f); }, live);
   progress.finish();
   return model;
 }
@@ -60,22 +63,23 @@ std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::s
   return loadTwoWithProgress(a, b, opts, opts);
 }
 
-std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::string& a,
-                                                                    const std::string& b,
-                                                                    storage::LoadOptions optsA,
-                                                                    storage::LoadOptions optsB) {
+std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(
+    const std::string& a, const std::string& b, storage::LoadOptions optsA,
+    storage::LoadOptions optsB, std::string* liveA, std::string* liveB) {
   SharedProgress progress("loading " + a + " and " + b, 2);
   storage::RunModel ma, mb;
   std::exception_ptr errorA, errorB;
   std::thread second([&] {
     try {
-      mb = storage::loadRun(b, optsB, [&](float f) { progress.update(1, f); });
+      mb = loadObserved(
+          b, optsB, [&](float f) { progress.update(1, f); }, liveB);
     } catch (...) {
       errorB = std::current_exception();
     }
   });
   try {
-    ma = storage::loadRun(a, optsA, [&](float f) { progress.update(0, f); });
+    ma = loadObserved(
+        a, optsA, [&](float f) { progress.update(0, f); }, liveA);
   } catch (...) {
     errorA = std::current_exception();
   }

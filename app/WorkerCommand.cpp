@@ -33,6 +33,7 @@
 #include "core/plan/Config.h"
 #include "core/plan/ConfigFields.h"
 #include "core/plan/Plan.h"
+#include "core/plan/RunLayout.h"
 #include "core/plan/Topology.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
@@ -50,22 +51,11 @@ std::string hostName() {
 // One `ranks` row per (rank, module) the rank holds: a colocated rank has several.
 std::vector<events::RankInfo> rankInfos(const plan::RankPlan& me, const plan::Plan& p,
                                         const std::string& device) {
-  std::vector<events::RankInfo> out;
-  for (const plan::RankStage& s : me.stages) {
-    events::RankInfo info;
-    info.rank = me.rank;
-    info.module = s.module;
-    info.tp = s.tp;
-    info.cp = s.cp;
-    info.pp = s.pp;
-    info.dp = s.dp;
-    info.globalStage = me.globalStage;
-    info.totalStages = p.totalStages;
-    info.warmup = me.warmup;
+  std::vector<events::RankInfo> out = plan::rankInfos(me, p);
+  for (auto& info : out) {
     info.host = hostName();
     info.device = device;
     info.pid = getpid();
-    out.push_back(std::move(info));
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <tuple>
 
 #include "app/CommandLine.h"
 #include "app/Commands.h"
@@ -16,6 +17,7 @@
 #include "app/OutputPolicy.h"
 #include "app/RunChecks.h"
 #include "app/RunFileLock.h"
+#include "app/RunLiveness.h"
 #include "app/RunLoading.h"
 #include "app/WorkerRunVerdict.h"
 #include "app/report/CheckReport.h"
@@ -24,6 +26,7 @@
 #include "app/report/Progress.h"
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/PlanConformance.h"
+#include "core/events/CapturedLayout.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
 #include "storage/Merge.h"
@@ -53,7 +56,8 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   storage::LoadOptions load;
   load.payloads = true;
   load.comparedGradients = true;
-  auto [ra, rb] = loadTwoWithProgress(a, b, load);
+  std::string liveA, liveB;  // app/RunLiveness.h
+  auto [ra, rb] = loadTwoWithProgress(a, b, load, load, &liveA, &liveB);
   analysis::CompareOptions opts;
   opts.labelA = a;
   opts.labelB = b;
@@ -64,6 +68,16 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   // is allocated (two message-heavy 10^7-event runs: peak 3.07 -> 2.5 GB).
   opts.coverageA = analysis::coverageOf(ra, opts.filterA);
   opts.coverageB = analysis::coverageOf(rb, opts.filterB);
+  // A run being written is a snapshot: said in one line, and never complete (INCOMPLETE).
+  for (auto [label, live, cov] :
+       {std::tuple{&a, &liveA, &*opts.coverageA}, std::tuple{&b, &liveB, &*opts.coverageB}}) {
+    if (live->empty()) continue;
+    std::fprintf(stderr, "%s\n", events::printableLine(*label + ": " + *live).c_str());
+    cov->completed = false;
+    cov->status += ", " + live->substr(0, live->find(" ("));
+    cov->missing.insert(cov->missing.begin(),
+                        "the run has not ended: " + *live + "; compare again once it has");
+  }
   std::vector<std::vector<events::ActionRecord>>().swap(ra.plan);
   std::vector<std::vector<events::ActionRecord>>().swap(rb.plan);
   analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
@@ -81,9 +95,14 @@ int exportCommand(const std::string& run, const std::string& trace) {
   claimReportOutputs({{"--chrome-trace", trace, ReportKind::ChromeTrace}}, {run});
   storage::LoadOptions load;
   load.timelineOnly = true;  // the trace shows actions, messages and diagnoses only
-  storage::RunModel model = loadWithProgress(run, load);
+  std::string live;          // app/RunLiveness.h
+  storage::RunModel model = loadWithProgress(run, load, &live);
   (void)report::writeChromeTrace(model, trace);
   keepUntilExit(std::move(model));
+  // A run being written: the trace holds what its ranks had committed (a snapshot).
+  if (!live.empty())
+    std::fprintf(stderr, "%s\n",
+                 events::printableLine(run + ": " + live + "; the trace is a snapshot").c_str());
   std::printf("wrote %s\n", trace.c_str());
   return 0;
 }
@@ -113,10 +132,7 @@ bool judgeByDiagnoses(const storage::RunModel& m, Judgement* j) {
 
 // A captured PyTorch job (core/capture) has no stagescope config or plan to judge it by.
 bool isCapturedRun(const storage::RunModel& m) {
-  for (const auto& mod : m.info.modules) {
-    if (mod.kind == "captured") return true;
-  }
-  return false;
+  return events::isCapturedConfig(m.info.configText);
 }
 
 Judgement judgeByRecords(const storage::RunModel& m, const plan::RunConfig& cfg) {
@@ -277,12 +293,13 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // was, for good: "killed by a signal (SIGKILL, the OOM killer)"). The merge after the run
   // ended judges it.
   if (const auto live = liveShards(inputs); !live.empty()) {
-    std::printf(
-        "live: %zu of %zu shard(s) still being written (%s %s); merged what they have "
-        "committed so far; the run's status is left as it is: merge again once the run "
-        "has ended\n",
-        live.size(), inputs.size(), live.front().path.c_str(),
-        describeWriter(live.front()).c_str());
+    const RunLiveness seen{static_cast<int>(inputs.size()), live, ""};
+    std::printf("%s\n",
+                events::printableLine(
+                    run + ": " + seen.line() +
+                    "; merged what they have committed so far; the run's status is left as it "
+                    "is: merge again once the run has ended")
+                    .c_str());
     return 0;
   }
   // Judge the run again by what is now recorded.  A run file just created (ranks started

@@ -534,6 +534,8 @@ void writeRunInfo(Db& db, const events::RunInfo& info) {
   run.bindText(i++, list);
   run.run();
 
+  db.exec("DELETE FROM modules");  // the run's modules are info's, no others (a captured job's
+                                   // placeholder gives way to the layout it declares)
   Stmt mod = db.prepare(insertSql(tableDef("modules"), "INSERT OR REPLACE"));
   std::string downstream;
   for (const auto& m : info.modules) {

@@ -98,7 +98,8 @@ std::string collectTextsSql(const TableDef& table, const std::string& source,
 std::string copyPackedSql(const TableDef& table, const std::string& source, const std::string& into,
                           const std::string& textsTable, const std::string& shardId);
 
-// Writes RunInfo into the `run` row (id 1) and its modules (replacing existing ones).
+// Writes RunInfo into the `run` row (id 1) and the `modules` rows (exactly info.modules: other
+// rows are deleted).  Call it inside a transaction, so readers see both change together.
 void writeRunInfo(Db& db, const events::RunInfo& info);
 
 // Opens an existing stagescope file and checks its format; throws RunFileError (NotFound,

@@ -328,6 +328,8 @@ struct ShardWriter::Impl {
     begin.run();
     try {
       for (const auto& r : batch.runs) writeRunInfo(db, r);
+      for (int32_t r : batch.replacedRanks)
+        db.exec("DELETE FROM ranks WHERE rank = " + std::to_string(r));
       insertAll(ranks, batch.ranks, [&](RowBinder& b, int, const auto& r) { bindRank(b, r); });
       insertAll(planned, batch.planned,
                 [&](RowBinder& b, int k, const auto& a) { bindAction(b, k, a, false); });
@@ -359,6 +361,7 @@ struct ShardWriter::Impl {
 
 void ShardWriter::Batch::clear() {
   runs.clear();
+  replacedRanks.clear();
   ranks.clear();
   planned.clear();
   actions.clear();
@@ -448,6 +451,16 @@ void ShardWriter::run(events::RunInfo info) {
 }
 void ShardWriter::rank(events::RankInfo info) {
   enqueue(&Batch::ranks, std::move(info), 0);
+}
+void ShardWriter::replaceRanks(int32_t who, std::vector<events::RankInfo> rows) {
+  if (level_ == RecordLevel::Off) return;
+  flush();  // the rows replaced are committed, never in the batch that deletes them
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    pending_.replacedRanks.push_back(who);
+  }
+  for (auto& r : rows) rank(std::move(r));
 }
 void ShardWriter::planned(events::ActionRecord a) {
   enqueue(&Batch::planned, std::move(a), 0);

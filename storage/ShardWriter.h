@@ -63,6 +63,9 @@ class ShardWriter final : public events::Recorder {
   events::RecordLevel level() const override { return level_; }
   void run(events::RunInfo info) override;
   void rank(events::RankInfo info) override;
+  // Replaces every `ranks` row of rank `who` committed so far by `rows` (a captured job that
+  // declares its layout after init_process_group: its placeholder row becomes the layout's).
+  void replaceRanks(int32_t who, std::vector<events::RankInfo> rows);
   void planned(events::ActionRecord action) override;
   void action(events::ActionRecord action) override;
   void transfer(events::TransferRecord transfer) override;
@@ -100,6 +103,7 @@ class ShardWriter final : public events::Recorder {
     RecordList<events::WaitRecord> waits;
     RecordList<events::LossRecord> referenceLosses;
     RecordList<events::GradientRecord> referenceGradients;
+    std::vector<int32_t> replacedRanks;  // their committed `ranks` rows are deleted first
     size_t rows = 0;
     size_t bytes = 0;  // payload bytes
     void clear();

@@ -701,6 +701,8 @@ bool App::showDivergence() {
     case analysis::ItemKind::Loss:
       select({Selection::Kind::Loss, r->model.losses[it.a].rank, it.a}, false);
       break;
+    case analysis::ItemKind::Input:
+      break;  // inputs have no selection of their own: the compare tab names the sample
   }
   view_.tab = BottomTab::Compare;
   view_.tabRequested = true;

@@ -116,6 +116,9 @@ struct FrameProbes {
     ImU32 colour;
   };
   std::vector<Marked> stuck;  // the stuck (never completed) action drawn after a rank's last
+  // A captured job's plan overlay: each planned action's bracket (green: as planned; red:
+  // where the rank deviated or stopped).
+  std::vector<Marked> planSpans;
   std::vector<Marked> cells;  // grid-map cells of ranks that did not complete
   struct Wait {
     int rank, waitsOn;
@@ -271,6 +274,10 @@ class App {
                   const std::vector<float>& rowY);
   // Captured collectives (CollectiveLayer.cpp): bars per member, bands across the group;
   // sets *hover when the mouse is on one.
+  // A captured job's plan overlay (CapturedPlanLayer.cpp): the plan's actions over the
+  // operations that carried them, deviations in red.
+  void drawCapturedPlan(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
+                        const std::vector<float>& rowY);
   void drawCollectives(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
                        const std::vector<float>& rowY, Selection* hover);
   void collectiveTooltip(int64_t index);

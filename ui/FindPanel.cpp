@@ -197,6 +197,7 @@ void App::drawRunInfo() {
   ImGui::Columns(2, "##info", true);
   ImGui::Text("run %s   schema %d", info.runId.c_str(), m.schemaVersion);
   ImGui::TextWrapped("status %s  %s", events::toString(info.status), info.statusReason.c_str());
+  if (!run->live.empty()) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s", run->live.c_str());
   ImGui::Text("stagescope %s  torch %s  sqlite %s", info.versionStagescope.c_str(),
               info.versionTorch.c_str(), info.versionSqlite.c_str());
   ImGui::Text("config hash %s", info.configHash.c_str());

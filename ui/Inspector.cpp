@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/analysis/Values.h"
+#include "core/events/CapturedLayout.h"
 #include "ui/App.h"
 
 namespace stagescope::ui {
@@ -49,6 +50,24 @@ void statsRows(const events::TensorStats& s) {
         static_cast<long long>(s.infCount));
 }
 
+// A captured job against the plan of the layout it declared (RunProblems::planConformance),
+// in a few words: what the plan overlay shows.
+std::string planSummary(const LoadedRun& run) {
+  if (!run.detailsLoaded) return "loading details...";
+  const analysis::Conformance& c = run.problems.planConformance;
+  if (!c.judged) {
+    return c.notJudged.empty() ? "no layout declared (stagescope_torch.declare_layout)"
+                               : "not judged: " + c.notJudged;
+  }
+  const int ranks = static_cast<int>(c.ranks.size());
+  const int following = ranks - c.deviating() - c.stopped();
+  std::string out =
+      std::to_string(following) + " of " + std::to_string(ranks) + " ranks follow it to the end";
+  if (c.deviating() > 0) out += ", " + std::to_string(c.deviating()) + " deviate";
+  if (c.stopped() > 0) out += ", " + std::to_string(c.stopped()) + " stopped";
+  return out + " (P: overlay)";
+}
+
 }  // namespace
 
 void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
@@ -74,10 +93,18 @@ void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
         row("run id", "%s", info.runId.c_str());
         row("status", "%s %s", events::toString(info.status), info.statusReason.c_str());
         row("world", "%d ranks, %zu modules", info.worldSize, info.modules.size());
-        row("schedule", "%d iterations x %d microbatches", info.iterations, info.microbatches);
+        const bool captured = events::isCapturedConfig(info.configText);
+        if (captured && info.microbatches == 0)
+          row("schedule", "%d iterations (microbatches: no layout declared)", info.iterations);
+        else
+          row("schedule", "%d iterations x %d microbatches", info.iterations, info.microbatches);
         row("level", "%s", events::toString(info.level));
-        row("bubble", "measured %.1f %%  expected %.1f %%", 100 * run->time.measuredBubble,
-            100 * run->time.expectedBubble);
+        if (captured)  // the capture sees the job's messages, not its forward/backward compute
+          row("bubble", "%s", "not measured (a captured job records communication only)");
+        else
+          row("bubble", "measured %.1f %%  expected %.1f %%", 100 * run->time.measuredBubble,
+              100 * run->time.expectedBubble);
+        if (captured) row("plan", "%s", planSummary(*run).c_str());
         row("replay", "%zu steps", run->replay.size());
         ImGui::EndTable();
       }

@@ -1,5 +1,7 @@
 #include "ui/LoadedRun.h"
 
+#include "app/RunLiveness.h"
+
 #include <algorithm>
 #include <chrono>
 #include <future>
@@ -92,12 +94,17 @@ std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
   storage::LoadOptions opts;
   opts.timelineOnly = true;
   // The reader's own progress takes 90 %, indexing the rest.
-  storage::RunModel model = storage::loadRun(path, opts, [&progress](float f) {
-    if (progress) progress(0.9f * f);
-  });
+  std::string live;  // whether the run is being written (app/RunLiveness.h), as the CLI says
+  storage::RunModel model = app::loadObserved(
+      path, opts,
+      [&progress](float f) {
+        if (progress) progress(0.9f * f);
+      },
+      &live);
   double loadSeconds = since(t0);
   auto run = indexTimeline(std::move(model));
   run->loadSeconds = loadSeconds;
+  run->live = std::move(live);
   if (progress) progress(1.0f);
   return run;
 }

@@ -49,6 +49,9 @@ struct LoadedRun {
   // stuck actions, NaN/Inf, corrupted messages, plots, the gradient and loss inspector, find over
   // gradients, the compare) may run or show before; each says "loading details…" instead.
   bool detailsLoaded = false;
+  // "live, N of M ranks still writing (...)" when the run was being written as its timeline
+  // was read (app/RunLiveness.h): the view is a snapshot and the banner says so; "" otherwise.
+  std::string live;
   double loadSeconds = 0, indexSeconds = 0;  // the timeline: read, index
   double detailsSeconds = 0;  // the details: read (alongside the timeline's), merge, judge
 

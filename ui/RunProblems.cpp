@@ -5,6 +5,7 @@
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/Pairing.h"
 #include "core/analysis/Replicas.h"
+#include "core/events/CapturedLayout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -264,6 +265,8 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
   auto nonFinite = nonFiniteInCausalOrder(m, replay);
   out.nonFiniteRecords = nonFinite.size();
   if (!nonFinite.empty()) out.firstNonFinite = nonFinite.front();
+  if (const std::string layout = events::declaredLayoutText(m.info.configText); !layout.empty())
+    out.planConformance = analysis::judgeAgainstPlan(m, layout, "the layout the job declared");
   return out;
 }
 

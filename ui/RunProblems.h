@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/PlanConformance.h"
 #include "storage/RunModel.h"
 #include "ui/ReplayOrder.h"
 
@@ -66,6 +67,10 @@ struct RunProblems {
   // missing partner) or its errored rank, else a killed/failed rank, else the lowest
   // unfinished rank.
   int32_t firstStuckRank = -1;
+  // A captured job that declared its layout, against the plan of that layout (the rule
+  // `check`'s plan_order applies): what the plan overlay draws on its rows.  judged = false
+  // for stagescope's own runs (their plan is model.plan) and undeclared jobs.
+  analysis::Conformance planConformance;
   bool any() const { return firstStuckRank >= 0 || firstNonFinite.kind != NonFinite::Kind::None; }
 };
 

@@ -36,6 +36,11 @@ std::string describe(const storage::RunModel& m, const NonFinite& n) {
   return "";
 }
 
+// The banner's sentence for a live run: the CLI's line, and what the view is.
+std::string liveNote(const std::string& live) {
+  return live + ": a snapshot of what the ranks had committed; reopen the run to see more";
+}
+
 const char* statusWord(events::RunStatus s) {
   switch (s) {
     case events::RunStatus::Completed:
@@ -60,13 +65,14 @@ void App::drawPendingBanner(const ImVec2& pos, const ImVec2& size) {
   const ImVec2 end(pos.x + size.x, pos.y + size.y);
   dl->AddRectFilled(pos, end, IM_COL32(40, 42, 48, 255));
   // The status the run file records (not a verdict of ours), in a neutral colour.
-  const char* word = statusWord(m.info.status);
+  const char* word = main_.run->live.empty() ? statusWord(m.info.status) : "LIVE";
   const ImVec2 ws = ImGui::CalcTextSize(word);
   const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
   probes_.bannerColour = IM_COL32(90, 94, 104, 255);
   dl->AddRectFilled(b0, b1, probes_.bannerColour, 3);
   dl->AddText(ImVec2(b0.x + 6, pos.y + (size.y - ws.y) / 2), theme::kText, word);
-  const std::string text = detailsNote() +
+  const std::string text = (main_.run->live.empty() ? "" : liveNote(main_.run->live) + "  |  ") +
+                           detailsNote() +
                            "  |  the timeline, grid map and replay are ready; fates, stuck ranks, "
                            "NaN/Inf and corrupted messages follow once the whole run is in";
   probes_.bannerText = text;
@@ -101,7 +107,9 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   if (!run) return;
   const auto& m = run->model;
   const RunProblems& pr = run->problems;
-  const bool completed = m.info.status == events::RunStatus::Completed && !m.partial;
+  // A live run (being written as it was read) is a snapshot, never completed.
+  const bool completed =
+      m.info.status == events::RunStatus::Completed && !m.partial && run->live.empty();
   const bool nonFinite = pr.nonFiniteRecords > 0 || pr.corruptMessages > 0 ||
                          pr.replicaMismatches > 0;  // a data problem
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -119,7 +127,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
                       : m.info.status == events::RunStatus::Hung ? theme::fateColour(RankFate::Hung)
                                                                  : theme::kBad;
   probes_.bannerColour = badge;
-  const char* word = statusWord(m.info.status);
+  const char* word = run->live.empty() ? statusWord(m.info.status) : "LIVE";
   const ImVec2 ws = ImGui::CalcTextSize(word);
   const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
   dl->AddRectFilled(b0, b1, badge, 3);
@@ -142,7 +150,9 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
 
   // The sentence: the recorded reason, the partial note, the first non-finite record.
   std::string text;
-  if (m.info.status == events::RunStatus::Completed) {
+  if (!run->live.empty()) {
+    text = liveNote(run->live);
+  } else if (m.info.status == events::RunStatus::Completed) {
     text = "all " + std::to_string(m.rankCount()) + " ranks completed " +
            std::to_string(m.info.iterations) + " iterations";
   } else if (!m.info.statusReason.empty()) {

@@ -564,6 +564,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   }
   if (view_.showArrows) drawArrows(dl, area0, area1, nsPerPx, rowY);
   drawCollectives(dl, area0, area1, nsPerPx, rowY, &hover);
+  if (view_.showPlan) drawCapturedPlan(dl, area0, area1, nsPerPx, rowY);
   // The wait-for graph: an arrow from each stuck action to the rank it waits on (to that
   // rank's stuck action, or to the end of its last action).
   for (const WaitEdge& w : run->problems.waits) {

@@ -66,6 +66,12 @@ std::string writeScreenshot(const std::string& path, int width, int height,
     rgb(m.colour);
     out << "\n";
   }
+  for (const auto& m : probes.planSpans) {
+    out << "plan-span " << m.rank << " " << m.rect.x << " " << m.rect.y << " " << m.rect.z << " "
+        << m.rect.w << " ";
+    rgb(m.colour);
+    out << "\n";
+  }
   for (const auto& m : probes.cells) {
     out << "cell " << m.rank << " " << m.rect.x << " " << m.rect.y << " " << m.rect.z << " "
         << m.rect.w << " ";

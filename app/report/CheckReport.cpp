@@ -34,6 +34,8 @@ std::string renderJUnit(const CheckReport& rep) {
   x << "      <property name=\"run\" value=\"" << xmlEscape(rep.runPath) << "\"/>\n";
   x << "      <property name=\"run_id\" value=\"" << xmlEscape(rep.runId) << "\"/>\n";
   x << "      <property name=\"status\" value=\"" << xmlEscape(rep.status) << "\"/>\n";
+  if (!rep.live.empty())
+    x << "      <property name=\"live\" value=\"" << xmlEscape(rep.live) << "\"/>\n";
   x << "      <property name=\"exit_code\" value=\"" << rep.exitCode << "\"/>\n";
   x << "    </properties>\n";
   for (const auto& r : rep.checks) {
@@ -85,6 +87,7 @@ std::string renderCheckJson(const CheckReport& rep) {
   j["run"] = rep.runPath;
   j["run_id"] = rep.runId;
   j["status"] = rep.status;
+  if (!rep.live.empty()) j["live"] = rep.live;  // being written as it was read: no verdict
   j["exit_code"] = rep.exitCode;
   j["passed"] = rep.passed();
   j["seconds"] = rep.seconds;
@@ -116,7 +119,9 @@ std::string renderCheckText(const CheckReport& rep) {
   // made one printable line, so a hostile file can neither break lines nor drive the terminal.
   using events::printableLine;
   o << "stagescope check " << printableLine(rep.runPath.empty() ? rep.runId : rep.runPath)
-    << " (status " << printableLine(rep.status) << ")\n";
+    << " (status " << printableLine(rep.status)
+    << (rep.live.empty() ? "" : "; " + printableLine(rep.live.substr(0, rep.live.find(" ("))))
+    << ")\n";
   for (const auto& r : rep.checks) {
     const char* mark = r.status == CheckStatus::Passed   ? "PASS"
                        : r.status == CheckStatus::Failed ? "FAIL"
@@ -134,7 +139,12 @@ std::string renderCheckText(const CheckReport& rep) {
         << " more (--json and --junit list every one)\n";
     }
   }
-  if (rep.passed()) {
+  if (!rep.live.empty()) {
+    // No verdict on a run that is still being written (exit 10, run_status).
+    o << "result: NOT ENDED, exit " << rep.exitCode << ": the run is "
+      << printableLine(rep.live.substr(0, rep.live.find(" (")))
+      << "; the checks above judged a snapshot: check again once it has ended\n";
+  } else if (rep.passed()) {
     o << "result: all checks passed (exit 0)\n";
   } else {
     std::string worst;

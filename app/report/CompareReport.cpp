@@ -110,6 +110,10 @@ std::string renderJson(const Comparison& c) {
         {"distance", num(d.distance)},
         {"tolerance", num(d.tolerance)},
         {"text", c.firstText}};
+    if (d.kind == ItemKind::Input) {  // the sample that differs (Samples.h)
+      j["first_divergence"]["module"] = d.module;
+      j["first_divergence"]["sample"] = d.sample;
+    }
   } else {
     j["first_divergence"] = nullptr;
   }

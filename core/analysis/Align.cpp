@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 #include <thread>
 #include <tuple>
 
+#include "core/analysis/Inputs.h"
 #include "core/analysis/Pairing.h"
+#include "core/analysis/Samples.h"
 #include "core/analysis/Values.h"
 #include "core/model/EdgeRanks.h"
 
@@ -29,6 +33,8 @@ const char* toString(ItemKind k) {
       return "loss";
     case ItemKind::Gradient:
       return "gradient";
+    case ItemKind::Input:
+      return "input";
   }
   return "?";
 }
@@ -390,6 +396,130 @@ void sortItems(std::vector<AlignedItem>& items) {
   }
 }
 
+// Whether the runs train on the same samples (Samples.h): decided from the samples where both
+// configs are known, else from microbatches x the llm's dp (a captured job).
+void decideGlobalBatch(const RunModel& a, const RunModel& b, const SampleLayout& la,
+                       const SampleLayout& lb, const std::map<std::string, ModuleShape>& ma,
+                       const std::map<std::string, ModuleShape>& mb, Alignment& out) {
+  auto differ = [&](const std::string& what) {
+    out.sameGlobalBatch = false;
+    out.globalBatchNote += (out.globalBatchNote.empty() ? "" : "; ") + what;
+  };
+  if (la.known && lb.known) {
+    out.globalBatchEvidence = "samples";
+    const GlobalBatchIdentity g = globalBatchIdentity(la, lb);
+    if (!g.same) differ(g.note);
+  } else {
+    out.globalBatchEvidence =
+        "microbatches x llm dp (a layout is unknown: " + (la.known ? lb.why : la.why) + ")";
+    for (const auto& [name, x] : ma) {
+      auto it = mb.find(name);
+      if (it == mb.end()) continue;
+      const bool llm =
+          std::any_of(a.info.modules.begin(), a.info.modules.end(),
+                      [&](const auto& m) { return m.name == name && m.kind == "llm"; });
+      const int64_t gA = static_cast<int64_t>(x.dp) * a.info.microbatches;
+      const int64_t gB = static_cast<int64_t>(it->second.dp) * b.info.microbatches;
+      if (llm && gA != gB)
+        differ(name + ": dp x microbatches " + std::to_string(gA) + " vs " + std::to_string(gB));
+    }
+  }
+  if (ma.size() != mb.size() ||
+      !std::equal(ma.begin(), ma.end(), mb.begin(),
+                  [](const auto& x, const auto& y) { return x.first == y.first; }))
+    differ("the runs have different modules");
+}
+
+// Each run's input samples by (module, iteration, global sample): the first TP copy of each
+// (rows are sorted by rank).  The replica rule is check's (Inputs.h), not compare's.
+using SampleKey = std::tuple<std::string, int, int64_t>;
+std::map<SampleKey, InputSample> samplesByKey(const RunModel& run, const SampleLayout& l) {
+  std::map<SampleKey, InputSample> out;
+  for (const auto& s : inputSamplesOf(run, l).samples) {
+    const auto& in = run.inputs[s.row];
+    out.emplace(SampleKey{in.module.str(), in.iteration, s.sample}, s);
+  }
+  return out;
+}
+
+// One sample on both sides: tokens exactly, patches element-wise within
+// kPatchElementTolerance of max(1, |B|) (the engine draws them; two machines' LibTorch builds
+// may differ in the last ulps), distance = the largest such relative difference.
+void judgeSample(AlignedItem& it, std::span<const uint8_t> x, std::span<const uint8_t> y,
+                 const std::string& dtype) {
+  it.evidence = Evidence::Values;
+  it.tolerance = dtype == "float32" ? kPatchElementTolerance : 0;
+  if (x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin())) {
+    it.state = ItemState::Identical;
+    return;
+  }
+  it.state = ItemState::Differ;
+  it.distance = INFINITY;
+  if (dtype != "float32" || x.size() != y.size() || x.empty()) return;
+  double worst = 0;
+  for (size_t i = 0; i + 4 <= x.size(); i += 4) {
+    float u, v;
+    std::memcpy(&u, x.data() + i, 4);
+    std::memcpy(&v, y.data() + i, 4);
+    const double d = std::fabs(static_cast<double>(u) - v) / std::max(1.0, std::fabs(double{v}));
+    if (!(d <= worst)) {
+      worst = d;
+      it.worstElement = static_cast<int64_t>(i / 4);
+    }
+  }
+  it.distance = worst;
+  if (worst <= kPatchElementTolerance) it.state = ItemState::WithinTolerance;
+}
+
+// Inputs by global sample (level full on both sides, both layouts known).
+void alignInputs(const RunModel& a, const RunModel& b, const SampleLayout& la,
+                 const SampleLayout& lb, const CausalOrder& ca, const CausalOrder& cb,
+                 Alignment& out) {
+  if (a.inputs.empty() && b.inputs.empty()) return;
+  if (a.inputs.empty() || b.inputs.empty()) {
+    out.inputsNotCompared =
+        std::string("only ") + (a.inputs.empty() ? "B" : "A") + " recorded inputs (level full)";
+    return;
+  }
+  if (!la.known || !lb.known) {
+    out.inputsNotCompared = "no sample layout: " + (la.known ? lb.why : la.why);
+    return;
+  }
+  const auto xa = samplesByKey(a, la), xb = samplesByKey(b, lb);
+  std::set<SampleKey> keys;
+  for (const auto& kv : xa) keys.insert(kv.first);
+  for (const auto& kv : xb) keys.insert(kv.first);
+  for (const auto& k : keys) {
+    AlignedItem it;
+    it.kind = ItemKind::Input;
+    it.module = std::get<0>(k);
+    it.iteration = std::get<1>(k);
+    it.sample = std::get<2>(k);
+    it.key = "input " + it.module + " it" + std::to_string(it.iteration) + " sample" +
+             std::to_string(it.sample);
+    auto ia = xa.find(k), ib = xb.find(k);
+    const InputSample* x = ia != xa.end() ? &ia->second : nullptr;
+    const InputSample* y = ib != xb.end() ? &ib->second : nullptr;
+    const auto& any = x ? a.inputs[x->row] : b.inputs[y->row];
+    it.microbatch = any.microbatch;
+    it.dp = (x ? x : y)->dp;
+    it.causal = x ? ca.ofInput(a.inputs[x->row]) : cb.ofInput(b.inputs[y->row]);
+    if (x) it.a = static_cast<int64_t>(x->row);
+    if (y) it.b = static_cast<int64_t>(y->row);
+    if (!x || !y) {
+      it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
+    } else {
+      const auto bx = sampleBytes(a.inputs[x->row], x->index);
+      const auto by = sampleBytes(b.inputs[y->row], y->index);
+      if (bx.empty() || by.empty())
+        it.state = ItemState::Unjudged;
+      else
+        judgeSample(it, bx, by, any.dtype.str());
+    }
+    out.items.push_back(std::move(it));
+  }
+}
+
 }  // namespace
 
 Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& opts) {
@@ -401,34 +531,21 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   // file's FNV-1a against XXH3-64 says nothing): otherwise values, then norms, judge.
   const bool sameFunction = model::sameChecksumFunction(a, b);
   // Modules whose pipeline depth or replica count differs: their P2P edges name other layer
-  // boundaries / replicas, their bridges other replica pairs.
+  // boundaries / replicas, their bridges other replica pairs.  With both layouts known, a
+  // module whose replicas hold another number of samples per microbatch too: its messages
+  // carry other samples under the same (microbatch, replica).
   std::set<std::string> unaligned;      // P2P edges of these modules are not aligned
   std::set<std::string> otherReplicas;  // bridges touching these modules are not aligned
+  const SampleLayout la = sampleLayoutOf(a), lb = sampleLayoutOf(b);
+  const bool layoutsKnown = la.known && lb.known;
   for (const auto& [name, x] : ma) {
     auto it = mb.find(name);
     if (it == mb.end()) continue;
-    if (x.pp != it->second.pp || x.dp != it->second.dp) unaligned.insert(name);
-    if (x.dp != it->second.dp) otherReplicas.insert(name);
-    // The global batch is the LLM's: microbatches x its dp replicas (encoders feed it by fan-in
-    // or fan-out, whatever their own dp).
-    const bool llm = std::any_of(a.info.modules.begin(), a.info.modules.end(),
-                                 [&](const auto& m) { return m.name == name && m.kind == "llm"; });
-    const int64_t gA = static_cast<int64_t>(x.dp) * a.info.microbatches;
-    const int64_t gB = static_cast<int64_t>(it->second.dp) * b.info.microbatches;
-    if (llm && gA != gB) {
-      out.sameGlobalBatch = false;
-      out.globalBatchNote += (out.globalBatchNote.empty() ? "" : "; ") + name +
-                             ": dp x microbatches " + std::to_string(gA) + " vs " +
-                             std::to_string(gB);
-    }
+    const bool otherSplit = layoutsKnown && la.perReplica(name) != lb.perReplica(name);
+    if (x.pp != it->second.pp || x.dp != it->second.dp || otherSplit) unaligned.insert(name);
+    if (x.dp != it->second.dp || otherSplit) otherReplicas.insert(name);
   }
-  if (ma.size() != mb.size() ||
-      !std::equal(ma.begin(), ma.end(), mb.begin(),
-                  [](const auto& x, const auto& y) { return x.first == y.first; })) {
-    out.sameGlobalBatch = false;
-    out.globalBatchNote +=
-        (out.globalBatchNote.empty() ? "" : "; ") + std::string("the runs have different modules");
-  }
+  decideGlobalBatch(a, b, la, lb, ma, mb, out);
   // What alignment needs of each run alone (causal order, message groups, gathered
   // gradients) is independent of the other run: run B's is built on a second thread.
   std::optional<RunSide> sideB;
@@ -543,12 +660,18 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     }
   }
 
-  // ---- losses
+  // ---- losses: a microbatch loss numbered gmb = mb x llm dp + dp is the mean over samples
+  // [gmb x b, (gmb + 1) x b) (b: the llm's samples per replica), so it is aligned only where b
+  // agrees; the iteration mean is of the global batch
   {
-    auto la = lossIndex(a), lb = lossIndex(b);
+    std::string llmName;
+    for (const auto& m : a.info.modules)
+      if (m.kind == "llm") llmName = m.name;
+    const bool otherLossSamples = layoutsKnown && la.perReplica(llmName) != lb.perReplica(llmName);
+    auto xa = lossIndex(a), xb = lossIndex(b);
     std::set<std::pair<int, int>> keys;
-    for (const auto& kv : la) keys.insert(kv.first);
-    for (const auto& kv : lb) keys.insert(kv.first);
+    for (const auto& kv : xa) keys.insert(kv.first);
+    for (const auto& kv : xb) keys.insert(kv.first);
     for (const auto& k : keys) {
       AlignedItem it;
       it.kind = ItemKind::Loss;
@@ -556,19 +679,21 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       it.microbatch = k.second;
       it.key = "loss it" + std::to_string(k.first) +
                (k.second < 0 ? std::string(" mean") : " gmb" + std::to_string(k.second));
-      auto ia = la.find(k), ib = lb.find(k);
-      if (ia != la.end()) {
+      auto ia = xa.find(k), ib = xb.find(k);
+      if (ia != xa.end()) {
         it.a = ia->second;
         it.valueA = a.losses[it.a].loss;
         it.causal = ca.ofLoss(a.losses[it.a]);
       }
-      if (ib != lb.end()) {
+      if (ib != xb.end()) {
         it.b = ib->second;
         it.valueB = b.losses[it.b].loss;
         if (it.a < 0) it.causal = cb.ofLoss(b.losses[it.b]);
       }
       it.tolerance = rule.bound(ValueKind::Loss, it.iteration);
-      if (it.a < 0 || it.b < 0) {
+      if (otherLossSamples && k.second >= 0) {
+        it.state = ItemState::NotAligned;  // the same number, other samples
+      } else if (it.a < 0 || it.b < 0) {
         it.state = it.a >= 0 ? ItemState::OnlyA : ItemState::OnlyB;
       } else {
         it.evidence = Evidence::Values;
@@ -691,9 +816,15 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       if (m.kind == "llm") llmDpA = m.dp;
     for (const auto& m : b.info.modules)
       if (m.kind == "llm") llmDpB = m.dp;
+    // A partial sum after local microbatch j of replica r is (1/m) x the sum over its samples
+    // of microbatches 0..j: the same samples and scale only under the same m and split.
+    const bool sameSplit =
+        !layoutsKnown || (la.microbatches == lb.microbatches && la.globalBatch == lb.globalBatch);
     for (const auto& [name, x] : ma) {
       auto it = mb.find(name);
-      if (it != mb.end() && it->second.dp == x.dp && llmDpA == llmDpB) sameReplicas.insert(name);
+      if (it != mb.end() && it->second.dp == x.dp && llmDpA == llmDpB && sameSplit &&
+          !otherReplicas.count(name))
+        sameReplicas.insert(name);
     }
     using AKey = std::tuple<int, std::string, int, int>;  // iteration, param, dp, microbatch
     std::map<AKey, const GatheredGradient*> xa, xb;
@@ -739,6 +870,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     }
   }
 
+  alignInputs(a, b, la, lb, ca, cb, out);
+
   // ---- causal order, counts, first divergence
   sortItems(out.items);
   for (size_t i = 0; i < out.items.size(); ++i) {
@@ -763,6 +896,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
         break;
       case ItemState::NotAligned:
         ++out.notAligned;
+        ++out.notAlignedByKind[kind];
         break;
       case ItemState::Unjudged:
         ++out.unjudged;

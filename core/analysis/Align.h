@@ -15,8 +15,20 @@
 //   gradient  iteration + full parameter name of the reduced gradient (TP shards gathered);
 //             the initial parameters (phase param_initial, level full) as "initial" + name;
 //             the per-microbatch accumulated gradients as name + iteration + dp replica +
-//             local microbatch, where the module's dp and the llm's dp are the same in both
-//             runs (else the partial sums are of other samples: counted, not aligned)
+//             local microbatch, where both runs split the global batch alike: the same
+//             microbatches, and the module's and the llm's dp and samples per replica (else
+//             the partial sums are of other samples: counted, not aligned)
+//   input     module + iteration + global sample (Samples.h): each row of `inputs` cut into its
+//             samples, so two layouts' inputs align whatever their split, and two replicas whose
+//             samples were exchanged differ; TP copies counted once.  Only where both runs
+//             recorded inputs (level full) and both layouts are known.
+//
+// Same global batch (Samples.h globalBatchIdentity): the same seed, the same number of samples
+// per iteration and the same sample shapes, however microbatches x micro_batch_size x dp split
+// them; runs whose configs are unknown (captured jobs) fall back to microbatches x llm dp.
+// Reduced gradients and iteration-mean losses are of the global batch: always aligned.  A
+// message or a microbatch loss is aligned only where it holds the same samples in both runs
+// (its module's dp and samples per replica agree): else NotAligned, never compared.
 //
 // Judgement per item, with the evidence that decided it:
 //   Values     both sides carry payloads (level full): bitwise equal -> Identical, else relative
@@ -48,7 +60,8 @@
 
 namespace stagescope::analysis {
 
-enum class ItemKind : uint8_t { Transfer, Loss, Gradient };
+enum class ItemKind : uint8_t { Transfer, Loss, Gradient, Input };
+inline constexpr size_t kItemKinds = 4;
 enum class ItemState : uint8_t {
   Identical,
   WithinTolerance,
@@ -75,6 +88,10 @@ struct AlignedItem {
   // carry the replica `dp` and the local microbatch (in `microbatch`).
   events::GradPhase phase = events::GradPhase::Reduced;
   int dp = -1;
+  // Inputs: the module (in `param`'s place) and the global sample; `dp` and `microbatch` are
+  // those of run A's row (run B's when only B has it).
+  std::string module;
+  int64_t sample = -1;
   ItemState state = ItemState::Identical;
   Evidence evidence = Evidence::None;
   // Representative record per run: index into transfers (the send side, lowest tp), losses, or
@@ -105,10 +122,11 @@ struct Alignment {
   int64_t firstDivergence = -1;    // index of the first Differ item, -1 when none
   size_t identical = 0, withinTolerance = 0, differ = 0, onlyA = 0, onlyB = 0, notAligned = 0,
          unjudged = 0;
-  // Per kind: [Transfer, Loss, Gradient] counts of compared items and the evidence used.
-  size_t compared[3] = {0, 0, 0};
-  size_t byEvidence[4] = {0, 0, 0, 0};  // indexed by Evidence
-  double maxDistance[3] = {0, 0, 0};    // largest distance per kind among compared items
+  // Per kind: [Transfer, Loss, Gradient, Input] counts of compared items and the evidence used.
+  size_t compared[kItemKinds] = {0, 0, 0, 0};
+  size_t byEvidence[4] = {0, 0, 0, 0};                 // indexed by Evidence
+  double maxDistance[kItemKinds] = {0, 0, 0, 0};       // largest distance per kind among compared
+  size_t notAlignedByKind[kItemKinds] = {0, 0, 0, 0};  // NotAligned items per kind
   // Of the compared items above: iteration-mean losses (in [Loss]), initial parameters and
   // accumulated gradients (in [Gradient]); initialBitwise of the initial ones were identical.
   size_t meanLossesCompared = 0, initialCompared = 0, initialBitwise = 0, accumulatedCompared = 0;
@@ -116,8 +134,14 @@ struct Alignment {
   // not aligned (other samples), counted in both runs together.
   size_t accumulatedNotAligned = 0;
   bool sameLayout = true;       // every module has the same tp/pp/dp/cp in both runs
-  bool sameGlobalBatch = true;  // microbatches x dp of every module agree
+  bool sameGlobalBatch = true;  // the same samples every iteration (Samples.h)
   std::string globalBatchNote;  // why not, when !sameGlobalBatch
+  // How sameGlobalBatch was decided: "samples" (both configs known) or "microbatches x llm dp
+  // (a layout is unknown: ...)".
+  std::string globalBatchEvidence;
+  // Why inputs were not aligned at all ("" when they were, or neither run recorded any): one
+  // run recorded none (below level full), or a layout is unknown.
+  std::string inputsNotCompared;
   const AlignedItem* first() const {
     return firstDivergence >= 0 ? &items[static_cast<size_t>(firstDivergence)] : nullptr;
   }

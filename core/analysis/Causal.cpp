@@ -298,6 +298,12 @@ CausalKey CausalOrder::ofLoss(const events::LossRecord& l) const {
   return key(l.rank, l.iteration, ai, true, 1);
 }
 
+CausalKey CausalOrder::ofInput(const events::InputRecord& in) const {
+  const int64_t ai = findKind(in.rank, in.iteration, events::ActionKind::Forward, in.microbatch,
+                              false, in.module.str());
+  return key(in.rank, in.iteration, ai, false, 0);
+}
+
 CausalKey CausalOrder::ofGradient(const events::GradientRecord& g) const {
   using events::ActionKind;
   using events::GradPhase;

@@ -62,6 +62,8 @@ class CausalOrder {
   // A loss: the end of the Forward of (rank, iteration, microbatch); an iteration's loss
   // (microbatch -1): the end of its last Forward.
   CausalKey ofLoss(const events::LossRecord& loss) const;
+  // An input row: the start of its module's Forward of (rank, iteration, microbatch).
+  CausalKey ofInput(const events::InputRecord& input) const;
   // A gradient record: Accumulated at the end of its microbatch's Backward, Reduced at the end
   // of the rank's DpReduce (else its last Backward), ParamAfterStep at the OptimizerStep.
   CausalKey ofGradient(const events::GradientRecord& grad) const;

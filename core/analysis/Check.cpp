@@ -16,6 +16,7 @@
 
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Compare.h"
+#include "core/analysis/Inputs.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/OptimizerStep.h"
 #include "core/analysis/PlanConformance.h"
@@ -113,13 +114,21 @@ std::string describeAction(const ActionRecord& a) {
 void checkStatus(Ctx& c, CheckResult& r) {
   const auto& info = c.run.info;
   r.summary = std::string("run status is ") + toString(info.status);
+  if (!c.opts.live.empty()) {
+    // Being written as it was read: a snapshot, never a finished run, whatever it holds.
+    r.summary += " (" + c.opts.live.substr(0, c.opts.live.find(" (")) + ")";
+    Finding f;
+    f.message = "run has not ended: " + c.opts.live +
+                "; this is a snapshot, not a verdict: check again once the run has ended";
+    add(r, c.opts, f);
+  }
   if (info.status != RunStatus::Completed) {
     Finding f;
     std::ostringstream m;
     m << "run did not complete: status " << toString(info.status);
     if (!info.statusReason.empty()) m << " (" << info.statusReason << ")";
     f.message = m.str();
-    add(r, c.opts, f);
+    if (c.opts.live.empty()) add(r, c.opts, f);
     for (const auto& d : c.run.diagnoses) {
       if (d.informational()) continue;  // a clock offset is not a failure
       Finding g;
@@ -167,6 +176,16 @@ void checkStatus(Ctx& c, CheckResult& r) {
       f.message =
           std::to_string(copies.missingCount() - static_cast<int64_t>(copies.missing.size())) +
           " more reduced-gradient copies missing";
+      add(r, c.opts, f);
+    }
+    // Input rows (level full): one per first-stage rank, iteration and microbatch (Inputs.h).
+    const InputsReport inputs = inputRowCoverage(c.run, c.opts.filter);
+    if (inputs.rowsExpected > 0)
+      r.summary += "; " + std::to_string(inputs.rowsExpected - inputs.missingRows.size()) + " of " +
+                   std::to_string(inputs.rowsExpected) + " expected input rows recorded";
+    for (const auto& m : inputs.missingRows) {
+      Finding f;
+      f.message = "a record is missing from a completed run: " + m;
       add(r, c.opts, f);
     }
   }
@@ -1072,6 +1091,28 @@ void checkAccumulation(Ctx& c, CheckResult& r) {
   }
 }
 
+// ---- reference_gradient, fourth part: the inputs against the samples the layout assigns ------
+// Each recorded input row must hold the samples its replica is assigned, with the values the
+// seed draws for them (Inputs.h): the data every gradient above was computed from.
+void checkInputs(Ctx& c, CheckResult& r) {
+  const InputsReport rep = judgeInputs(c.run);
+  for (size_t i = 0; i < rep.mismatches.size(); ++i) {
+    Finding f;
+    f.rank = rep.mismatchRanks[i];
+    f.iteration = rep.mismatchIterations[i];
+    f.tensor = "inputs";
+    f.message = rep.mismatches[i];
+    add(r, c.opts, f);
+  }
+  if (rep.rows == 0 && rep.notJudged.empty() && rep.mismatches.empty()) return;  // none
+  if (r.status == CheckStatus::Skipped) {
+    r.status = rep.mismatches.empty() ? CheckStatus::Passed : CheckStatus::Failed;
+    r.summary = rep.summary() + "; " + r.summary;
+  } else {
+    r.summary += "; " + rep.summary();
+  }
+}
+
 bool enabled(const CheckOptions& o, const std::string& name) {
   return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
 }
@@ -1084,6 +1125,7 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
   rep.runPath = run.path;
   rep.runId = run.info.runId;
   rep.status = toString(run.info.status);
+  rep.live = opts.live;
   Ctx c{run, opts, {}, nullptr};
   c.pairs = &pairsOf(run, c.scratch);
 
@@ -1138,6 +1180,7 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
   timed(reference, [&] {
     checkReference(c, reference);
     checkAccumulation(c, reference);
+    checkInputs(c, reference);
   });
   timed(against, [&] { checkAgainst(c, against); });
 

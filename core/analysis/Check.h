@@ -14,7 +14,8 @@
 //    10   run_status             status is running/failed/hung/killed, or the file is partial
 //                                (message carries the status reason and the diagnoses), or a
 //                                completed run lost a record: a DP copy of a reduced gradient
-//                                its layout implies is missing (Coverage.h CopyCoverage)
+//                                its layout implies is missing (Coverage.h CopyCoverage), or
+//                                (level full) an input row of a first-stage rank (Inputs.h)
 //    11   unmatched_transfer     a send without its receive, or a receive without its send
 //    12   plan_order             executed action order differs from the plan (first
 //                                deviation per rank); a captured job: its messages differ
@@ -29,7 +30,8 @@
 //    17   reference_gradient     gathered gradients differ from the single-process reference;
 //                                also the run's own consistency: an optimizer step
 //                                (OptimizerStep.h), a reduced gradient against what its DP
-//                                replicas accumulated (Accumulation.h)
+//                                replicas accumulated (Accumulation.h), an input row against
+//                                the samples the layout assigns its replica (Inputs.h)
 //    18   against                run-to-run difference against another run (--against)
 #pragma once
 
@@ -106,11 +108,15 @@ struct CheckOptions {
   std::string planConfigText, planConfigSource;
   // Classes to run; empty = all.  Names as in the table above.
   std::vector<std::string> only;
+  // "live, N of M ranks still writing (...)" when the run was being written as it was read
+  // (app/RunLiveness.h): a snapshot, never a finished run: run_status fails and says so.
+  std::string live;
 };
 
 struct CheckReport {
   std::string runPath, runId;
   std::string status;               // run status as recorded
+  std::string live;                 // CheckOptions::live: no verdict on a run being written
   std::vector<CheckResult> checks;  // in table order
   int exitCode = 0;                 // 0, or the code of the most severe failing class
   double seconds = 0;

@@ -351,8 +351,8 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
   // Evidence summary.
   {
     std::ostringstream e;
-    const char* kinds[] = {"messages", "losses", "gradients"};
-    for (int k = 0; k < 3; ++k) {
+    const char* kinds[] = {"messages", "losses", "gradients", "input samples"};
+    for (size_t k = 0; k < kItemKinds; ++k) {
       if (k) e << "; ";
       e << kinds[k] << ": " << al.compared[k] << " compared";
     }
@@ -367,7 +367,14 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     if (al.accumulatedNotAligned)
       e << "; " << al.accumulatedNotAligned
         << " accumulated gradients not aligned (a module's dp or the llm's differs)";
-    if (al.notAligned) e << "; " << al.notAligned << " messages not aligned (the layouts differ)";
+    const auto& na = al.notAlignedByKind;
+    if (na[0]) e << "; " << na[0] << " messages not aligned (the layouts differ)";
+    if (na[1])
+      e << "; " << na[1]
+        << " microbatch losses not aligned (the llm's replicas hold other samples per microbatch)";
+    if (!al.inputsNotCompared.empty()) e << "; inputs not compared: " << al.inputsNotCompared;
+    if (!al.globalBatchEvidence.empty())
+      e << "; same global batch decided by " << al.globalBatchEvidence;
     if (al.unjudged) e << "; " << al.unjudged << " items carry nothing to compare";
     c.evidence = e.str();
   }
@@ -392,14 +399,21 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     if (opts.filterB.any()) m << "; " << opts.labelB << " " << opts.filterB.describe();
     c.missing.push_back(m.str());
   }
-  const size_t compared = al.compared[0] + al.compared[1] + al.compared[2];
+  const size_t compared = al.compared[0] + al.compared[1] + al.compared[2] + al.compared[3];
   if (compared == 0) c.missing.push_back("nothing could be compared (no aligned records)");
   if (al.first()) {
     c.first = *al.first();
     c.firstText = describeItem(*c.first);
   }
   std::ostringstream why;
-  if (!al.sameGlobalBatch) {
+  if (events::isCapturedConfig(a.info.configText) != events::isCapturedConfig(b.info.configText)) {
+    // Whatever aligns by name, the values come from two different models: no evidence either
+    // way, so neither equal nor diverged.
+    c.verdict = Verdict::Incomplete;
+    why << "cannot call the runs equal: their numbers are not comparable (a captured job trains "
+           "its own model, stagescope's engine the model of docs/model.md); the captured job's "
+           "schedule is judged against the engine run's plan instead";
+  } else if (!al.sameGlobalBatch) {
     c.verdict = Verdict::Diverged;
     why << "the runs do not train on the same global batch (" << al.globalBatchNote
         << "): their numbers are not comparable";
@@ -425,13 +439,13 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     why << al.identical << " items bitwise identical, " << al.withinTolerance
         << " within tolerance (max relative L2: messages " << fmtNum(al.maxDistance[0])
         << ", losses " << fmtNum(al.maxDistance[1]) << ", gradients " << fmtNum(al.maxDistance[2])
-        << ")";
+        << ", input samples (element-wise) " << fmtNum(al.maxDistance[3]) << ")";
   } else {
     c.verdict = Verdict::Identical;
     why << "all " << c.transfersCompared << " messages, " << c.lossesCompared << " losses, "
         << c.gradsCompared << " parameter gradients, " << al.initialCompared
-        << " initial parameters and " << al.accumulatedCompared
-        << " accumulated gradients are bitwise equal";
+        << " initial parameters, " << al.accumulatedCompared << " accumulated gradients and "
+        << al.compared[3] << " input samples are bitwise equal";
   }
   c.verdictReason = why.str();
   (void)a;
@@ -488,6 +502,10 @@ std::string describeItem(const AlignedItem& it) {
     case ItemKind::Loss:
       o << it.key;
       break;
+    case ItemKind::Input:
+      o << "input of " << it.module << " iteration " << it.iteration << " global sample "
+        << it.sample << " (dp" << it.dp << " microbatch " << it.microbatch << ")";
+      break;
     case ItemKind::Gradient:
       if (it.phase == events::GradPhase::ParamInitial) {
         o << "initial parameter " << it.param;
@@ -508,6 +526,8 @@ std::string describeItem(const AlignedItem& it) {
             : it.sidesDisagreeIn == 1 ? "A"
                                       : "B")
         << ")";
+    } else if (std::isinf(it.distance) && it.kind == ItemKind::Input) {
+      o << " (other values)";
     } else if (std::isinf(it.distance)) {
       o << (it.evidence == Evidence::Checksums ? " (checksums differ)"
                                                : " (non-finite or shape mismatch)");
@@ -519,14 +539,15 @@ std::string describeItem(const AlignedItem& it) {
           << it.worstElement << " differs by " << it.elementRatio << " x its scale > "
           << it.elementBound << " (element-wise, iteration 0)";
       } else {
-        o << ", relative L2 " << it.distance << (it.state == ItemState::Differ ? " > " : " <= ")
-          << it.tolerance;
+        o << (it.kind == ItemKind::Input ? ", largest element difference " : ", relative L2 ")
+          << it.distance << (it.state == ItemState::Differ ? " > " : " <= ") << it.tolerance;
       }
       if (it.phase == events::GradPhase::ParamInitial && it.tolerance == 0)
         o << " (the same layout draws the same bytes: bitwise required)";
     }
   }
-  if (it.kind != ItemKind::Gradient && it.evidence != Evidence::Checksums) {
+  if (it.kind != ItemKind::Gradient && it.kind != ItemKind::Input &&
+      it.evidence != Evidence::Checksums) {
     o << " (A " << it.valueA << ", B " << it.valueB << ")";
   }
   return o.str();

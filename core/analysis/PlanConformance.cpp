@@ -22,6 +22,7 @@ struct WireMessage {
   Direction direction = Direction::Activation;
   int peer = -1, microbatch = -1;
   bool stuck = false;  // the job was stuck on it (a waits row), not part of its identity
+  int64_t firstSeq = -1, lastSeq = -1;  // the action_seq range of its frames (not identity)
   auto key() const { return std::make_tuple(side, direction, peer, microbatch); }
   bool operator<(const WireMessage& o) const { return key() < o.key(); }
   bool operator==(const WireMessage& o) const { return key() == o.key(); }
@@ -79,7 +80,13 @@ std::vector<WireMessage> postedMessages(const model::RunModel& run, const RowInd
     int64_t firstNs;
     void saw(int64_t seq, int64_t ns) {
       if (std::tie(seq, ns) < std::tie(firstSeq, firstNs)) firstSeq = seq, firstNs = ns;
+      m.firstSeq = std::min(m.firstSeq, seq);
+      m.lastSeq = std::max(m.lastSeq, seq);
     }
+  };
+  auto first = [](WireMessage m, int64_t seq, int64_t ns) {
+    m.firstSeq = m.lastSeq = seq;
+    return Posted{m, seq, ns};
   };
   std::vector<Posted> posted;
   std::map<std::tuple<Side, Direction, int, int, std::string>, size_t> byEdge;
@@ -91,7 +98,7 @@ std::vector<WireMessage> postedMessages(const model::RunModel& run, const RowInd
           byEdge.try_emplace(std::tuple_cat(key, std::make_tuple(edge)), posted.size());
       if (!inserted) return posted[it->second].saw(seq, ns);
       byMessage.try_emplace(key, posted.size());
-      posted.push_back({m, seq, ns});
+      posted.push_back(first(m, seq, ns));
       return;
     }
     // a shape frame or a wait: the payload's, else a message of its own
@@ -101,7 +108,7 @@ std::vector<WireMessage> postedMessages(const model::RunModel& run, const RowInd
       return;
     }
     byMessage.emplace(key, posted.size());
-    posted.push_back({m, seq, ns});
+    posted.push_back(first(m, seq, ns));
   };
   auto wire = [&](Side side, Direction direction, int peer, int microbatch, bool stuck) {
     WireMessage m;
@@ -168,6 +175,29 @@ void difference(std::vector<WireMessage> window, const std::vector<WireMessage>&
                       std::back_inserter(missing));
 }
 
+// "SF 2", or "SF_RB 2/0" for a combined action (its activation's / its gradient's microbatch).
+std::string spanLabel(const plan::Action& a) {
+  std::string out = std::string(events::toString(a.kind)) + " " + std::to_string(a.microbatch);
+  if (a.gradMicrobatch >= 0 && a.gradMicrobatch != a.microbatch)
+    out += "/" + std::to_string(a.gradMicrobatch);
+  return out;
+}
+
+// The span of the job's records a window of messages covers.
+PlanSpan spanOf(const std::vector<WireMessage>& window, int iteration, std::string label,
+                bool matched) {
+  PlanSpan s;
+  s.iteration = iteration;
+  s.label = std::move(label);
+  s.matched = matched;
+  for (const auto& m : window) {
+    if (m.firstSeq < 0) continue;
+    s.firstSeq = s.firstSeq < 0 ? m.firstSeq : std::min(s.firstSeq, m.firstSeq);
+    s.lastSeq = std::max(s.lastSeq, m.lastSeq);
+  }
+  return s;
+}
+
 // Judges one rank over `iterations`; fills the verdict's state and sentence.
 void judgeRank(const model::RunModel& run, const RowIndex& rows, const plan::RankPlan& rp,
                int iterations, bool completed, int64_t& shapes, RankConformance& v) {
@@ -192,7 +222,9 @@ void judgeRank(const model::RunModel& run, const RowIndex& rows, const plan::Ran
           std::find_if(window.begin(), window.end(), [](const WireMessage& m) { return m.stuck; });
       v.iteration = it;
       v.action = index;
-      if (extra.empty() && missing.empty() && stuckOn == window.end()) {
+      const bool clean = extra.empty() && missing.empty() && stuckOn == window.end();
+      v.spans.push_back(spanOf(window, it, spanLabel(action), clean));
+      if (clean) {
         pos += n;
         ++v.actionsMatched;
         ++index;
@@ -245,7 +277,7 @@ int iterationsOf(const model::RunModel& run) {
 }
 
 // §7.5 and the warmup: every rank whose own schedule (declared by the job) differs from the plan.
-void nameCauses(const std::vector<JobStage>& job, const plan::Plan& p, Conformance& c) {
+void nameCauses(const std::vector<events::JobStage>& job, const plan::Plan& p, Conformance& c) {
   for (const auto& j : job) {
     if (j.rank < 0 || static_cast<size_t>(j.rank) >= p.ranks.size()) continue;
     const plan::RankPlan& rp = p.ranks[static_cast<size_t>(j.rank)];
@@ -266,42 +298,6 @@ void nameCauses(const std::vector<JobStage>& job, const plan::Plan& p, Conforman
 
 }  // namespace
 
-std::vector<JobStage> parseJobSchedule(const std::string& configText) {
-  std::vector<JobStage> out;
-  std::istringstream in(configText);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(events::kJobScheduleLine, 0) != 0) continue;
-    std::istringstream fields(line.substr(events::kJobScheduleLine.size()));
-    JobStage j;
-    std::string kv;
-    while (fields >> kv) {
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos) continue;
-      const std::string k = kv.substr(0, eq), value = kv.substr(eq + 1);
-      try {
-        if (k == "module")
-          j.module = value;
-        else if (k == "rank")
-          j.rank = std::stoi(value);
-        else if (k == "stage")
-          j.stage = std::stoi(value);
-        else if (k == "global_stage")
-          j.globalStage = std::stoi(value);
-        else if (k == "total_stages")
-          j.totalStages = std::stoi(value);
-        else if (k == "warmup")
-          j.warmup = std::stoi(value);
-      } catch (const std::exception&) {
-        j.rank = -1;  // a malformed number: the line is skipped
-        break;
-      }
-    }
-    if (j.rank >= 0 && !j.module.empty() && j.warmup >= 0) out.push_back(j);
-  }
-  return out;
-}
-
 std::vector<std::string> declaredScheduleCauses(const std::string& capturedConfigText) {
   const std::string layout = events::declaredLayoutText(capturedConfigText);
   if (layout.empty()) return {};
@@ -309,7 +305,7 @@ std::vector<std::string> declaredScheduleCauses(const std::string& capturedConfi
   try {
     const plan::RunConfig cfg = plan::parseConfig(layout, "the layout the job declared");
     const plan::Topology topology(cfg);
-    nameCauses(parseJobSchedule(capturedConfigText), plan::makePlan(cfg, topology), c);
+    nameCauses(events::parseJobSchedule(capturedConfigText), plan::makePlan(cfg, topology), c);
   } catch (const std::exception&) {
     return {};  // check says why (judgeAgainstPlan)
   }
@@ -359,7 +355,7 @@ Conformance judgeAgainstPlan(const model::RunModel& run, const std::string& conf
     judgeRank(run, rows, rp, c.iterations, completed, c.shapeMessages, v);
     c.ranks.push_back(std::move(v));
   }
-  nameCauses(parseJobSchedule(run.info.configText), p, c);
+  nameCauses(events::parseJobSchedule(run.info.configText), p, c);
   return c;
 }
 

@@ -22,19 +22,20 @@
 #include <string>
 #include <vector>
 
+#include "core/events/CapturedLayout.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
 
-// One rank's own view of its pipeline position, as the job declared it.
-struct JobStage {
-  int rank = -1;
-  std::string module;
-  int stage = -1, globalStage = -1, totalStages = -1, warmup = -1;
+// Where one of the plan's communication actions falls in the job's records: the action_seq
+// range (the capture's per-rank operation numbers) of the messages matched to it in one
+// iteration, with the plan's label ("SF_RB mb2").  What the viewer's plan overlay draws.
+struct PlanSpan {
+  int iteration = -1;
+  int64_t firstSeq = -1, lastSeq = -1;  // -1: none of its messages was recorded
+  std::string label;
+  bool matched = true;  // false: the rank deviated or stopped here
 };
-
-// The "# job schedule:" lines of a captured run's config text (malformed lines are skipped).
-std::vector<JobStage> parseJobSchedule(const std::string& configText);
 
 struct RankConformance {
   int rank = -1;
@@ -45,6 +46,7 @@ struct RankConformance {
   enum class State { Conforms, Stopped, Deviates } state = State::Conforms;
   int iteration = -1, action = -1;  // where it stopped or deviated (action: its n-th comm action)
   std::string sentence;             // what happened there, one or two sentences
+  std::vector<PlanSpan> spans;      // every planned action the job reached, in order
 };
 
 struct Conformance {

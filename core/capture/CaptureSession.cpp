@@ -13,9 +13,14 @@
 #include "core/capture/DigestWorker.h"
 #include "core/engine/Clock.h"
 #include "core/events/CapturedLayout.h"
+#include "core/plan/Config.h"
+#include "core/plan/Plan.h"
+#include "core/plan/RunLayout.h"
+#include "core/plan/Topology.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
 #include "storage/ShardWriter.h"
+#include "storage/Sqlite.h"
 
 namespace stagescope::capture {
 
@@ -134,7 +139,9 @@ void CaptureSession::start(int globalRank, int worldSize) {
   storage::ShardWriterOptions shardOptions;
   shardOptions.replaceExisting = false;
   try {
-    writer_ = storage::ShardWriter::open(shard, cfg_.level, globalRank, shardOptions);
+    auto writer = storage::ShardWriter::open(shard, cfg_.level, globalRank, shardOptions);
+    shard_ = writer.get();
+    writer_ = std::move(writer);
   } catch (const storage::ShardExists& e) {
     throw std::runtime_error("stagescope backend: rank " + std::to_string(globalRank) + ": " +
                              e.path() +
@@ -143,16 +150,7 @@ void CaptureSession::start(int globalRank, int worldSize) {
                              "STAGESCOPE_RUN");
   }
   if (globalRank == 0) storage::createRunFile(cfg_.runPath, runInfo(RunStatus::Running, ""));
-  events::RankInfo info;
-  info.rank = globalRank;
-  info.module = "job";
-  info.pp = globalRank;
-  info.globalStage = globalRank;
-  info.totalStages = worldSize;
-  info.host = hostName();
-  info.device = "cpu";
-  info.pid = getpid();
-  writer_->rank(std::move(info));
+  for (auto& row : rankRows({})) writer_->rank(std::move(row));
   // Every shard names its run, so merge refuses a stale shard of another job.
   writer_->run(runInfo(RunStatus::Running, ""));
   watchdog_ = std::make_unique<HangWatchdog>(
@@ -229,13 +227,16 @@ events::RunInfo CaptureSession::runInfo(RunStatus status, const std::string& rea
   info.configHash = hex;
   info.worldSize = worldSize_;
   info.iterations = maxIteration_ + 1;
-  info.microbatches = 0;
+  info.microbatches = declaredMicrobatches_;
   info.level = cfg_.level;
-  events::ModuleInfo job;
-  job.name = "job";
-  job.kind = "captured";
-  job.pp = worldSize_;
-  info.modules.push_back(job);
+  info.modules = declaredModules_;
+  if (info.modules.empty()) {
+    events::ModuleInfo job;
+    job.name = "job";
+    job.kind = "captured";
+    job.pp = worldSize_;
+    info.modules.push_back(job);
+  }
   info.versionStagescope = "0.1.0";
   info.versionTorch = TORCH_VERSION;
   info.compiler = std::string("g++ ") + __VERSION__;
@@ -246,22 +247,98 @@ events::RunInfo CaptureSession::runInfo(RunStatus status, const std::string& rea
   return info;
 }
 
-void CaptureSession::declareLayout(const std::string& configText) {
-  std::lock_guard lock(mu_);
-  if (!writer_) {
-    throw std::logic_error(
-        "declare_layout(): call it after init_process_group (the run is not started)");
+namespace {
+// The layout `text` declares, checked against the job's world: its modules and this rank's
+// `ranks` rows (the job's own stage and warmup where its "# job schedule:" line gives them).
+struct DeclaredLayout {
+  std::vector<events::ModuleInfo> modules;
+  std::vector<events::RankInfo> rows;
+  int microbatches = 0;
+};
+DeclaredLayout parseDeclared(const std::string& text, int rank, int worldSize) {
+  plan::RunConfig cfg;
+  try {
+    cfg = plan::parseConfig(text, "the declared layout");
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("declare_layout(): not a valid stagescope config: ") +
+                                e.what());
   }
+  if (cfg.worldSize != worldSize) {
+    throw std::invalid_argument("declare_layout(): the layout has " +
+                                std::to_string(cfg.worldSize) + " ranks, the job's world " +
+                                std::to_string(worldSize));
+  }
+  const plan::Topology topology(cfg);
+  const plan::Plan p = plan::makePlan(cfg, topology);
+  DeclaredLayout out;
+  out.modules = plan::moduleInfos(cfg);
+  out.rows = plan::rankInfos(p.ranks.at(static_cast<size_t>(rank)), p);
+  out.microbatches = cfg.microbatches;
+  for (const events::JobStage& j : events::parseJobSchedule(text)) {
+    if (j.rank != rank) continue;
+    for (auto& r : out.rows) {
+      if (r.module != j.module) continue;
+      r.globalStage = j.globalStage;
+      r.totalStages = j.totalStages;
+      r.warmup = j.warmup;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<events::RankInfo> CaptureSession::rankRows(
+    std::vector<events::RankInfo> declared) const {
+  if (declared.empty()) {  // no layout: one flat pipeline, a stage per rank
+    events::RankInfo info;
+    info.rank = rank_;
+    info.module = "job";
+    info.pp = rank_;
+    info.globalStage = rank_;
+    info.totalStages = worldSize_;
+    declared.push_back(info);
+  }
+  for (auto& r : declared) {
+    r.host = hostName();
+    r.device = "cpu";
+    r.pid = getpid();
+  }
+  return declared;
+}
+
+void CaptureSession::writeRunFileInfo(const events::RunInfo& info) const {
+  storage::Db db = storage::openStagescopeFile(cfg_.runPath, true);
+  storage::Transaction tx(db);  // the run row and its modules change together
+  storage::writeRunInfo(db, info);
+  tx.commit();
+}
+
+void CaptureSession::declareLayout(const std::string& configText) {
+  int rank = -1, worldSize = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (!writer_) {
+      throw std::logic_error(
+          "declare_layout(): call it after init_process_group (the run is not started)");
+    }
+    rank = rank_;
+    worldSize = worldSize_;
+  }
+  DeclaredLayout layout;
+  if (!configText.empty()) layout = parseDeclared(configText, rank, worldSize);
+  std::lock_guard lock(mu_);
   declaredLayout_ = configText;
   if (!declaredLayout_.empty() && declaredLayout_.back() != '\n') declaredLayout_ += '\n';
+  declaredModules_ = layout.modules;
+  declaredMicrobatches_ = layout.microbatches;
   if (finished_) return;
   // Every shard names its run by the config's hash (merge refuses a shard of another config):
   // each rank's shard takes the new text; rank 0 also updates the run file.
   const auto info = runInfo(RunStatus::Running, "");
   writer_->run(info);
+  if (shard_) shard_->replaceRanks(rank_, rankRows(layout.rows));
   if (rank_ != 0) return;
-  storage::Db db = storage::openStagescopeFile(cfg_.runPath, true);
-  storage::writeRunInfo(db, info);
+  writeRunFileInfo(info);
 }
 
 void CaptureSession::step(int iteration) {
@@ -400,8 +477,7 @@ void CaptureSession::finishLocked(RunStatus status, const std::string& reason) {
     const auto info = runInfo(status, reason);
     writer_->run(info);
     try {
-      storage::Db db = storage::openStagescopeFile(cfg_.runPath, true);
-      storage::writeRunInfo(db, info);
+      writeRunFileInfo(info);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "stagescope backend: could not update run file '%s': %s\n",
                    cfg_.runPath.c_str(), e.what());

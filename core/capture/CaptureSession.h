@@ -26,9 +26,14 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/capture/HangWatchdog.h"
 #include "core/events/Recorder.h"
+
+namespace stagescope::storage {
+class ShardWriter;
+}
 
 namespace stagescope::capture {
 
@@ -101,7 +106,11 @@ class CaptureSession {
   // The job's layout as a stagescope config (docs/capture.md "Declaring the layout"): kept in
   // the run's config_text after the captured-job line, so `check` judges the job against the
   // plan of that layout.  Rank 0 writes it into the run file at once (a job killed while it
-  // hangs still carries it).  Needs start(); an empty text clears it.
+  // hangs still carries it).  The run's `modules` rows and this rank's `ranks` rows become the
+  // layout's (its module, tp/cp/pp/dp coordinates; the job's own global stage and warmup from
+  // its "# job schedule:" line, else the plan's).  Needs start(); throws std::invalid_argument
+  // when the text is not a valid config for this world (one line naming why).  An empty text
+  // clears the declaration.
   void declareLayout(const std::string& configText);
 
   // Marks the run finished: rank 0 updates the run row (status, steps seen, end time); every
@@ -135,13 +144,23 @@ class CaptureSession {
   ~CaptureSession();
   void finishLocked(events::RunStatus status, const std::string& reason);
   events::RunInfo runInfo(events::RunStatus status, const std::string& reason) const;
+  // This rank's `ranks` rows: the declared layout's with host, device and pid, or the
+  // placeholder of an undeclared job (module "job", stage = rank).
+  std::vector<events::RankInfo> rankRows(std::vector<events::RankInfo> declared) const;
+  // Rank 0: the run file's run row and modules, in one transaction.
+  void writeRunFileInfo(const events::RunInfo& info) const;
 
   mutable std::mutex mu_;
   CaptureConfig cfg_;
   bool configured_ = false;
   bool shapePreambles_ = false;
   std::string declaredLayout_;  // declareLayout's text, appended to the run's config_text
+  // The declared layout's modules and microbatches: the run's `modules` rows and
+  // run.microbatches (none declared: one module "job" of kind "captured", 0 microbatches).
+  std::vector<events::ModuleInfo> declaredModules_;
+  int declaredMicrobatches_ = 0;
   std::unique_ptr<events::Recorder> writer_;
+  storage::ShardWriter* shard_ = nullptr;  // writer_ as what it is (replaceRanks)
   events::NullRecorder null_;
   int rank_ = -1, worldSize_ = 0;
   int iteration_ = 0, maxIteration_ = 0, seq_ = 0;

@@ -774,6 +774,102 @@ TEST(Corpus, MissingDpCopyOfAReducedGradientIsIncomplete) {
   EXPECT_EQ(r.exitCode, 19) << r.text;
 }
 
+// ---- inputs: each replica's samples are the ones the layout assigns; the same global batch is
+// decided from the samples (issue 30) ----------------------------------------------------------
+namespace {
+
+struct InputsCorpus {
+  std::string exchanged;  // dp2 with vision replicas 0 and 1's inputs of it0 mb0 exchanged
+  std::string llmDp2;     // pipe3 with llm dp2 x micro_batch_size 1: the same 8 samples
+  std::string fewer;      // pipe3 with 2 microbatches: 4 samples per iteration
+};
+
+// Exchanges the payloads of two input rows (the inputs table has no checksum or statistics:
+// the file stays self-consistent).  Vision replicas 0 and 1 (ranks 0 and 1 of dp2), iteration 0,
+// microbatch 0: each row now holds the other replica's sample.
+void plantExchangedInputs(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string where = "module='vision' AND iteration=0 AND microbatch=0 AND rank=";
+  const std::string id0 = scalarText(db, "SELECT id FROM inputs WHERE " + where + "0");
+  const std::string id1 = scalarText(db, "SELECT id FROM inputs WHERE " + where + "1");
+  ASSERT_FALSE(id0.empty());
+  ASSERT_FALSE(id1.empty());
+  exec(db, "CREATE TEMP TABLE held AS SELECT payload FROM inputs WHERE id=" + id0);
+  exec(db, "UPDATE inputs SET payload=(SELECT payload FROM inputs WHERE id=" + id1 +
+               ") WHERE id=" + id0);
+  exec(db, "UPDATE inputs SET payload=(SELECT payload FROM held) WHERE id=" + id1);
+  sqlite3_close(db);
+}
+
+const InputsCorpus& inputsCorpus() {
+  static InputsCorpus c = [] {
+    InputsCorpus k;
+    k.exchanged = copyOf(corpus().dp2, "corpus-exchanged-inputs");
+    plantExchangedInputs(k.exchanged);
+    const std::string cfg = debugConfig("pipe3");
+    auto run = [&](std::vector<std::string> extra, const std::string& tag) {
+      std::vector<std::string> args = {"--record", "full", "--set", "timeout_seconds=20"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      RunOutput out = runStagescope(cfg, args, tag, 300);
+      EXPECT_EQ(out.exitCode, 0) << out.output;
+      return out.runPath;
+    };
+    k.llmDp2 = run({"--set", "modules.llm.dp=2", "--set", "micro_batch_size=1"}, "corpus-llm-dp2");
+    k.fewer = run({"--set", "microbatches=2"}, "corpus-fewer-samples");
+    return k;
+  }();
+  return c;
+}
+
+}  // namespace
+
+TEST(Corpus, ExchangedFanInInputsAreCaughtByCheckAndCompare) {
+  const auto& k = corpus();
+  const auto& x = inputsCorpus();
+  // The correct file: every row holds its assigned samples.
+  const auto good = checkEverywhere(k.dp2, "inputs-good");
+  EXPECT_EQ(good.exitCode, 0) << good.text;
+  EXPECT_NE(good.text.find("samples regenerated from the seed and compared"), std::string::npos)
+      << good.text;
+  EXPECT_NE(good.text.find("expected input rows recorded"), std::string::npos) << good.text;
+  const auto chk = checkEverywhere(x.exchanged, "inputs-exchanged");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;
+  const auto* ref = checkNamed(chk.json, "reference_gradient");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_EQ((*ref)["findings"].size(), 2u) << chk.text;
+  const std::string msg = (*ref)["findings"][0]["message"];
+  EXPECT_NE(msg.find("rank 0 (vision dp0 tp0) iteration 0 microbatch 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("assigns global sample 0, the row holds global sample 1"), std::string::npos)
+      << msg;
+  const auto c = compareEverywhere(k.dp2, x.exchanged, "inputs-exchanged");
+  EXPECT_EQ(c.exitCode, 18) << c.text;
+  EXPECT_EQ(c.verdict, "diverged");
+  EXPECT_EQ(c.firstKey, "input vision it0 sample0") << c.text;
+  // Across layouts (vision dp1 in pp2) the samples still align by global index.
+  const auto cx = compareEverywhere(k.pp2, x.exchanged, "inputs-exchanged-cross");
+  EXPECT_EQ(cx.exitCode, 18) << cx.text;
+  EXPECT_EQ(cx.firstKey, "input vision it0 sample0") << cx.text;
+}
+
+TEST(Corpus, SameSamplesOnAnotherSplitAreComparable) {
+  const auto& k = corpus();
+  const auto& x = inputsCorpus();
+  // llm dp1 x micro_batch_size 2 against llm dp2 x micro_batch_size 1: 8 samples each.
+  const auto c = compareEverywhere(k.pp2, x.llmDp2, "same-samples");
+  EXPECT_EQ(c.exitCode, 0) << c.text;
+  EXPECT_EQ(c.verdict, "equal within tolerance") << c.text;
+  EXPECT_NE(c.text.find("same global batch decided by samples"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("microbatch losses not aligned"), std::string::npos) << c.text;
+  EXPECT_EQ(c.text.find("input samples: 0 compared"), std::string::npos) << c.text;
+  // Another number of samples per iteration is another global batch.
+  const auto d = compareEverywhere(k.pp2, x.fewer, "fewer-samples");
+  EXPECT_EQ(d.exitCode, 18) << d.text;
+  EXPECT_NE(d.text.find("global batch (microbatches x micro_batch_size x llm dp) 8 vs 4 samples"),
+            std::string::npos)
+      << d.text;
+}
+
 // ---- element-wise at level full (docs/analysis.md, "Element-wise at level full") -------------
 namespace {
 

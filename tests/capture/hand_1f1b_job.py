@@ -30,9 +30,13 @@ def main():
     ap.add_argument("--hidden", type=int, default=8)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--plant-warmup-bug", action="store_true")
+    ap.add_argument("--declare-layout", help="a stagescope config: stagescope_torch.declare_layout")
     args = ap.parse_args()
 
     dist.init_process_group("stagescope")
+    if args.declare_layout:
+        with open(args.declare_layout) as f:
+            stagescope_torch.declare_layout(f.read())
     rank, pp = dist.get_rank(), dist.get_world_size()
     M, B, H = args.microbatches, args.batch, args.hidden
     prev_rank = rank - 1 if rank > 0 else None

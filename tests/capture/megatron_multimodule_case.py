@@ -140,7 +140,9 @@ class MegatronMultimodule(MegatronCase):
                       "messages only)", cmp.stdout)
         self.assertIn(f"- Schedule against the plan: the captured job {run} against {engine}'s plan "
                       "(what its engine ran): 3 of 3 ranks follow it to the end", cmp.stdout)
-        self.assertIn("their numbers are not comparable", cmp.stdout)
+        self.assertIn("**Verdict: INCOMPLETE** — cannot call the runs equal: their numbers are not "
+                      "comparable (a captured job trains its own model", cmp.stdout)
+        self.assertEqual(cmp.returncode, 19, cmp.stdout)
 
         transfers = rows(run, "SELECT rank, edge, direction, side, shape, dtype, src_rank, dst_rank, "
                               "iteration, microbatch FROM transfers")

@@ -3,12 +3,16 @@ by `stagescope check --plan CONFIG` against stagescope's plan of the same layout
 the loop as written follows the plan action by action; with its warmup off by one on stage 0
 (--plant-warmup-bug: the send of activation 1 and the receive of gradient 0 in the other order)
 check fails plan_order (exit 12) with that rank's first differing action, and the other rank
-still follows the plan."""
+still follows the plan.  A job that declares the layout itself (stagescope_torch.declare_layout)
+is judged without --plan, its run file describes it by that layout, and the viewer's plan
+overlay draws the planned actions over its operations, the deviating one in red."""
 
 import os
+import sqlite3
+import subprocess
 import unittest
 
-from capture_util import job_env, stagescope, torchrun
+from capture_util import job_env, read_probes, stagescope, torchrun
 from test_capture import HERE, CaptureCase
 
 JOB = os.path.join(HERE, "hand_1f1b_job.py")
@@ -66,6 +70,55 @@ class HandWritten1F1B(CaptureCase):
         self.assertEqual(c.returncode, 12, c.stdout + c.stderr)
         self.assertIn(f"not judged against the plan: the layout ({layout}) has 3 ranks, the run 2",
                       c.stdout)
+
+    def test_declared_layout_is_judged_described_and_drawn(self):
+        layout = os.path.join(self.tmp, "llm-pp2.toml")
+        with open(layout, "w") as f:
+            f.write(LAYOUT)
+        bad = self.record("declared-bad", ["--plant-warmup-bug", "--declare-layout", layout])
+        c = stagescope("check", bad)
+        self.assertEqual(c.returncode, 12, c.stdout + c.stderr)
+        self.assertIn("captured job against the plan of the layout the job declared: 2 ranks",
+                      c.stdout)
+        self.assertIn("rank 0 (llm stage 0) deviates in iteration 0 at its communication action #1",
+                      c.stdout)
+        # the run file describes the job by its layout, not as one flat "job" pipeline
+        with sqlite3.connect(bad) as db:
+            self.assertEqual(db.execute("SELECT name, kind, pp, rank_offset FROM modules").fetchall(),
+                             [("llm", "llm", 2, 0)])
+            self.assertEqual(db.execute("SELECT rank, module, pp, warmup FROM ranks ORDER BY rank")
+                             .fetchall(), [(0, "llm", 0, 1), (1, "llm", 1, 0)])
+            self.assertEqual(db.execute("SELECT microbatches FROM run").fetchone()[0], 4)
+        # a declaration that does not fit the world is refused at once, in one line
+        with open(layout, "w") as f:
+            f.write(LAYOUT.replace("pp = 2", "pp = 3").replace("layers = 2", "layers = 3"))
+        r = torchrun(os.path.join(HERE, "hand_1f1b_job.py"), 2,
+                     ["--out", os.path.join(self.tmp, "wrong"), "--declare-layout", layout],
+                     job_env(os.path.join(self.tmp, "wrong.db")))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ValueError: declare_layout(): the layout has 3 ranks, the job's world 2",
+                      r.stdout + r.stderr)
+
+        gui = os.environ.get("STAGESCOPE_GUI")
+        if not gui:
+            self.skipTest("STAGESCOPE_GUI (the viewer executable) is not set")
+        if subprocess.run(["sh", "-c", "command -v xvfb-run"], capture_output=True).returncode != 0:
+            self.skipTest("xvfb-run is not installed")
+        shot = os.path.join(self.tmp, "plan.png")
+        env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.tmp, "config"))
+        g = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", gui, bad, "--size",
+                            "1600x1000", "--script", "plan", "--script", "zoom-fit", "--script",
+                            "frames 3", "--screenshot", shot],
+                           env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(g.returncode, 0, g.stdout + g.stderr)
+        spans = read_probes(shot + ".probes").get("plan-span", [])
+        red = (235, 80, 80)
+        green = (110, 200, 120)
+        by_rank = {r: [tuple(int(v) for v in p[5:8]) for p in spans if int(p[0]) == r] for r in (0, 1)}
+        # rank 0: its first action as planned, then the deviation (red); rank 1: all as planned
+        self.assertEqual(by_rank[0][:2], [green, red], spans)
+        self.assertEqual(by_rank[0].count(red), 1, spans)
+        self.assertTrue(by_rank[1] and all(c == green for c in by_rank[1]), spans)
 
 
 if __name__ == "__main__":

@@ -110,6 +110,17 @@ const Fixtures& fixtures() {
       std::ofstream(f["png"], std::ios::binary).write(kForeignPng, sizeof kForeignPng - 1);
       std::ofstream(ready) << "ok\n";
     }
+    // live.cases: pipe3 whose run waits 6 s in iteration 1 (a delay fault on the bridge's
+    // first activation), so the cases' commands meet it live on a busy machine too.
+    f["livecfg"] = (dir / "live.toml").string();
+    std::ifstream pipe3(debugConfig("pipe3"), std::ios::binary);
+    std::string live((std::istreambuf_iterator<char>(pipe3)), std::istreambuf_iterator<char>());
+    live.replace(live.find("iterations = 2"), 14, "iterations = 3");
+    live.replace(live.find("timeout_seconds = 3"), 19, "timeout_seconds = 60");
+    live +=
+        "\n[[faults]]\nkind = \"delay\"\niteration = 1\nmicrobatch = 0\nmodule = \"vision\"\n"
+        "stage = 0\ndirection = \"activation\"\ndelay_seconds = 6\n";
+    std::ofstream(f["livecfg"], std::ios::binary | std::ios::trunc) << live;
     ::flock(lockFd, LOCK_UN);
     ::close(lockFd);
     return f;
@@ -131,6 +142,13 @@ std::vector<HostileCase> cliCases() {
   return cases;
 }
 
+// The "live runs" class (tests/debug/hostile/live.cases): commands that look at a run while
+// its ranks write it.
+std::vector<HostileCase> liveCases() {
+  return runnable(loadCases(std::string(STAGESCOPE_SOURCE_DIR) + "/tests/debug/hostile/live.cases"),
+                  kHaveEngine);
+}
+
 class HostileCli : public ::testing::TestWithParam<HostileCase> {};
 
 TEST_P(HostileCli, KeepsFilesAndSaysWhatWasWrong) {
@@ -147,6 +165,7 @@ TEST_P(HostileCli, KeepsFilesAndSaysWhatWasWrong) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, HostileCli, ::testing::ValuesIn(cliCases()), testName);
+INSTANTIATE_TEST_SUITE_P(Live, HostileCli, ::testing::ValuesIn(liveCases()), testName);
 
 // The classes and their sizes (printed for the record; the table must keep its breadth).
 TEST(HostileCorpus, CountsByClass) {

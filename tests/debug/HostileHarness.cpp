@@ -2,9 +2,11 @@
 
 #include <cctype>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -12,6 +14,7 @@
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -23,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -169,6 +173,9 @@ struct Prepared {
   int signal = 0, signalAfterMs = 0;                     // sent to the command (signal:)
   bool signalAtTemp = false;  // ... when it creates a temporary file (signal:SIG@tmp)
   std::vector<std::string> sqliteLocks, flocks;  // held by another process (…lock:)
+  std::string live;  // "launcher" or "workers": a run being written meanwhile (live:)
+  int liveRanks = 0;
+  int times = 1;  // the command, one run after another (times:)
 };
 
 // The text of file:/append:/prepend: values: "\n", "\r", "\t", "\xNN" and
@@ -257,7 +264,8 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
     const std::string path = sandbox + "/" + name;
     if (kind != "fsize" && kind != "lines" && kind != "twice" && kind != "mayChange" &&
         kind != "env" && kind != "signal" && kind != "sqlitelock" && kind != "flock" &&
-        kind != "append" && kind != "prepend" && kind != "crlf" && kind != "mode") {
+        kind != "append" && kind != "prepend" && kind != "crlf" && kind != "mode" &&
+        kind != "live" && kind != "times") {
       fs::create_directories(fs::path(path).parent_path());
     }
     if (kind == "file") {
@@ -285,6 +293,14 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
       p.sqliteLocks.push_back(path);
     } else if (kind == "flock") {
       p.flocks.push_back(path);
+    } else if (kind == "live") {
+      p.live = rest.substr(0, eq);
+      p.liveRanks = value.empty() ? 0 : std::stoi(value);
+      if ((p.live != "launcher" && p.live != "workers") || p.liveRanks <= 0)
+        throw std::runtime_error(label(c) + ": " + s +
+                                 " (expected live:launcher=N or live:workers=N)");
+    } else if (kind == "times") {
+      p.times = std::stoi(rest);
     } else if (kind == "copy") {
       auto it = fixtures.find(value);
       if (it == fixtures.end()) throw std::runtime_error(label(c) + ": no fixture " + value);
@@ -467,6 +483,183 @@ void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mu
   }
 }
 
+// ---- live: a run being written while the case's command runs ------------------------------
+//
+// The sandbox holds live.toml (a config whose run waits mid-way: a delay fault); the run writes
+// live.db.  `launcher`: `stagescope run live.toml -o live.db`.  `workers`: one `stagescope
+// worker` per rank (torchrun's environment), then a peek `merge live.db --config live.toml`
+// makes the run file (status running).  Either way the case's command starts once every rank
+// has committed actions to its shard.
+
+// A port nobody listens on right now (the kernel's choice for an ephemeral bind).
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error(std::string("live: no free port: ") + std::strerror(errno));
+  return ntohs(a.sin_port);
+}
+
+bool running(const Child& ch) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(ch.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0;
+}
+
+// The actions committed to `shard` (-1 while it cannot be read yet).  Opened read-only and
+// closed again: the harness must not be seen holding a shard open when the command looks.
+int64_t committedActions(const std::string& shard) {
+  sqlite3* db = nullptr;
+  int64_t n = -1;
+  if (sqlite3_open_v2(shard.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM actions", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+// The run file's status ("" when it cannot be read), read-only and closed again.
+std::string runStatus(const std::string& run) {
+  sqlite3* db = nullptr;
+  std::string status;
+  if (sqlite3_open_v2(run.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT status FROM run", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+      status = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return status;
+}
+
+std::string tail(const std::string& text, size_t n = 1500) {
+  return text.size() <= n ? text : "..." + text.substr(text.size() - n);
+}
+
+CaseRun runNow(const std::vector<std::string>& args, const std::string& logs, int index,
+               int timeoutSeconds) {
+  const Child ch = start(args, Prepared{}, logs, index);
+  CaseRun r;
+  r.exitCode = finish(ch, timeoutSeconds);
+  r.out = readFile(ch.outPath);
+  r.err = readFile(ch.errPath);
+  return r;
+}
+
+struct LiveRun {
+  std::vector<Child> procs;  // the launcher, or one worker per rank
+  std::string run;           // the run file
+};
+
+LiveRun startLive(const Prepared& p, const std::string& sandbox, const std::string& logs,
+                  int timeoutSeconds) {
+  LiveRun live;
+  live.run = sandbox + "/live.db";
+  const std::string cfg = sandbox + "/live.toml";
+  if (p.live == "launcher") {
+    live.procs.push_back(start({"run", cfg, "-o", live.run, "-q"}, Prepared{}, logs, 100));
+  } else {
+    const std::string port = std::to_string(freePort());
+    for (int r = 0; r < p.liveRanks; ++r) {
+      Prepared env;
+      env.env = {{"RANK", std::to_string(r)},
+                 {"LOCAL_RANK", std::to_string(r)},
+                 {"WORLD_SIZE", std::to_string(p.liveRanks)},
+                 {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", port}};
+      live.procs.push_back(start({"worker", cfg, "--out", live.run}, env, logs, 100 + r));
+    }
+  }
+  // Every rank has committed actions (bounded: a diagnosis, never a hang).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+  for (int r = 0; r < p.liveRanks;) {
+    if (committedActions(live.run + ".rank" + std::to_string(r) + ".shard") > 0) {
+      ++r;
+      continue;
+    }
+    bool all = true;
+    for (const auto& ch : live.procs) all = all && running(ch);
+    if (!all || std::chrono::steady_clock::now() > deadline) {
+      std::string why = "live: rank " + std::to_string(r) + " committed no action to its shard " +
+                        (all ? "within " + std::to_string(timeoutSeconds) + " s"
+                             : std::string("before a process of the run exited"));
+      for (const auto& ch : live.procs) why += "\n" + tail(readFile(ch.errPath));
+      throw std::runtime_error(why);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (p.live == "workers") {  // the peek merge that makes the run file
+    const CaseRun peek = runNow({"merge", live.run, "--config", cfg}, logs, 99, timeoutSeconds);
+    if (peek.exitCode != 0 || peek.out.find("still writing") == std::string::npos)
+      throw std::runtime_error("live: the peek merge exited " + std::to_string(peek.exitCode) +
+                               ": " + tail(peek.out + peek.err));
+  }
+  return live;
+}
+
+// After the command: the run is still live, nothing but its shards changed, then it ends as
+// it would have alone (completed; `check` passes).
+void judgeLive(const LiveRun& live, const std::map<std::string, std::string>& before,
+               const std::string& statusBefore, const Prepared& p, const std::string& sandbox,
+               const std::string& logs, int timeoutSeconds, std::vector<std::string>& failures) {
+  bool all = true;
+  for (const auto& ch : live.procs) all = all && running(ch);
+  if (!all)
+    failures.push_back(
+        "live: the run ended before the command did: it looked at an ended run (the config's "
+        "delay is too short for this machine)");
+  // What the writers change is their shards; everything else is as it was (the run file,
+  // its status, its lock).
+  const auto isShard = [](const std::string& rel) {
+    return rel.find(".shard") != std::string::npos;
+  };
+  const auto after = snapshot(sandbox);
+  if (const std::string now = runStatus(live.run); now != statusBefore)
+    failures.push_back("live: the run's status went from '" + statusBefore + "' to '" + now +
+                       "' while the run was live");
+  for (const auto& [rel, what] : before) {
+    if (isShard(rel) || std::find(p.mayChange.begin(), p.mayChange.end(), rel) != p.mayChange.end())
+      continue;
+    auto it = after.find(rel);
+    if (it == after.end())
+      failures.push_back("live: pre-existing " + rel + " was removed");
+    else if (it->second != what)
+      failures.push_back("live: pre-existing " + rel + " was changed");
+  }
+  for (const auto& [rel, what] : after) {
+    if (!before.count(rel) && !isShard(rel) && rel.find(".tmp-") == std::string::npos &&
+        rel != "trace.json" && rel != "check.json")
+      failures.push_back("live: " + rel + " appeared while the run was live");
+  }
+  for (const auto& ch : live.procs) {
+    const int code = finish(ch, timeoutSeconds);
+    if (code != 0)
+      failures.push_back("live: a process of the run exited " + std::to_string(code) + ": " +
+                         tail(readFile(ch.errPath)));
+  }
+  if (live.procs.size() > 1) {  // workers: the merge after the run judges it
+    const CaseRun merged = runNow({"merge", live.run}, logs, 98, timeoutSeconds);
+    if (merged.exitCode != 0 || merged.out.find("run completed") == std::string::npos)
+      failures.push_back("live: the merge after the run exited " + std::to_string(merged.exitCode) +
+                         ": " + tail(merged.out + merged.err));
+  }
+  const CaseRun checked = runNow({"check", live.run}, logs, 97, timeoutSeconds);
+  if (checked.exitCode != 0)
+    failures.push_back("live: check of the ended run exited " + std::to_string(checked.exitCode) +
+                       ": " + tail(checked.out + checked.err));
+}
+
 }  // namespace
 
 const std::vector<int>& documentedExitCodes() {
@@ -558,7 +751,13 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
   fs::permissions(sandbox, fs::perms(0755));
   result.sandbox = sandbox;
   const Prepared p = prepare(c, sandbox, fixtures);
+  std::optional<LiveRun> live;
+  if (!p.live.empty()) live = startLive(p, sandbox, logs, timeoutSeconds);
   const auto before = snapshot(sandbox);
+  const std::string statusBefore = live ? runStatus(live->run) : "";
+  if (live && statusBefore != "running")
+    result.failures.push_back("live: the run file's status is '" + statusBefore +
+                              "' before the command, expected 'running'");
   std::vector<std::string> args;
   for (const auto& a : c.args) args.push_back(expand(a, sandbox));
 
@@ -574,6 +773,16 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
   }
   std::vector<Child> children;
   for (int i = 0; i < (p.twice ? 2 : 1); ++i) children.push_back(start(args, p, logs, i));
+  for (int i = 1; i < p.times; ++i) {  // times:N, one after another
+    CaseRun r;
+    r.exitCode = finish(children.back(), timeoutSeconds);
+    r.out = readFile(children.back().outPath);
+    r.err = readFile(children.back().errPath);
+    judgeRun(c, p, r, false, result.failures);
+    result.runs.push_back(std::move(r));
+    children.push_back(start(args, p, logs, i));
+  }
+  if (p.times > 1) children.erase(children.begin(), children.end() - 1);
   if (p.signal != 0) {
     if (p.signalAtTemp) {
       waitForTempFile(watch, children, timeoutSeconds);
@@ -599,6 +808,9 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
     judgeRun(c, p, result.runs[0], false, result.failures);
   }
 
+  if (live)
+    judgeLive(*live, before, statusBefore, p, sandbox, logs, timeoutSeconds, result.failures);
+
   // No process of the command left behind (a little grace for the kernel to reap).
   for (int attempt = 0;; ++attempt) {
     bool alive = false;
@@ -620,8 +832,9 @@ CaseResult runHostileCase(const HostileCase& c, const Fixtures& fixtures, int ti
     ::waitpid(h, nullptr, 0);
   }
 
-  // Every pre-existing file is still there, byte for byte.
-  const auto after = snapshot(sandbox);
+  // Every pre-existing file is still there, byte for byte (a live run: judgeLive compared
+  // them while it was live; it changes them once it ends).
+  const auto after = live ? before : snapshot(sandbox);
   for (const auto& [rel, what] : after) {
     if (!before.count(rel) && rel.find(".tmp-") != std::string::npos) {
       result.failures.push_back("temporary file " + rel + " left behind");

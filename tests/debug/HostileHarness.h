@@ -53,6 +53,16 @@
 //             flock:NAME         another process holds flock(LOCK_EX) on NAME
 //             twice              start the command twice at once; one must succeed (0) and
 //                                the other fail with a code of CODES and EXPECT
+//             times:N            run the command N times, one after another (each judged)
+//             live:MODE=N        a run of N ranks is being written while the command runs
+//                                (needs live.toml in the sandbox, a config whose run waits
+//                                mid-way; the run file is live.db): MODE `launcher` is
+//                                `stagescope run`, `workers` is N `stagescope worker` and a peek
+//                                `merge --config` that makes the run file.  The command starts
+//                                once every rank committed actions.  Then: the run is still
+//                                live, nothing but its shards changed (run file, status, lock),
+//                                and once it ends it completed (`merge` judges it, `check`
+//                                passes)
 //   ARG     arguments after `stagescope`; "{d}" expands to the sandbox directory, "{long}"
 //           to a 5000-character file name, "{nl}" to a newline, "{xNN}" to the byte NN (also
 //           in SETUP names).

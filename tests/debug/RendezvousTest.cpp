@@ -298,7 +298,7 @@ TEST_F(Rendezvous, ALiveRunIsNeitherJudgedNorReplaced) {
   const auto exits = waitWorkers(w);
   for (int r = 0; r < 3; ++r) ASSERT_EQ(exits[r].code, 0) << exits[r].output;
   ASSERT_EQ(peek.exitCode, 0) << peek.output;
-  EXPECT_NE(peek.output.find("still being written"), std::string::npos) << peek.output;
+  EXPECT_NE(peek.output.find("live, 3 of 3 ranks still writing"), std::string::npos) << peek.output;
   EXPECT_EQ(storage::loadRun(out).info.status, events::RunStatus::Running);
   EXPECT_EQ(replace.exitCode, 2) << replace.output;
   EXPECT_NE(replace.output.find("is being written by pid"), std::string::npos) << replace.output;

@@ -351,6 +351,81 @@ TEST(AppLaunch, TheFirstProblemIsShownWhenTheDetailsArrive) {
             whole->problems.corruptMessages > 0 ? whole->problems.firstCorruptTransfer : n.index);
 }
 
+// A process that holds `path` open (as a rank holds its shard) until it is killed; returns once
+// it does.
+pid_t holdOpen(const std::string& path) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    const char byte = fd >= 0 ? '1' : '0';
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char byte = '0';
+  const bool ok = ::read(ready[0], &byte, 1) == 1 && byte == '1';
+  ::close(ready[0]);
+  if (!ok) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
+}
+
+// A run being written (status running, a rank's shard held open by a live process): the
+// banner and Run info say "LIVE" with the CLI's line, and never that the run completed.  The
+// same file without a writer is a run that ended without its merge; a completed run whose kept
+// shard a reader holds open is not live.
+TEST(AppLaunch, ALiveRunSaysSoInItsBanner) {
+  Fixture fx;
+  HeadlessImGui gui;
+  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int world = m.info.worldSize;
+  m.info.status = events::RunStatus::Running;
+  const std::string live = (fx.dir / "live.db").string();
+  storage::writeRunFile(m, live);
+  std::ofstream(live + ".rank0.shard") << "being written";
+  const pid_t writer = holdOpen(live + ".rank0.shard");
+  ASSERT_GT(writer, 0);
+  App app;
+  app.open(live);
+  const std::string err = runScript(gui, app, {"frames 3"});
+  const std::string text = app.probes().bannerText;
+  const std::string held = app.run() ? app.run()->live : "(no run)";
+  // The writer ends: the same file is now a run nobody writes.
+  App ended;
+  ::kill(writer, SIGKILL);
+  ::waitpid(writer, nullptr, 0);
+  ended.open(live);
+  ASSERT_EQ(err, "");
+  ASSERT_EQ(runScript(gui, ended, {"frames 3"}), "");
+  const std::string line = "live, 1 of " + std::to_string(world) + " ranks still writing";
+  EXPECT_EQ(held.rfind(line, 0), 0u) << held;
+  EXPECT_NE(text.find(line), std::string::npos) << text;
+  EXPECT_NE(text.find("a snapshot"), std::string::npos) << text;
+  EXPECT_EQ(ended.run()->live, "");
+  EXPECT_EQ(ended.probes().bannerText.find("live,"), std::string::npos)
+      << ended.probes().bannerText;
+  // Completed, with a reader holding its kept shard open: not live.
+  m.info.status = events::RunStatus::Completed;
+  const std::string done = (fx.dir / "done.db").string();
+  storage::writeRunFile(m, done);
+  std::ofstream(done + ".rank0.shard") << "kept";
+  const pid_t reader = holdOpen(done + ".rank0.shard");
+  ASSERT_GT(reader, 0);
+  App finished;
+  finished.open(done);
+  const std::string doneErr = runScript(gui, finished, {"frames 3"});
+  ::kill(reader, SIGKILL);
+  ::waitpid(reader, nullptr, 0);
+  ASSERT_EQ(doneErr, "");
+  EXPECT_EQ(finished.run()->live, "");
+}
+
 // A replica copy that differs from its first copy (a reduced gradient on the second DP
 // replica with another checksum): the banner turns red and names it with the sentence `check`
 // prints for its checksum_mismatch (analysis::describe), so the viewer and the CLI agree.

@@ -53,7 +53,8 @@ from . import _C  # noqa: E402  (needs torch.distributed's c10d types registered
 BACKEND = "stagescope"
 LEVELS = ("off", "meta", "stats", "full")
 
-__all__ = ["BACKEND", "configure", "step", "record_gradients", "name_group", "finish", "level"]
+__all__ = ["BACKEND", "configure", "step", "record_gradients", "name_group", "declare_layout",
+           "finish", "level"]
 
 
 def configure(run=None, level=None, run_id=None, hang_timeout=None, inner=None):
@@ -110,6 +111,18 @@ def name_group(group, name):
     """Names `group` in the run file ("pp" -> edges "pp:stage0->stage1").  Same name on every
     member.  new_group(..., group_desc=name) does the same without this call."""
     _backend_of(group).name = str(name)
+
+
+def declare_layout(config_text):
+    """Declares the job's layout as a stagescope config (TOML: microbatches,
+    micro_batch_size and one [[modules]] table per module with its tp/cp/pp/dp and rank
+    offset, docs/config.md).  The run file then describes the job by that layout (its modules,
+    each rank's module and grid coordinates, run.microbatches) and `stagescope check` judges
+    the job's messages against stagescope's plan of it (plan_order), as the viewer's plan
+    overlay shows.  Call on every rank after init_process_group, with the same text.  A text
+    that is not a valid config for this world raises ValueError naming why.
+    stagescope_torch.megatron.declare_layout writes it from Megatron-Core's HyperCommGrids."""
+    _C.declare_layout(str(config_text))
 
 
 def record_gradients(module, prefix="", phase="reduced", microbatch=-1):

@@ -1,0 +1,41 @@
+#include "core/plan/RunLayout.h"
+
+namespace stagescope::plan {
+
+std::vector<events::ModuleInfo> moduleInfos(const RunConfig& cfg) {
+  std::vector<events::ModuleInfo> out;
+  for (const auto& m : cfg.modules) {
+    events::ModuleInfo mi;
+    mi.name = m.name;
+    mi.kind = m.kind;
+    mi.tp = m.tp;
+    mi.cp = m.cp;
+    mi.pp = m.pp;
+    mi.dp = m.dp;
+    mi.offset = m.offset;
+    mi.layers = m.layers;
+    if (m.kind == "encoder") mi.downstream = {cfg.llm().name};
+    out.push_back(std::move(mi));
+  }
+  return out;
+}
+
+std::vector<events::RankInfo> rankInfos(const RankPlan& rank, const Plan& plan) {
+  std::vector<events::RankInfo> out;
+  for (const RankStage& s : rank.stages) {
+    events::RankInfo info;
+    info.rank = rank.rank;
+    info.module = s.module;
+    info.tp = s.tp;
+    info.cp = s.cp;
+    info.pp = s.pp;
+    info.dp = s.dp;
+    info.globalStage = rank.globalStage;
+    info.totalStages = plan.totalStages;
+    info.warmup = rank.warmup;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace stagescope::plan

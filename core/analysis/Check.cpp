@@ -699,15 +699,16 @@ struct Margins {
 };
 
 // A gradient within the relative L2 bound, judged element-wise (float32, from the run's own
-// parameters; Tolerance.h, elementDistance): false and a finding when one element is off.
-bool checkElements(Ctx& c, CheckResult& r, const GatheredGradient& g, const GatheredGradient& ref,
+// parameters; Tolerance.h, elementDistance); a finding when one element is off.  `bound` < 0:
+// not judged (ToleranceRule::elementBound).
+void checkElements(Ctx& c, CheckResult& r, const GatheredGradient& g, const GatheredGradient& ref,
                    double floor, double bound, Margins& margins) {
-  if (bound < 0) return true;
+  if (bound < 0) return;
   ++margins.elementJudged;
   const ElementDistance e = elementDistance(g.values, ref.values, floor);
   if (e.ratio <= bound) {
     margins.element = std::max(margins.element, e.ratio / bound);
-    return true;
+    return;
   }
   Finding f;
   f.iteration = ref.iteration;
@@ -723,7 +724,6 @@ bool checkElements(Ctx& c, CheckResult& r, const GatheredGradient& g, const Gath
     << "; scale: max(|element|, the tensor's RMS, the floor))";
   f.message = m.str();
   add(r, c.opts, f);
-  return false;
 }
 
 // A low-precision gradient within the relative L2 bound, judged by its scale against the truth

@@ -277,6 +277,20 @@ void judgeByValues(AlignedItem& it, const std::vector<double>& a, const std::vec
                             : ItemState::Differ;
 }
 
+// An item within its relative L2 bound, also judged element by element where `bound` >= 0
+// (ToleranceRule::elementBound): Differ when one element is off.
+void judgeElements(AlignedItem& it, const std::vector<double>& a, const std::vector<double>& b,
+                   double floor, double bound) {
+  if (bound < 0 || it.state != ItemState::WithinTolerance) return;
+  const ElementDistance e = elementDistance(a, b, floor);
+  it.elementRatio = e.ratio;
+  it.elementBound = bound;
+  if (e.ratio > bound) {
+    it.state = ItemState::Differ;
+    it.worstElement = e.worst;
+  }
+}
+
 bool decodeTransfer(const RunModel& run, int64_t idx, std::vector<double>* out) {
   if (idx < 0) return false;
   const auto& t = run.transfers[idx];
@@ -721,6 +735,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
         it.distance = INFINITY;
       } else if (x->hasValues && y->hasValues) {
         judgeByValues(it, x->values, y->values, floorOf(it.iteration), tol);
+        judgeElements(it, x->values, y->values, floorOf(it.iteration),
+                      rule.elementBound(it.iteration == 0));
       } else {
         const bool allChecksums = sameFunction && !x->shardChecksums.empty() &&
                                   std::none_of(x->shardChecksums.begin(), x->shardChecksums.end(),

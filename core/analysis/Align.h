@@ -32,7 +32,8 @@
 //
 // Judgement per item, with the evidence that decided it:
 //   Values     both sides carry payloads (level full): bitwise equal -> Identical, else relative
-//              L2 distance within the tolerance rule (Tolerance.h) -> WithinTolerance, else Differ
+//              L2 distance within the tolerance rule (Tolerance.h) -> WithinTolerance, else Differ;
+//              float32 reduced gradients of iteration 0 also element-wise (elementDistance)
 //   Checksums  level stats: equal -> Identical; different with the same layout on both sides ->
 //              Differ (a layout computes bitwise reproducibly); different layouts -> fallback:
 //   Norms      (labelled fallback) L2 norms within the tolerance -> WithinTolerance, else Differ
@@ -101,6 +102,10 @@ struct AlignedItem {
   double distance = 0;                    // relative L2 distance (Values/Norms), 0 when Identical
   double tolerance = 0;                   // the bound applied (Tolerance.h)
   int64_t worstElement = -1;              // Values: the element with the largest difference
+  // Values, reduced gradients of iteration 0 (both runs from the same parameters), float32:
+  // the element-wise distance (Tolerance.h, elementDistance) and its bound; an item within the
+  // relative L2 bound with elementRatio > elementBound is Differ.  -1: not judged element-wise.
+  double elementRatio = -1, elementBound = -1;
   // Transfers: the message's own sender and receiver disagree inside run A (1), B (2) or both
   // (3) — a corrupt message in that run, not a difference between the runs.
   int sidesDisagreeIn = 0;

@@ -692,6 +692,83 @@ void addStepFinding(Ctx& c, CheckResult& r, const StepMismatch& m, const std::st
   add(r, c.opts, f);
 }
 
+// The closest passing distance / bound of each rule of reference_gradient: the margin left.
+struct Margins {
+  double l2 = 0, element = 0, scale = 0;
+  int elementJudged = 0, scaleJudged = 0;
+};
+
+// A gradient within the relative L2 bound, judged element-wise (float32, from the run's own
+// parameters; Tolerance.h, elementDistance); a finding when one element is off.  `bound` < 0:
+// not judged (ToleranceRule::elementBound).
+void checkElements(Ctx& c, CheckResult& r, const GatheredGradient& g, const GatheredGradient& ref,
+                   double floor, double bound, Margins& margins) {
+  if (bound < 0) return;
+  ++margins.elementJudged;
+  const ElementDistance e = elementDistance(g.values, ref.values, floor);
+  if (e.ratio <= bound) {
+    margins.element = std::max(margins.element, e.ratio / bound);
+    return;
+  }
+  Finding f;
+  f.iteration = ref.iteration;
+  f.tensor = ref.param;
+  std::ostringstream m;
+  m.precision(9);
+  m << "gradient of " << ref.param << " iteration " << ref.iteration
+    << " differs from the reference element-wise: element " << e.worst << " is "
+    << g.values[e.worst] << ", the reference's " << ref.values[e.worst] << " (|difference| "
+    << std::fabs(g.values[e.worst] - ref.values[e.worst]);
+  m.precision(3);
+  m << " = " << e.ratio << " x its scale " << e.scale << " > " << bound
+    << "; scale: max(|element|, the tensor's RMS, the floor))";
+  f.message = m.str();
+  add(r, c.opts, f);
+}
+
+// A low-precision gradient within the relative L2 bound, judged by its scale against the truth
+// (Tolerance.h, scaleDeviation); `spread`: the relative L2 of the reference's own run-dtype
+// computation from the truth (< 0: none, not judged).
+void checkScale(Ctx& c, CheckResult& r, const ToleranceRule& rule, const GatheredGradient& g,
+                const GatheredGradient& ref, double spread, double floor, Margins& margins) {
+  const double bound = rule.scaleBound(spread);
+  if (bound < 0) return;
+  ++margins.scaleJudged;
+  const double s = scaleDeviation(g.values, ref.values, floor);
+  if (std::fabs(s) <= bound) {
+    margins.scale = std::max(margins.scale, std::fabs(s) / bound);
+    return;
+  }
+  Finding f;
+  f.iteration = ref.iteration;
+  f.tensor = ref.param;
+  std::ostringstream m;
+  m.precision(3);
+  m << "gradient of " << ref.param << " iteration " << ref.iteration << " is the reference's x "
+    << 1 + s << " along it (scale deviation " << s << ", |" << s << "| > " << bound << " = max("
+    << ToleranceRule::kScaleBase << ", " << ToleranceRule::kScaleFactor << " x " << spread
+    << ", the relative L2 of the reference's own " << g.dtype << " computation))";
+  f.message = m.str();
+  add(r, c.opts, f);
+}
+
+// The summary fragment of the element and scale rules: what they judged, the margin left.
+std::string elementAndScaleSummary(const Margins& m) {
+  std::ostringstream s;
+  s.precision(2);
+  if (m.elementJudged)
+    s << "; " << m.elementJudged << " of them also element-wise (each element within "
+      << ToleranceRule::kElementBound
+      << " x max(|element|, the tensor's RMS, the floor); the closest at " << m.element
+      << " of it)";
+  if (m.scaleJudged)
+    s << "; " << m.scaleJudged << " of them also by their scale along the reference (within max("
+      << ToleranceRule::kScaleBase << ", " << ToleranceRule::kScaleFactor
+      << " x the relative L2 of the reference's own computation)); the closest at " << m.scale
+      << " of it)";
+  return s.str();
+}
+
 // Every recorded loss (each TP copy) against the reference's loss of the same (iteration,
 // microbatch, dp), by the loss bound of the tolerance rule (lossDistance, as compare judges).
 // Iterations on the reference's own float32 trajectory (`trajectory`: no restart from the run's
@@ -781,9 +858,14 @@ void checkReference(Ctx& c, CheckResult& r) {
   std::vector<GatheredGradient> inDtypeRefs;
   if (c.opts.tolerance < 0) inDtypeRefs = gatherReferenceSecondComputation(c.run, true);
   for (const auto& g : inDtypeRefs) inDtype[{g.iteration, g.param}] = &g;
+  // float32: the iterations whose reference did not restart from the run's parameters (its
+  // own trajectory, with a float64 twin): neither the element rule nor the losses judge them.
+  std::set<int> trajectory;
+  if (!rule.lowPrecision)
+    for (const auto& g : inDtypeRefs) trajectory.insert(g.iteration);
   int compared = 0, byValues = 0, byNorms = 0, skipped = 0;
-  int loose = 0;            // bound scaled to 1/3 or more: an error of 1.5x would pass there
-  double worstPassing = 0;  // the largest passing distance / its bound: the margin left
+  int loose = 0;  // bound scaled to 1/3 or more: an error of 1.5x would pass there
+  Margins margins;
   for (const auto& ref : refs) {
     Finding f;
     f.iteration = ref.iteration;
@@ -826,9 +908,10 @@ void checkReference(Ctx& c, CheckResult& r) {
     const double floor = rule.floorRel * std::sqrt(modelNorm[ref.iteration]);
     double tol = rule.bound(ValueKind::Gradient, ref.iteration);
     double dtypeRel = -1;  // the reference's own run-dtype computation from the truth
-    if (auto low = inDtype.find({ref.iteration, ref.param});
-        low != inDtype.end() && low->second->hasValues && ref.hasValues) {
-      dtypeRel = valueDistance(low->second->values, ref.values, floor).rel;
+    const auto lowIt = inDtype.find({ref.iteration, ref.param});
+    const GatheredGradient* low = lowIt != inDtype.end() ? lowIt->second : nullptr;
+    if (low && low->hasValues && ref.hasValues) {
+      dtypeRel = valueDistance(low->values, ref.values, floor).rel;
       tol = rule.scaledGradientBound(ref.iteration, dtypeRel);
       if (tol >= 1.0 / 3) ++loose;
     }
@@ -854,9 +937,12 @@ void checkReference(Ctx& c, CheckResult& r) {
         }
         f.message = m.str();
         add(r, c.opts, f);
-      } else if (tol > 0) {
-        worstPassing = std::max(worstPassing, d.rel / tol);
+        continue;
       }
+      if (tol > 0) margins.l2 = std::max(margins.l2, d.rel / tol);
+      checkElements(c, r, g, ref, floor, rule.elementBound(!trajectory.count(ref.iteration)),
+                    margins);
+      checkScale(c, r, rule, g, ref, dtypeRel, floor, margins);
       continue;
     }
     ++byNorms;
@@ -871,12 +957,9 @@ void checkReference(Ctx& c, CheckResult& r) {
       f.message = m.str();
       add(r, c.opts, f);
     } else if (tol > 0) {
-      worstPassing = std::max(worstPassing, rel / tol);
+      margins.l2 = std::max(margins.l2, rel / tol);
     }
   }
-  std::set<int> trajectory;  // float32: iterations whose reference did not restart
-  if (!rule.lowPrecision)
-    for (const auto& g : inDtypeRefs) trajectory.insert(g.iteration);
   const std::string losses = checkLossesAgainstReference(c, r, rule, trajectory);
   const StepJudgement steps = judgeOptimizerSteps(c.run);
   for (const auto& m : steps.mismatches) addStepFinding(c, r, m, steps.optimizer);
@@ -886,9 +969,10 @@ void checkReference(Ctx& c, CheckResult& r) {
   if (byValues + byNorms > 0) {
     std::ostringstream w;
     w.precision(2);
-    w << worstPassing;
+    w << margins.l2;
     s << ", the closest passing one at " << w.str() << " of its bound";
   }
+  s << elementAndScaleSummary(margins);
   s << "; rule: " << rule.describe();
   if (!inDtype.empty() && c.opts.tolerance < 0 && rule.lowPrecision) {
     s << "; gradients with the reference's own " << dtype << " computation: max("

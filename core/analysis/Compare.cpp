@@ -532,8 +532,16 @@ std::string describeItem(const AlignedItem& it) {
       o << (it.evidence == Evidence::Checksums ? " (checksums differ)"
                                                : " (non-finite or shape mismatch)");
     } else {
-      o << (it.kind == ItemKind::Input ? ", largest element difference " : ", relative L2 ")
-        << it.distance << (it.state == ItemState::Differ ? " > " : " <= ") << it.tolerance;
+      // Within the relative L2 bound, one element off (Align.h, elementRatio).  Never "<" in
+      // a first divergence: Markdown output escapes it.
+      if (it.elementBound >= 0 && it.elementRatio > it.elementBound) {
+        o << ", relative L2 " << it.distance << " (within " << it.tolerance << ") but element "
+          << it.worstElement << " differs by " << it.elementRatio << " x its scale > "
+          << it.elementBound << " (element-wise, iteration 0)";
+      } else {
+        o << (it.kind == ItemKind::Input ? ", largest element difference " : ", relative L2 ")
+          << it.distance << (it.state == ItemState::Differ ? " > " : " <= ") << it.tolerance;
+      }
       if (it.phase == events::GradPhase::ParamInitial && it.tolerance == 0)
         o << " (the same layout draws the same bytes: bitwise required)";
     }

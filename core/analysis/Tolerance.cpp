@@ -17,6 +17,11 @@ double ToleranceRule::scaledGradientBound(int iteration, double spread) const {
   return std::max(lowPrecision ? kDtypeDeviationBase : base, deviationFactor() * spread);
 }
 
+double ToleranceRule::scaleBound(double spread) const {
+  if (override >= 0 || !lowPrecision || !(spread >= 0) || !std::isfinite(spread)) return -1;
+  return std::max(kScaleBase, kScaleFactor * spread);
+}
+
 double ToleranceRule::bound(ValueKind kind, int iteration) const {
   if (override >= 0) return override;
   if (lowPrecision) return kLowPrecisionBound;
@@ -103,6 +108,49 @@ ValueDistance valueDistance(const std::vector<double>& a, const std::vector<doub
   const double den = std::max({std::sqrt(na), std::sqrt(nb), floor});
   d.rel = den > 0 ? std::sqrt(d2) / den : (d2 > 0 ? INFINITY : 0);
   return d;
+}
+
+namespace {
+double rmsOf(const std::vector<double>& v) {
+  double sq = 0;
+  size_t n = 0;
+  for (double x : v) {
+    if (!std::isfinite(x)) continue;
+    sq += x * x;
+    ++n;
+  }
+  return n ? std::sqrt(sq / static_cast<double>(n)) : 0;
+}
+}  // namespace
+
+ElementDistance elementDistance(const std::vector<double>& a, const std::vector<double>& b,
+                                double floor) {
+  ElementDistance d;
+  if (a.size() != b.size()) return d;
+  const double tensorScale = std::max({rmsOf(a), rmsOf(b), floor});
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i]) || a[i] == b[i]) continue;
+    const double scale = std::max({std::fabs(a[i]), std::fabs(b[i]), tensorScale});
+    const double r = scale > 0 ? std::fabs(a[i] - b[i]) / scale : INFINITY;
+    if (r > d.ratio) {
+      d.ratio = r;
+      d.worst = static_cast<int64_t>(i);
+      d.scale = scale;
+    }
+  }
+  return d;
+}
+
+double scaleDeviation(const std::vector<double>& a, const std::vector<double>& ref, double floor) {
+  if (a.size() != ref.size()) return 0;
+  double dot = 0, rr = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(ref[i])) return 0;
+    dot += (a[i] - ref[i]) * ref[i];
+    rr += ref[i] * ref[i];
+  }
+  const double den = std::max(rr, floor * floor);
+  return den > 0 ? dot / den : 0;
 }
 
 double lossDistance(double a, double b) {

@@ -6,11 +6,14 @@
 //
 //   rel = ||a - b|| / max(||a||, ||b||, floorRel * (whole-model norm of that iteration)),
 //
-// never elementwise: Adam divides each element's gradient by its own running RMS, so float32
+// and, at level full in float32 where both sides start from the same parameters, also element
+// by element relative to the tensor's scale (elementDistance, kElementBound).  Never element-wise
+// across trajectories: Adam divides each element's gradient by its own running RMS, so float32
 // round-off in an element whose gradient is ~0 becomes a full-size (lr) step after iteration 0,
-// and elementwise relative differences of later iterations are unbounded for correct runs.  The
+// and element-wise differences of later iterations are unbounded for correct runs.  The
 // floor keeps gradients that are zero analytically (attention key biases: ~1e-9 in every layout)
-// from dividing round-off by round-off.
+// from dividing round-off by round-off.  bfloat16 gradients against the float32 reference are
+// also judged by their scale along it (scaleDeviation, scaleBound).
 //
 // Bounds per iteration (float32; check's reference restarts each iteration from the run's
 // parameters where the file holds them, docs/analysis.md; measured on 5 correct layout pairs of
@@ -64,6 +67,30 @@ struct ToleranceRule {
     return lowPrecision ? kDtypeDeviationFactor : kTrajectoryDeviationFactor;
   }
 
+  // float32 element-wise bound (elementDistance), where both sides were computed from the same
+  // parameters: check's reference_gradient on every iteration that restarted from the run's
+  // parameters (iteration 0 always), compare's reduced gradients of iteration 0.  Evidence
+  // (docs/analysis.md, "Element-wise at level full"): on 4,845 gradients of 26 correct random
+  // layouts the worst element was 1.2e-5 from the reference, across layouts in iteration 0
+  // 5.1e-6; one element x 1.001 is 1e-3.
+  static constexpr double kElementBound = 1e-4;
+  // The element-wise bound, or -1 where the element rule does not apply: --tol, bfloat16/float16
+  // (judged by their scale instead), or sides computed from different parameters (a float32
+  // trajectory: Adam turns round-off in near-zero elements into lr-sized steps).
+  double elementBound(bool sameParameters) const {
+    return override >= 0 || lowPrecision || !sameParameters ? -1 : kElementBound;
+  }
+  // bfloat16/float16 against the float32 reference (check's reference_gradient): the bound on
+  // |scaleDeviation| is max(kScaleBase, kScaleFactor x d), d the relative L2 of the reference's
+  // own run-dtype computation from the truth (the d of the relative L2 bound).  On 8,574 bf16
+  // gradients of 40 correct runs the worst reached 0.78 of it; a gradient scaled by 1.2 is 0.2
+  // (docs/analysis.md, "bfloat16: the scale of a gradient").
+  static constexpr double kScaleBase = 0.05;
+  static constexpr double kScaleFactor = 3.0;
+  // The bound on |scaleDeviation| given that d (`spread`), or -1 where the scale rule does not
+  // apply (float32, --tol, or no run-dtype computation: spread < 0).
+  double scaleBound(double spread) const;
+
   // The relative L2 bound for a value of `kind` in `iteration`.
   double bound(ValueKind kind, int iteration) const;
   // check's reference_gradient where the reference also computed the gradient a second way
@@ -112,5 +139,29 @@ struct ValueDistance {
 };
 ValueDistance valueDistance(const std::vector<double>& a, const std::vector<double>& b,
                             double floor);
+
+// Element-wise distance of `a` from `b` (equal sizes, finite pairs only), each element's
+// difference relative to the tensor's scale there:
+//   ratio = max_i |a_i - b_i| / max(|a_i|, |b_i|, rms(a), rms(b), floor)
+// Relative to the element itself where it is larger than the tensor's RMS, to the RMS below it:
+// float32 round-off in an element that cancels to ~0 is a few ulps of its terms, which are of the
+// tensor's typical size, not of its own; `floor` (the relative-L2 floor, 1e-3 x the model's
+// gradient norm) keeps tensors that are zero analytically from dividing round-off by round-off.
+// One element x 1.001 of any tensor, where it is at least the tensor's RMS, is 1e-3 however large
+// the tensor, while the relative L2 of that defect shrinks as 1/sqrt(n).
+struct ElementDistance {
+  double ratio = 0;    // the largest |a_i - b_i| / scale_i (0 when bitwise equal)
+  int64_t worst = -1;  // its index
+  double scale = 0;    // scale_i there
+};
+ElementDistance elementDistance(const std::vector<double>& a, const std::vector<double>& b,
+                                double floor);
+
+// How much of `a`'s difference from the reference `ref` is a scaling of it:
+//   s = <a - ref, ref> / max(||ref||, floor)^2,  so a = (1 + s) ref + (a part orthogonal to ref)
+// A gradient scaled by c has s = c - 1 whatever the tensor; bfloat16 round-off is mostly
+// orthogonal to the gradient (|s| <= relative L2, Cauchy-Schwarz, and far below it on all but
+// the smallest tensors).  0 for unequal sizes or non-finite values (the L2 rule judges those).
+double scaleDeviation(const std::vector<double>& a, const std::vector<double>& ref, double floor);
 
 }  // namespace stagescope::analysis

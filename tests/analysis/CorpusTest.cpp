@@ -869,3 +869,108 @@ TEST(Corpus, SameSamplesOnAnotherSplitAreComparable) {
             std::string::npos)
       << d.text;
 }
+
+// ---- element-wise at level full (docs/analysis.md, "Element-wise at level full") -------------
+namespace {
+
+// Multiplies one element of every copy of `param`'s iteration-0 reduced gradient (replicated:
+// every TP/DP copy holds the same bytes) by 1.001, rewriting checksum, norm and statistics: the
+// element whose magnitude is closest to twice the tensor's RMS, so that its relative L2 stays
+// under the 1e-4 bound of the whole tensor (about 2e-3 / sqrt(n)).  Returns the tensor's
+// relative L2 from the original and the element's index.
+std::pair<double, int> plantOneElement(const std::string& path, const std::string& param) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string where = " FROM gradients WHERE phase='reduced' AND iteration=0 AND param='" +
+                            param + "' AND partition_dim < 0";
+  auto values = floatsOf(db, "SELECT payload" + where + " LIMIT 1");
+  EXPECT_GT(values.size(), 100u) << param;
+  double sq = 0;
+  for (float f : values) sq += static_cast<double>(f) * f;
+  const double rms = std::sqrt(sq / static_cast<double>(values.size()));
+  int pick = 0;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (std::fabs(std::fabs(values[i]) - 2 * rms) < std::fabs(std::fabs(values[pick]) - 2 * rms))
+      pick = static_cast<int>(i);
+  const double delta = 0.001 * values[pick];
+  std::vector<std::string> ids;
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, ("SELECT id" + where).c_str(), -1, &st, nullptr), SQLITE_OK);
+  while (sqlite3_step(st) == SQLITE_ROW) ids.push_back(std::to_string(sqlite3_column_int64(st, 0)));
+  sqlite3_finalize(st);
+  for (const auto& id : ids) {
+    auto v = floatsOf(db, "SELECT payload FROM gradients WHERE id=" + id);
+    v[pick] *= 1.001f;
+    writePayload(db, id, v, true);
+    double s = 0, mn = INFINITY, mx = -INFINITY, sum = 0;
+    for (float f : v) {
+      s += static_cast<double>(f) * f;
+      mn = std::min<double>(mn, f);
+      mx = std::max<double>(mx, f);
+      sum += f;
+    }
+    char sql[512];
+    std::snprintf(sql, sizeof sql,
+                  "UPDATE gradients SET norm=%.17g, stat_l2=%.17g, stat_min=%.17g, "
+                  "stat_max=%.17g, stat_mean=%.17g WHERE id=%s",
+                  std::sqrt(s), std::sqrt(s), mn, mx, sum / static_cast<double>(v.size()),
+                  id.c_str());
+    exec(db, sql);
+  }
+  EXPECT_FALSE(ids.empty());
+  sqlite3_close(db);
+  return {std::fabs(delta) / std::sqrt(sq), pick};
+}
+
+struct ElementDefect {
+  std::string path, param;
+  double relL2 = 0;
+  int element = -1;
+};
+
+const ElementDefect& elementDefect() {
+  static ElementDefect d = [] {
+    ElementDefect e;
+    e.param = "llm.head.weight";
+    e.path = copyOf(corpus().tp2, "corpus-one-element");
+    std::tie(e.relL2, e.element) = plantOneElement(e.path, e.param);
+    return e;
+  }();
+  return d;
+}
+
+}  // namespace
+
+// One element x 1.001 of a 512-element gradient is 8.8e-5 relative L2, inside the 1e-4 bound of
+// the whole tensor: check passed it and compare called it EQUAL WITHIN TOLERANCE.  At level full
+// each element is judged against its scale (1e-3 of it here, bound 1e-4).
+TEST(Corpus, OneElementOffByOnePerMilleFailsReferenceAndCompare) {
+  const auto& k = corpus();
+  const auto& d = elementDefect();
+  ASSERT_LT(d.relL2, 1e-4) << "the planted defect must pass the relative L2 bound alone";
+  const auto chk = checkEverywhere(d.path, "one-element");
+  EXPECT_EQ(chk.exitCode, 17) << chk.text;
+  const auto* ref = checkNamed(chk.json, "reference_gradient");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_EQ((*ref)["findings"].size(), 1u) << chk.text;
+  EXPECT_EQ((*ref)["findings"][0]["tensor"], d.param);
+  EXPECT_EQ((*ref)["findings"][0]["iteration"], 0);
+  const std::string msg = (*ref)["findings"][0]["message"];
+  EXPECT_NE(msg.find("element-wise: element " + std::to_string(d.element) + " is"),
+            std::string::npos)
+      << msg;
+  // The same layout and seed, and another layout: iteration 0 starts from the same parameters.
+  for (const auto& [other, tag] :
+       {std::make_pair(k.tp2, "one-element-same"), std::make_pair(k.pp2, "one-element-cross")}) {
+    const auto c = compareEverywhere(other, d.path, tag);
+    EXPECT_EQ(c.exitCode, 18) << c.text;
+    EXPECT_EQ(c.firstKey, d.param + " it0") << c.text;
+    EXPECT_NE(c.text.find("element " + std::to_string(d.element) + " differs by"),
+              std::string::npos)
+        << c.text;
+  }
+  // The correct files: every gradient judged element-wise, within the bound.
+  const auto good = checkEverywhere(k.tp2, "tp2-elements");
+  EXPECT_EQ(good.exitCode, 0) << good.text;
+  EXPECT_NE(good.text.find("also element-wise"), std::string::npos) << good.text;
+}

@@ -201,7 +201,8 @@ EOF
     ;;
   sweep_bf16)  # random bfloat16 layouts that check failed while correct (docs/analysis.md,
     # "bfloat16"): check passes and recompute.py says MATCH; the same file with one reduced
-    # gradient scaled by 1.5 fails both, and so does a bfloat16 run with two TP shards swapped
+    # gradient scaled by 1.5 fails both, scaled by 1.2 fails check, and so does a bfloat16 run
+    # with two TP shards swapped
     for cfg in "$SRC"/tests/engine/sweep_bf16/*.toml; do
       name=$(basename "$cfg" .toml)
       "$BIN" run "$cfg" --record full --reference --check -q -o "$DIR/$name.db" \
@@ -227,6 +228,28 @@ PY
       check_names "$DIR/$name-scaled.db" llm.head.weight
       expect 1 "$DIR/$name-scaled.db" "^iteration 0: MISMATCH" \
         "gradient llm.head.weight reduced iteration 0: relative L2"
+      # x 1.2, its accumulated gradients too (a consistent wrong gradient): inside the relative
+      # L2 bound max(0.2, 3 x d), caught by its scale along the reference (docs/analysis.md,
+      # "bfloat16: the scale of a gradient")
+      cp "$DIR/$name.db" "$DIR/$name-x1.2.db"
+      "$PY" - "$DIR/$name-x1.2.db" <<'PY' || fail "$name: planting the x1.2 gradient"
+import sqlite3, sys, torch
+con = sqlite3.connect(sys.argv[1])
+rows = con.execute("SELECT id, payload FROM gradients WHERE phase IN ('reduced', 'accumulated') "
+                   "AND iteration = 0 AND param = 'llm.head.weight' AND dtype = 'bfloat16'").fetchall()
+assert len(rows) >= 2, "no reduced and accumulated bfloat16 llm.head.weight in iteration 0"
+for rid, payload in rows:
+    t = torch.frombuffer(bytearray(payload), dtype=torch.bfloat16) * 1.2
+    con.execute("UPDATE gradients_rows SET payload = ? WHERE id = ?",
+                (t.view(torch.uint8).numpy().tobytes(), rid))
+con.commit()
+PY
+      "$BIN" check "$DIR/$name-x1.2.db" >"$DIR/$name-x1.2.check.txt" 2>&1
+      rc=$?
+      cat "$DIR/$name-x1.2.check.txt"
+      [ $rc -eq 17 ] || fail "check of $name-x1.2 exited $rc, expected 17"
+      grep -q "gradient of llm.head.weight iteration 0 is the reference's x 1.2 along it" \
+        "$DIR/$name-x1.2.check.txt" || fail "check of $name-x1.2 does not name its scale"
     done
     # two TP shards of one reduced gradient swapped (every copy) in a bfloat16 fan_out run
     record swap "$SRC/assets/configs/fan_out.toml" --set 'dtype="bfloat16"' --set iterations=1 \

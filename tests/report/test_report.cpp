@@ -394,6 +394,53 @@ TEST(Check, LossDistanceIsAbsoluteBelowOneRelativeAbove) {
   EXPECT_TRUE(std::isinf(lossDistance(NAN, 1.0)));
 }
 
+// The element rule (Tolerance.h, elementDistance): one element x 1.001 at twice the RMS of a
+// 512-element tensor is 8.8e-5 relative L2 (inside 1e-4) but 1e-3 of its scale (over 1e-4); an
+// element that cancelled to ~0 is judged against the tensor's RMS, not its own magnitude.  It
+// applies to float32 from the same parameters only.
+TEST(Check, ElementDistanceIsRelativeToTheTensorsScale) {
+  std::vector<double> a(512);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * static_cast<double>(i));
+  double sq = 0;
+  for (double x : a) sq += x * x;
+  const double rms = std::sqrt(sq / 512);
+  std::vector<double> b = a;
+  b[7] = 2 * rms;
+  a[7] = 2 * rms * 1.001;
+  const ToleranceRule rule = toleranceFor("float32");
+  EXPECT_LT(valueDistance(a, b, 0).rel, rule.bound(ValueKind::Gradient, 0));
+  const ElementDistance e = elementDistance(a, b, 0);
+  EXPECT_EQ(e.worst, 7);
+  EXPECT_NEAR(e.ratio, 1e-3 / 1.001, 1e-9);
+  EXPECT_GT(e.ratio, rule.elementBound(true));
+  // Round-off of 1e-7 in an element that is ~0: 1e-7 / RMS, far inside the bound.
+  std::vector<double> c = b;
+  c[3] = 1e-9;
+  b[3] = 1e-9 + 1e-7;
+  a = c;
+  EXPECT_LT(elementDistance(a, b, 0).ratio, rule.elementBound(true));
+  EXPECT_NEAR(elementDistance(a, b, 0).ratio, 1e-7 / rms, 1e-9);
+  EXPECT_EQ(rule.elementBound(false), -1);  // a float32 trajectory
+  EXPECT_EQ(toleranceFor("bfloat16").elementBound(true), -1);
+  EXPECT_EQ(toleranceFor("float32", 0.5).elementBound(true), -1);  // --tol
+}
+
+// The scale rule (Tolerance.h, scaleDeviation): a gradient scaled by 1.2 deviates by 0.2 along
+// the reference whatever its noise; noise orthogonal to it does not; the floor keeps a gradient
+// that is ~0 from dividing by itself.
+TEST(Check, ScaleDeviationSeesAUniformScale) {
+  std::vector<double> r = {1, 2, -3, 4}, scaled = r, orthogonal = {1.1, 2, -3, 4 - 0.025};
+  for (double& x : scaled) x *= 1.2;
+  EXPECT_NEAR(scaleDeviation(scaled, r, 0), 0.2, 1e-12);
+  EXPECT_NEAR(scaleDeviation(orthogonal, r, 0), 0, 1e-12);
+  EXPECT_NEAR(scaleDeviation({2e-9, 4e-9}, {1e-9, 2e-9}, 1e-3), 5e-12, 1e-15);
+  const ToleranceRule bf16 = toleranceFor("bfloat16");
+  EXPECT_EQ(bf16.scaleBound(0.001), ToleranceRule::kScaleBase);
+  EXPECT_EQ(bf16.scaleBound(0.1), 3 * 0.1);
+  EXPECT_EQ(bf16.scaleBound(-1), -1);  // no run-dtype computation
+  EXPECT_EQ(toleranceFor("float32").scaleBound(0.1), -1);
+}
+
 // Every failure is counted and kept: the text shows the first 20 and says how many more; the
 // JSON and JUnit reports list every one (the report once kept 20 per class everywhere).
 TEST(Check, EveryFindingIsKeptTextShowsTheFirstTwenty) {

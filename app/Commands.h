@@ -35,9 +35,7 @@ int planCommand(const std::string& config, const std::vector<std::string>& overr
 // `keepShards`.
 int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
                  const std::string& config = "", bool keepShards = false);
-// Removes the merged companion shards (RUN.rank<i>.shard) of a completed run; returns how many.
-// A failure to remove is said on stderr (the shards are then kept), never thrown.
-size_t removeShardsOfCompletedRun(const std::string& run);
+
 // Creates the run file of `config` (validated) at `out` with run id `runId` (default: the
 // file's name without extension); throws plan::ConfigError.
 void createRunFileFor(const std::string& config, const std::string& out,

@@ -68,6 +68,17 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
   }
 }
 
+size_t removeShardsOfCompletedRun(const std::string& run) {
+  try {
+    return storage::removeMergedShards(run).size();
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    std::fprintf(stderr, "stagescope: the merged shards were kept: %s\n",
+                 what.substr(0, what.find('\n')).c_str());
+    return 0;
+  }
+}
+
 HangAnalysis analyzeHang(const std::string& runPath) {
   HangAnalysis out;
   try {

@@ -43,6 +43,10 @@ struct HangAnalysis {
   std::map<int, std::string> waitSentence;
 };
 HangAnalysis analyzeHang(const std::string& runPath);
+// Removes the merged companion shards (RUN.rank<i>.shard) of a completed run (`run` and `merge`
+// leave it one file); returns how many.  A failure to remove is said on stderr (the shards are
+// then kept), never thrown.
+size_t removeShardsOfCompletedRun(const std::string& run);
 // Records `hang.records` in the run file through "<run>.launcher.shard" (written, then merged);
 // problems go to stderr as one line (the graph was already printed).
 void recordHangDiagnoses(const std::string& runPath, HangAnalysis& hang);

@@ -280,15 +280,6 @@ plan::RunConfig loadWithFaults(const std::string& path, const std::vector<std::s
 
 }  // namespace
 
-size_t removeShardsOfCompletedRun(const std::string& run) {
-  try {
-    return storage::removeMergedShards(run).size();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "stagescope: the merged shards were kept: %s\n", oneLine(e).c_str());
-    return 0;
-  }
-}
-
 int runCommand(const RunOptions& opts) {
   // The run outlives its output: when whatever reads the launcher's output goes away
   // (`stagescope run ... | head -n 1`), a write fails with EPIPE and is dropped instead of a

@@ -441,8 +441,9 @@ void App::inspectStuck(int rank) {
     }
     for (const auto& w : model.waits) {  // what the rank itself recorded it waits on
       if (w.rank != rank) continue;
-      row("waiting to", "%s %s on %s (it%d mb%d)", w.op == events::WaitOp::Send ? "send" : "receive",
-          events::toString(w.direction), w.edge.c_str(), w.iteration, w.microbatch);
+      row("waiting to", "%s %s on %s (it%d mb%d)",
+          w.op == events::WaitOp::Send ? "send" : "receive", events::toString(w.direction),
+          w.edge.c_str(), w.iteration, w.microbatch);
       break;
     }
     if (fate->waitsOnRank >= 0) row("waits on", "rank %d", fate->waitsOnRank);

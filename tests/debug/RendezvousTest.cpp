@@ -254,8 +254,7 @@ TEST_F(Rendezvous, SameConfigCompletesAndMerges) {
   EXPECT_EQ(merged.exitCode, 0) << merged.output;
   EXPECT_NE(merged.output.find("run completed"), std::string::npos) << merged.output;
   // A completed run is one file, as `run` leaves it: its merged shards are gone.
-  EXPECT_NE(merged.output.find("removed 3 merged shard(s): the run is one file"),
-            std::string::npos)
+  EXPECT_NE(merged.output.find("removed 3 merged shard(s): the run is one file"), std::string::npos)
       << merged.output;
   for (int r = 0; r < 3; ++r)
     EXPECT_FALSE(fs::exists(out + ".rank" + std::to_string(r) + ".shard")) << "rank " << r;

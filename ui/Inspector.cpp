@@ -447,10 +447,10 @@ void App::inspectStuck(int rank) {
       break;
     }
     if (fate->waitsOnRank >= 0) row("waits on", "rank %d", fate->waitsOnRank);
-    row("since", "%s after the run's start (its last completed action)",
+    row("since", "%s into the run",
         formatDuration(static_cast<double>(since - model.minTimeNs)).c_str());
-    row("stuck for", "%s, until the run's last record",
-        formatDuration(static_cast<double>(std::max(model.maxTimeNs, since) - since)).c_str());
+    row("stuck for", "%s",
+        formatDuration(static_cast<double>(std::max(fate->stuckUntilNs, since) - since)).c_str());
     ImGui::EndTable();
   }
   if (!fate->why.empty()) ImGui::TextWrapped("%s", fate->why.c_str());

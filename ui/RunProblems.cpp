@@ -222,6 +222,13 @@ RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) 
           "stopped before its plan ended, without a record of why (a signal such as SIGKILL "
           "leaves none)";
   }
+  for (int r = 0; r < world; ++r) out.ranks[r].stuckUntilNs = m.maxTimeNs;
+  for (const auto& w : m.waits)
+    if (w.rank >= 0 && w.rank < world)
+      out.ranks[w.rank].stuckUntilNs = std::max(out.ranks[w.rank].stuckUntilNs, w.timeNs);
+  for (const auto& d : m.diagnoses)
+    if (d.kind == "timeout" && d.rank >= 0 && d.rank < world)
+      out.ranks[d.rank].stuckUntilNs = std::max(out.ranks[d.rank].stuckUntilNs, d.timeNs);
   // The wait-for graph (core/analysis, from the ranks' structured timeout records): the edges
   // drawn on the timeline and, from its verdicts, the rank to show first.
   const analysis::WaitGraph graph = analysis::waitForGraph(m);

@@ -30,7 +30,10 @@ struct RankProblem {
   RankFate fate = RankFate::Completed;
   int32_t stuckPlan = -1;    // index in plan[rank] of the first planned action never completed
   int32_t waitsOnRank = -1;  // from the rank's timeout record
-  std::string why;           // the rank's own record (error text, exit), one line
+  // Until when it was stuck (ns, the run's clock): when it gave up waiting (its waits row or
+  // timeout record), else the run's last record.
+  int64_t stuckUntilNs = 0;
+  std::string why;  // the rank's own record (error text, exit), one line
 };
 
 // An edge of the wait-for graph (analysis::waitForGraph): `rank`, stuck in

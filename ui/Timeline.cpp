@@ -538,8 +538,9 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
         label += buf;
       }
       if (fate.waitsOnRank >= 0) label += ", waits on r" + std::to_string(fate.waitsOnRank);
-      // How long it has been stuck: from its last completed action to the run's last record.
-      label += " · " + formatDuration(static_cast<double>(std::max(model.maxTimeNs, from) - from));
+      // How long it was stuck: from its last completed action until it gave up waiting.
+      label +=
+          " · " + formatDuration(static_cast<double>(std::max(fate.stuckUntilNs, from) - from));
       // The label and the arrows start at the visible part of the block.
       const float visibleX0 = std::max(s0.x, area0.x);
       dl->PushClipRect(s0, s1, true);

@@ -475,6 +475,7 @@ TEST(RunProblems, AKilledRankLeadsEvenWhenTheSurvivorsWaitOnEachOther) {
   EXPECT_EQ(p.firstStuckRank, killed);
 }
 
+
 TEST(RunProblems, ARunThatWasInterruptedStopsItsUnfinishedRanks) {
   storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
@@ -503,6 +504,22 @@ TEST(RunProblems, TheRootOfAWaitCycleIsItsLowestRank) {
   EXPECT_EQ(p.waits.size(), 3u);
   EXPECT_EQ(p.firstStuckRank, std::min(a, b));
   EXPECT_EQ(p.ranks[a].fate, RankFate::Hung);
+}
+
+// How long a rank was stuck ends when it gave up waiting (its waits row), which is after the
+// run's last action: the hang's duration is the wait, not the gap to the last record.
+TEST(RunProblems, AStuckRankIsStuckUntilItGaveUpWaiting) {
+  HungRun h;
+  auto& m = h.m;
+  m.diagnoses = {record(h.a, "timeout", h.b)};
+  events::WaitRecord w;
+  w.rank = h.a;
+  w.peer = h.b;
+  w.timeNs = m.maxTimeNs + 3'000'000'000;  // gave up 3 s after the last recorded action
+  m.waits.push_back(w);
+  RunProblems p = problemsOf(m);
+  EXPECT_EQ(p.ranks[h.a].stuckUntilNs, w.timeNs);
+  EXPECT_EQ(p.ranks[h.c].stuckUntilNs, m.maxTimeNs);  // no record of its own: the run's end
 }
 
 // The wait-for edges come from the ranks' structured `waits` rows (analysis::waitForGraph, as

@@ -1,5 +1,6 @@
 #include "core/engine/ProcessGroups.h"
 
+#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -86,6 +87,11 @@ ProcessGroups::ProcessGroups(c10::intrusive_ptr<c10d::Store> store, int rank, in
   gloo_.loopback = isLoopbackAddress(gloo_.value);
 }
 
+namespace {
+// The least time a group's members get to meet when it is created (see makeBackend).
+constexpr std::chrono::milliseconds kGroupSetupTimeout{60'000};
+}  // namespace
+
 std::shared_ptr<Group> ProcessGroups::get(std::vector<int> ranks, const std::string& purpose) {
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
@@ -94,14 +100,25 @@ std::shared_ptr<Group> ProcessGroups::get(std::vector<int> ranks, const std::str
   auto group = std::make_shared<Group>();
   group->name = purpose + "/" + joinRanks(ranks);
   group->ranks = ranks;
-  if (ranks.size() > 1) group->backend = makeBackend(ranks, group->localRank(rank_));
+  if (ranks.size() > 1) {
+    try {
+      group->backend = makeBackend(ranks, group->localRank(rank_));
+    } catch (const c10::DistStoreError&) {
+      // The members meet through the store; the store's own text names an internal key
+      // ("wait timeout after 60000ms, keys: /g/1-2//0/1"): say which group and what it means.
+      const double seconds = std::max(timeout_, kGroupSetupTimeout).count() / 1000.0;
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%g", seconds);
+      throw std::runtime_error("rank " + std::to_string(rank_) + ": creating the " + purpose +
+                               " process group of ranks " + joinRanks(ranks) +
+                               ": not every member joined within " + waited +
+                               " s (a member did not start, or stopped before creating its "
+                               "groups)");
+    }
+  }
   groups_.emplace(ranks, group);
   return group;
 }
-
-namespace {
-constexpr std::chrono::milliseconds kGroupSetupTimeout{60'000};
-}  // namespace
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<int>& ranks,
                                                              int localRank) {

@@ -520,6 +520,20 @@ void alignInputs(const RunModel& a, const RunModel& b, const SampleLayout& la,
   }
 }
 
+// One layout computes bitwise reproducibly (docs/analysis.md "Tolerance rule"): where both
+// runs have the same layout and compute in float32 under the documented rule (no --tol), a
+// difference of values of any size is another result, never "within tolerance".  Checksum
+// evidence already says so (judgeByChecksumsOrNorms); this makes values say the same.
+void requireBitwiseOnOneLayout(const ToleranceRule& rule, Alignment& out) {
+  if (!out.sameLayout || rule.override >= 0 || rule.lowPrecision) return;
+  for (auto& it : out.items) {
+    // Only values show a difference; equal-enough norms (a fallback) show none.
+    if (it.state != ItemState::WithinTolerance || it.evidence != Evidence::Values) continue;
+    it.state = ItemState::Differ;
+    it.tolerance = 0;
+  }
+}
+
 }  // namespace
 
 Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& opts) {
@@ -871,6 +885,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   }
 
   alignInputs(a, b, la, lb, ca, cb, out);
+  requireBitwiseOnOneLayout(rule, out);
 
   // ---- causal order, counts, first divergence
   sortItems(out.items);

@@ -372,6 +372,21 @@ void setGradientSides(AlignedItem& it, const GatheredGradient* x, const Gathered
   }
 }
 
+// What the presence of a gradient item's two sides decides alone: only in one run, or shards
+// that do not cover the tensor (never equal).  False when both are whole and must be judged.
+bool decidedByPresence(AlignedItem& it, const GatheredGradient* x, const GatheredGradient* y) {
+  if (!x || !y) {
+    it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
+    return true;
+  }
+  if (!x->complete || !y->complete) {
+    it.state = ItemState::Differ;  // shards do not cover the tensor: never equal
+    it.distance = INFINITY;
+    return true;
+  }
+  return false;
+}
+
 void sortItems(std::vector<AlignedItem>& items) {
   std::vector<uint32_t> order(items.size());
   std::iota(order.begin(), order.end(), 0u);
@@ -742,11 +757,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       setGradientSides(it, x, y, a, b, ca, cb);
       const double tol = rule.bound(ValueKind::Gradient, it.iteration);
       it.tolerance = tol;
-      if (!x || !y) {
-        it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
-      } else if (!x->complete || !y->complete) {
-        it.state = ItemState::Differ;  // shards do not cover the tensor: never equal
-        it.distance = INFINITY;
+      if (decidedByPresence(it, x, y)) {
+        // only in one run, or not whole: said
       } else if (x->hasValues && y->hasValues) {
         judgeByValues(it, x->values, y->values, floorOf(it.iteration), tol);
         judgeElements(it, x->values, y->values, floorOf(it.iteration),
@@ -797,11 +809,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       setGradientSides(it, x, y, a, b, ca, cb);
       const double tol = rule.bound(ValueKind::Gradient, 0);
       it.tolerance = tol;
-      if (!x || !y) {
-        it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
-      } else if (!x->complete || !y->complete) {
-        it.state = ItemState::Differ;
-        it.distance = INFINITY;
+      if (decidedByPresence(it, x, y)) {
+        // only in one run, or not whole: said
       } else if (x->hasValues && y->hasValues) {
         judgeByValues(it, x->values, y->values, 0.0, tol);
         // One layout and seed draw the same bytes: nothing but bitwise equality passes.
@@ -871,12 +880,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
       setGradientSides(it, x, y, a, b, ca, cb);
       const double tol = rule.bound(ValueKind::Gradient, it.iteration);
       it.tolerance = tol;
-      if (!x || !y) {
-        it.state = x ? ItemState::OnlyA : ItemState::OnlyB;
-      } else if (!x->complete || !y->complete) {
-        it.state = ItemState::Differ;
-        it.distance = INFINITY;
-      } else {
+      if (!decidedByPresence(it, x, y)) {
         judgeByChecksumsOrNorms(it, *x, *y, sameFunction, out.sameLayout, floorOf(it.iteration),
                                 tol);
       }

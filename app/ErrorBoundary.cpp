@@ -15,11 +15,11 @@
 #include <new>
 
 #include "app/FaultFlag.h"
-#include "app/OutputPolicy.h"
-#include "app/RunFileLock.h"
 #include "core/analysis/Check.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
+#include "storage/OutputPolicy.h"
+#include "storage/RunFileLock.h"
 
 namespace stagescope::app {
 
@@ -70,13 +70,13 @@ int guarded(const std::function<int()>& command) {
     return checkStandardOutput(command());
   } catch (const UsageError& e) {
     return fail(oneLine(e), kUsage);
-  } catch (const OutputRefused& e) {
+  } catch (const storage::OutputRefused& e) {
     return fail(oneLine(e), kUsage);
   } catch (const plan::ConfigError& e) {
     return fail(oneLine(e), kUsage);
   } catch (const FaultFlagError& e) {
     return fail(oneLine(e), kUsage);
-  } catch (const RunFileBusy& e) {
+  } catch (const storage::RunFileBusy& e) {
     return fail(oneLine(e), kError);
   } catch (const std::bad_alloc&) {
     return fail("out of memory (an allocation failed); nothing was written after that point",

@@ -28,8 +28,8 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     // Payloads (level full) let the checks judge values, not norms.
     storage::LoadOptions load;
     load.payloads = true;
-    storage::RunModel run, other;
-    std::string live, otherLive;  // app/RunLiveness.h
+    model::RunModel run, other;
+    std::string live, otherLive;  // storage/RunLiveness.h
     if (against.empty()) {
       run = loadWithProgress(path, load, &live);
     } else {

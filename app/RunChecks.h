@@ -8,7 +8,7 @@
 
 #include "core/analysis/Coverage.h"
 #include "core/events/Events.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "storage/RunReader.h"
 
 namespace stagescope::app {

@@ -20,11 +20,9 @@
 #include "app/Commands.h"
 #include "app/ErrorBoundary.h"
 #include "app/FaultFlag.h"
-#include "app/OutputPolicy.h"
 #include "app/ReferenceRecord.h"
 #include "app/RunChecks.h"
 #include "app/RunFileCreation.h"
-#include "app/RunFileLock.h"
 #include "core/engine/Init.h"
 #include "core/engine/Launcher.h"
 #include "core/engine/PreforkedRanks.h"
@@ -36,6 +34,8 @@
 #include "core/plan/Plan.h"
 #include "core/plan/Topology.h"
 #include "storage/Merge.h"
+#include "storage/OutputPolicy.h"
+#include "storage/RunFileLock.h"
 #include "storage/RunReader.h"
 #include "storage/ShardWriter.h"
 
@@ -325,16 +325,16 @@ int runCommand(const RunOptions& opts) {
   const std::string base = opts.out.empty() ? defaultOut(opts.config) : opts.out;
   for (int rep = 0; rep < opts.repeat; ++rep) {
     outs.push_back(opts.repeat > 1 ? repetitionPath(base, rep) : base);
-    RunFileLock::throwIfHeld(outs.back());
-    checkRunOutput(outs.back(), {opts.config}, opts.force);
+    storage::RunFileLock::throwIfHeld(outs.back());
+    storage::checkRunOutput(outs.back(), {opts.config}, opts.force);
   }
   int code = 0;
   for (const auto& out : outs) {
-    createParentDirectories(out);
+    storage::createParentDirectories(out);
     // One writer per run file, from before its first byte to the status after the merge.
-    const RunFileLock lock = RunFileLock::acquire(out);
+    const storage::RunFileLock lock = storage::RunFileLock::acquire(out);
     // Decided again under the lock: another run may have written `out` meanwhile.
-    for (const auto& old : checkRunOutput(out, {opts.config}, opts.force).replace) {
+    for (const auto& old : storage::checkRunOutput(out, {opts.config}, opts.force).replace) {
       fs::remove(old);
     }
     const ResolvedConfig resolved(cfg.text);

@@ -8,11 +8,11 @@
 #include <filesystem>
 
 #include "app/Commands.h"
-#include "app/OutputPolicy.h"
 #include "core/engine/RunIdentity.h"  // kStagescopeVersion (a constant; nothing is linked)
 #include "core/plan/ConfigFields.h"
 #include "core/plan/RunLayout.h"
 #include "storage/Merge.h"
+#include "storage/OutputPolicy.h"
 
 namespace stagescope::app {
 
@@ -47,7 +47,8 @@ events::RunInfo runInfoFor(const plan::RunConfig& cfg, const std::string& out) {
 void createNewRunFile(const std::string& out, const events::RunInfo& info) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(out, ec))) {
-    throw OutputRefused(out + ": appeared while the run was starting; expected no file there");
+    throw storage::OutputRefused(out +
+                                 ": appeared while the run was starting; expected no file there");
   }
   try {
     storage::createRunFile(out, info);
@@ -60,7 +61,7 @@ void createNewRunFile(const std::string& out, const events::RunInfo& info) {
 
 void createRunFileFor(const std::string& config, const std::string& out, const std::string& runId) {
   const plan::RunConfig cfg = plan::loadConfig(config);
-  createParentDirectories(out);
+  storage::createParentDirectories(out);
   events::RunInfo info = runInfoFor(cfg, out);
   if (!runId.empty()) info.runId = runId;
   createNewRunFile(out, info);

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "app/RunLiveness.h"
 #include "app/report/Progress.h"
+#include "storage/RunLiveness.h"
 
 namespace stagescope::app {
 namespace {
@@ -48,37 +48,37 @@ class SharedProgress {
 
 }  // namespace
 
-storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts,
-                                   std::string* live) {
+model::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts,
+                                 std::string* live) {
   SharedProgress progress("loading " + path, 1);
-  auto model = loadObserved(
+  auto model = storage::loadObserved(
       path, opts, [&](float f) { progress.update(0, f); }, live);
   progress.finish();
   return model;
 }
 
-std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::string& a,
-                                                                    const std::string& b,
-                                                                    storage::LoadOptions opts) {
+std::pair<model::RunModel, model::RunModel> loadTwoWithProgress(const std::string& a,
+                                                                const std::string& b,
+                                                                storage::LoadOptions opts) {
   return loadTwoWithProgress(a, b, opts, opts);
 }
 
-std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(
+std::pair<model::RunModel, model::RunModel> loadTwoWithProgress(
     const std::string& a, const std::string& b, storage::LoadOptions optsA,
     storage::LoadOptions optsB, std::string* liveA, std::string* liveB) {
   SharedProgress progress("loading " + a + " and " + b, 2);
-  storage::RunModel ma, mb;
+  model::RunModel ma, mb;
   std::exception_ptr errorA, errorB;
   std::thread second([&] {
     try {
-      mb = loadObserved(
+      mb = storage::loadObserved(
           b, optsB, [&](float f) { progress.update(1, f); }, liveB);
     } catch (...) {
       errorB = std::current_exception();
     }
   });
   try {
-    ma = loadObserved(
+    ma = storage::loadObserved(
         a, optsA, [&](float f) { progress.update(0, f); }, liveA);
   } catch (...) {
     errorA = std::current_exception();
@@ -90,9 +90,9 @@ std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(
   return {std::move(ma), std::move(mb)};
 }
 
-void keepUntilExit(storage::RunModel&& model) {
-  static auto* kept = new std::vector<std::unique_ptr<storage::RunModel>>();  // never freed
-  kept->push_back(std::make_unique<storage::RunModel>(std::move(model)));
+void keepUntilExit(model::RunModel&& model) {
+  static auto* kept = new std::vector<std::unique_ptr<model::RunModel>>();  // never freed
+  kept->push_back(std::make_unique<model::RunModel>(std::move(model)));
 }
 
 }  // namespace stagescope::app

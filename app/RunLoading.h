@@ -5,28 +5,28 @@
 #include <string>
 #include <utility>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "storage/RunReader.h"
 
 namespace stagescope::app {
 
-// Both loaders observe whether a run is live around the read (app/RunLiveness.h) and put its
+// Both loaders observe whether a run is live around the read (storage/RunLiveness.h) and put its
 // live line ("" when nobody writes it) into `live` when given.
 //
 // loadRun with a progress bar on a terminal (plain lines otherwise), shown only when loading
 // takes longer than half a second: small files and errors stay one line.
-storage::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts,
-                                   std::string* live = nullptr);
+model::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts,
+                                 std::string* live = nullptr);
 
 // Loads `a` on this thread and `b` on a second one at the same time (each has its own SQLite
 // connection and model; nothing is shared but the progress indicator, which shows both).
 // Throws what loading `a` threw, else what loading `b` threw: the error a serial load of a then
 // b would report first.
-std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(const std::string& a,
-                                                                    const std::string& b,
-                                                                    storage::LoadOptions opts);
+std::pair<model::RunModel, model::RunModel> loadTwoWithProgress(const std::string& a,
+                                                                const std::string& b,
+                                                                storage::LoadOptions opts);
 // The same with options of its own for each run.
-std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(
+std::pair<model::RunModel, model::RunModel> loadTwoWithProgress(
     const std::string& a, const std::string& b, storage::LoadOptions optsA,
     storage::LoadOptions optsB, std::string* liveA = nullptr, std::string* liveB = nullptr);
 
@@ -34,6 +34,6 @@ std::pair<storage::RunModel, storage::RunModel> loadTwoWithProgress(
 // its report would otherwise spend seconds of CPU freeing a 10^7-event read model string by
 // string (7 % of a 10^7 compare, by perf) for memory the exit returns at once.  The models stay
 // reachable (a sanitizer's leak check does not count them).
-void keepUntilExit(storage::RunModel&& model);
+void keepUntilExit(model::RunModel&& model);
 
 }  // namespace stagescope::app

@@ -18,7 +18,6 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "app/Commands.h"
-#include "app/OutputPolicy.h"
 #include "app/WorkerLiveness.h"
 #include "core/engine/Communicator.h"
 #include "core/engine/ElasticErrorFile.h"
@@ -36,6 +35,7 @@
 #include "core/plan/RunLayout.h"
 #include "core/plan/Topology.h"
 #include "storage/Merge.h"
+#include "storage/OutputPolicy.h"
 #include "storage/Schema.h"
 #include "storage/ShardWriter.h"
 
@@ -113,7 +113,7 @@ std::unique_ptr<storage::ShardWriter> openOwnShard(const std::string& out, int r
   }
   // `-o runs/x.db` works for a worker as it does for `run`: the folder is created (by whichever
   // rank of this host comes first; the others find it there).
-  createParentDirectories(shard);
+  storage::createParentDirectories(shard);
   try {
     return storage::ShardWriter::open(shard, level, rank, opts);
   } catch (const storage::ShardExists& e) {

@@ -13,11 +13,7 @@
 #include "app/Commands.h"
 #include "app/EngineExec.h"
 #include "app/ErrorBoundary.h"
-#include "app/LiveShards.h"
-#include "app/OutputPolicy.h"
 #include "app/RunChecks.h"
-#include "app/RunFileLock.h"
-#include "app/RunLiveness.h"
 #include "app/RunLoading.h"
 #include "app/WorkerRunVerdict.h"
 #include "app/report/CheckReport.h"
@@ -29,7 +25,11 @@
 #include "core/events/CapturedLayout.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
+#include "storage/LiveShards.h"
 #include "storage/Merge.h"
+#include "storage/OutputPolicy.h"
+#include "storage/RunFileLock.h"
+#include "storage/RunLiveness.h"
 #include "storage/RunReader.h"
 #include "storage/Schema.h"
 #include "storage/ShardWriter.h"
@@ -45,10 +45,11 @@ namespace {
 int compareCommand(const std::string& a, const std::string& b, const std::string& html,
                    const std::string& md, const std::string& json, double tol) {
   // Refuse a bad output before the (possibly long) load: nothing is printed, nothing lost.
-  const ClaimedReports claimed = claimReportOutputs({{"--html", html, ReportKind::CompareHtml},
-                                                     {"--md", md, ReportKind::CompareMarkdown},
-                                                     {"--json", json, ReportKind::CompareJson}},
-                                                    {a, b});
+  const storage::ClaimedReports claimed =
+      storage::claimReportOutputs({{"--html", html, storage::ReportKind::CompareHtml},
+                                   {"--md", md, storage::ReportKind::CompareMarkdown},
+                                   {"--json", json, storage::ReportKind::CompareJson}},
+                                  {a, b});
   // Payloads (level full) let the comparison judge values, not checksums or norms.  Only the
   // gradients the comparison judges are kept (core/analysis/Align.h): reduced and initial ones
   // with payloads, the per-microbatch ones (most of a run's rows, 1.4 GB of a 10^7-event run's
@@ -56,7 +57,7 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   storage::LoadOptions load;
   load.payloads = true;
   load.comparedGradients = true;
-  std::string liveA, liveB;  // app/RunLiveness.h
+  std::string liveA, liveB;  // storage/RunLiveness.h
   auto [ra, rb] = loadTwoWithProgress(a, b, load, load, &liveA, &liveB);
   analysis::CompareOptions opts;
   opts.labelA = a;
@@ -92,11 +93,11 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
 }
 
 int exportCommand(const std::string& run, const std::string& trace) {
-  claimReportOutputs({{"--chrome-trace", trace, ReportKind::ChromeTrace}}, {run});
+  storage::claimReportOutputs({{"--chrome-trace", trace, storage::ReportKind::ChromeTrace}}, {run});
   storage::LoadOptions load;
   load.timelineOnly = true;  // the trace shows actions, messages and diagnoses only
-  std::string live;          // app/RunLiveness.h
-  storage::RunModel model = loadWithProgress(run, load, &live);
+  std::string live;          // storage/RunLiveness.h
+  model::RunModel model = loadWithProgress(run, load, &live);
   (void)report::writeChromeTrace(model, trace);
   keepUntilExit(std::move(model));
   // A run being written: the trace holds what its ranks had committed (a snapshot).
@@ -115,7 +116,7 @@ struct Judgement {
   int silentRank = -1;  // WorkerRunVerdict::silentRank
 };
 // A failed or timed-out operation recorded by a rank decides the run (hung / failed).
-bool judgeByDiagnoses(const storage::RunModel& m, Judgement* j) {
+bool judgeByDiagnoses(const model::RunModel& m, Judgement* j) {
   for (const auto& d : m.diagnoses) {
     if (d.kind == "timeout" && analysis::completedLate(m, d.rank, d.iteration, d.actionSeq)) {
       continue;  // a captured job's operation reported stuck that completed after all
@@ -130,12 +131,12 @@ bool judgeByDiagnoses(const storage::RunModel& m, Judgement* j) {
   return false;
 }
 
-// A captured PyTorch job (core/capture) has no stagescope config or plan to judge it by.
-bool isCapturedRun(const storage::RunModel& m) {
+// A captured PyTorch job (app/capture) has no stagescope config or plan to judge it by.
+bool isCapturedRun(const model::RunModel& m) {
   return events::isCapturedConfig(m.info.configText);
 }
 
-Judgement judgeByRecords(const storage::RunModel& m, const plan::RunConfig& cfg) {
+Judgement judgeByRecords(const model::RunModel& m, const plan::RunConfig& cfg) {
   // Root cause first, as `stagescope run` orders it (killed > error > timeouts).
   const WorkerRunVerdict v = judgeWorkerRun(m, cfg);
   return {v.status, v.reason, v.silentRank};
@@ -208,7 +209,7 @@ void checkShardArgument(const std::string& shard, const std::string& run) {
   // merge recovers and judges such a shard, as it does one it finds by name.
   const bool killedWriter = (std::filesystem::file_size(shard, ec) == 0 && !ec) ||
                             std::filesystem::is_regular_file(shard + "-wal", ec);
-  if (!killedWriter && (!isStagescopeFile(shard) || isRunFile(shard)))
+  if (!killedWriter && (!storage::isStagescopeFile(shard) || storage::isRunFile(shard)))
     throw UsageError(what +
                      ": not a stagescope shard; expected a file written by `stagescope worker`");
 }
@@ -254,17 +255,17 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   for (const auto& shard : shards) checkShardArgument(shard, run);
   // The run file must be one (merge writes into it; it never replaces anything): `force`
   // here only means "an existing run file is what we want".
-  RunFileLock::throwIfHeld(run);
-  checkRunOutput(run, {config}, /*force=*/true, "RUN", /*ownShards=*/true);
-  if (create) createParentDirectories(run);
-  const RunFileLock lock = RunFileLock::acquire(run);
+  storage::RunFileLock::throwIfHeld(run);
+  storage::checkRunOutput(run, {config}, /*force=*/true, "RUN", /*ownShards=*/true);
+  if (create) storage::createParentDirectories(run);
+  const storage::RunFileLock lock = storage::RunFileLock::acquire(run);
   // An existing run file is read whole before anything is written into it: a file this build
   // cannot read (tampered schema, a view or trigger, a config it cannot parse) is refused
   // unchanged.
   if (!create) {
     // A writer's open rolls back the hot journal of a writer that died (merge's job).
     { const storage::Db recovered = storage::openStagescopeFile(run, /*writable=*/true); }
-    const storage::RunModel existing = storage::loadRun(run);
+    const model::RunModel existing = storage::loadRun(run);
     if (!isCapturedRun(existing)) (void)plan::parseConfig(existing.info.configText, run);
     refuseShardsOfAnotherRun(run, existing.info, inputs);
   }
@@ -292,8 +293,8 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // a snapshot, and its status is not judged: a peek must not brand a live run failed (it
   // was, for good: "killed by a signal (SIGKILL, the OOM killer)"). The merge after the run
   // ended judges it.
-  if (const auto live = liveShards(inputs); !live.empty()) {
-    const RunLiveness seen{static_cast<int>(inputs.size()), live, ""};
+  if (const auto live = storage::liveShards(inputs); !live.empty()) {
+    const storage::RunLiveness seen{static_cast<int>(inputs.size()), live, ""};
     std::printf("%s\n",
                 events::printableLine(
                     run + ": " + seen.line() +
@@ -310,7 +311,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // not the run's transfers and gradients, which are ~90 % of a big run's rows.
   storage::LoadOptions statusLoad;
   statusLoad.statusOnly = true;
-  const storage::RunModel m = storage::loadRun(run, statusLoad);
+  const model::RunModel m = storage::loadRun(run, statusLoad);
   // The config the run file recorded (the one given to --config when it was just created).
   Judgement judged{m.info.status, m.info.statusReason};
   if (isCapturedRun(m) && !create) {
@@ -382,6 +383,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
 namespace {
 
 using namespace stagescope::app;
+namespace storage = stagescope::storage;
 
 int cliMain(int argc, char** argv) {
   const auto cliRoot = newCommandLine(versionText(engineTorchLine()));
@@ -479,10 +481,11 @@ int cliMain(int argc, char** argv) {
   if (*planCmd) return planCommand(planConfig, planSet);
   if (*checkCmd) {
     files.bitwise = !tolerant;
-    files.text = claimReportOutputs({{"--junit", files.junit, ReportKind::CheckJUnit},
-                                     {"--json", files.json, ReportKind::CheckJson}},
+    files.text =
+        storage::claimReportOutputs({{"--junit", files.junit, storage::ReportKind::CheckJUnit},
+                                     {"--json", files.json, storage::ReportKind::CheckJson}},
                                     {checkRun, against})
-                     .humanText();
+            .humanText();
     return checkRunFile(checkRun, against, files);
   }
   if (*cmpCmd) return compareCommand(cmpA, cmpB, html, md, json, cmpTol);
@@ -491,8 +494,8 @@ int cliMain(int argc, char** argv) {
 #ifdef STAGESCOPE_HAVE_UI
   if (*guiCmd) {
     // Screenshots follow the output policy like any report, checked before the window opens.
-    claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(viewer),
-                           stagescope::ui::openedPaths(viewer));
+    storage::claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(viewer),
+                                    stagescope::ui::openedPaths(viewer));
     return stagescope::ui::runViewer(viewer);
   }
 #endif

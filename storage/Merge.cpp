@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "storage/Overview.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "storage/Schema.h"
 #include "storage/Sqlite.h"
 

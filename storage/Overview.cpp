@@ -5,7 +5,7 @@
 #include <map>
 
 #include "core/events/Limits.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "storage/Schema.h"
 
 namespace stagescope::storage {

@@ -9,7 +9,7 @@
 
 namespace stagescope::storage {
 
-void writeRunFile(const RunModel& model, const std::string& path) {
+void writeRunFile(const model::RunModel& model, const std::string& path) {
   // One shard per rank; a colocated rank's shard holds one `ranks` row per module it holds.
   int world = static_cast<int>(std::max(model.actions.size(), model.plan.size()));
   for (const auto& r : model.ranks) world = std::max(world, r.rank + 1);

@@ -5,12 +5,12 @@
 
 #include <string>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::storage {
 
 // Creates `path` (and its shards, removed after the merge).  Refuses an existing `path` or
 // shard: throws std::runtime_error naming the file.  Throws when writing or merging fails.
-void writeRunFile(const RunModel& model, const std::string& path);
+void writeRunFile(const model::RunModel& model, const std::string& path);
 
 }  // namespace stagescope::storage

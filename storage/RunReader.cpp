@@ -40,7 +40,7 @@ constexpr int64_t kInt32Max = INT32_MAX;
 // Reads tables of one file into a RunModel; every failure becomes a RunFileError.
 class Loader {
  public:
-  Loader(Db& db, RunModel& m, const LoadOptions& opts, std::function<void(float)>& progress)
+  Loader(Db& db, model::RunModel& m, const LoadOptions& opts, std::function<void(float)>& progress)
       : db_(db), m_(m), opts_(opts), progress_(progress) {}
   // The side threads use this Loader's dictionary and model: they stop before any member goes
   // (an error unwinding through load() leaves them running).
@@ -749,7 +749,7 @@ class Loader {
         } unpublish{r};
         if (r.cancelled) return;
         Transaction snapshot(db, false);
-        RunModel mine;
+        model::RunModel mine;
         mine.path = m_.path;
         mine.schemaVersion = m_.schemaVersion;
         mine.info.level = r.run.level;
@@ -791,10 +791,11 @@ class Loader {
     auto r = std::make_unique<TransferReader>();
     if (!sideReadable("transfers", *r) || !planTransferChunks(*r)) return;
     transfers_ = std::move(r);
-    startSide(*transfers_, "transfers", [reader = transfers_.get()](Loader& other, RunModel&) {
-      int64_t rows = 0;
-      other.takeTransferChunks(*reader, [&] { reader->counted(++rows); });
-    });
+    startSide(*transfers_, "transfers",
+              [reader = transfers_.get()](Loader& other, model::RunModel&) {
+                int64_t rows = 0;
+                other.takeTransferChunks(*reader, [&] { reader->counted(++rows); });
+              });
   }
 
   // Splits the transfers' rowids [r.min, r.max] into kTransferChunks ranges and sizes the
@@ -876,14 +877,15 @@ class Loader {
     m_.gradients = std::vector<events::GradientRecord>(static_cast<size_t>(n));
     planSlots(n, split, second, slots_, r->slots);
     second_ = std::move(r);
-    startSide(*second_, "gradients", [reader = second_.get()](Loader& other, RunModel& mine) {
-      int64_t rows = 0;
-      other.readGradientRows(reader->from, reader->to, [&](events::GradientRecord&& g) {
-        if (!reader->slots.put(std::move(g))) other.miscounted();
-        reader->counted(++rows);
-      });
-      reader->references = std::move(mine.referenceGradients);
-    });
+    startSide(*second_, "gradients",
+              [reader = second_.get()](Loader& other, model::RunModel& mine) {
+                int64_t rows = 0;
+                other.readGradientRows(reader->from, reader->to, [&](events::GradientRecord&& g) {
+                  if (!reader->slots.put(std::move(g))) other.miscounted();
+                  reader->counted(++rows);
+                });
+                reader->references = std::move(mine.referenceGradients);
+              });
   }
 
   // The slots of both threads: by iteration when the index gradients_by_param (iteration
@@ -1344,7 +1346,7 @@ class Loader {
   }
 
   Db& db_;
-  RunModel& m_;
+  model::RunModel& m_;
   const LoadOptions& opts_;
   std::function<void(float)>& progress_;
   int64_t total_ = 0, done_ = 0;
@@ -1401,7 +1403,7 @@ int64_t minusWrapping(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
 }
 
-void applyClockOffsets(RunModel& m) {
+void applyClockOffsets(model::RunModel& m) {
   for (size_t i = 0; i < m.ranks.size(); ++i) {
     const auto& r = m.ranks[i];
     if (i > 0 && m.ranks[i - 1].rank == r.rank) continue;  // a colocated rank's further rows
@@ -1445,7 +1447,7 @@ void sortActions(std::vector<std::vector<events::ActionRecord>>& lists) {
 }
 
 // Sorts transfers by (iteration, microbatch, edge, direction, srcRank, dstRank, side, file order).
-void sortTransfers(RunModel& m) {
+void sortTransfers(model::RunModel& m) {
   // The key packed into integers compared in order (3 compares, not 8): the loader bounded
   // every field (iteration < 2^20, microbatch + 1 < 2^17, ranks < 2^12; a direction is 0 or
   // 1, a side 0 or 1), so each field keeps its place and ordering.
@@ -1495,7 +1497,7 @@ bool sameMessage(const events::TransferRecord& a, const events::TransferRecord& 
 }
 
 // Pairs the k-th send with the k-th receive of each message key (transfers must be sorted).
-void pairTransfers(RunModel& m) {
+void pairTransfers(model::RunModel& m) {
   const auto& ts = m.transfers;
   std::vector<int64_t> sends, recvs;
   for (size_t g = 0; g < ts.size();) {
@@ -1506,7 +1508,7 @@ void pairTransfers(RunModel& m) {
     for (size_t i = g; i < end; ++i)
       (ts[i].side == events::Side::Send ? sends : recvs).push_back(static_cast<int64_t>(i));
     for (size_t k = 0; k < std::max(sends.size(), recvs.size()); ++k) {
-      TransferPair p;
+      model::TransferPair p;
       p.send = k < sends.size() ? sends[k] : -1;
       p.recv = k < recvs.size() ? recvs[k] : -1;
       if (p.complete()) {
@@ -1595,7 +1597,7 @@ void sortGradients(std::vector<events::GradientRecord>& gradients) {
   }
 }
 
-void sortRest(RunModel& m) {
+void sortRest(model::RunModel& m) {
   std::stable_sort(m.collectives.begin(), m.collectives.end(), [](const auto& a, const auto& b) {
     return std::tie(a.iteration, a.group, a.groupSeq, a.rank) <
            std::tie(b.iteration, b.group, b.groupSeq, b.rank);
@@ -1626,7 +1628,7 @@ void sortRest(RunModel& m) {
                    });
 }
 
-void computeTimeRange(RunModel& m) {
+void computeTimeRange(model::RunModel& m) {
   bool any = false;
   auto take = [&](int64_t start, int64_t end) {
     if (!any) {
@@ -1645,13 +1647,13 @@ void computeTimeRange(RunModel& m) {
 
 }  // namespace
 
-bool sameRunRow(const RunModel& a, const RunModel& b) {
+bool sameRunRow(const model::RunModel& a, const model::RunModel& b) {
   return a.schemaVersion == b.schemaVersion && a.info.runId == b.info.runId &&
          a.info.configHash == b.info.configHash && a.info.status == b.info.status &&
          a.info.endUnixMs == b.info.endUnixMs;
 }
 
-void mergeDetails(RunModel& timeline, RunModel&& details) {
+void mergeDetails(model::RunModel& timeline, model::RunModel&& details) {
   timeline.plan = std::move(details.plan);
   timeline.gradients = std::move(details.gradients);
   timeline.gradientsNotLoaded = details.gradientsNotLoaded;
@@ -1674,14 +1676,14 @@ bool loadsInPhases(const std::string& path, const LoadOptions& opts) {
 // The timeline on this thread, the details on another; nullopt when either failed, they read
 // different run rows, or the run is still running (the caller then reads serially, in one
 // snapshot).  Progress: the mean of the two.
-std::optional<RunModel> loadInPhases(const std::string& path, const LoadOptions& opts,
-                                     const std::function<void(float)>& progress) {
+std::optional<model::RunModel> loadInPhases(const std::string& path, const LoadOptions& opts,
+                                            const std::function<void(float)>& progress) {
   LoadOptions timelineOpts = opts, detailsOpts = opts;
   timelineOpts.timelineOnly = true;
   detailsOpts.detailsOnly = true;
   timelineOpts.parallelPhasesFromBytes = detailsOpts.parallelPhasesFromBytes = 0;
   std::atomic<float> detailsDone{0};
-  std::optional<RunModel> details;
+  std::optional<model::RunModel> details;
   std::exception_ptr detailsError;
   std::thread second([&] {
     try {
@@ -1697,7 +1699,7 @@ std::optional<RunModel> loadInPhases(const std::string& path, const LoadOptions&
       progress(
           std::min(0.99f, 0.5f * (timelineDone + detailsDone.load(std::memory_order_relaxed))));
   };
-  std::optional<RunModel> timeline;
+  std::optional<model::RunModel> timeline;
   try {
     timeline = loadRun(path, timelineOpts, report);
   } catch (...) {
@@ -1718,15 +1720,15 @@ std::optional<RunModel> loadInPhases(const std::string& path, const LoadOptions&
 
 }  // namespace
 
-RunModel loadRun(const std::string& path, const LoadOptions& opts,
-                 std::function<void(float)> progress) {
+model::RunModel loadRun(const std::string& path, const LoadOptions& opts,
+                        std::function<void(float)> progress) {
   if (loadsInPhases(path, opts)) {
     if (auto whole = loadInPhases(path, opts, progress)) {
       if (progress) progress(1.0f);
       return std::move(*whole);
     }
   }
-  RunModel m;
+  model::RunModel m;
   m.path = path;
   Db db = openStagescopeFile(path, false);
   try {

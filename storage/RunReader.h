@@ -1,4 +1,4 @@
-// RunReader: loads a run file (or a single shard) into the read model of storage/RunModel.h.
+// RunReader: loads a run file (or a single shard) into the read model of storage/RunFileError.h.
 //
 // Contract: loadRun never crashes on a bad file; it throws RunFileError (NotFound,
 // NotARunFile, NewerVersion, Corrupt) whose message names the file and the reason.  The model's
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::storage {
 
@@ -66,17 +66,17 @@ struct LoadOptions {
 
 // Loads the run file at `path`.  `progress` (optional) is called with a fraction in [0, 1] from
 // the calling thread as tables are read.
-RunModel loadRun(const std::string& path, const LoadOptions& opts = {},
-                 std::function<void(float)> progress = {});
+model::RunModel loadRun(const std::string& path, const LoadOptions& opts = {},
+                        std::function<void(float)> progress = {});
 
 // Whether two loads of one path read the same run row (schema version, run id, config hash,
 // status, end time): a file replaced or finished between them differs in one of these.
-bool sameRunRow(const RunModel& a, const RunModel& b);
+bool sameRunRow(const model::RunModel& a, const model::RunModel& b);
 
 // Moves what a detailsOnly load read (plan, gradients and gradientsNotLoaded, losses, inputs,
 // the reference) into `timeline`, a timelineOnly load of the same file (sameRunRow): together
 // they are the whole model a serial load gives.
-void mergeDetails(RunModel& timeline, RunModel&& details);
+void mergeDetails(model::RunModel& timeline, model::RunModel&& details);
 
 // The payload bytes of transfer `transferId` (RunModel::transferIds); empty when the transfer
 // has no payload or no such transfer exists.  Throws RunFileError like loadRun.
@@ -84,8 +84,8 @@ std::vector<uint8_t> loadTransferPayload(const std::string& path, int64_t transf
 
 // The same two operations under the names the GUI uses.
 struct RunReader {
-  static RunModel load(const std::string& path, const LoadOptions& opts = {},
-                       std::function<void(float)> progress = {}) {
+  static model::RunModel load(const std::string& path, const LoadOptions& opts = {},
+                              std::function<void(float)> progress = {}) {
     return loadRun(path, opts, std::move(progress));
   }
   static std::vector<uint8_t> transferPayload(const std::string& path, int64_t transferId) {

@@ -163,7 +163,7 @@ std::vector<TableDef> makeTables() {
                 {"time_ns", "INTEGER"},
                 shardId},
                true});
-  // Collectives of captured jobs (core/capture): one row per member per collective.
+  // Collectives of captured jobs (app/capture): one row per member per collective.
   t.push_back({"collectives",
                concat(concat({{"id", "INTEGER PRIMARY KEY"},
                               {"rank", "INTEGER NOT NULL"},

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/events/Events.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "storage/Sqlite.h"
 
 namespace stagescope::storage {

@@ -64,7 +64,7 @@ void RunSlot::startDetails(const std::string& p) {
   detailsProgress_ = 0;
   detailsThread_ = std::thread([this, p] {
     std::string err = attempt([this, &p] {
-      storage::RunModel details = readDetails(p, [this](float f) {
+      model::RunModel details = readDetails(p, [this](float f) {
         if (cancel_) throw Cancelled{};
         detailsProgress_ = 0.9f * f;
       });
@@ -156,7 +156,7 @@ RunSlot::Change RunSlot::poll(bool holdTimeline, bool holdDetails) {
       // Both reads are done and no other thread reads the run now: check that the details
       // are the same run's, merge, then judge the whole model on a thread (the UI thread
       // keeps drawing it meanwhile; both only read).
-      storage::RunModel details;
+      model::RunModel details;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!resultDetails_) {  // never without an error (above); said rather than assumed

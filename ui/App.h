@@ -88,7 +88,7 @@ class RunSlot {
   std::mutex mutex_;
   std::shared_ptr<LoadedRun> result_;
   std::shared_ptr<const analysis::Comparison> resultComparison_;
-  std::optional<storage::RunModel> resultDetails_;
+  std::optional<model::RunModel> resultDetails_;
   std::optional<RunProblems> resultProblems_;
   std::string resultError_;
   std::chrono::steady_clock::time_point detailsStart_;
@@ -390,6 +390,6 @@ constexpr uintmax_t kMaxSettingsBytes = 1 << 20;
 std::string settingsFileProblem(const std::string& path);
 
 // Transfers recorded by one action (indices into RunModel::transfers).
-std::vector<int64_t> transfersOfAction(const storage::RunModel& model, int rank, int64_t action);
+std::vector<int64_t> transfersOfAction(const model::RunModel& model, int rank, int64_t action);
 
 }  // namespace stagescope::ui

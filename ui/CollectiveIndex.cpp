@@ -4,7 +4,7 @@
 
 namespace stagescope::ui {
 
-CollectiveIndex indexCollectives(const storage::RunModel& model) {
+CollectiveIndex indexCollectives(const model::RunModel& model) {
   CollectiveIndex ix;
   ix.instances = analysis::collectiveInstances(model);
   ix.endOfRunNs = model.maxTimeNs;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/analysis/Collectives.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::ui {
 
@@ -27,6 +27,6 @@ struct CollectiveIndex {
   std::vector<int32_t> visible(int64_t t0, int64_t t1) const;
 };
 
-CollectiveIndex indexCollectives(const storage::RunModel& model);
+CollectiveIndex indexCollectives(const model::RunModel& model);
 
 }  // namespace stagescope::ui

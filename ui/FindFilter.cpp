@@ -9,13 +9,13 @@ namespace {
 
 // The module of an action: its own; a rank-wide action (module "") belongs to every module its
 // rank holds (a colocated rank holds several).
-bool actionOfModule(const storage::RunModel& model, const events::ActionRecord& a,
+bool actionOfModule(const model::RunModel& model, const events::ActionRecord& a,
                     const std::string& module) {
   if (!a.module.empty()) return a.module == module;
   return model.rankInfo(a.rank, module) != nullptr;
 }
 
-bool matchesTransfer(const storage::RunModel& model, const FindQuery& q, size_t i,
+bool matchesTransfer(const model::RunModel& model, const FindQuery& q, size_t i,
                      const std::vector<char>& mismatched) {
   const auto& t = model.transfers[i];
   if (q.rank >= 0 && t.srcRank != q.rank && t.dstRank != q.rank) return false;
@@ -31,7 +31,7 @@ bool matchesTransfer(const storage::RunModel& model, const FindQuery& q, size_t 
   return true;
 }
 
-bool matchesGradient(const storage::RunModel& model, const FindQuery& q, size_t i) {
+bool matchesGradient(const model::RunModel& model, const FindQuery& q, size_t i) {
   const auto& g = model.gradients[i];
   if (q.mismatch) return false;
   if (q.rank >= 0 && g.rank != q.rank) return false;
@@ -45,7 +45,7 @@ bool matchesGradient(const storage::RunModel& model, const FindQuery& q, size_t 
 
 }  // namespace
 
-std::vector<FindHit> findItems(const storage::RunModel& model, const FindQuery& q, size_t limit,
+std::vector<FindHit> findItems(const model::RunModel& model, const FindQuery& q, size_t limit,
                                size_t* total, const ReplayOrder* causal) {
   std::vector<FindHit> out;
   size_t count = 0;

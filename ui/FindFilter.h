@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::ui {
 
@@ -35,7 +35,7 @@ class ReplayOrder;
 // At most `limit` hits, in model order; `total` receives the full count.  With `causal`, a
 // NaN/Inf query lists transfers and gradients in causal order instead (the first hit is where
 // a non-finite value first appeared: nonFiniteInCausalOrder).
-std::vector<FindHit> findItems(const storage::RunModel& model, const FindQuery& q, size_t limit,
+std::vector<FindHit> findItems(const model::RunModel& model, const FindQuery& q, size_t limit,
                                size_t* total = nullptr, const ReplayOrder* causal = nullptr);
 
 }  // namespace stagescope::ui

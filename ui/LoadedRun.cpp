@@ -1,6 +1,6 @@
 #include "ui/LoadedRun.h"
 
-#include "app/RunLiveness.h"
+#include "storage/RunLiveness.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,7 +18,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 
 // The indexes of the timeline: everything but the verdicts (problems), which need the details.
-std::shared_ptr<LoadedRun> indexTimeline(storage::RunModel model) {
+std::shared_ptr<LoadedRun> indexTimeline(model::RunModel model) {
   auto t0 = std::chrono::steady_clock::now();
   auto run = std::make_shared<LoadedRun>();
   run->model = std::move(model);
@@ -66,7 +66,7 @@ std::shared_ptr<LoadedRun> indexTimeline(storage::RunModel model) {
 
 }  // namespace
 
-std::shared_ptr<LoadedRun> indexRun(storage::RunModel model) {
+std::shared_ptr<LoadedRun> indexRun(model::RunModel model) {
   auto run = indexTimeline(std::move(model));
   completeDetails(*run, judgeRun(*run));
   return run;
@@ -94,8 +94,8 @@ std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
   storage::LoadOptions opts;
   opts.timelineOnly = true;
   // The reader's own progress takes 90 %, indexing the rest.
-  std::string live;  // whether the run is being written (app/RunLiveness.h), as the CLI says
-  storage::RunModel model = app::loadObserved(
+  std::string live;  // whether the run is being written (storage/RunLiveness.h), as the CLI says
+  model::RunModel model = storage::loadObserved(
       path, opts,
       [&progress](float f) {
         if (progress) progress(0.9f * f);
@@ -109,13 +109,13 @@ std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
   return run;
 }
 
-storage::RunModel readDetails(const std::string& path, const std::function<void(float)>& progress) {
+model::RunModel readDetails(const std::string& path, const std::function<void(float)>& progress) {
   storage::LoadOptions opts;
   opts.detailsOnly = true;
   return storage::loadRun(path, opts, progress);
 }
 
-void checkSameRun(const LoadedRun& run, const storage::RunModel& details) {
+void checkSameRun(const LoadedRun& run, const model::RunModel& details) {
   const auto& a = run.model.info;
   const auto& b = details.info;
   if (!storage::sameRunRow(run.model, details))
@@ -126,13 +126,13 @@ void checkSameRun(const LoadedRun& run, const storage::RunModel& details) {
                                     events::toString(b.status) + " now): open it again");
 }
 
-storage::RunModel loadDetails(const LoadedRun& run, const std::function<void(float)>& progress) {
-  storage::RunModel d = readDetails(run.model.path, progress);
+model::RunModel loadDetails(const LoadedRun& run, const std::function<void(float)>& progress) {
+  model::RunModel d = readDetails(run.model.path, progress);
   checkSameRun(run, d);
   return d;
 }
 
-void mergeDetails(LoadedRun& run, storage::RunModel&& details) {
+void mergeDetails(LoadedRun& run, model::RunModel&& details) {
   storage::mergeDetails(run.model, std::move(details));
 }
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/analysis/Bubble.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "ui/CollectiveIndex.h"
 #include "ui/RankRows.h"
 #include "ui/ReplayOrder.h"
@@ -29,7 +29,7 @@
 namespace stagescope::ui {
 
 struct LoadedRun {
-  storage::RunModel model;
+  model::RunModel model;
   std::vector<RankRow> rows;
   std::vector<int> rowOfRank;
   std::vector<PairActions> pairActions;
@@ -50,7 +50,7 @@ struct LoadedRun {
   // gradients, the compare) may run or show before; each says "loading details…" instead.
   bool detailsLoaded = false;
   // "live, N of M ranks still writing (...)" when the run was being written as its timeline
-  // was read (app/RunLiveness.h): the view is a snapshot and the banner says so; "" otherwise.
+  // was read (storage/RunLiveness.h): the view is a snapshot and the banner says so; "" otherwise.
   std::string live;
   double loadSeconds = 0, indexSeconds = 0;  // the timeline: read, index
   double detailsSeconds = 0;  // the details: read (alongside the timeline's), merge, judge
@@ -65,7 +65,7 @@ struct LoadedRun {
 };
 
 // Derives the indexes of a whole loaded model (details included: detailsLoaded is true).
-std::shared_ptr<LoadedRun> indexRun(storage::RunModel model);
+std::shared_ptr<LoadedRun> indexRun(model::RunModel model);
 
 // Opens the whole run file `path` (both phases, one after the other).  Throws
 // storage::RunFileError (or std::exception) with a message naming the file.
@@ -78,17 +78,16 @@ std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
 // Phase 2 (any thread; reads the file only): the details of `path` (LoadOptions::detailsOnly).
 // May run while openTimeline reads the same file (its own SQLite connection).  Throws like
 // openRun.
-storage::RunModel readDetails(const std::string& path,
-                              const std::function<void(float)>& progress = {});
+model::RunModel readDetails(const std::string& path,
+                            const std::function<void(float)>& progress = {});
 // Throws storage::RunFileError (naming run.model.path) unless `details` were read from the same
 // run as `run`'s timeline (run id, config hash, status, end time, schema version): a file
 // replaced between the two reads would pair one run's timeline with another's gradients.
-void checkSameRun(const LoadedRun& run, const storage::RunModel& details);
+void checkSameRun(const LoadedRun& run, const model::RunModel& details);
 // readDetails(run.model.path) then checkSameRun.
-storage::RunModel loadDetails(const LoadedRun& run,
-                              const std::function<void(float)>& progress = {});
+model::RunModel loadDetails(const LoadedRun& run, const std::function<void(float)>& progress = {});
 // Moves `details` into run.model.  Call with no other thread reading `run`.
-void mergeDetails(LoadedRun& run, storage::RunModel&& details);
+void mergeDetails(LoadedRun& run, model::RunModel&& details);
 // The verdicts over the whole (merged) model: findProblems.  Only reads `run`.
 RunProblems judgeRun(const LoadedRun& run);
 // Takes the verdicts: detailsLoaded becomes true.  Call with no other thread reading `run`.

@@ -14,7 +14,7 @@ int RankRow::laneOf(const std::string& module) const {
   return -1;
 }
 
-std::vector<RankRow> orderRankRows(const storage::RunModel& model) {
+std::vector<RankRow> orderRankRows(const model::RunModel& model) {
   const auto& modules = model.info.modules;
   auto moduleIndex = [&](const std::string& name) {
     for (size_t i = 0; i < modules.size(); ++i)

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::ui {
 
@@ -35,7 +35,7 @@ struct RankRow {
   int laneOf(const std::string& module) const;
 };
 
-std::vector<RankRow> orderRankRows(const storage::RunModel& model);
+std::vector<RankRow> orderRankRows(const model::RunModel& model);
 
 // The inverse: row index of every rank (-1 for ranks without a row).
 std::vector<int> rowOfRank(const std::vector<RankRow>& rows, int worldSize);

@@ -12,7 +12,7 @@
 
 namespace stagescope::ui {
 
-std::vector<PairActions> pairActions(const storage::RunModel& model) {
+std::vector<PairActions> pairActions(const model::RunModel& model) {
   std::vector<PairActions> out(model.pairs.size());
   const analysis::ActionIndex actions(model);
   for (size_t i = 0; i < model.pairs.size(); ++i) {
@@ -31,7 +31,7 @@ std::vector<PairActions> pairActions(const storage::RunModel& model) {
   return out;
 }
 
-ReplayOrder ReplayOrder::build(const storage::RunModel& model,
+ReplayOrder ReplayOrder::build(const model::RunModel& model,
                                const std::vector<PairActions>& pairs) {
   ReplayOrder o;
   const int world = static_cast<int>(model.actions.size());

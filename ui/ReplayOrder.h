@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::ui {
 
@@ -31,11 +31,11 @@ struct PairActions {
   int32_t recvRank = -1, recvAction = -1;
 };
 
-std::vector<PairActions> pairActions(const storage::RunModel& model);
+std::vector<PairActions> pairActions(const model::RunModel& model);
 
 class ReplayOrder {
  public:
-  static ReplayOrder build(const storage::RunModel& model, const std::vector<PairActions>& pairs);
+  static ReplayOrder build(const model::RunModel& model, const std::vector<PairActions>& pairs);
 
   const std::vector<ReplayStep>& steps() const { return steps_; }
   size_t size() const { return steps_.size(); }

@@ -19,8 +19,8 @@ std::shared_ptr<const analysis::Comparison> compareForViewer(const LoadedRun& a,
   if (full && !a.model.path.empty() && !b.model.path.empty()) {
     storage::LoadOptions load;
     load.payloads = true;
-    const storage::RunModel pa = storage::loadRun(a.model.path, load);
-    const storage::RunModel pb = storage::loadRun(b.model.path, load);
+    const model::RunModel pa = storage::loadRun(a.model.path, load);
+    const model::RunModel pb = storage::loadRun(b.model.path, load);
     return std::make_shared<const analysis::Comparison>(analysis::compareRuns(pa, pb, opts));
   }
   return std::make_shared<const analysis::Comparison>(

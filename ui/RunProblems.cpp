@@ -107,7 +107,7 @@ int32_t firstUnexecuted(const std::vector<events::ActionRecord>& plan,
 // action cost 5 M nodes at 10^7 actions, built even when no record needed it.
 class ActionLookup {
  public:
-  explicit ActionLookup(const storage::RunModel& m) : model_(m) {}
+  explicit ActionLookup(const model::RunModel& m) : model_(m) {}
   // The last action of (kind, microbatch) of `iteration` on `rank` (microbatch -1: the
   // action's own microbatch must be -1, as for DpReduce and OptimizerStep).
   int32_t find(int rank, int iteration, ActionKind kind, int microbatch) const {
@@ -133,13 +133,12 @@ class ActionLookup {
     return best;
   }
 
-  const storage::RunModel& model_;
+  const model::RunModel& model_;
 };
 
 }  // namespace
 
-std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& m,
-                                              const ReplayOrder& replay) {
+std::vector<NonFinite> nonFiniteInCausalOrder(const model::RunModel& m, const ReplayOrder& replay) {
   // The list and its order are core/analysis's (what `check` names first); the action found
   // here only tells the viewer where to navigate.
   ActionLookup lookup(m);
@@ -187,7 +186,7 @@ std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& m,
   return out;
 }
 
-RunProblems findProblems(const storage::RunModel& m, const ReplayOrder& replay) {
+RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
   RunProblems out;
   const int world = static_cast<int>(m.actions.size());
   out.ranks.resize(world);

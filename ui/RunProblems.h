@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/analysis/PlanConformance.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "ui/ReplayOrder.h"
 
 namespace stagescope::ui {
@@ -77,11 +77,11 @@ struct RunProblems {
   bool any() const { return firstStuckRank >= 0 || firstNonFinite.kind != NonFinite::Kind::None; }
 };
 
-RunProblems findProblems(const storage::RunModel& model, const ReplayOrder& replay);
+RunProblems findProblems(const model::RunModel& model, const ReplayOrder& replay);
 
 // Non-finite records in causal order: analysis::CausalOrder, the order `check` names its
 // first NaN/Inf by (findProblems' firstNonFinite is the first of these).
-std::vector<NonFinite> nonFiniteInCausalOrder(const storage::RunModel& model,
+std::vector<NonFinite> nonFiniteInCausalOrder(const model::RunModel& model,
                                               const ReplayOrder& replay);
 
 }  // namespace stagescope::ui

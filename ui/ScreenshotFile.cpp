@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "app/report/TextFile.h"
+#include "storage/TextFile.h"
 
 namespace stagescope::ui {
 namespace {

@@ -6,7 +6,7 @@
 // replaces only its own kind).  writeScreenshotFiles writes the PNG and its ".probes" text
 // through temporary files renamed over the targets (report::AtomicFile): a full disk or a
 // signal leaves each target as it was or complete.  Whether the paths may be written at all is
-// decided before the viewer starts (app/OutputPolicy: claimScreenshotOutputs).
+// decided before the viewer starts (storage/OutputPolicy: claimScreenshotOutputs).
 #pragma once
 
 #include <string>

@@ -9,7 +9,7 @@
 namespace stagescope::ui {
 namespace {
 
-std::string describe(const storage::RunModel& m, const NonFinite& n) {
+std::string describe(const model::RunModel& m, const NonFinite& n) {
   char buf[256];
   switch (n.kind) {
     case NonFinite::Kind::Transfer: {

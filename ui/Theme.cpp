@@ -171,7 +171,7 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-std::vector<int64_t> transfersOfAction(const storage::RunModel& model, int rank, int64_t action) {
+std::vector<int64_t> transfersOfAction(const model::RunModel& model, int rank, int64_t action) {
   std::vector<int64_t> out;
   if (rank < 0 || rank >= static_cast<int>(model.actions.size())) return out;
   if (action < 0 || action >= static_cast<int64_t>(model.actions[rank].size())) return out;

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <string>
 
-#include "app/OutputPolicy.h"
 #include "core/events/Printable.h"
+#include "storage/OutputPolicy.h"
 #include "ui/Viewer.h"
 
 int main(int argc, char** argv) {
@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
   // Screenshots follow stagescope's output policy (README "Output files"), checked before the
   // window opens: a refused path changes nothing.  Exit codes as `stagescope gui`.
   try {
-    stagescope::app::claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(o),
-                                            stagescope::ui::openedPaths(o));
-  } catch (const stagescope::app::OutputRefused& e) {
+    stagescope::storage::claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(o),
+                                                stagescope::ui::openedPaths(o));
+  } catch (const stagescope::storage::OutputRefused& e) {
     std::fprintf(stderr, "error: %s\n", stagescope::events::printableLine(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/report/Escape.h"
-#include "app/report/TextFile.h"
 #include "core/events/Printable.h"
+#include "storage/TextFile.h"
 
 namespace stagescope::report {
 

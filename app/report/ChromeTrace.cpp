@@ -11,10 +11,10 @@
 #include <string_view>
 
 #include "app/report/Escape.h"
-#include "app/report/TextFile.h"
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Collectives.h"
 #include "core/events/Limits.h"
+#include "storage/TextFile.h"
 
 namespace stagescope::report {
 

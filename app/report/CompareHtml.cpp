@@ -7,7 +7,7 @@
 
 #include "app/report/CompareReport.h"
 #include "app/report/Escape.h"
-#include "app/report/TextFile.h"
+#include "storage/TextFile.h"
 
 namespace stagescope::report {
 

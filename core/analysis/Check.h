@@ -109,7 +109,7 @@ struct CheckOptions {
   // Classes to run; empty = all.  Names as in the table above.
   std::vector<std::string> only;
   // "live, N of M ranks still writing (...)" when the run was being written as it was read
-  // (app/RunLiveness.h): a snapshot, never a finished run: run_status fails and says so.
+  // (storage/RunLiveness.h): a snapshot, never a finished run: run_status fails and says so.
   std::string live;
 };
 

@@ -1,4 +1,4 @@
-// A captured job (core/capture) judged against stagescope's plan of its layout
+// A captured job (app/capture) judged against stagescope's plan of its layout
 // (docs/capture.md "Judging a job against the plan").  The layout is the one the job declared
 // in the run file (stagescope_torch.megatron.declare_layout) or a config the user gives
 // (`check --plan CONFIG`); the plan is core/plan's, the one stagescope's engine executes.

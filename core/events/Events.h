@@ -220,7 +220,7 @@ struct RunInfo {
 };
 
 // One collective operation (all_reduce, broadcast, all_gather, ...) as seen by one member
-// of its group.  Written by captured jobs (core/capture); stagescope's own engine records its
+// of its group.  Written by captured jobs (app/capture); stagescope's own engine records its
 // reductions as actions.  The same collective on every member has the same (group,
 // iteration, groupSeq).
 struct CollectiveRecord {

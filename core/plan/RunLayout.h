@@ -1,6 +1,6 @@
 // What the run file says about a layout: the `modules` rows of a config and the `ranks` rows of
 // a plan (docs/run-file.md).  One home for both, used by stagescope's own runs (app/) and by a
-// captured job that declared its layout (core/capture): the same layout reads the same in the
+// captured job that declared its layout (app/capture): the same layout reads the same in the
 // viewer, check and export whoever recorded it.
 #pragma once
 

@@ -1,5 +1,5 @@
 """Two ranks that overwrite their buffers the moment an op is complete, used to test when the
-stagescope backend takes the bytes it digests (core/capture/DigestWorker.h): a send's at post,
+stagescope backend takes the bytes it digests (app/capture/DigestWorker.h): a send's at post,
 a receive's and an all_reduce's result at completion.  The digests run on a background thread,
 so a backend that read the job's tensor there (instead of its own copy) would record the
 overwritten values.

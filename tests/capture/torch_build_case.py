@@ -1,5 +1,5 @@
 """stagescope_torch refuses, in one line, a torch other than the build it was compiled against
-(core/capture/CMakeLists.txt bakes torch's version and git revision into the package): once in
+(app/capture/CMakeLists.txt bakes torch's version and git revision into the package): once in
 Python before the extension is loaded, once in the extension itself for an import that gets
 past the first check.  Runs with the suite's Python and its own build of the module."""
 

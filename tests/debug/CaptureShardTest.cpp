@@ -1,4 +1,4 @@
-// A captured rank (the `stagescope` c10d backend, core/capture) creates its shard and never
+// A captured rank (the `stagescope` c10d backend, app/capture) creates its shard and never
 // replaces a file it did not create: a file at the shard's path stops the rank with one line
 // naming it, and the file stays byte for byte as it was (README "Output files").
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <iterator>
 #include <string>
 
-#include "core/capture/CaptureSession.h"
+#include "app/capture/CaptureSession.h"
 
 namespace stagescope::capture {
 namespace {

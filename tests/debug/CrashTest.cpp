@@ -60,7 +60,7 @@ bool noStrays(const std::string& runPath, double seconds) {
 }
 
 // Ranks with at least one recorded action of `iteration`.
-std::set<int> ranksWithActions(const storage::RunModel& run, int iteration) {
+std::set<int> ranksWithActions(const model::RunModel& run, int iteration) {
   std::set<int> ranks;
   for (size_t r = 0; r < run.actions.size(); ++r) {
     for (const auto& a : run.actions[r]) {
@@ -87,7 +87,7 @@ TEST_P(RankKill, RunFileSaysWhoDiedAndKeepsCommittedRecords) {
   const KillPoint& k = GetParam();
   RunOutput out = runStagescope(debugConfig("pipe3"), {"--fault", k.fault}, "kill-" + k.name, 120);
   EXPECT_EQ(out.exitCode, 10) << out.output;
-  storage::RunModel run = storage::loadRun(out.runPath);
+  model::RunModel run = storage::loadRun(out.runPath);
   EXPECT_EQ(run.info.status, events::RunStatus::Failed);
   const std::string who = "rank " + std::to_string(k.rank) + " was killed by signal 9";
   EXPECT_NE(run.info.statusReason.find(who), std::string::npos) << run.info.statusReason;
@@ -178,7 +178,7 @@ TEST_P(LauncherSignal, StopsAllRanksAndMarksTheRunKilled) {
   EXPECT_EQ(WEXITSTATUS(status), 10);
   EXPECT_TRUE(noStrays(l.runPath, 5));
 
-  storage::RunModel run = storage::loadRun(l.runPath);
+  model::RunModel run = storage::loadRun(l.runPath);
   EXPECT_EQ(run.info.status, events::RunStatus::Killed);
   const std::string expect = sig == SIGINT   ? "SIGINT (Ctrl-C)"
                              : sig == SIGHUP ? "SIGHUP (its terminal was closed)"
@@ -210,7 +210,7 @@ TEST(LauncherKill, MergeSaysTheRanksStoppedTogetherAndBlamesNoRank) {
   EXPECT_NE(merged.output.find(want), std::string::npos) << merged.output;
   EXPECT_NE(merged.output.find("they were stopped together"), std::string::npos) << merged.output;
   EXPECT_EQ(merged.output.find("OOM"), std::string::npos) << merged.output;
-  storage::RunModel run = storage::loadRun(l.runPath);
+  model::RunModel run = storage::loadRun(l.runPath);
   EXPECT_EQ(run.info.status, events::RunStatus::Killed);
 }
 
@@ -250,7 +250,7 @@ TEST(LauncherOutput, ClosedOutputPipeDoesNotStopTheRun) {
   EXPECT_TRUE(WIFEXITED(status)) << "the launcher died of signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(noStrays(runPath, 5));
-  storage::RunModel run = storage::loadRun(runPath);
+  model::RunModel run = storage::loadRun(runPath);
   EXPECT_EQ(run.info.status, events::RunStatus::Completed) << run.info.statusReason;
   EXPECT_EQ(ranksWithActions(run, 39), (std::set<int>{0, 1, 2}));
   EXPECT_FALSE(fs::exists(runPath + ".lock"));
@@ -281,11 +281,11 @@ TEST(LauncherKill, RanksDieWithTheLauncherAndShardsMerge) {
   double took = 0;
   ASSERT_NE(waitFor(l.pid, 10, &took), -1);
   EXPECT_TRUE(noStrays(l.runPath, 10));
-  storage::RunModel before = storage::loadRun(l.runPath);
+  model::RunModel before = storage::loadRun(l.runPath);
   EXPECT_EQ(before.info.status, events::RunStatus::Running);
   CliResult merged = runCli({"merge", l.runPath});
   EXPECT_EQ(merged.exitCode, 0) << merged.output;
-  storage::RunModel run = storage::loadRun(l.runPath);
+  model::RunModel run = storage::loadRun(l.runPath);
   EXPECT_EQ(ranksWithActions(run, 0), (std::set<int>{0, 1, 2}));
   // `check` reports the unfinished run with the run_status code, without crashing.
   CliResult check = runCli({"check", l.runPath});

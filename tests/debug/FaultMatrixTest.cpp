@@ -42,7 +42,7 @@ TEST_P(FaultMatrix, DiagnosisNamesTheFault) {
   for (const auto& f : c.fragments) {
     EXPECT_NE(out.output.find(f), std::string::npos) << "missing: " << f << "\n" << out.output;
   }
-  storage::RunModel run = storage::loadRun(out.runPath);
+  model::RunModel run = storage::loadRun(out.runPath);
   EXPECT_EQ(events::toString(run.info.status), c.status);
   if (c.status == "hung") {
     // A planted hang ends by its timeout, not by a wait that ignores it (Gloo's own default is
@@ -194,7 +194,7 @@ TEST(FaultHang, WaitForGraphIsRecorded) {
                                 {"--fault", "drop:iteration=0,microbatch=1,module=llm,stage=0"},
                                 "hang-graph", 120);
   EXPECT_EQ(out.exitCode, 10) << out.output;
-  storage::RunModel run = storage::loadRun(out.runPath);
+  model::RunModel run = storage::loadRun(out.runPath);
   EXPECT_EQ(run.info.status, events::RunStatus::Hung);
   EXPECT_NE(run.info.statusReason.find("cycle rank 1 -> rank 2 -> rank 1"), std::string::npos)
       << run.info.statusReason;
@@ -275,7 +275,7 @@ TEST(FaultDelay, RecordedTimeCoversTheDelay) {
        "delay:iteration=0,microbatch=2,module=llm,stage=0,direction=activation,delay=1.5"},
       "delay-time", 120);
   ASSERT_EQ(out.exitCode, 0) << out.output;
-  storage::RunModel run = storage::loadRun(out.runPath);
+  model::RunModel run = storage::loadRun(out.runPath);
   int found = 0;
   for (const auto& t : run.transfers) {
     if (t.iteration != 0 || t.microbatch != 2 || t.edge != "llm:pp0->pp1" ||
@@ -300,7 +300,7 @@ TEST(FaultKill, RunWithoutCheckExitsWithRunStatus) {
   EXPECT_EQ(out.exitCode, 10) << out.output;
   EXPECT_NE(out.output.find("rank 1 was killed by signal 9"), std::string::npos) << out.output;
   // How each process ended is data in the run file: the viewer marks rank 1 killed from it.
-  storage::RunModel run = storage::loadRun(out.runPath);
+  model::RunModel run = storage::loadRun(out.runPath);
   bool killed = false;
   for (const auto& d : run.diagnoses) killed |= d.rank == 1 && d.kind == "rank_killed";
   EXPECT_TRUE(killed);

@@ -321,7 +321,7 @@ TEST(HostileCli, FullDiskFailsTheRunWithAReason) {
                          &output);
   EXPECT_EQ(code, 10) << output;
   EXPECT_EQ(output.find("terminate called"), std::string::npos) << output;
-  const storage::RunModel failed = storage::loadRun(out);
+  const model::RunModel failed = storage::loadRun(out);
   EXPECT_EQ(failed.info.status, events::RunStatus::Failed) << output;
   EXPECT_FALSE(failed.info.statusReason.empty());
 }
@@ -350,7 +350,7 @@ TEST(HostileCli, MergeAfterAFullDiskRejudgesTheRun) {
 
   const CliResult merged = runCli({"merge", out});
   EXPECT_EQ(merged.exitCode, 0) << merged.output;
-  const storage::RunModel after = storage::loadRun(out);
+  const model::RunModel after = storage::loadRun(out);
   EXPECT_EQ(after.info.status, events::RunStatus::Completed) << merged.output;
   EXPECT_EQ(after.actions.size(), 2u);
 }

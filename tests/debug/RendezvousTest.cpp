@@ -313,7 +313,7 @@ TEST_F(Rendezvous, ALiveRunIsNeitherJudgedNorReplaced) {
   EXPECT_EQ(replace.output.find("not a stagescope shard"), std::string::npos) << replace.output;
   const auto final = runCli({"merge", out});
   EXPECT_EQ(final.exitCode, 0) << final.output;
-  const storage::RunModel run = storage::loadRun(out);
+  const model::RunModel run = storage::loadRun(out);
   EXPECT_EQ(run.info.status, events::RunStatus::Completed) << run.info.statusReason;
   EXPECT_EQ(runCli({"check", out}).exitCode, 0);
 }

@@ -31,8 +31,8 @@ void PrintTo(const Layout& l, std::ostream* os) {
   *os << l.name;
 }
 
-storage::RunModel runLayout(const Layout& l, const std::vector<std::string>& sets,
-                            const std::string& tag, bool reference) {
+model::RunModel runLayout(const Layout& l, const std::vector<std::string>& sets,
+                          const std::string& tag, bool reference) {
   std::vector<std::string> args = {
       "--record", "full",
       "--set",    "optimizer.kind=\"sgd\"",
@@ -46,7 +46,7 @@ storage::RunModel runLayout(const Layout& l, const std::vector<std::string>& set
   }
   RunOutput out = runStagescope(assetConfig(l.config), args, tag);
   EXPECT_EQ(out.exitCode, 0) << out.output;
-  storage::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
+  model::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
   EXPECT_EQ(run.info.status, events::RunStatus::Completed) << out.output;
   return run;
 }
@@ -55,7 +55,7 @@ class Colocated : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Colocated, SameMathsAsTheReferenceAndAsTheLayoutWithoutOverlap) {
   const Layout& l = GetParam();
-  storage::RunModel run = runLayout(l, l.colocated, "coloc-" + l.name, /*reference=*/true);
+  model::RunModel run = runLayout(l, l.colocated, "coloc-" + l.name, /*reference=*/true);
   // The layout really is colocated: some rank ran actions of two modules.
   std::set<std::pair<int, std::string>> stageOfAction;
   for (const auto& actions : run.actions) {
@@ -76,7 +76,7 @@ TEST_P(Colocated, SameMathsAsTheReferenceAndAsTheLayoutWithoutOverlap) {
     EXPECT_EQ(local % 4, 0) << "local hand-offs come as send/recv pairs in both directions";
   }
   expectSameMaths(run, run, /*reference=*/true, l.name + " vs reference");
-  storage::RunModel twin = runLayout(l, l.twin, "twin-" + l.name, /*reference=*/false);
+  model::RunModel twin = runLayout(l, l.twin, "twin-" + l.name, /*reference=*/false);
   expectSameMaths(run, twin, /*reference=*/false, l.name + " vs layout without overlap");
 }
 

@@ -18,7 +18,7 @@ namespace stagescope::testing {
 namespace {
 
 std::map<std::tuple<int, std::string, int, int, int>, uint64_t> gradientChecksums(
-    const storage::RunModel& run) {
+    const model::RunModel& run) {
   std::map<std::tuple<int, std::string, int, int, int>, uint64_t> out;
   for (const auto& g : run.gradients) {
     if (g.phase == events::GradPhase::Reduced)
@@ -172,8 +172,8 @@ TEST(Dtype, Bfloat16AtLevelStatsIsComparedWhereTheReferenceKnowsTheRunsParameter
 // reference also runs that trajectory in float64 (float64 rows for iterations 1 on, none for
 // iteration 0), and each gradient's bound becomes max(1e-3, 10 x the distance of its float32
 // trajectory from the float64 one): 3 x held here until a rounding change in the model's forward
-// (parameters resolved once per block) moved this run to 6.1 x, a false failure.  A reduced gradient scaled by 1.5 in the last iteration
-// still fails.
+// (parameters resolved once per block) moved this run to 6.1 x, a false failure.  A reduced
+// gradient scaled by 1.5 in the last iteration still fails.
 TEST(Reference, Float32TrajectoryBelowLevelFullIsBoundedByItsFloat64Twin) {
   RunOutput run = runStagescope(sourcePath("tests/engine/sweep/adam_key_bias_trajectory.toml"),
                                 {"--record", "stats", "--set", "record.level=\"stats\"", "--set",

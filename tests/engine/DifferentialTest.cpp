@@ -45,7 +45,7 @@ TEST_P(Differential, LossAndEveryGradientMatchTheSingleProcessReference) {
   }
   RunOutput out = runStagescope(assetConfig(layout.config), args, "diff-" + layout.name);
   ASSERT_EQ(out.exitCode, 0) << out.output;
-  storage::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
+  model::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
   ASSERT_EQ(run.info.status, events::RunStatus::Completed);
 
   const bool forwardOnly = run.info.configText.find("forward_only = true") != std::string::npos;

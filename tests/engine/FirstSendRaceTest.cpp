@@ -106,7 +106,7 @@ TEST_P(FirstSendRace, EveryRunsGradientsMatchTheReferenceAtMicroBatchSizeOne) {
     RunOutput out = runStagescope(assetConfig(layout.config), a,
                                   "race-" + layout.name + "-" + std::to_string(rep));
     ASSERT_EQ(out.exitCode, 0) << "repetition " << rep << ":\n" << out.output;
-    storage::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
+    model::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
     ASSERT_EQ(run.info.status, events::RunStatus::Completed);
     if (rep == 0) {
       reference = referenceGradients(run);

@@ -32,7 +32,7 @@ TEST_P(Prepost, SameRunWithAndWithoutPrepostedReceives) {
   ASSERT_GT(a.transfers.size(), 0u);
   // The same messages, each once per side, with the same bytes.
   using Key = std::tuple<int, int, int, int, int, int, std::string>;
-  auto index = [](const storage::RunModel& run) {
+  auto index = [](const model::RunModel& run) {
     std::map<Key, uint64_t> out;
     for (const auto& t : run.transfers) {
       const Key k{t.iteration,

@@ -15,7 +15,7 @@ namespace {
 
 // Concatenates, in sample order, the inputs named `name` of `module` recorded for iteration
 // 0 by the first-stage ranks with tp = 0 (replica dp holds a contiguous block per microbatch).
-at::Tensor gatherInputs(const storage::RunModel& run, const std::string& module,
+at::Tensor gatherInputs(const model::RunModel& run, const std::string& module,
                         const std::string& name, int microbatches) {
   std::map<std::pair<int, int>, at::Tensor> parts;  // (microbatch, dp) -> tensor
   for (const auto& in : run.inputs) {
@@ -40,7 +40,7 @@ TEST(RunFile, FullLevelHoldsEnoughToRecomputeTheStep) {
   RunOutput out = runStagescope(assetConfig("fan_in"),
                                 {"--record", "full", "--set", "iterations=1"}, "recompute");
   ASSERT_EQ(out.exitCode, 0) << out.output;
-  storage::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
+  model::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
   plan::RunConfig cfg = plan::parseConfig(run.info.configText, "run file");
 
   std::map<std::string, at::Tensor> params;

@@ -88,11 +88,11 @@ void place(std::vector<float>& full, const events::GradientRecord& g) {
 }  // namespace
 
 std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(
-    const storage::RunModel& run) {
+    const model::RunModel& run) {
   return gatherPhase(run, events::GradPhase::Reduced);
 }
 
-std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const storage::RunModel& run,
+std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const model::RunModel& run,
                                                                       events::GradPhase phase) {
   std::map<std::pair<int, std::string>, std::vector<float>> out;
   for (const auto& g : run.gradients) {
@@ -106,13 +106,13 @@ std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const stor
 }
 
 std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(
-    const storage::RunModel& run) {
+    const model::RunModel& run) {
   std::map<std::pair<int, std::string>, std::vector<float>> out;
   for (const auto& g : run.referenceGradients) out[{g.iteration, g.param}] = floats(g.payload);
   return out;
 }
 
-std::map<int, double> iterationLosses(const storage::RunModel& run, bool reference) {
+std::map<int, double> iterationLosses(const model::RunModel& run, bool reference) {
   std::map<int, double> out;
   for (const auto& l : reference ? run.referenceLosses : run.losses) {
     if (l.microbatch == -1) out[l.iteration] = l.loss;
@@ -136,7 +136,7 @@ double relativeError(const std::vector<float>& got, const std::vector<float>& wa
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-void expectSameMaths(const storage::RunModel& run, const storage::RunModel& other, bool reference,
+void expectSameMaths(const model::RunModel& run, const model::RunModel& other, bool reference,
                      const std::string& what) {
   auto losses = iterationLosses(run, false), want = iterationLosses(other, reference);
   ASSERT_EQ(losses.size(), static_cast<size_t>(run.info.iterations)) << what;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::testing {
 
@@ -31,16 +31,15 @@ std::vector<float> floats(const std::vector<uint8_t>& bytes);
 
 // Full gradient per (iteration, parameter) gathered from the Reduced records of DP replica 0
 // (TP shards placed by partitionDim/partitionOffset; replicated params from tp 0).
-std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(
-    const storage::RunModel& run);
+std::map<std::pair<int, std::string>, std::vector<float>> gatherReduced(const model::RunModel& run);
 // The same for any phase (ParamInitial: the initial parameters at level full).
-std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const storage::RunModel& run,
+std::map<std::pair<int, std::string>, std::vector<float>> gatherPhase(const model::RunModel& run,
                                                                       events::GradPhase phase);
 std::map<std::pair<int, std::string>, std::vector<float>> referenceGradients(
-    const storage::RunModel& run);
+    const model::RunModel& run);
 // Global-batch mean loss per iteration (microbatch -1 records) of the ranks (rank >= 0) or
 // of the reference (rank -1).
-std::map<int, double> iterationLosses(const storage::RunModel& run, bool reference);
+std::map<int, double> iterationLosses(const model::RunModel& run, bool reference);
 
 double l2norm(const std::vector<float>& v);
 double relativeError(const std::vector<float>& got, const std::vector<float>& want);
@@ -51,7 +50,7 @@ double relativeError(const std::vector<float>& got, const std::vector<float>& wa
 // the attention key bias whose true gradient is zero, within 1e-5 absolute).  Both runs must be
 // recorded at level full.  `reference`: compare with the run's own single-process reference
 // (`run --reference`); otherwise with the ranks of `other` (another layout of the same model).
-void expectSameMaths(const storage::RunModel& run, const storage::RunModel& other, bool reference,
+void expectSameMaths(const model::RunModel& run, const model::RunModel& other, bool reference,
                      const std::string& what);
 
 }  // namespace stagescope::testing

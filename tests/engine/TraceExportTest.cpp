@@ -22,7 +22,7 @@ TEST_P(TraceExport, NestedSlicesAndForwardArrows) {
   const RunOutput out =
       runStagescope(assetConfig(config), {"--set", "iterations=1"}, "trace_" + config);
   ASSERT_EQ(out.exitCode, 0) << out.output;
-  const storage::RunModel run = storage::loadRun(out.runPath);
+  const model::RunModel run = storage::loadRun(out.runPath);
   const std::string path = out.runPath + ".trace.json";
   const auto st = report::writeChromeTrace(run, path);
   std::ifstream in(path);

@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   try {
-    stagescope::storage::RunModel run = stagescope::storage::loadRun(path);
+    stagescope::model::RunModel run = stagescope::storage::loadRun(path);
     for (size_t i = 0; i < run.transferIds.size() && i < 4; ++i) {
       (void)stagescope::storage::loadTransferPayload(path, run.transferIds[i]);
     }

@@ -50,7 +50,7 @@ const Finding* firstOf(const CheckReport& r, const std::string& name) {
   return c && !c->findings.empty() ? &c->findings.front() : nullptr;
 }
 
-int64_t findTransfer(const storage::RunModel& run, const std::string& edge, events::Direction dir,
+int64_t findTransfer(const model::RunModel& run, const std::string& edge, events::Direction dir,
                      int it, int mb, events::Side side) {
   for (size_t i = 0; i < run.transfers.size(); ++i) {
     const auto& t = run.transfers[i];
@@ -960,7 +960,7 @@ TEST(Analysis, GatherMarksIncompleteShards) {
 
 namespace {
 // Records a fixture run the way the engine does: one shard per rank, then merge.
-std::string writeRunFile(const storage::RunModel& run, const std::string& name) {
+std::string writeRunFile(const model::RunModel& run, const std::string& name) {
   std::string path = tempPath(name);
   fs::remove(path);
   for (const auto& p : storage::findShards(path)) fs::remove(p);
@@ -1034,7 +1034,7 @@ TEST(RunFile, CheckCompareExportThroughTheReader) {
 // report, also for two layouts (TP shards gathered) and when the per-microbatch gradients carry
 // another dtype than the reduced ones (the tolerance rule follows the reduced gradients in both).
 TEST(RunFile, CompareOfReducedGradientsOnlyIsTheWholeRunsComparison) {
-  auto withAccumulated = [](storage::RunModel run) {
+  auto withAccumulated = [](model::RunModel run) {
     std::vector<events::GradientRecord> acc;
     for (const auto& g : run.gradients) {
       if (g.phase != events::GradPhase::Reduced) continue;

@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
               res.seconds, static_cast<long long>(res.rows), res.rows / res.seconds / 1e6,
               res.ok() ? 1 : 0);
   const auto t0 = std::chrono::steady_clock::now();
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   const double load = seconds(t0);
   std::printf("loadRun of the merged run  : %zu events in %.3f s = %.2f M events/s\n",
               m.eventCount(), load, m.eventCount() / load / 1e6);
@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
   }
   mergeShards(run, findShards(run));
   const auto t1 = std::chrono::steady_clock::now();
-  const RunModel mm = loadRun(run);
+  const model::RunModel mm = loadRun(run);
   const double loadMixed = seconds(t1);
   std::printf("loadRun, actions+transfers : %zu events in %.3f s (%zu pairs)\n", mm.eventCount(),
               loadMixed, mm.pairs.size());

@@ -30,7 +30,7 @@ int inChild(Fn child) {
 }
 
 // Actions of rank 0 must be exactly seq 0..n-1 of iteration 0 (a committed prefix).
-void expectPrefix(const RunModel& m, size_t atLeast) {
+void expectPrefix(const model::RunModel& m, size_t atLeast) {
   ASSERT_FALSE(m.actions.empty());
   const auto& a = m.actions[0];
   EXPECT_GE(a.size(), atLeast);
@@ -59,14 +59,14 @@ TEST(Crash, SelfKilledWriterKeepsEverythingFlushed) {
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
 
   // The shard itself opens (as a partial run) ...
-  const RunModel fromShard = loadRun(shard);
+  const model::RunModel fromShard = loadRun(shard);
   EXPECT_TRUE(fromShard.partial);
   expectPrefix(fromShard, 1500);
   EXPECT_LE(fromShard.actions[0].size(), 1600u);
   // ... and merges into the run file.
   const MergeResult res = mergeShards(run, findShards(run));
   EXPECT_EQ(res.merged, 1);
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   EXPECT_FALSE(m.partial);
   expectPrefix(m, 1500);
 }
@@ -109,7 +109,7 @@ TEST(Crash, WriterKilledByParentMidStream) {
   LoadOptions opts;
   opts.payloads = true;
   opts.verify = true;
-  const RunModel m = loadRun(run, opts);
+  const model::RunModel m = loadRun(run, opts);
   expectPrefix(m, static_cast<size_t>(durable));
   EXPECT_GE(m.transfers.size(), static_cast<size_t>(durable));
   for (const auto& t : m.transfers) ASSERT_EQ(t.payload.size(), 1024u);

@@ -119,7 +119,7 @@ struct SampleFile {
 TEST(NonFinite, StoredAndReadBackAsSuch) {
   SampleFile f;
   LoadOptions opts;
-  const RunModel m = loadRun(f.run, opts);
+  const model::RunModel m = loadRun(f.run, opts);
   ASSERT_EQ(m.losses.size(), 6u);
   // Sorted by (iteration, microbatch): iteration 1 has mb -1 (-Inf), 0 (NaN), 1 (+Inf).
   EXPECT_TRUE(std::isinf(m.losses[3].loss) && m.losses[3].loss < 0);
@@ -162,7 +162,7 @@ TEST(Reference, OwnTablesNeverMixedIntoPerRankRows) {
   SampleFile f;
   LoadOptions opts;
   opts.payloads = true;
-  const RunModel m = loadRun(f.run, opts);
+  const model::RunModel m = loadRun(f.run, opts);
   for (const auto& l : m.losses) EXPECT_GE(l.rank, 0);
   for (const auto& g : m.gradients) EXPECT_NE(g.phase, events::GradPhase::Reference);
   ASSERT_EQ(m.referenceLosses.size(), 2u);
@@ -178,7 +178,7 @@ TEST(Reference, OwnTablesNeverMixedIntoPerRankRows) {
 
 TEST(Waits, StructuredRowsRoundTrip) {
   SampleFile f;
-  const RunModel m = loadRun(f.run);
+  const model::RunModel m = loadRun(f.run);
   ASSERT_EQ(m.waits.size(), 1u);
   const auto& w = m.waits[0];
   EXPECT_EQ(w.rank, 0);
@@ -273,7 +273,7 @@ TEST(RecordFilter, FilteringRecorderAppliesToEveryTable) {
 
 TEST(RecordFilter, TheRunFileSaysWhatWasFiltered) {
   SampleFile f;
-  const RunModel m = loadRun(f.run);
+  const model::RunModel m = loadRun(f.run);
   EXPECT_EQ(m.info.recordFilter.iterations, (std::vector<int32_t>{0, 2}));
   EXPECT_EQ(m.info.recordFilter.modules, (std::vector<std::string>{"llm", "vision"}));
   EXPECT_EQ(m.info.recordFilter.ranks, (std::vector<int32_t>{0, 1, 5}));
@@ -294,7 +294,7 @@ TEST(FormatVersion1, StillReadableWithLegacyChecksumsLabelled) {
         "INSERT INTO losses(rank, iteration, microbatch, dp, loss) VALUES (-1, 0, -1, 0, 9.5), "
         "(0, 0, 5, 0, NULL)");
   }
-  const RunModel m = loadRun(v1);
+  const model::RunModel m = loadRun(v1);
   EXPECT_EQ(m.schemaVersion, 1);
   EXPECT_EQ(m.info.checksumFunction, events::ChecksumFunction::LegacyFnv1a64);
   EXPECT_FALSE(m.transfers.empty());
@@ -308,10 +308,10 @@ TEST(FormatVersion1, StillReadableWithLegacyChecksumsLabelled) {
   EXPECT_TRUE(sawNaN) << "format 1 stored a NaN loss as NULL; it reads back as NaN";
 
   SampleFile f;
-  const RunModel v2 = loadRun(f.run);
+  const model::RunModel v2 = loadRun(f.run);
   EXPECT_EQ(v2.info.checksumFunction, events::ChecksumFunction::Xxh3_64);
-  EXPECT_FALSE(sameChecksumFunction(m, v2));
-  EXPECT_TRUE(sameChecksumFunction(v2, v2));
+  EXPECT_FALSE(model::sameChecksumFunction(m, v2));
+  EXPECT_TRUE(model::sameChecksumFunction(v2, v2));
 }
 
 TEST(FormatVersion1, ShardOfAnotherFormatIsNotMerged) {

@@ -58,7 +58,7 @@ void expectDocumentedOrder(bool wide) {
     w->close();
   }
   ASSERT_TRUE(mergeShards(run, findShards(run)).ok());
-  const RunModel m = loadRun(run, LoadOptions{});
+  const model::RunModel m = loadRun(run, LoadOptions{});
 
   // The documented order, computed on the records themselves (std::string comparison).
   auto key = [](const events::GradientRecord& g) {

@@ -15,7 +15,7 @@ namespace {
 using events::RecordLevel;
 using events::Side;
 
-bool hasNote(const RunModel& m, const std::string& part) {
+bool hasNote(const model::RunModel& m, const std::string& part) {
   for (const auto& n : m.notes)
     if (n.find(part) != std::string::npos) return true;
   return false;
@@ -55,7 +55,7 @@ TEST(Merge, TheSameShardTwiceIsMergedOnce) {
   EXPECT_EQ(res.failed, 0);
   ASSERT_EQ(res.notes.size(), 2u);
   EXPECT_NE(res.notes[0].find("given more than once; merged once"), std::string::npos);
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   ASSERT_EQ(m.actions.size(), 2u);
   EXPECT_EQ(m.actions[0].size(), 10u);
 }
@@ -77,7 +77,7 @@ TEST(Merge, ACopiedRunWithItsShardsMergesToTheSameRows) {
   const MergeResult res = mergeShards(b, findShards(b));
   EXPECT_TRUE(res.ok());
   EXPECT_EQ(res.merged, 2);
-  const RunModel m = loadRun(b);
+  const model::RunModel m = loadRun(b);
   ASSERT_EQ(m.actions.size(), 2u);
   EXPECT_EQ(m.actions[0].size(), 13u);
   EXPECT_EQ(m.actions[1].size(), 13u);
@@ -108,7 +108,7 @@ TEST(Merge, TwelveShardsInAttachGroups) {
   EXPECT_TRUE(res.ok());
   EXPECT_EQ(res.shards[11].rank, 11);
 
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   EXPECT_FALSE(m.partial);
   ASSERT_EQ(m.actions.size(), static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
@@ -154,9 +154,9 @@ TEST(Merge, PairingDetectsMismatchesAndMissingSides) {
     }
   }
   mergeShards(run, findShards(run));
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   ASSERT_EQ(m.pairs.size(), 6u);
-  auto mbOf = [&](const TransferPair& p) {
+  auto mbOf = [&](const model::TransferPair& p) {
     return m.transfers[p.send >= 0 ? p.send : p.recv].microbatch;
   };
   for (const auto& p : m.pairs) {
@@ -185,7 +185,7 @@ TEST(Merge, MissingAndCorruptShardsAreNotedNotFatal) {
   EXPECT_EQ(res.shards[1].state, "failed");
   EXPECT_EQ(res.shards[2].state, "missing");
 
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   EXPECT_TRUE(m.partial);
   EXPECT_EQ(m.actions[0].size(), 10u);
   EXPECT_TRUE(hasNote(m, "run.db.rank1.shard: failed"));
@@ -200,7 +200,7 @@ TEST(Merge, ShardNeverMergedMakesTheRunPartial) {
   writeActionsShard(shardPathFor(run, 0), 0, 5);
   writeActionsShard(shardPathFor(run, 1), 1, 5);
   mergeShards(run, {shardPathFor(run, 0)});
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   EXPECT_TRUE(m.partial);
   EXPECT_TRUE(hasNote(m, "run.db.rank1.shard exists but was never merged"));
   mergeShards(run, findShards(run));
@@ -223,14 +223,14 @@ TEST(Merge, ReMergeAfterHalfMergeReplacesTheShardRows) {
         "start_ns, end_ns, shard_id) SELECT rank, iteration, seq, kind, microbatch, module, "
         "stage, peers, start_ns, end_ns, shard_id FROM actions WHERE rank=1 LIMIT 30");
   }
-  const RunModel half = loadRun(run);
+  const model::RunModel half = loadRun(run);
   EXPECT_TRUE(half.partial);
   EXPECT_TRUE(hasNote(half, "merging"));
   EXPECT_EQ(half.actions[1].size(), 100u);
 
   const MergeResult again = mergeShards(run, findShards(run));
   EXPECT_EQ(again.merged, 2);
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   EXPECT_FALSE(m.partial);
   EXPECT_EQ(m.actions[0].size(), 50u);
   EXPECT_EQ(m.actions[1].size(), 70u);
@@ -251,7 +251,7 @@ TEST(Merge, ShardMergedEarlierKeepsItsRowsWhenItsFileIsGone) {
   const std::string shard = shardPathFor(run, 0);
   std::filesystem::remove(shard);
   EXPECT_EQ(mergeShards(run, {shard}).missing, 1);
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   EXPECT_FALSE(m.partial);
   EXPECT_EQ(m.actions[0].size(), 5u);
 }

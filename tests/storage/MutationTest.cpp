@@ -47,7 +47,7 @@ std::string loadOutcome(const std::string& path) {
   try {
     LoadOptions opts;
     opts.payloads = true;
-    RunModel m = loadRun(path, opts);
+    model::RunModel m = loadRun(path, opts);
     for (size_t i = 0; i < m.transferIds.size(); ++i) loadTransferPayload(path, m.transferIds[i]);
   } catch (const RunFileError&) {
     return "";

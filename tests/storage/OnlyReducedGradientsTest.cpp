@@ -50,14 +50,14 @@ std::string writeGradients(const TempDir& dir, int n) {
   return run;
 }
 
-RunModel load(const std::string& run, bool onlyReduced) {
+model::RunModel load(const std::string& run, bool onlyReduced) {
   LoadOptions o;
   o.payloads = true;
   o.onlyReducedGradients = onlyReduced;
   return loadRun(run, o);
 }
 
-void expectReducedOf(const RunModel& w, const RunModel& r) {
+void expectReducedOf(const model::RunModel& w, const model::RunModel& r) {
   std::vector<const events::GradientRecord*> want;
   for (const auto& g : w.gradients)
     if (g.phase == events::GradPhase::Reduced) want.push_back(&g);
@@ -88,7 +88,7 @@ TEST(OnlyReducedGradients, SameInTheFormat2Layout) {
   TempDir dir;
   const std::string run = writeGradients(dir, 400);
   rewriteAsFormat2(run);
-  const RunModel w = load(run, false);
+  const model::RunModel w = load(run, false);
   ASSERT_EQ(w.schemaVersion, 2);
   expectReducedOf(w, load(run, true));
 }
@@ -96,7 +96,7 @@ TEST(OnlyReducedGradients, SameInTheFormat2Layout) {
 TEST(OnlyReducedGradients, RowsNotKeptAreNotRead) {
   TempDir dir;
   const std::string run = writeGradients(dir, 400);
-  const RunModel before = load(run, false);
+  const model::RunModel before = load(run, false);
   auto corrupt = [&](const char* phase) {
     Db db(run, Db::Mode::ReadWrite);
     db.exec(std::string("UPDATE gradients SET rank = -5 WHERE id = (SELECT min(id) FROM ") +

@@ -50,7 +50,7 @@ TEST(Overview, BucketsAndIterationStartsMatchTheLoadedActions) {
   const std::string run = writeRun(dir);
   const auto o = readOverview(run);
   ASSERT_TRUE(o.has_value());
-  const RunModel m = loadRun(run);  // clock offsets applied
+  const model::RunModel m = loadRun(run);  // clock offsets applied
   EXPECT_EQ(o->startNs, m.minTimeNs);
   EXPECT_EQ(o->endNs, m.maxTimeNs);
   ASSERT_EQ(o->buckets, kOverviewBuckets);

@@ -59,7 +59,7 @@ std::string writeSample(const TempDir& dir) {
   return run;
 }
 
-void expectSameRows(const RunModel& a, const RunModel& b) {
+void expectSameRows(const model::RunModel& a, const model::RunModel& b) {
   ASSERT_EQ(a.actions.size(), b.actions.size());
   for (size_t r = 0; r < a.actions.size(); ++r) {
     ASSERT_EQ(a.actions[r].size(), b.actions[r].size());
@@ -125,10 +125,10 @@ TEST(PackedFormat, TextIsStoredOnceAsAnIdAndNormOnlyWhenItDiffers) {
 TEST(PackedFormat, ReadsTheSameAsTheFormat2LayoutOfTheSameRows) {
   TempDir dir;
   const std::string run = writeSample(dir);
-  const RunModel packed = loadRun(run);
+  const model::RunModel packed = loadRun(run);
   EXPECT_EQ(packed.schemaVersion, 3);
   rewriteAsFormat2(run);
-  const RunModel plain = loadRun(run);
+  const model::RunModel plain = loadRun(run);
   EXPECT_EQ(plain.schemaVersion, 2);
   ASSERT_EQ(packed.transfers.size(), 6u);
   ASSERT_EQ(packed.gradients.size(), 6u);
@@ -147,7 +147,7 @@ TEST(PackedFormat, ViewsAcceptUpdatesInsertsAndDeletes) {
         "INSERT INTO plan(rank, iteration, seq, kind, microbatch, module, stage, peers) "
         "VALUES (0, 0, 99, 'OPT_STEP', -1, 'brand_new', 0, '1,0')");
   }
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   int renamed = 0;
   for (const auto& t : m.transfers) {
     if (t.microbatch != 0) continue;

@@ -52,7 +52,7 @@ std::string makeRun(const TempDir& dir, int perRank) {
   return run;
 }
 
-RunModel load(const std::string& path, int64_t parallelFromRows) {
+model::RunModel load(const std::string& path, int64_t parallelFromRows) {
   LoadOptions opts;
   opts.payloads = true;
   opts.parallelFromRows = parallelFromRows;
@@ -82,8 +82,8 @@ auto fields(const events::TransferRecord& t) {
 }
 
 void expectSameModel(const std::string& path) {
-  const RunModel serial = load(path, 0);
-  const RunModel parallel = load(path, 1);
+  const model::RunModel serial = load(path, 0);
+  const model::RunModel parallel = load(path, 1);
   ASSERT_FALSE(serial.gradients.empty());
   expectSameGradients(parallel.gradients, serial.gradients);
   expectSameGradients(parallel.referenceGradients, serial.referenceGradients);
@@ -147,7 +147,7 @@ TEST(ParallelRead, ReferenceRowsInTheGradientsTableGiveTheSerialModel) {
   TempDir dir;
   const std::string run = makeRun(dir, 1500);
   execSql(run, "UPDATE gradients SET phase = 'reference', rank = -1 WHERE id % 5 = 1");
-  const RunModel serial = load(run, 0);
+  const model::RunModel serial = load(run, 0);
   ASSERT_GT(serial.referenceGradients.size(), 500u);
   expectSameModel(run);
 }

@@ -53,7 +53,7 @@ std::string makeRun(const TempDir& dir, events::RunStatus status = events::RunSt
   return run;
 }
 
-RunModel load(const std::string& path, int64_t parallelPhasesFromBytes) {
+model::RunModel load(const std::string& path, int64_t parallelPhasesFromBytes) {
   LoadOptions opts;
   opts.payloads = true;
   opts.parallelPhasesFromBytes = parallelPhasesFromBytes;
@@ -85,8 +85,8 @@ void expectSameList(const std::vector<T>& a, const std::vector<T>& b, F fields, 
 }
 
 void expectSameModel(const std::string& path) {
-  const RunModel serial = load(path, 0);
-  const RunModel phased = load(path, 1);
+  const model::RunModel serial = load(path, 0);
+  const model::RunModel phased = load(path, 1);
   ASSERT_EQ(phased.plan.size(), serial.plan.size());
   ASSERT_EQ(phased.actions.size(), serial.actions.size());
   for (size_t r = 0; r < serial.plan.size(); ++r) {
@@ -146,9 +146,9 @@ TEST(PhasedRead, OnlyReducedGradientsCountsWhatWasNotRead) {
   LoadOptions opts;
   opts.onlyReducedGradients = true;
   opts.parallelPhasesFromBytes = 0;
-  const RunModel serial = loadRun(run, opts);
+  const model::RunModel serial = loadRun(run, opts);
   opts.parallelPhasesFromBytes = 1;
-  const RunModel phased = loadRun(run, opts);
+  const model::RunModel phased = loadRun(run, opts);
   EXPECT_GT(serial.gradientsNotLoaded, 0u);
   EXPECT_EQ(phased.gradientsNotLoaded, serial.gradientsNotLoaded);
   expectSameList(phased.gradients, serial.gradients, gradientFields, "gradients");

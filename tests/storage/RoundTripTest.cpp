@@ -168,7 +168,7 @@ TEST_P(RoundTrip, EveryRecordKindAndField) {
 
   LoadOptions opts;
   opts.payloads = true;
-  const RunModel m = loadRun(run, opts);
+  const model::RunModel m = loadRun(run, opts);
   EXPECT_EQ(m.schemaVersion, kSchemaVersion);
   EXPECT_FALSE(m.partial) << (m.notes.empty() ? "" : m.notes.front());
   expectRunInfo(m.info, info);
@@ -269,7 +269,7 @@ TEST(RoundTrip, PayloadsAreNotLoadedUnlessAsked) {
     w->transfer(sampleTransfer(events::Side::Send, 0, 1, 0, 0));
   }  // destructor closes
   mergeShards(run, findShards(run));
-  const RunModel m = loadRun(run);
+  const model::RunModel m = loadRun(run);
   ASSERT_EQ(m.transfers.size(), 1u);
   EXPECT_TRUE(m.transfers[0].payload.empty());
   EXPECT_EQ(loadTransferPayload(run, m.transferIds[0]),
@@ -305,10 +305,10 @@ TEST(RoundTrip, StatusOnlyReadsWhatTheStatusJudgementNeeds) {
     w1->close();
   }
   ASSERT_TRUE(mergeShards(run, findShards(run)).ok());
-  const RunModel all = loadRun(run);
+  const model::RunModel all = loadRun(run);
   LoadOptions opts;
   opts.statusOnly = true;
-  const RunModel m = loadRun(run, opts);
+  const model::RunModel m = loadRun(run, opts);
   expectRunInfo(m.info, info);
   ASSERT_EQ(m.ranks.size(), all.ranks.size());
   ASSERT_EQ(m.plan.size(), 2u);
@@ -341,7 +341,7 @@ TEST(RoundTrip, StatusUpdateAndProgress) {
   mergeShards(run, findShards(run));
   updateRunStatus(run, events::RunStatus::Hung, "rank 0 waits for rank 1", 1700000001234);
   std::vector<float> seen;
-  const RunModel m = loadRun(run, {}, [&](float f) { seen.push_back(f); });
+  const model::RunModel m = loadRun(run, {}, [&](float f) { seen.push_back(f); });
   EXPECT_EQ(m.info.status, events::RunStatus::Hung);
   EXPECT_EQ(m.info.statusReason, "rank 0 waits for rank 1");
   EXPECT_EQ(m.info.endUnixMs, 1700000001234);
@@ -362,7 +362,7 @@ TEST(RoundTrip, ClockOffsetsAlignRanks) {
     w->action(sampleAction(0, 0, 1));  // 1000 .. 1500
   }
   mergeShards(run, findShards(run));
-  const RunModel aligned = loadRun(run);
+  const model::RunModel aligned = loadRun(run);
   EXPECT_EQ(aligned.actions[0][0].startNs, 600);
   EXPECT_EQ(aligned.minTimeNs, 600);
   EXPECT_EQ(aligned.maxTimeNs, 1100);

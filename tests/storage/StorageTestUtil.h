@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/events/Events.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::storage::test {
 

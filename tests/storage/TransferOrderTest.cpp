@@ -57,7 +57,7 @@ TEST(TransferOrder, SortedByTheDocumentedKeyWithFileOrderForTies) {
     w->close();
   }
   ASSERT_TRUE(mergeShards(run, findShards(run)).ok());
-  const RunModel m = loadRun(run, LoadOptions{});
+  const model::RunModel m = loadRun(run, LoadOptions{});
 
   std::vector<events::TransferRecord> want = written;
   std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) {

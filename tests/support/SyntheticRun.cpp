@@ -332,7 +332,7 @@ bool diverged(const SyntheticSpec& s, int iteration, int mb) {
 
 }  // namespace
 
-size_t countEvents(const storage::RunModel& model) {
+size_t countEvents(const model::RunModel& model) {
   size_t n = model.transfers.size() + model.gradients.size() + model.losses.size();
   for (const auto& a : model.actions) n += a.size();
   return n;
@@ -383,7 +383,7 @@ SyntheticSpec benchmarkSpec(size_t events) {
   return s;
 }
 
-void buildPairs(storage::RunModel& model) {
+void buildPairs(model::RunModel& model) {
   model.pairs.clear();
   const auto& t = model.transfers;
   auto sameMessage = [&](size_t a, size_t b) {
@@ -394,7 +394,7 @@ void buildPairs(storage::RunModel& model) {
   for (size_t i = 0; i < t.size();) {
     size_t j = i + 1;
     while (j < t.size() && sameMessage(i, j)) ++j;
-    storage::TransferPair pair;
+    model::TransferPair pair;
     for (size_t k = i; k < j; ++k) {
       if (t[k].side == events::Side::Send && pair.send < 0) pair.send = static_cast<int64_t>(k);
       if (t[k].side == events::Side::Recv && pair.recv < 0) pair.recv = static_cast<int64_t>(k);
@@ -410,7 +410,7 @@ void buildPairs(storage::RunModel& model) {
   }
 }
 
-void endRunEarly(storage::RunModel& model, const std::vector<int64_t>& cutNs) {
+void endRunEarly(model::RunModel& model, const std::vector<int64_t>& cutNs) {
   const int world = static_cast<int>(model.actions.size());
   std::vector<std::set<std::pair<int, int>>> kept(world);  // (iteration, seq)
   std::vector<int> firstUnfinishedIteration(world, INT32_MAX);
@@ -452,11 +452,11 @@ void endRunEarly(storage::RunModel& model, const std::vector<int64_t>& cutNs) {
   model.maxTimeNs = maxT;
 }
 
-storage::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
+model::RunModel makeSyntheticRun(const SyntheticSpec& spec) {
   Layout L(spec);
   const int world = L.world;
   const int m = spec.microbatches;
-  storage::RunModel model;
+  model::RunModel model;
   model.path.clear();  // generated, not read from a file
   model.schemaVersion = 1;
   auto& info = model.info;

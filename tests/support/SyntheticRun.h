@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 
 namespace stagescope::testing {
 
@@ -60,17 +60,17 @@ SyntheticSpec colocatedEncodersSpec();
 // A spec whose run holds about `events` events (actions + transfers + gradients + losses).
 SyntheticSpec benchmarkSpec(size_t events);
 
-storage::RunModel makeSyntheticRun(const SyntheticSpec& spec);
+model::RunModel makeSyntheticRun(const SyntheticSpec& spec);
 
 // Actions + transfers + gradients + losses (what RunModel::eventCount counts).
-size_t countEvents(const storage::RunModel& model);
+size_t countEvents(const model::RunModel& model);
 
 // Ends a generated run early, as a crash or a hang would: rank r keeps the actions that ended
 // by cutNs[r] (relative to the run's first action) with their transfers, and its gradients
 // and losses of the iterations it finished; the plan stays whole.  Pairs are rebuilt.
-void endRunEarly(storage::RunModel& model, const std::vector<int64_t>& cutNs);
+void endRunEarly(model::RunModel& model, const std::vector<int64_t>& cutNs);
 
 // Pairs sends with receives (RunModel::pairs) from sorted transfers; exposed for tests.
-void buildPairs(storage::RunModel& model);
+void buildPairs(model::RunModel& model);
 
 }  // namespace stagescope::testing

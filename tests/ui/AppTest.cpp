@@ -126,7 +126,7 @@ TEST(AppLaunch, CompareOpenedWhileTheMainRunLoadsWaitsForIt) {
 TEST(AppLaunch, OverviewShowsTheStructureWhileTheRunLoads) {
   Fixture fx;
   HeadlessImGui gui;
-  const storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   App app;
   app.holdLoads(true);
   app.open(fx.a);
@@ -178,11 +178,11 @@ TEST(AppLaunch, OverviewShowsTheStructureWhileTheRunLoads) {
 // activation), a killed rank that never completed its plan, a rank that timed out waiting
 // for it.  Every one of them needs the details (the plan for fates and stuck actions, gradients
 // and losses for the first NaN/Inf in causal order).
-storage::RunModel failedRunWithNaN() {
+model::RunModel failedRunWithNaN() {
   SyntheticSpec spec = defaultSyntheticSpec();
   spec.nanIteration = 1;
   spec.nanMicrobatch = 0;
-  storage::RunModel m = makeSyntheticRun(spec);
+  model::RunModel m = makeSyntheticRun(spec);
   int killed = -1, up = -1;
   for (const auto& r : m.ranks) {
     if (r.module == "llm" && r.tp == 0 && r.pp == 1 && r.dp == 0) killed = r.rank;
@@ -225,7 +225,7 @@ TEST(AppTimeline, IterationLinesGiveWayWhenTooDenseAndReturnZoomedIn) {
   SyntheticSpec spec = defaultSyntheticSpec();
   spec.iterations = 400;  // ~1,200 px of rows: 3 px an iteration
   spec.gradients = false;
-  const storage::RunModel m = makeSyntheticRun(spec);
+  const model::RunModel m = makeSyntheticRun(spec);
   const std::string dense = (fx.dir / "dense.db").string();
   storage::writeRunFile(m, dense);
   {
@@ -383,7 +383,7 @@ pid_t holdOpen(const std::string& path) {
 TEST(AppLaunch, ALiveRunSaysSoInItsBanner) {
   Fixture fx;
   HeadlessImGui gui;
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   const int world = m.info.worldSize;
   m.info.status = events::RunStatus::Running;
   const std::string live = (fx.dir / "live.db").string();
@@ -432,7 +432,7 @@ TEST(AppLaunch, ALiveRunSaysSoInItsBanner) {
 TEST(AppLaunch, AReplicaCopyThatDiffersIsNamedInTheBanner) {
   Fixture fx;
   HeadlessImGui gui;
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   auto copy = std::find_if(m.gradients.begin(), m.gradients.end(), [](const auto& g) {
     return g.phase == events::GradPhase::Reduced && g.dp == 1;
   });
@@ -440,7 +440,7 @@ TEST(AppLaunch, AReplicaCopyThatDiffersIsNamedInTheBanner) {
   copy->checksum ^= 1;
   const std::string drifted = (fx.dir / "drifted.db").string();
   storage::writeRunFile(m, drifted);
-  const storage::RunModel read = storage::loadRun(drifted);
+  const model::RunModel read = storage::loadRun(drifted);
   const auto replicas = analysis::compareReplicas(read);
   ASSERT_EQ(replicas.mismatches.size(), 1u);
   App app;

@@ -60,7 +60,7 @@ int benchMain(int argc, char** argv) {
                                     "| --open PATH)");
     }
     auto tg = Clock::now();
-    stagescope::storage::RunModel model = makeSyntheticRun(benchmarkSpec(target));
+    stagescope::model::RunModel model = makeSyntheticRun(benchmarkSpec(target));
     size_t events = countEvents(model);
     std::printf("synthetic run: %zu events (%zu ranks, %d iterations) generated in %.2f s\n",
                 events, model.ranks.size(), model.info.iterations,

@@ -166,7 +166,7 @@ double outlineShare(const Image& img, float x0, float y0, float x1, int r, int g
 }
 
 // The rank of `module` at grid position (tp, pp, dp), or -1.
-int rankAt(const storage::RunModel& m, const std::string& module, int tp, int pp, int dp) {
+int rankAt(const model::RunModel& m, const std::string& module, int tp, int pp, int dp) {
   for (const auto& r : m.ranks)
     if (r.module == module && r.tp == tp && r.pp == pp && r.dp == dp) return r.rank;
   return -1;
@@ -209,7 +209,7 @@ TEST(Gui, KilledRankIsMarkedAndTheWaitsPointAtIt) {
   const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "killed";
   fs::remove_all(dir);
   fs::create_directories(dir / "config");
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   const int killed = rankAt(m, "llm", 0, 1, 0), up = rankAt(m, "llm", 0, 0, 0),
             down = rankAt(m, "llm", 0, 2, 0);
   ASSERT_GE(killed, 0);
@@ -291,7 +291,7 @@ TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
   const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "hang";
   fs::remove_all(dir);
   fs::create_directories(dir / "config");
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   const int a = rankAt(m, "llm", 0, 0, 0), b = rankAt(m, "llm", 0, 1, 0);
   const int64_t span = m.maxTimeNs - m.minTimeNs;
   endRunEarly(m, std::vector<int64_t>(m.ranks.size(), span / 2));
@@ -473,7 +473,7 @@ TEST(Gui, ZoomedOutTimelineShowsBubblesPerRank) {
   const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "zoomed_out";
   fs::remove_all(dir);
   fs::create_directories(dir / "config");
-  const storage::RunModel m = makeSyntheticRun(benchmarkSpec(100000));
+  const model::RunModel m = makeSyntheticRun(benchmarkSpec(100000));
   const std::string run = (dir / "run.db").string();
   storage::writeRunFile(m, run);
   const std::string shot = (dir / "zoomed_out.png").string();

@@ -34,7 +34,7 @@ TEST(ReplayOrder, RespectsCausalityUnderClockSkew) {
   SyntheticSpec spec = defaultSyntheticSpec();
   spec.clockSkewNs.assign(10, 0);
   for (int r = 4; r < 10; ++r) spec.clockSkewNs[r] = -30'000'000;  // llm ranks 30 ms behind
-  storage::RunModel model = makeSyntheticRun(spec);
+  model::RunModel model = makeSyntheticRun(spec);
   auto pairs = pairActions(model);
   // The skew must actually invert timestamps somewhere, or the test proves nothing.
   size_t inverted = 0;
@@ -70,7 +70,7 @@ TEST(ReplayOrder, RespectsCausalityUnderClockSkew) {
 }
 
 TEST(ReplayOrder, StoredActivationsFollow1F1B) {
-  storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
   ReplayOrder order = ReplayOrder::build(model, pairActions(model));
   const int m = model.info.microbatches;
   for (const auto& ri : model.ranks) {
@@ -239,7 +239,7 @@ TEST(IterationLines, DrawnOnlyWhileTheyAreFarEnoughApart) {
 }
 
 TEST(RankRows, GroupedByModuleThenGrid) {
-  storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
   auto rows = orderRankRows(model);
   ASSERT_EQ(rows.size(), 10u);
   // vision (tp1 pp2 dp2 @0): dp0 pp0, dp0 pp1, dp1 pp0, dp1 pp1 = ranks 0,1,2,3.
@@ -289,8 +289,8 @@ TEST(ViewerCompare, NamesTheSameFirstDivergenceAsTheCli) {
 // A run recorded with a record filter compares in the viewer exactly as in the CLI: both read
 // the filter with analysis::recordFilterOf, so the iteration the filter skipped is "skipped",
 // not "missing" (without the filter the pair would be INCOMPLETE).
-storage::RunModel recordedIterationZeroOnly() {
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());  // 2 iterations
+model::RunModel recordedIterationZeroOnly() {
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());  // 2 iterations
   auto later = [](const auto& r) { return r.iteration >= 1; };
   for (auto& actions : m.actions) std::erase_if(actions, later);
   std::erase_if(m.transfers, later);
@@ -326,7 +326,7 @@ TEST(FindFilter, MismatchAndNaN) {
   spec.corruptMicrobatch = 3;
   spec.nanIteration = 1;
   spec.nanMicrobatch = 1;
-  storage::RunModel model = makeSyntheticRun(spec);
+  model::RunModel model = makeSyntheticRun(spec);
   FindQuery q;
   q.mismatch = true;
   size_t total = 0;
@@ -366,7 +366,7 @@ TEST(RunFile, SyntheticRunRoundTripsThroughStorage) {
   std::filesystem::create_directories(dir);
   std::string path = (dir / "roundtrip.db").string();
   std::filesystem::remove(path);  // this test's own file from an earlier run
-  storage::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel model = makeSyntheticRun(defaultSyntheticSpec());
   storage::writeRunFile(model, path);
   EXPECT_THROW(storage::writeRunFile(model, path), std::runtime_error);  // never overwrites
   auto run = openRun(path);
@@ -379,7 +379,7 @@ TEST(RunFile, SyntheticRunRoundTripsThroughStorage) {
   EXPECT_EQ(analysis::compareRuns(model, run->model).verdict, analysis::Verdict::Identical);
 }
 
-int rankAt(const storage::RunModel& m, const std::string& module, int tp, int pp, int dp) {
+int rankAt(const model::RunModel& m, const std::string& module, int tp, int pp, int dp) {
   for (const auto& r : m.ranks)
     if (r.module == module && r.tp == tp && r.pp == pp && r.dp == dp) return r.rank;
   return -1;
@@ -394,7 +394,7 @@ events::DiagnosisRecord record(int rank, const std::string& kind, int waitsOn) {
   return d;
 }
 
-RunProblems problemsOf(const storage::RunModel& m) {
+RunProblems problemsOf(const model::RunModel& m) {
   auto run = indexRun(m);
   return run->problems;
 }
@@ -410,7 +410,7 @@ TEST(RunProblems, CompletedRunHasNone) {
 // stuck at that action: the first planned one never executed, found whether or not the plan
 // comes in (iteration, seq) order.
 TEST(RunProblems, StuckPlanIsTheFirstPlannedActionNeverExecuted) {
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   const int r = rankAt(m, "llm", 0, 1, 0);
   auto& done = m.actions[r];
   ASSERT_GT(done.size(), 10u);
@@ -430,7 +430,7 @@ TEST(RunProblems, StuckPlanIsTheFirstPlannedActionNeverExecuted) {
 }
 
 TEST(RunProblems, KilledRankIsKilledAndTheRootOfTheWaits) {
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   const int killed = rankAt(m, "llm", 0, 1, 0), up = rankAt(m, "llm", 0, 0, 0);
   const int64_t span = m.maxTimeNs - m.minTimeNs;
   std::vector<int64_t> cut(m.ranks.size(), span * 55 / 100);
@@ -459,7 +459,7 @@ TEST(RunProblems, KilledRankIsKilledAndTheRootOfTheWaits) {
 // wait-for graph reports first: they wait on each other because a rank is gone (before, the
 // viewer's jump went to the cycle's lowest survivor).
 TEST(RunProblems, AKilledRankLeadsEvenWhenTheSurvivorsWaitOnEachOther) {
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   const int killed = rankAt(m, "vision", 0, 0, 0), a = rankAt(m, "llm", 0, 1, 0),
             b = rankAt(m, "llm", 0, 2, 0);
   ASSERT_GE(killed, 0);
@@ -475,9 +475,8 @@ TEST(RunProblems, AKilledRankLeadsEvenWhenTheSurvivorsWaitOnEachOther) {
   EXPECT_EQ(p.firstStuckRank, killed);
 }
 
-
 TEST(RunProblems, ARunThatWasInterruptedStopsItsUnfinishedRanks) {
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
   m.info.status = events::RunStatus::Killed;
   RunProblems p = problemsOf(m);
@@ -486,7 +485,7 @@ TEST(RunProblems, ARunThatWasInterruptedStopsItsUnfinishedRanks) {
 
 // A run hung half-way; a, b, c: the llm's stage 1, 2 and 0 ranks (the waiters of the tests below).
 struct HungRun {
-  storage::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   int a = rankAt(m, "llm", 0, 1, 0), b = rankAt(m, "llm", 0, 2, 0), c = rankAt(m, "llm", 0, 0, 0);
   HungRun() {
     endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));
@@ -568,7 +567,7 @@ TEST(RunProblems, FirstNonFiniteIsCausallyFirstNotFirstByEdgeName) {
   SyntheticSpec spec = alternateLayoutSpec();
   spec.nanIteration = 1;
   spec.nanMicrobatch = 2;
-  storage::RunModel m = makeSyntheticRun(spec);
+  model::RunModel m = makeSyntheticRun(spec);
   auto run = indexRun(m);
   const NonFinite& n = run->problems.firstNonFinite;
   ASSERT_EQ(n.kind, NonFinite::Kind::Transfer);
@@ -608,13 +607,13 @@ TEST(OpenRun, TimelineThenDetailsIsTheWholeRun) {
   SyntheticSpec spec = defaultSyntheticSpec();
   spec.nanIteration = 1;
   spec.nanMicrobatch = 1;
-  storage::RunModel written = makeSyntheticRun(spec);
+  model::RunModel written = makeSyntheticRun(spec);
   endRunEarly(written, std::vector<int64_t>(written.ranks.size(),
                                             (written.maxTimeNs - written.minTimeNs) * 3 / 4));
   written.info.status = events::RunStatus::Hung;
   storage::writeRunFile(written, path);
 
-  const storage::RunModel whole = storage::loadRun(path);
+  const model::RunModel whole = storage::loadRun(path);
   const auto wholeRun = indexRun(storage::loadRun(path));
   auto run = openTimeline(path);
   EXPECT_FALSE(run->detailsLoaded);
@@ -630,7 +629,7 @@ TEST(OpenRun, TimelineThenDetailsIsTheWholeRun) {
   EXPECT_EQ(run->model.diagnoses.size(), whole.diagnoses.size());
   EXPECT_EQ(run->replay.size(), wholeRun->replay.size());
 
-  storage::RunModel details = loadDetails(*run);
+  model::RunModel details = loadDetails(*run);
   // The details read no timeline.
   for (const auto& a : details.actions) EXPECT_TRUE(a.empty());
   EXPECT_TRUE(details.transfers.empty());
@@ -690,10 +689,10 @@ TEST(OpenRun, DetailsOfAnotherRunAreRefused) {
   const std::string path = (dir / "replaced.db").string();
   const std::string other = (dir / "replacement.db").string();
   for (const auto& p : {path, other}) std::filesystem::remove(p);  // this test's own files
-  storage::RunModel first = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel first = makeSyntheticRun(defaultSyntheticSpec());
   first.info.runId = "first-run";
   storage::writeRunFile(first, path);
-  storage::RunModel second = makeSyntheticRun(defaultSyntheticSpec());
+  model::RunModel second = makeSyntheticRun(defaultSyntheticSpec());
   second.info.runId = "second-run";
   storage::writeRunFile(second, other);
   auto run = openTimeline(path);
@@ -730,7 +729,7 @@ using namespace stagescope::testing;
 
 // Colocation: vision's last stage, audio and llm stage 0 share rank 1 (colocatedSyntheticSpec).
 TEST(ColocatedView, ASharedRankIsOneRowWithALanePerModule) {
-  const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
+  const model::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
   const auto rows = orderRankRows(model);
   ASSERT_EQ(rows.size(), 4u);  // one row per rank, not per (rank, module)
   const auto rowOf = rowOfRank(rows, 4);
@@ -757,7 +756,7 @@ TEST(ColocatedView, ASharedRankIsOneRowWithALanePerModule) {
 }
 
 TEST(ColocatedView, ReplayStepsThroughEveryModuleOfASharedRankInPlanOrder) {
-  const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
+  const model::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
   const auto pairs = pairActions(model);
   const ReplayOrder order = ReplayOrder::build(model, pairs);
   EXPECT_EQ(order.brokenConstraints(), 0u);
@@ -785,7 +784,7 @@ TEST(ColocatedView, ReplayStepsThroughEveryModuleOfASharedRankInPlanOrder) {
 }
 
 TEST(ColocatedView, FindByModuleOnASharedRank) {
-  const storage::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
+  const model::RunModel model = makeSyntheticRun(colocatedSyntheticSpec());
   FindQuery q;
   q.what = FindWhat::Actions;
   q.module = "audio";

@@ -1,4 +1,4 @@
-#include "core/capture/RecordingWork.h"
+#include "app/capture/RecordingWork.h"
 
 #include <exception>
 

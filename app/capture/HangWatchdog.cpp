@@ -1,4 +1,4 @@
-#include "core/capture/HangWatchdog.h"
+#include "app/capture/HangWatchdog.h"
 
 #include <algorithm>
 #include <vector>

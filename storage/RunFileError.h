@@ -1,6 +1,5 @@
-// The read model lives in core/model (plain structs, no SQLite); storage fills it.  This header
-// keeps the storage-side names (storage::RunModel, storage::TransferPair) and defines the one
-// storage-specific type: why a run file could not be read.
+// Why a run file could not be read.  The read model the reader fills is model::RunModel
+// (core/model: plain structs, no SQLite); it has no second name in storage.
 #pragma once
 
 #include <stdexcept>
@@ -9,10 +8,6 @@
 #include "core/model/RunModel.h"
 
 namespace stagescope::storage {
-
-using model::RunModel;
-using model::sameChecksumFunction;
-using model::TransferPair;
 
 // Why a file could not be read.  The message names the file and the reason.
 class RunFileError : public std::runtime_error {

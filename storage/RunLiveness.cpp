@@ -1,9 +1,9 @@
-#include "app/RunLiveness.h"
+#include "storage/RunLiveness.h"
 
-#include "app/RunFileLock.h"
 #include "storage/Merge.h"
+#include "storage/RunFileLock.h"
 
-namespace stagescope::app {
+namespace stagescope::storage {
 
 std::string RunLiveness::summary() const {
   if (!live()) return "";
@@ -31,7 +31,7 @@ RunLiveness observeLiveness(const std::string& run, int worldSize) {
   return out;
 }
 
-std::string liveLineOf(const std::string& run, const storage::RunModel& snapshot,
+std::string liveLineOf(const std::string& run, const model::RunModel& snapshot,
                        const RunLiveness& before) {
   if (snapshot.info.status != events::RunStatus::Running) return "";
   RunLiveness seen = observeLiveness(run, snapshot.info.worldSize);
@@ -42,12 +42,12 @@ std::string liveLineOf(const std::string& run, const storage::RunModel& snapshot
   return seen.line();
 }
 
-storage::RunModel loadObserved(const std::string& run, const storage::LoadOptions& opts,
-                               const std::function<void(float)>& progress, std::string* live) {
+model::RunModel loadObserved(const std::string& run, const storage::LoadOptions& opts,
+                             const std::function<void(float)>& progress, std::string* live) {
   const RunLiveness before = observeLiveness(run, 0);
-  storage::RunModel m = storage::loadRun(run, opts, progress);
+  model::RunModel m = storage::loadRun(run, opts, progress);
   if (live) *live = liveLineOf(run, m, before);
   return m;
 }
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

@@ -13,7 +13,7 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "core/capture/HangWatchdog.h"
+#include "app/capture/HangWatchdog.h"
 
 #include <atomic>
 #include <chrono>

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-namespace stagescope::app {
+namespace stagescope::storage {
 
 // The output path is refused by the policy (exit 2, like any other bad command line).
 class OutputRefused : public std::runtime_error {
@@ -96,4 +96,4 @@ bool isStagescopeFile(const std::string& path);
 // A stagescope run file (not a shard): the header above and a `shards` table.
 bool isRunFile(const std::string& path);
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

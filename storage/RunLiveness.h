@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "app/LiveShards.h"
-#include "storage/RunModel.h"
+#include "storage/LiveShards.h"
+#include "storage/RunFileError.h"
 #include "storage/RunReader.h"
 
-namespace stagescope::app {
+namespace stagescope::storage {
 
 struct RunLiveness {
   int ranks = 0;                   // M: the run's world size (0: unknown, no run file)
@@ -42,10 +42,10 @@ RunLiveness observeLiveness(const std::string& run, int worldSize);
 // of what is seen now, or of `before` when the writers ended meanwhile; "" when neither saw a
 // writer, or the snapshot's status is not running.  A live run is never complete: `check`
 // fails its run_status, `compare` calls it INCOMPLETE, the viewer says so in its banner.
-std::string liveLineOf(const std::string& run, const storage::RunModel& snapshot,
+std::string liveLineOf(const std::string& run, const model::RunModel& snapshot,
                        const RunLiveness& before);
 // loadRun with liveness observed around it: the live line into `*live` (when not null).
-storage::RunModel loadObserved(const std::string& run, const storage::LoadOptions& opts,
-                               const std::function<void(float)>& progress, std::string* live);
+model::RunModel loadObserved(const std::string& run, const storage::LoadOptions& opts,
+                             const std::function<void(float)>& progress, std::string* live);
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

@@ -1,4 +1,4 @@
-#include "app/RunFileLock.h"
+#include "storage/RunFileLock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,9 +15,9 @@
 #include <sstream>
 #include <vector>
 
-#include "app/OutputPolicy.h"
+#include "storage/OutputPolicy.h"
 
-namespace stagescope::app {
+namespace stagescope::storage {
 namespace {
 
 constexpr const char* kTag = "stagescope lock: ";
@@ -161,4 +161,4 @@ RunFileLock::~RunFileLock() {
   ::close(fd_);
 }
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

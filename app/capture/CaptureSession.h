@@ -1,7 +1,7 @@
 // CaptureSession: the recording state of one process of a captured PyTorch job.
 //
 // A captured job is a user's own torch.distributed program whose process groups use the
-// `stagescope` backend (core/capture/RecordingBackend).  Every group of a process shares this
+// `stagescope` backend (app/capture/RecordingBackend).  Every group of a process shares this
 // one session: one shard writer (storage/ShardWriter, the same run-file format as
 // stagescope's own runs), the current iteration (set by the job's `step(i)`), the per-rank
 // operation sequence and the per-channel message counters that give captured messages their
@@ -28,7 +28,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/capture/HangWatchdog.h"
+#include "app/capture/HangWatchdog.h"
 #include "core/events/Recorder.h"
 
 namespace stagescope::storage {

@@ -1,4 +1,4 @@
-#include "app/OutputPolicy.h"
+#include "storage/OutputPolicy.h"
 
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -11,14 +11,14 @@
 #include <fstream>
 #include <system_error>
 
-#include "app/LiveShards.h"
-#include "app/report/TextFile.h"
 #include "core/events/Printable.h"
+#include "storage/LiveShards.h"
 #include "storage/Merge.h"
-#include "storage/RunModel.h"
+#include "storage/RunFileError.h"
 #include "storage/Schema.h"
+#include "storage/TextFile.h"
 
-namespace stagescope::app {
+namespace stagescope::storage {
 namespace {
 
 namespace fs = std::filesystem;
@@ -325,4 +325,4 @@ RunOutputPlan checkRunOutput(const std::string& out, const std::vector<std::stri
   return plan;
 }
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

@@ -1,11 +1,11 @@
-#include "core/capture/RecordingBackend.h"
+#include "app/capture/RecordingBackend.h"
 
 #include <ATen/ATen.h>
 
 #include <sstream>
 
-#include "core/capture/DigestWorker.h"
-#include "core/capture/RecordingWork.h"
+#include "app/capture/DigestWorker.h"
+#include "app/capture/RecordingWork.h"
 #include "core/engine/Clock.h"
 #include "core/engine/TensorDigest.h"
 #include "core/events/ShapeMessage.h"

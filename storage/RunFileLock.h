@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace stagescope::app {
+namespace stagescope::storage {
 
 // Another live process holds the lock.  what(): "RUN is being written by stagescope pid P on
 // host H (lock RUN.lock); wait for it to finish or choose another -o".
@@ -48,4 +48,4 @@ class RunFileLock {
   int fd_ = -1;
 };
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

@@ -1,4 +1,4 @@
-#include "core/capture/CaptureSession.h"
+#include "app/capture/CaptureSession.h"
 
 #include <torch/version.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "core/capture/DigestWorker.h"
+#include "app/capture/DigestWorker.h"
 #include "core/engine/Clock.h"
 #include "core/events/CapturedLayout.h"
 #include "core/plan/Config.h"

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "core/capture/CaptureSession.h"
+#include "app/capture/CaptureSession.h"
 #include "core/events/Events.h"
 
 namespace stagescope::capture {

@@ -1,4 +1,4 @@
-#include "app/report/TextFile.h"
+#include "storage/TextFile.h"
 
 #include <fcntl.h>
 #include <pthread.h>

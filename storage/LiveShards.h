@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace stagescope::app {
+namespace stagescope::storage {
 
 struct LiveShard {
   std::string path;  // as given
@@ -20,4 +20,4 @@ std::vector<LiveShard> liveShards(const std::vector<std::string>& paths);
 // "being written by pid P on host H"
 std::string describeWriter(const LiveShard& s);
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

@@ -1,4 +1,4 @@
-#include "core/capture/DigestWorker.h"
+#include "app/capture/DigestWorker.h"
 
 #include <ATen/ATen.h>
 

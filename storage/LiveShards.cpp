@@ -1,4 +1,4 @@
-#include "app/LiveShards.h"
+#include "storage/LiveShards.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <map>
 #include <system_error>
 
-namespace stagescope::app {
+namespace stagescope::storage {
 
 namespace fs = std::filesystem;
 
@@ -60,4 +60,4 @@ std::string describeWriter(const LiveShard& s) {
   return "being written by pid " + std::to_string(s.pid) + " on host " + host;
 }
 
-}  // namespace stagescope::app
+}  // namespace stagescope::storage

@@ -39,7 +39,7 @@ class AtomicFile {
 };
 
 // The path that means standard output for a report option that takes it (`check --json -`;
-// which ones: app/OutputPolicy.h).
+// which ones: storage/OutputPolicy.h).
 inline constexpr char kStandardOutput[] = "-";
 inline bool isStandardOutput(const std::string& path) {
   return path == kStandardOutput;

@@ -11,8 +11,8 @@
 
 #include <stdexcept>
 
-#include "core/capture/CaptureSession.h"
-#include "core/capture/RecordingBackend.h"
+#include "app/capture/CaptureSession.h"
+#include "app/capture/RecordingBackend.h"
 #include "core/engine/TensorDigest.h"
 #include "storage/Schema.h"
 
@@ -85,7 +85,7 @@ void finish(const std::string& status, const std::string& reason) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "stagescope recording c10d backend (see docs/capture.md)";
   py::module_::import("torch.distributed");
-  // The torch build this module was compiled against (core/capture/CMakeLists.txt): any other
+  // The torch build this module was compiled against (app/capture/CMakeLists.txt): any other
   // has another libtorch ABI.  The package's __init__ says the same before loading us; this is
   // the check for an import that bypasses it.
   {

@@ -1,0 +1,3 @@
+// A planted upward include: the vocabulary reaching for the run file.
+#pragma once
+#include "storage/Sqlite.h"

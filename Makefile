@@ -3,7 +3,7 @@ PRESET ?= default
 BUILD  := build/$(PRESET)
 JOBS   ?= 2
 
-.PHONY: bootstrap configure build demo test bench format clean
+.PHONY: bootstrap configure build demo test bench fuzz format clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -33,6 +33,10 @@ test: build
 
 bench: build
 	scripts/bench.sh $(BUILD)
+
+# A bounded (20 s) libFuzzer run of the run-file reader; the suite replays its seed corpus.
+fuzz: configure
+	cmake --build $(BUILD) --target fuzz
 
 format:
 	find app core storage ui tests -name '*.cpp' -o -name '*.h' | xargs clang-format -i

@@ -122,7 +122,7 @@ std::vector<std::optional<Iteration>> float32Reference(const plan::RunConfig& co
                                                        const std::string& runPath) {
   const bool trains = !config.forwardOnly && config.iterations > 1;
   std::map<int, Params> after;
-  if (trains && config.record.level == "full") {
+  if (trains && config.record.level == events::RecordLevel::Full) {
     after = recordedParamsAfterStep(runPath, engine::referenceInitialParams(float32));
   }
   std::vector<std::optional<Iteration>> out;

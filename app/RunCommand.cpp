@@ -20,6 +20,7 @@
 #include "app/Commands.h"
 #include "app/ErrorBoundary.h"
 #include "app/FaultFlag.h"
+#include "app/MergeWithProgress.h"
 #include "app/ReferenceRecord.h"
 #include "app/RunChecks.h"
 #include "app/RunFileCreation.h"
@@ -150,6 +151,7 @@ void recordRankExits(const std::string& out, const engine::LaunchResult& launche
   for (const auto& r : launched.ranks) {
     events::DiagnosisRecord d;
     d.rank = r.rank;
+    d.timeNs = r.endedNs;  // the order the ranks ended in: the first killed is the cause
     if (r.stoppedByUs) {
       d.kind = "rank_stopped";
       d.message = launched.interrupted ? "stopped: the run was interrupted"
@@ -217,7 +219,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
 
   storage::MergeResult merged;
   try {
-    merged = storage::mergeShards(out, storage::findShards(out));
+    merged = mergeWithProgress(out, storage::findShards(out));
   } catch (const std::exception& e) {
     merged.failed = 1;
     merged.notes.push_back(oneLine(e));
@@ -339,7 +341,7 @@ int runCommand(const RunOptions& opts) {
     }
     const ResolvedConfig resolved(cfg.text);
     std::printf("stagescope: %d ranks, %d iterations x %d microbatches, record %s -> %s\n",
-                cfg.worldSize, cfg.iterations, cfg.microbatches, cfg.record.level.c_str(),
+                cfg.worldSize, cfg.iterations, cfg.microbatches, events::toString(cfg.record.level),
                 out.c_str());
     std::fflush(stdout);
     Outcome outcome = launchOnce(cfg, resolved.path(), out, opts.quiet);

@@ -32,7 +32,7 @@ events::RunInfo runInfoFor(const plan::RunConfig& cfg, const std::string& out) {
   info.worldSize = cfg.worldSize;
   info.iterations = cfg.iterations;
   info.microbatches = cfg.microbatches;
-  events::parseRecordLevel(cfg.record.level, &info.level);
+  info.level = cfg.record.level;
   info.recordFilter = cfg.record.filter();
   info.modules = plan::moduleInfos(cfg);
   info.versionStagescope = engine::kStagescopeVersion;

@@ -85,7 +85,7 @@ events::RunInfo shardRunInfo(const plan::RunConfig& cfg, const engine::RunIdenti
   info.worldSize = cfg.worldSize;
   info.iterations = cfg.iterations;
   info.microbatches = cfg.microbatches;
-  events::parseRecordLevel(cfg.record.level, &info.level);
+  info.level = cfg.record.level;
   info.recordFilter = cfg.record.filter();
   info.versionStagescope = id.stagescopeVersion;
   info.versionTorch = id.torchVersion;
@@ -214,9 +214,7 @@ int workerCommand(const WorkerOptions& opts) {
     }
     const plan::Topology topology(cfg);
     const plan::Plan plan = plan::makePlan(cfg, topology);
-    events::RecordLevel level = events::RecordLevel::Stats;
-    events::parseRecordLevel(cfg.record.level, &level);
-    recorder = openOwnShard(opts.out, rank, level, env);
+    recorder = openOwnShard(opts.out, rank, cfg.record.level, env);
     // Every record of this rank passes the [record] filters, whichever part emits it.
     std::vector<std::string> modules;
     for (const auto& s : plan.ranks[rank].stages) modules.push_back(s.module);

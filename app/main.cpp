@@ -11,8 +11,10 @@
 
 #include "app/CommandLine.h"
 #include "app/Commands.h"
+#include "app/Completion.h"
 #include "app/EngineExec.h"
 #include "app/ErrorBoundary.h"
+#include "app/MergeWithProgress.h"
 #include "app/RunChecks.h"
 #include "app/RunLoading.h"
 #include "app/WorkerRunVerdict.h"
@@ -272,7 +274,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   if (create) createRunFileFor(config, run, runIdOfShards(inputs));
   storage::MergeResult result;
   try {
-    result = storage::mergeShards(run, inputs);
+    result = mergeWithProgress(run, inputs);
   } catch (const std::exception& e) {
     // Say so in the run file (when it can still be written): the records wait in the shards.
     if (create) {
@@ -464,6 +466,13 @@ int cliMain(int argc, char** argv) {
                    "with `stagescope worker`, e.g. on several hosts)")
       ->check(pathValidator());
 
+  std::string shell;
+  auto* completionCmd = cli.add_subcommand(
+      "completion", "print a shell completion script: source <(stagescope completion bash)");
+  completionCmd->add_option("shell", shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+
 #ifdef STAGESCOPE_HAVE_UI
   stagescope::ui::ViewerOptions viewer;
   auto* guiCmd = cli.add_subcommand("gui", "open the replay viewer on RUN [OTHER]");
@@ -491,6 +500,11 @@ int cliMain(int argc, char** argv) {
   if (*cmpCmd) return compareCommand(cmpA, cmpB, html, md, json, cmpTol);
   if (*exportCmd) return exportCommand(exportRun, trace);
   if (*mergeCmd) return mergeCommand(mergeRun, mergeShards, mergeConfig, mergeKeepShards);
+  if (*completionCmd) {
+    // After every command is defined (gui included): the script lists them all.
+    std::fputs(completionScript(cli, shell).c_str(), stdout);
+    return 0;
+  }
 #ifdef STAGESCOPE_HAVE_UI
   if (*guiCmd) {
     // Screenshots follow the output policy like any report, checked before the window opens.

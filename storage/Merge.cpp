@@ -315,7 +315,8 @@ void adoptRenamedShardRows(Db& db, const std::string& runName,
 
 }  // namespace
 
-MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths) {
+MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths,
+                        const MergeProgress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   Db db = openStagescopeFile(runPath, true);
   if (!db.hasTable("shards"))
@@ -342,6 +343,11 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
       recordShard(db, s, s.state, "");
   }
 
+  const size_t steps = ready.size() + 2;  // the copies, the indexes, the overview
+  size_t done = 0;
+  auto advance = [&] {
+    if (progress) progress(++done, steps);
+  };
   const int limit =
       std::min(kMaxAttachedPerGroup, sqlite3_limit(db.handle(), SQLITE_LIMIT_ATTACHED, -1));
   for (size_t g = 0; g < ready.size(); g += static_cast<size_t>(limit)) {
@@ -371,11 +377,15 @@ MergeResult mergeShards(const std::string& runPath, const std::vector<std::strin
         s.note = e.what();
         recordShard(db, s, s.state, "");
       }
+      advance();
     }
+    done += end - g - attached.size();  // shards that could not be attached
     for (auto& [pos, alias] : attached) db.exec("DETACH DATABASE " + alias);
   }
   createIndexes(db);
+  advance();
   writeOverview(db);
+  advance();
 
   for (const auto& s : result.shards) {
     if (s.state == "merged") {

@@ -14,6 +14,8 @@
 // end.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,9 +53,15 @@ struct MergeResult {
   bool ok() const { return failed == 0 && missing == 0 && refused == 0; }
 };
 
+// How far a merge is: `done` of `total` steps, one per shard copied, then the read indexes and
+// the overview (the two long steps after the copies).  Called from the merging thread.
+using MergeProgress = std::function<void(size_t done, size_t total)>;
+
 // Merges the shards into the run file (see the protocol above).  Re-runnable: merging a shard
-// again replaces its rows.  Throws RunFileError when runPath is not a run file.
-MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths);
+// again replaces its rows.  Throws RunFileError when runPath is not a run file.  `progress`,
+// when given, is called after each step.
+MergeResult mergeShards(const std::string& runPath, const std::vector<std::string>& shardPaths,
+                        const MergeProgress& progress = {});
 
 // Removes the shards the run file records as merged (`RUN.rank<N>.shard`, `RUN.launcher.shard`,
 // `RUN.exits.shard`, `RUN.reference.shard`, with SQLite's -wal/-shm beside them), so that a

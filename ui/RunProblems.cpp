@@ -71,6 +71,25 @@ bool fateOfRecord(const std::string& kind, RankFate* out) {
   return true;
 }
 
+// Of the ranks whose fate is Killed, the one whose rank_killed record is earliest (ties and
+// records without a time: the lowest rank); -1 when none was killed.
+int firstKilledRank(const model::RunModel& m, const std::vector<RankProblem>& ranks) {
+  int first = -1;
+  int64_t firstNs = 0;
+  for (const auto& d : m.diagnoses) {
+    if (d.kind != "rank_killed" || d.rank < 0 || d.rank >= static_cast<int>(ranks.size()) ||
+        ranks[d.rank].fate != RankFate::Killed)
+      continue;
+    if (first < 0 || d.timeNs < firstNs || (d.timeNs == firstNs && d.rank < first)) {
+      first = d.rank;
+      firstNs = d.timeNs;
+    }
+  }
+  for (int r = 0; first < 0 && r < static_cast<int>(ranks.size()); ++r)
+    if (ranks[r].fate == RankFate::Killed) first = r;
+  return first;
+}
+
 // The index in `plan` of the first planned action whose (iteration, seq) no executed action has;
 // -1 when every one was executed.  Both lists come sorted by (iteration, seq) from the reader,
 // so one forward walk finds it (a std::set of the executed keys cost ~1 s and 5 M nodes at
@@ -248,12 +267,13 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
       if (out.ranks[r].fate != RankFate::Completed) root = r;
   }
   // A rank killed by a signal is the cause whatever rank the graph's first verdict is about:
-  // its peers then wait on a rank that is gone (hung, or "peer lost"), as a consequence.
-  for (int r = 0; r < world; ++r) {
-    if (out.ranks[r].fate != RankFate::Killed) continue;
-    if (root < 0 || strength(out.ranks[root].fate) < strength(RankFate::Killed)) root = r;
-    break;
-  }
+  // its peers then wait on a rank that is gone (hung, or "peer lost"), as a consequence.  Of
+  // several killed ranks, the one that ended first (the launcher's record of when it saw each
+  // end; the run's status reason names the same rank).
+  if (const int killed = firstKilledRank(m, out.ranks);
+      killed >= 0 && (root < 0 || out.ranks[root].fate == RankFate::Killed ||
+                      strength(out.ranks[root].fate) < strength(RankFate::Killed)))
+    root = killed;
   out.firstStuckRank = root;
   // Corrupted messages (send and receive disagree), the causally first receive.  The causal
   // order is built only when there is one to order (at 10^7 events it costs seconds and

@@ -1,5 +1,7 @@
 #include "core/engine/Launcher.h"
 
+#include "core/engine/Clock.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -211,6 +213,7 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
         if (c.pid != pid || c.done) continue;
         c.done = true;
         --alive;
+        c.exit.endedNs = nowNs();
         if (WIFSIGNALED(status))
           c.exit.signal = WTERMSIG(status);
         else

@@ -40,6 +40,7 @@ struct RankExit {
   int signal = 0;    // the signal that ended it, 0 if it exited
   bool stoppedByUs = false;
   std::string lastLine;  // last line the rank printed on stderr
+  int64_t endedNs = 0;   // when the launcher saw it end (engine::nowNs, the recording clock)
 };
 
 struct LaunchResult {

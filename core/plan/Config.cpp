@@ -754,11 +754,13 @@ void readRecord(const Failer& fail, const toml::table* table, RunConfig* c) {
   RecordConfig& r = c->record;
   Section s(*table, "record", fail);
   s.allowOnly({"level", "iterations", "modules", "ranks"});
-  s.readString("level", &r.level);
+  std::string level = events::toString(r.level);
+  s.readString("level", &level);
   s.readIntArray("iterations", &r.iterations);
   s.readStringArray("modules", &r.modules);
   s.readIntArray("ranks", &r.ranks);
-  requireOneOf(fail, "record.level", r.level, {"off", "meta", "stats", "full"});
+  requireOneOf(fail, "record.level", level, {"off", "meta", "stats", "full"});
+  events::parseRecordLevel(level, &r.level);
   for (int it : r.iterations) {
     if (it < 0 || it >= c->iterations) {
       fail("record.iterations", std::to_string(it),
@@ -862,7 +864,7 @@ int ModuleConfig::firstLayerOfStage(int stage) const {
 }
 
 bool RecordConfig::wants(int iteration, const std::string& module, int rank) const {
-  return level != "off" && filter().keeps(iteration, module, rank);
+  return level != events::RecordLevel::Off && filter().keeps(iteration, module, rank);
 }
 
 const ModuleConfig& RunConfig::module(const std::string& name) const {

@@ -87,10 +87,10 @@ struct OptimizerConfig {
 
 // Which records to keep (see docs/run-file.md).
 struct RecordConfig {
-  std::string level = "stats";       // off | meta | stats | full
-  std::vector<int> iterations;       // empty: all
-  std::vector<std::string> modules;  // empty: all
-  std::vector<int> ranks;            // empty: all
+  events::RecordLevel level = events::RecordLevel::Stats;  // parsed once, from off|meta|stats|full
+  std::vector<int> iterations;                             // empty: all
+  std::vector<std::string> modules;                        // empty: all
+  std::vector<int> ranks;                                  // empty: all
   // level != off and filter().keeps(iteration, module, rank): the one filter rule.
   bool wants(int iteration, const std::string& module, int rank) const;
   events::RecordFilter filter() const { return {iterations, modules, ranks}; }

@@ -79,7 +79,7 @@ std::vector<ConfigField> canonicalFields(const RunConfig& c) {
       {"optimizer.beta2", num(c.optimizer.beta2)},
       {"optimizer.eps", num(c.optimizer.eps)},
       {"optimizer.weight_decay", num(c.optimizer.weightDecay)},
-      {"record.level", c.record.level},
+      {"record.level", events::toString(c.record.level)},
       {"record.iterations", list(c.record.iterations)},
       {"record.modules", list(c.record.modules)},
       {"record.ranks", list(c.record.ranks)},

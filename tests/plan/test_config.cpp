@@ -128,7 +128,7 @@ TEST(Config, DefaultsApply) {
   EXPECT_EQ(c.dtype, "float32");
   EXPECT_EQ(c.backend, "gloo");
   EXPECT_EQ(c.worldSize, 2);
-  EXPECT_EQ(c.record.level, "stats");
+  EXPECT_EQ(c.record.level, events::RecordLevel::Stats);
   EXPECT_FALSE(c.forwardOnly);
 }
 
@@ -212,7 +212,7 @@ TEST(Config, RecordFilters) {
   EXPECT_TRUE(r.wants(1, "llm", 0));
   EXPECT_FALSE(r.wants(0, "llm", 0));
   EXPECT_FALSE(r.wants(1, "vision", 0));
-  r.level = "off";
+  r.level = events::RecordLevel::Off;
   EXPECT_FALSE(r.wants(1, "llm", 0));
 }
 

@@ -925,12 +925,33 @@ TEST(Progress, PlainLinesWhenNotATty) {
   }
   std::fclose(f);
   std::string s = readFile(path);
-  EXPECT_NE(s.find("loading: 50% (500/1000)"), std::string::npos) << s;
+  EXPECT_NE(s.find("loading: 50% (500/1000, "), std::string::npos) << s;  // then rate, time left
+  EXPECT_NE(s.find("s left)"), std::string::npos) << s;
   EXPECT_NE(s.find("loading: done in"), std::string::npos) << s;
   EXPECT_EQ(s.find('\r'), std::string::npos);
   int lines = 0;
   for (char ch : s) lines += ch == '\n';
   EXPECT_EQ(lines, 12);  // 0%, 10%, ..., 100%, done
+}
+
+// On a terminal: one redrawn line with N/total, the rate and the time left.
+TEST(Progress, BarSaysHowManyHowFastAndHowLongOnATty) {
+  auto path = tempPath("progress-tty.txt");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p("merging 4 shards", 4, f, 1);
+    p.update(1);
+    p.finish();
+  }
+  std::fclose(f);
+  const std::string s = readFile(path);
+  EXPECT_EQ(s.rfind("\rmerging 4 shards [", 0), 0u) << s;
+  EXPECT_NE(s.find(" 1/4, "), std::string::npos) << s;
+  EXPECT_NE(s.find("/s, "), std::string::npos) << s;
+  EXPECT_NE(s.find(" s left"), std::string::npos) << s;
+  EXPECT_NE(s.find("100% 4/4"), std::string::npos) << s;  // the final line: no time left
+  EXPECT_EQ(s.back(), '\n');
 }
 
 TEST(Analysis, GatherMarksIncompleteShards) {

@@ -103,10 +103,17 @@ TEST(Merge, TwelveShardsInAttachGroups) {
     w->transfer(sampleTransfer(Side::Send, r, (r + 1) % world, 0, 0));
     w->transfer(sampleTransfer(Side::Recv, (r + world - 1) % world, r, 0, 0));
   }
-  const MergeResult res = mergeShards(run, findShards(run));
+  // Progress: one step per shard over the two attach groups, then the indexes and the
+  // overview, each reported once, in order.
+  std::vector<std::pair<size_t, size_t>> steps;
+  const MergeResult res = mergeShards(
+      run, findShards(run), [&](size_t done, size_t total) { steps.emplace_back(done, total); });
   EXPECT_EQ(res.merged, world);
   EXPECT_TRUE(res.ok());
   EXPECT_EQ(res.shards[11].rank, 11);
+  ASSERT_EQ(steps.size(), static_cast<size_t>(world + 2));
+  for (size_t i = 0; i < steps.size(); ++i)
+    EXPECT_EQ(steps[i], std::make_pair(i + 1, static_cast<size_t>(world + 2)));
 
   const model::RunModel m = loadRun(run);
   EXPECT_FALSE(m.partial);

@@ -475,6 +475,25 @@ TEST(RunProblems, AKilledRankLeadsEvenWhenTheSurvivorsWaitOnEachOther) {
   EXPECT_EQ(p.firstStuckRank, killed);
 }
 
+// Two ranks killed: the one that ended first leads (the launcher's order of their ends, which
+// the run's status reason names too), whatever their numbers (before: the lowest rank).
+TEST(RunProblems, OfTwoKilledRanksTheOneThatEndedFirstLeads) {
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int low = rankAt(m, "llm", 0, 0, 0), high = rankAt(m, "llm", 0, 1, 0);
+  ASSERT_LT(low, high);
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), span * 40 / 100));
+  m.info.status = events::RunStatus::Failed;
+  events::DiagnosisRecord first = record(high, "rank_killed", -1),
+                          second = record(low, "rank_killed", -1);
+  first.timeNs = m.minTimeNs + span / 2;
+  second.timeNs = first.timeNs + 1000;
+  m.diagnoses = {second, first};
+  EXPECT_EQ(problemsOf(m).firstStuckRank, high);
+  std::swap(m.diagnoses[0].timeNs, m.diagnoses[1].timeNs);
+  EXPECT_EQ(problemsOf(m).firstStuckRank, low);
+}
+
 TEST(RunProblems, ARunThatWasInterruptedStopsItsUnfinishedRanks) {
   model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
   endRunEarly(m, std::vector<int64_t>(m.ranks.size(), (m.maxTimeNs - m.minTimeNs) / 2));

@@ -144,11 +144,14 @@ def transcript(text):
     return steps
 
 
-def sandbox(repo, bindir):
+def sandbox(repo, bindir, python):
     work = tempfile.mkdtemp(prefix="stagescope-docs-")
     for name in ("assets", "tests", "scripts", "docs", ".venv"):
         if os.path.exists(os.path.join(repo, name)):
             os.symlink(os.path.join(repo, name), os.path.join(work, name))
+    venv = os.path.dirname(os.path.dirname(python))  # a checkout without .venv: PYTHON's own
+    if not os.path.exists(os.path.join(work, ".venv")) and os.path.exists(os.path.join(venv, "pyvenv.cfg")):
+        os.symlink(venv, os.path.join(work, ".venv"))
     os.makedirs(os.path.join(work, "build", "default", "app"))
     os.makedirs(os.path.join(work, "bin"))
     os.makedirs(os.path.join(work, "runs"))
@@ -169,7 +172,7 @@ def run(argv, work, env, stdin=None):
 
 
 def run_doc(repo, bindir, python, doc):
-    work, env = sandbox(repo, bindir)
+    work, env = sandbox(repo, bindir, python)
     fails, counts = [], {"ran": 0, "skipped": 0, "not code": 0}
     db = None
     try:

@@ -39,6 +39,7 @@ themselves abridge long findings with " …").  Normalisations (only where marke
   times    a number followed by a unit of time (ms, s, µs)   -> <time>
   bubble   a measured percentage followed by " / "           -> <pct> /
   memory   the memory this machine has available             -> <mem> available
+Every relative link must resolve inside the repository.
 Exit 0 when every block ran as printed; 1 on the first document with a failing block (every
 failure of that document is listed)."""
 
@@ -171,9 +172,22 @@ def run(argv, work, env, stdin=None):
     return r.returncode, r.stdout
 
 
+def links(repo, doc):
+    """Relative links that do not resolve inside the repository."""
+    out = []
+    for m in re.finditer(r"\]\(([^)#\s]+)(#[^)]*)?\)", open(os.path.join(repo, doc), encoding="utf-8").read()):
+        t = m.group(1)
+        if re.match(r"^[a-z]+:", t):
+            continue
+        p = os.path.normpath(os.path.join(os.path.dirname(doc), t))
+        if p.startswith("..") or not os.path.exists(os.path.join(repo, p)):
+            out.append(f"{doc}: link ({t}) does not resolve inside the repository")
+    return out
+
+
 def run_doc(repo, bindir, python, doc):
     work, env = sandbox(repo, bindir, python)
-    fails, counts = [], {"ran": 0, "skipped": 0, "not code": 0}
+    fails, counts = links(repo, doc), {"ran": 0, "skipped": 0, "not code": 0}
     db = None
     try:
         for b in blocks(doc, os.path.join(repo, doc)):

@@ -16,7 +16,8 @@ struct RunOptions {
   bool check = false;                  // check the run file afterwards (exit code = check's)
   bool quiet = false;
   int repeat = 1;           // run N times and require bitwise-identical runs (1..1000)
-  bool force = false;       // replace an existing run file at `out` (README "Output files")
+  bool force = false;       // replace an existing run file at `out` (docs/commands.md "Output
+                            // files")
   bool keepShards = false;  // keep the rank shards of a completed run (removed by default)
 };
 int runCommand(const RunOptions& opts);

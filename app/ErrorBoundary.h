@@ -1,5 +1,6 @@
 // The one error boundary of every `stagescope` command: whatever goes wrong ends as ONE line
-// "error: ..." on stderr and a documented exit code (README "Exit codes"), never an abort.
+// "error: ..." on stderr and a documented exit code (docs/commands.md "Exit codes (every
+// command)"), never an abort.
 //
 //   exit 2  the command line, the config or an output path was refused (usage errors, a
 //           plan::ConfigError, a --fault flag, the output policy)

@@ -27,7 +27,7 @@ struct CheckFiles {
 };
 
 // Checks a run file (optionally against another); prints the text report; returns the
-// check's exit code (README "Exit codes").
+// check's exit code (docs/exit-codes.md).
 int checkRunFile(const std::string& path, const std::string& against, const CheckFiles& files);
 int exitCodeFor(events::RunStatus status);
 // The wait-for graph of a hung run (analysis::waitForGraph: the ranks' structured timeout

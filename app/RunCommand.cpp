@@ -362,7 +362,8 @@ int runCommand(const RunOptions& opts) {
   }
   if (opts.check || opts.repeat > 1) {
     int checked = checkRunFile(outs.front(), opts.repeat > 1 ? outs.back() : "", {});
-    // The lowest non-zero code wins (README "Exit codes": causes before consequences).
+    // The lowest non-zero code wins (docs/commands.md "Exit codes (every command)": causes
+    // before consequences).
     if (code == 0 || (checked != 0 && checked < code)) code = checked;
   }
   return code;

@@ -285,8 +285,8 @@ int workerCommand(const WorkerOptions& opts) {
       recorder->flush();  // every iteration is durable before the next starts
       const plan::RankStage* llm = me.stage(cfg.llm().name);
       if (r.hasLoss && llm && llm->tp == 0 && llm->dp == 0) {
-        // N/total and the time left at the mean pace so far (README "run"): long runs show where
-        // they are.
+        // N/total and the time left at the mean pace so far (the progress lines in README "A
+        // first run"): long runs show where they are.
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         const int done = it + 1;

@@ -1,7 +1,7 @@
 # Imported targets for the CPU half of LibTorch, taken from the PyPI `torch` wheel in the
 # project venv.  Why not find_package(Torch): TorchConfig always pulls Caffe2's cuda.cmake,
 # which needs the CUDA toolkit at configure time and links libtorch_cuda + cudart into every
-# executable.  The CPU build needs only libc10 + libtorch_cpu (README "Build facts").
+# executable.  The CPU build needs only libc10 + libtorch_cpu (docs/build.md "Build facts").
 #
 # Input : STAGESCOPE_TORCH_ROOT = <site-packages>/torch (set by the top-level CMakeLists).
 # Output: target stagescope::torch_cpu (INTERFACE), with c10d Gloo enabled.

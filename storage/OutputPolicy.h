@@ -1,4 +1,5 @@
-// Where a command may write: the output policy (README "Output files").
+// Where a command may write: the output policy (docs/commands.md "Output files: what a command
+// may write").
 //
 // A command writes a file only where nothing of value can be lost:
 //   * a run file (`run -o`, `merge --config`): a path where nothing exists, an empty regular

@@ -385,7 +385,8 @@ std::string configDir();
 // Why the viewer's own settings file `path` (viewer.ini, imgui.ini) may not be read and
 // replaced ("" when it may: missing, or a regular file of at most kMaxSettingsBytes).  A FIFO
 // would block the viewer on open, a device such as /dev/zero would never end, and a symbolic
-// link or another kind of file is not the viewer's to replace (README "Output files").
+// link or another kind of file is not the viewer's to replace (docs/commands.md "Output files",
+// "The viewer's settings").
 constexpr uintmax_t kMaxSettingsBytes = 1 << 20;
 std::string settingsFileProblem(const std::string& path);
 

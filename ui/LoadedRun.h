@@ -3,7 +3,7 @@
 // transfer pairs ordered by send time, time per rank).  View state lives apart (ViewerState.h).
 // ImGui-free.
 //
-// Loaded in two phases (README, "The viewer", large runs): openTimeline reads what the timeline,
+// Loaded in two phases (docs/viewer.md: "Large runs"): openTimeline reads what the timeline,
 // grid map, transfers and replay need (storage::LoadOptions::timelineOnly) and indexes it: the run
 // is interactive.  On another thread, readDetails reads the rest (plan, gradients, losses,
 // inputs, reference: LoadOptions::detailsOnly; the viewer starts it together with the timeline);

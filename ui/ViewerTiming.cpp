@@ -50,9 +50,9 @@ double statusMb(const std::string& key) {
 const double kStartMs = processStartMs();
 
 // Why the timing log may not be written at `path` ("" when it may): like every output of
-// stagescope (README "Output files"), it replaces only an empty file or an earlier timing log
-// (its first line "<ms> phase <name> <cpu>"), never a directory, link, special file or any
-// other file.
+// stagescope (docs/commands.md "Output files"), it replaces only an empty file or an earlier
+// timing log (its first line "<ms> phase <name> <cpu>"), never a directory, link, special file
+// or any other file.
 std::string refusedLogPath(const char* path) {
   struct stat st {};
   if (::lstat(path, &st) != 0) return "";  // nothing there (or fopen says why)

@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
       return 64;
     }
   }
-  // Screenshots follow stagescope's output policy (README "Output files"), checked before the
-  // window opens: a refused path changes nothing.  Exit codes as `stagescope gui`.
+  // Screenshots follow stagescope's output policy (docs/commands.md "Output files"), checked
+  // before the window opens: a refused path changes nothing.  Exit codes as `stagescope gui`.
   try {
     stagescope::storage::claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(o),
                                                 stagescope::ui::openedPaths(o));

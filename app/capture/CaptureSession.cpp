@@ -135,7 +135,8 @@ void CaptureSession::start(int globalRank, int worldSize) {
   }
   const std::string shard = cfg_.runPath + ".rank" + std::to_string(globalRank) + ".shard";
   // The shard is created, never replaced: a file at its path (an earlier job's shard, any
-  // other file) stops this rank with one line and stays as it was (README "Output files").
+  // other file) stops this rank with one line and stays as it was (docs/commands.md "Output
+  // files"; docs/capture.md "Python API").
   storage::ShardWriterOptions shardOptions;
   shardOptions.replaceExisting = false;
   try {

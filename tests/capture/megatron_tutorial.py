@@ -1,12 +1,12 @@
-"""README's tutorial "Check a Megatron-Core multimodule job", executed as printed.
+"""docs/capture.md's tutorial "Check a Megatron-Core multimodule job", executed as printed.
 
 The two fenced blocks after `<!-- recipe: megatron-conform -->` and `<!-- recipe:
 megatron-hang -->` run, in that order and in one environment (the second relies on the first's
 `export`), in a fresh directory that holds what a clone holds there: `.venv-megatron`, `tests/`
 and `build/default/app/stagescope` (links to this build's).  The first block must succeed
-command by command (`sh -e`) and print the plan_order line the README quotes; the second must
-end with `check`'s exit 10 after `merge` printed the cause the README quotes.  Quoted texts are
-read from the README itself (up to its "…"), so text and behaviour cannot drift apart.
+command by command (`sh -e`) and print the plan_order line docs/capture.md quotes; the second must
+end with `check`'s exit 10 after `merge` printed the cause docs/capture.md quotes.  Quoted texts are
+read from docs/capture.md itself (up to its "…"), so text and behaviour cannot drift apart.
 
 Usage: megatron_tutorial.py REPO STAGESCOPE.  Exit 77 (CTest SKIP), saying why, without
 .venv-megatron or without megatron-core / stagescope_torch importable there."""
@@ -22,12 +22,12 @@ def block(readme, name):
     """The fenced block after `<!-- recipe: NAME -->`, without its fences."""
     m = re.search(r"<!-- recipe: " + re.escape(name) + r" -->\n```[a-z]*\n(.*?)\n```", readme, re.S)
     if not m:
-        sys.exit(f"FAIL: README.md has no recipe '{name}' (a fenced block after its marker)")
+        sys.exit(f"FAIL: docs/capture.md has no recipe '{name}' (a fenced block after its marker)")
     return m.group(1)
 
 
 def quoted(readme, before):
-    """The README's backticked quote that follows `before`, up to its ' …' (the quoted prefix)."""
+    """The doc's backticked quote that follows `before`, up to its ' …' (the quoted prefix)."""
     start = readme.index(before) + len(before)
     text = readme[start:readme.index("`", start)]
     return re.sub(r"\s+", " ", text.split("…")[0]).rstrip(" (")
@@ -45,7 +45,7 @@ def main():
         print("SKIP: megatron-core or stagescope_torch is not importable in .venv-megatron: " +
               probe.stderr.strip().splitlines()[-1])
         return 77
-    with open(os.path.join(repo, "README.md")) as f:
+    with open(os.path.join(repo, "docs", "capture.md")) as f:
         readme = f.read()
     conform, hang = block(readme, "megatron-conform"), block(readme, "megatron-hang")
     want_conform = quoted(readme, "its `plan_order` line reads `")
@@ -69,7 +69,7 @@ def main():
         flat = re.sub(r"\s+", " ", out)
         if want_conform not in flat:
             print(out[-6000:])
-            sys.exit(f"FAIL: the README quotes `{want_conform} …`; check did not print it")
+            sys.exit(f"FAIL: docs/capture.md quotes `{want_conform} …`; check did not print it")
         print(f"ok: conforming job: '{want_conform} …'")
 
         exports = "\n".join(l for l in conform.splitlines() if l.startswith("export "))
@@ -77,10 +77,10 @@ def main():
         flat = re.sub(r"\s+", " ", out)
         if rc != 10:
             print(out[-6000:])
-            sys.exit(f"FAIL: the hang block's check exited {rc}, the README says 10")
+            sys.exit(f"FAIL: the hang block's check exited {rc}, docs/capture.md says 10")
         if want_cause not in flat:
             print(out[-6000:])
-            sys.exit(f"FAIL: the README quotes `{want_cause} …`; merge did not print it")
+            sys.exit(f"FAIL: docs/capture.md quotes `{want_cause} …`; merge did not print it")
         print(f"ok: hung job: check exit 10, '{want_cause} …'")
     return 0
 

@@ -1,6 +1,7 @@
 // A captured rank (the `stagescope` c10d backend, app/capture) creates its shard and never
 // replaces a file it did not create: a file at the shard's path stops the rank with one line
-// naming it, and the file stays byte for byte as it was (README "Output files").
+// naming it, and the file stays byte for byte as it was (docs/commands.md "Output files";
+// docs/capture.md "Python API").
 #include <gtest/gtest.h>
 #include <unistd.h>
 

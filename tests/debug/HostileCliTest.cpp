@@ -239,9 +239,9 @@ TEST(HostileCli, UnwritableStandardOutputFailsTheCommand) {
   EXPECT_EQ(shell(check + " > /dev/null", &output), 0) << output;
 }
 
-// `-` sends a text report to standard output (README "Output files"): stdout holds that report
-// alone - `check RUN --json - | python3 -m json.tool` parses - the human text goes to stderr,
-// and no file named `-` is written.
+// `-` sends a text report to standard output (docs/commands.md "Output files", "Standard
+// output"): stdout holds that report alone - `check RUN --json - | python3 -m json.tool`
+// parses - the human text goes to stderr, and no file named `-` is written.
 TEST(HostileCli, DashWritesTheReportAloneToStandardOutput) {
   const std::string dir = tempRunPath("dash-stdout");
   fs::remove_all(dir);

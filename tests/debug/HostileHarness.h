@@ -1,8 +1,8 @@
 // A data-driven harness for hostile-input cases against the real `stagescope` executable
 // (issue "nothing lost, never an abort").  A case is one command run in a fresh sandbox
 // directory; the harness asserts what every case must satisfy:
-//   * the exit code is one of the case's codes, and one of the documented ones (README
-//     "Exit codes") - so never 124 (timeout), 134 (abort) or 139 (segfault);
+//   * the exit code is one of the case's codes, and one of the documented ones (docs/commands.md
+//     "Exit codes (every command)") - so never 124 (timeout), 134 (abort) or 139 (segfault);
 //   * stderr has at most `maxStderrLines` non-empty lines (2 unless the case says otherwise),
 //     and contains the case's fragment naming what was wrong;
 //   * every file that existed before the command is byte-identical afterwards (unless the case
@@ -85,7 +85,7 @@ struct HostileCase {
   std::vector<std::string> args;
 };
 
-// The exit codes README "Exit codes" documents.
+// The exit codes docs/commands.md "Exit codes (every command)" documents.
 const std::vector<int>& documentedExitCodes();
 
 // Parses a case table; throws std::runtime_error naming file:line on a malformed line.

@@ -28,7 +28,8 @@ namespace stagescope::testing {
 namespace {
 
 // Runs per layout: 6 in the suite (24 runs under load every ctest run: the suite answers in
-// minutes), more for a soak with STAGESCOPE_RACE_REPEATS=N (a test-only variable, README).
+// minutes), more for a soak with STAGESCOPE_RACE_REPEATS=N (a test-only variable,
+// docs/environment.md).
 int repeats() {
   const char* v = std::getenv("STAGESCOPE_RACE_REPEATS");
   const int n = v ? std::atoi(v) : 0;

@@ -18,6 +18,7 @@
 #include "storage/Overview.h"
 #include "ui/LoadedRun.h"
 #include "ui/RunComparison.h"
+#include "ui/ScriptVerbs.h"
 #include "ui/TimeIndex.h"
 #include "ui/ViewerState.h"
 
@@ -195,6 +196,8 @@ class App {
   void frame(float deltaSeconds);
   // Script: returns false with *error set when the command is unknown or fails.
   bool runCommand(const std::string& command, std::string* error);
+  // The script verbs, in --help order (ScriptVerbs.cpp).
+  static const std::vector<ScriptVerb>& scriptVerbs();
   // Loading, or a compare run waits for the main run: script commands wait.
   // (Details held by holdDetails do not count: scripts then run on the interactive run.)
   bool busy() const {

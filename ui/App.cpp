@@ -339,7 +339,7 @@ void App::frame(float dt) {
     ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
   ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(mid.x + timelineW, mid.y),
                                             ImVec2(mid.x + timelineW + splitter, mid.y + middleH),
-                                            IM_COL32(20, 21, 24, 255));
+                                            theme::kSplitter);
   drawInspector(ImVec2(mid.x + timelineW + splitter, mid.y), ImVec2(view_.inspectorWidth, middleH));
   // Horizontal splitter above the bottom panels.
   ImVec2 hs(origin.x, mid.y + middleH);
@@ -349,7 +349,7 @@ void App::frame(float dt) {
   if (ImGui::IsItemHovered() || ImGui::IsItemActive())
     ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
   ImGui::GetWindowDrawList()->AddRectFilled(hs, ImVec2(hs.x + avail.x, hs.y + splitter),
-                                            IM_COL32(20, 21, 24, 255));
+                                            theme::kSplitter);
   drawBottom(ImVec2(origin.x, hs.y + splitter), ImVec2(avail.x, view_.bottomHeight));
   drawStatusBar(ImVec2(origin.x, origin.y + avail.y - statusH), ImVec2(avail.x, statusH));
   ImGui::End();
@@ -414,7 +414,7 @@ void App::drawMenuBar() {
 
 void App::drawStatusBar(const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), IM_COL32(36, 38, 43, 255));
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kStatusBar);
   ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 3));
   const LoadedRun* r = main_.run.get();
   if (main_.loading() && !main_.detailsPending()) {
@@ -492,9 +492,9 @@ void App::drawErrorBanner(const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImVec2 p0(pos.x + 24, pos.y + 24);
   ImVec2 p1(pos.x + size.x - 24, pos.y + 24 + 86);
-  dl->AddRectFilled(p0, p1, IM_COL32(70, 30, 32, 255), 3);
+  dl->AddRectFilled(p0, p1, theme::kErrorBanner, 3);
   dl->AddRectFilled(p0, ImVec2(p0.x + 5, p1.y), theme::kBad, 3);
-  dl->AddText(ImVec2(p0.x + 16, p0.y + 10), IM_COL32(255, 200, 200, 255), "Could not open the run");
+  dl->AddText(ImVec2(p0.x + 16, p0.y + 10), theme::kErrorTitle, "Could not open the run");
   dl->AddText(nullptr, 0, ImVec2(p0.x + 16, p0.y + 34), theme::kText, bannerError_.c_str(), nullptr,
               p1.x - p0.x - 32);
   ImGui::SetCursorScreenPos(ImVec2(p1.x - 80, p0.y + 8));

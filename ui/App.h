@@ -417,13 +417,37 @@ constexpr ImU32 kBridge = IM_COL32(255, 170, 60, 255);
 constexpr ImU32 kP2P = IM_COL32(140, 190, 255, 200);
 constexpr ImU32 kGradArrow = IM_COL32(220, 140, 255, 200);
 constexpr ImU32 kSelected = IM_COL32(255, 255, 255, 255);  // the selection's outline
+constexpr ImU32 kGradient = IM_COL32(220, 140, 255, 255);  // gradients (plots, inspector)
+constexpr ImU32 kInfo = IM_COL32(110, 170, 255, 255);      // the inspector's "Run" header
+constexpr ImU32 kHeaderBand = IM_COL32(44, 47, 54, 255);   // module headers, section headers
+constexpr ImU32 kBarBackground = IM_COL32(34, 36, 41, 255);  // the ruler, the replay bar
+// The window.
+constexpr ImU32 kSplitter = IM_COL32(20, 21, 24, 255);
+constexpr ImU32 kStatusBar = IM_COL32(36, 38, 43, 255);
+constexpr ImU32 kInspectorBackground = IM_COL32(30, 32, 36, 255);
+constexpr ImU32 kErrorBanner = IM_COL32(70, 30, 32, 255);  // "Could not open the run"
+constexpr ImU32 kErrorTitle = IM_COL32(255, 200, 200, 255);
+// The status banner.
+constexpr ImU32 kBannerBackground = IM_COL32(40, 42, 48, 255);
+constexpr ImU32 kBadgeNeutral = IM_COL32(90, 94, 104, 255);  // the recorded status's badge
+constexpr ImU32 kBannerGood = IM_COL32(30, 44, 34, 255);
+constexpr ImU32 kBannerBad = IM_COL32(66, 28, 30, 255);
+constexpr ImU32 kBannerBadText = IM_COL32(255, 215, 215, 255);
+// The replay bar.
+constexpr ImU32 kReplayProgress = IM_COL32(80, 110, 150, 255);
+constexpr ImU32 kReplayTick = IM_COL32(200, 200, 210, 120);
+// The plots.
+constexpr ImU32 kPlotBackground = IM_COL32(32, 34, 38, 255);
+constexpr ImU32 kPlotGrid = IM_COL32(50, 53, 60, 255);
+constexpr ImU32 kCommunication = IM_COL32(120, 143, 168, 255);
+constexpr ImU32 kIdle = IM_COL32(90, 45, 45, 255);
+// The loading overview.
+constexpr ImU32 kOverviewIterationLine = IM_COL32(230, 230, 240, 90);
 // The timeline.
-constexpr ImU32 kRulerBackground = IM_COL32(34, 36, 41, 255);
 constexpr ImU32 kIterationMarker = IM_COL32(230, 230, 240, 200);  // the ruler's triangles
 constexpr ImU32 kIterationLabel = IM_COL32(60, 64, 74, 255);      // "it 3" on the ruler
 constexpr ImU32 kIterationLabelText = IM_COL32(235, 235, 245, 255);
 constexpr ImU32 kIterationLine = IM_COL32(230, 230, 240, 70);  // across the rows
-constexpr ImU32 kModuleHeader = IM_COL32(44, 47, 54, 255);
 constexpr ImU32 kLaneSeparator = IM_COL32(70, 74, 84, 255);  // between a split row's lanes
 constexpr ImU32 kLabelRowA = IM_COL32(36, 38, 44, 255);      // the labels column, even rows
 constexpr ImU32 kLabelRowB = IM_COL32(40, 42, 48, 255);      // odd rows

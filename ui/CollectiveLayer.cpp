@@ -167,7 +167,7 @@ void App::inspectCollective(int64_t index) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float w = ImGui::GetContentRegionAvail().x;
-    dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), IM_COL32(44, 47, 54, 255), 2);
+    dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), theme::kHeaderBand, 2);
     dl->AddRectFilled(p, ImVec2(p.x + 4, p.y + 24), isBad(c) ? theme::kBad : theme::kCollective, 2);
     dl->AddText(ImVec2(p.x + 10, p.y + 4), theme::kText, ("Collective  " + title(c)).c_str());
     ImGui::Dummy(ImVec2(w, 26));

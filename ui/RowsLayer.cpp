@@ -49,7 +49,7 @@ void drawModuleHeader(const TimelineContext& ctx, size_t i) {
   const float y = ctx.rowY[i], x0 = ctx.pos.x, x1 = ctx.area1.x;
   const float hy = y - kTimelineHeaderHeight;
   const int mi = row.moduleIndex;
-  dl->AddRectFilled(ImVec2(x0, hy), ImVec2(x1, y), theme::kModuleHeader);
+  dl->AddRectFilled(ImVec2(x0, hy), ImVec2(x1, y), theme::kHeaderBand);
   dl->AddRectFilled(ImVec2(x0, hy), ImVec2(x0 + 4, y), theme::moduleColour(mi, false));
   char buf[160];
   if (row.shared()) {

@@ -13,7 +13,7 @@
 namespace stagescope::ui {
 
 void App::drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx) {
-  dl->AddRectFilled(p0, p1, theme::kRulerBackground);
+  dl->AddRectFilled(p0, p1, theme::kBarBackground);
   dl->AddLine(ImVec2(p0.x, p1.y - 1), ImVec2(p1.x, p1.y - 1), theme::kGrid);
   const double raw = nsPerPx * 110;
   double mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
@@ -214,7 +214,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   dl->AddLine(ImVec2(area0.x - 1, area0.y), ImVec2(area0.x - 1, area1.y), theme::kGrid);
   dl->PopClipRect();
   drawTimeRuler(dl, ImVec2(area0.x, pos.y), ImVec2(area1.x, area0.y), ctx.nsPerPx);
-  dl->AddRectFilled(pos, ImVec2(area0.x, area0.y), theme::kRulerBackground);
+  dl->AddRectFilled(pos, ImVec2(area0.x, area0.y), theme::kBarBackground);
   {
     char buf[96];
     std::snprintf(buf, sizeof buf, "view %s",

@@ -339,7 +339,7 @@ void App::frame(float dt) {
     ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
   ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(mid.x + timelineW, mid.y),
                                             ImVec2(mid.x + timelineW + splitter, mid.y + middleH),
-                                            IM_COL32(20, 21, 24, 255));
+                                            theme::kSplitter);
   drawInspector(ImVec2(mid.x + timelineW + splitter, mid.y), ImVec2(view_.inspectorWidth, middleH));
   // Horizontal splitter above the bottom panels.
   ImVec2 hs(origin.x, mid.y + middleH);
@@ -349,7 +349,7 @@ void App::frame(float dt) {
   if (ImGui::IsItemHovered() || ImGui::IsItemActive())
     ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
   ImGui::GetWindowDrawList()->AddRectFilled(hs, ImVec2(hs.x + avail.x, hs.y + splitter),
-                                            IM_COL32(20, 21, 24, 255));
+                                            theme::kSplitter);
   drawBottom(ImVec2(origin.x, hs.y + splitter), ImVec2(avail.x, view_.bottomHeight));
   drawStatusBar(ImVec2(origin.x, origin.y + avail.y - statusH), ImVec2(avail.x, statusH));
   ImGui::End();
@@ -414,7 +414,7 @@ void App::drawMenuBar() {
 
 void App::drawStatusBar(const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), IM_COL32(36, 38, 43, 255));
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kStatusBar);
   ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 3));
   const LoadedRun* r = main_.run.get();
   if (main_.loading() && !main_.detailsPending()) {
@@ -492,9 +492,9 @@ void App::drawErrorBanner(const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImVec2 p0(pos.x + 24, pos.y + 24);
   ImVec2 p1(pos.x + size.x - 24, pos.y + 24 + 86);
-  dl->AddRectFilled(p0, p1, IM_COL32(70, 30, 32, 255), 3);
+  dl->AddRectFilled(p0, p1, theme::kErrorBanner, 3);
   dl->AddRectFilled(p0, ImVec2(p0.x + 5, p1.y), theme::kBad, 3);
-  dl->AddText(ImVec2(p0.x + 16, p0.y + 10), IM_COL32(255, 200, 200, 255), "Could not open the run");
+  dl->AddText(ImVec2(p0.x + 16, p0.y + 10), theme::kErrorTitle, "Could not open the run");
   dl->AddText(nullptr, 0, ImVec2(p0.x + 16, p0.y + 34), theme::kText, bannerError_.c_str(), nullptr,
               p1.x - p0.x - 32);
   ImGui::SetCursorScreenPos(ImVec2(p1.x - 80, p0.y + 8));
@@ -718,157 +718,6 @@ void App::showFirstProblem() {
     return;
   }
   if (!showNonFinite()) showStuck();
-}
-
-bool App::runCommand(const std::string& command, std::string* error) {
-  std::istringstream in(command);
-  std::string verb;
-  in >> verb;
-  auto need = [&](bool ok, const std::string& what) {
-    if (!ok && error) *error = "script: '" + command + "': " + what;
-    return ok;
-  };
-  const LoadedRun* r = main_.run.get();
-  if (verb == "open") {
-    std::string p;
-    in >> p;
-    open(p);
-    return need(!p.empty(), "expected a path");
-  }
-  if (verb == "open-compare") {
-    std::string p;
-    in >> p;
-    if (!need(!p.empty(), "expected a path")) return false;
-    if (!need(main_.run || main_.loading(),
-              "no run is open to compare with" +
-                  (main_.error.empty() ? std::string() : " (" + main_.error + ")")))
-      return false;
-    openCompare(p);
-    return true;
-  }
-  if (verb == "screenshot") {
-    std::string p;
-    in >> p;
-    screenshotRequest_ = p;
-    return need(!p.empty(), "expected a path");
-  }
-  if (verb == "quit") {
-    quit_ = true;
-    return true;
-  }
-  if (verb == "tab") {
-    std::string t;
-    in >> t;
-    static const char* names[] = {"grid", "plots", "compare", "find", "info"};
-    for (int i = 0; i < 5; ++i)
-      if (t == names[i]) {
-        view_.tab = static_cast<BottomTab>(i);
-        view_.tabRequested = true;
-        return true;
-      }
-    return need(false, "tab is one of grid, plots, compare, find, info");
-  }
-  if (!need(r != nullptr, "no run is open" + (main_.error.empty() ? "" : " (" + main_.error + ")")))
-    return false;
-  if (verb == "step") {
-    int64_t n = 0;
-    return need(static_cast<bool>(in >> n), "expected a step number") && (stepTo(n), true);
-  }
-  if (verb == "first") return stepTo(0), true;
-  if (verb == "last") return stepTo(static_cast<int64_t>(r->replay.size())), true;
-  if (verb == "next-mb") return stepTo(r->replay.nextMicrobatch(view_.step)), true;
-  if (verb == "next-iter") return stepTo(r->replay.nextIteration(view_.step)), true;
-  if (verb == "play") return view_.playing = true, true;
-  if (verb == "pause") return view_.playing = false, true;
-  if (verb == "zoom-fit") return zoomFit(), true;
-  if (verb == "zoom") {
-    double a = 0, b = 0;
-    if (!need(static_cast<bool>(in >> a >> b), "expected start and end in ms")) return false;
-    double base = static_cast<double>(r->model.minTimeNs);
-    zoomTo(base + a * 1e6, base + b * 1e6);
-    return true;
-  }
-  if (verb == "plan") return view_.showPlan = true, true;
-  if (verb == "follow") return view_.followReplay = true, true;
-  if (verb == "select-transfer") {
-    int64_t i = -1;
-    in >> i;
-    if (!need(i >= 0 && i < static_cast<int64_t>(r->model.transfers.size()), "no such transfer"))
-      return false;
-    select({Selection::Kind::Transfer, r->model.transfers[i].rank, i}, true);
-    return true;
-  }
-  if (verb == "select-action") {
-    int rank = -1;
-    int64_t i = -1;
-    in >> rank >> i;
-    if (!need(rank >= 0 && rank < static_cast<int>(r->model.actions.size()) && i >= 0 &&
-                  i < static_cast<int64_t>(r->model.actions[rank].size()),
-              "no such action"))
-      return false;
-    select({Selection::Kind::Action, rank, i}, true);
-    return true;
-  }
-  if (verb == "select-collective") {  // an instance, in (iteration, group, members, number) order
-    int64_t i = -1;
-    in >> i;
-    const auto& all = r->collectives.instances;
-    if (!need(i >= 0 && i < static_cast<int64_t>(all.size()), "no such collective")) return false;
-    const auto& first = r->model.collectives[all[static_cast<size_t>(i)].members.front()];
-    select({Selection::Kind::Collective, first.rank, i}, true);
-    return true;
-  }
-  if (verb == "select-gradient") {
-    int64_t i = -1;
-    in >> i;
-    if (!need(i >= 0 && i < static_cast<int64_t>(r->model.gradients.size()), "no such gradient"))
-      return false;
-    select({Selection::Kind::Gradient, r->model.gradients[i].rank, i}, false);
-    return true;
-  }
-  if (verb == "select-local") {
-    // A local hand-off: a send between two modules of one colocated rank.
-    int64_t n = 0;
-    in >> n;
-    for (size_t i = 0; i < r->model.transfers.size(); ++i) {
-      const auto& t = r->model.transfers[i];
-      if (t.side != events::Side::Send || !model::isLocalHandOff(t) || n-- > 0) continue;
-      select({Selection::Kind::Transfer, t.rank, static_cast<int64_t>(i)}, true);
-      return true;
-    }
-    return need(false, "no such local hand-off");
-  }
-  if (verb == "select-mismatch") {
-    for (const auto& p : r->model.pairs) {
-      if (p.recv >= 0 && !p.checksumMatches) {
-        select({Selection::Kind::Transfer, r->model.transfers[p.recv].rank, p.recv}, true);
-        return true;
-      }
-    }
-    return need(false, "no transfer with mismatching checksums");
-  }
-  if (verb == "jump-nonfinite") return need(showNonFinite(), "the run has no NaN/Inf record");
-  if (verb == "jump-stuck") return need(showStuck(), "no rank is stuck or unfinished");
-  if (verb == "find" || verb == "find-nonfinite") {
-    if (verb == "find-nonfinite") {
-      view_.find = FindQuery{};
-      view_.find.nanInf = true;
-      view_.findDirty = true;
-    }
-    view_.tab = BottomTab::Find;
-    view_.tabRequested = true;
-    return true;
-  }
-  if (verb == "find-mismatch") {
-    view_.find = FindQuery{};
-    view_.find.mismatch = true;
-    view_.findDirty = true;
-    view_.tab = BottomTab::Find;
-    view_.tabRequested = true;
-    return true;
-  }
-  if (verb == "jump-divergence") return need(showDivergence(), "no compare run or no divergence");
-  return need(false, "unknown command");
 }
 
 }  // namespace stagescope::ui

@@ -18,10 +18,17 @@
 #include "storage/Overview.h"
 #include "ui/LoadedRun.h"
 #include "ui/RunComparison.h"
+#include "ui/ScriptVerbs.h"
 #include "ui/TimeIndex.h"
 #include "ui/ViewerState.h"
 
 namespace stagescope::ui {
+
+struct TimelineContext;  // ui/TimelineContext.h
+struct TimelineHover;
+struct TimelineArrow;
+struct CollectiveBars;  // CollectiveLayer.cpp
+struct GridMapContext;  // GridMap.cpp
 
 // One run being loaded on background threads, in phases (LoadedRun.h): the timeline (then
 // `run` is set: interactive), the details, the verdicts (then run->detailsLoaded).  The details
@@ -189,6 +196,8 @@ class App {
   void frame(float deltaSeconds);
   // Script: returns false with *error set when the command is unknown or fails.
   bool runCommand(const std::string& command, std::string* error);
+  // The script verbs, in --help order (ScriptVerbs.cpp).
+  static const std::vector<ScriptVerb>& scriptVerbs();
   // Loading, or a compare run waits for the main run: script commands wait.
   // (Details held by holdDetails do not count: scripts then run on the interactive run.)
   bool busy() const {
@@ -235,6 +244,12 @@ class App {
   void drawInspector(const ImVec2& pos, const ImVec2& size);
   void drawBottom(const ImVec2& pos, const ImVec2& size);
   void drawGridMap();
+  // The grid map's painters (GridMap.cpp): a module's box of cells, one cell (`head`: its
+  // first line), a colocated rank's dots naming its other modules.
+  void drawGridModule(GridMapContext& g, size_t module);
+  void drawGridCell(GridMapContext& g, size_t module, int rank, ImVec2 c0, const char* head);
+  void drawSharedCellDots(const GridMapContext& g, size_t module, int rank, ImVec2 c0, ImVec2 c1,
+                          ImU32 tc);
   void drawPlots();
   void drawCompare();
   void drawFind();
@@ -267,19 +282,49 @@ class App {
   void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
   // The run file's overview (OverviewLayer.cpp), drawn while the run loads.
   void drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
+
+  // The timeline (Timeline.cpp) and its layers, one painter each in the file named after its
+  // layer (TimelineContext.h lists them).  A painter returns what the mouse is on in its layer;
+  // drawTimelineLayers picks the hover among them.
+  void drawTimelineEmpty(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
+  TimelineContext timelineLayout(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
+  bool timelineInput(TimelineContext& ctx);  // true when the rows were clicked
+  TimelineHover drawTimelineLayers(const TimelineContext& ctx);
+  void drawRowBackgrounds(const TimelineContext& ctx);
+  void drawRowLabels(const TimelineContext& ctx);
+  void drawIterationLines(const TimelineContext& ctx);
+  TimelineHover drawActionRow(const TimelineContext& ctx, size_t row, const RankReplayState& st);
+  TimelineHover drawDenseRow(const TimelineContext& ctx, size_t row, const RankReplayState& st);
+  // One drawn item of a row; true when the mouse is on it.
+  bool drawActionItem(const TimelineContext& ctx, size_t row, const RankReplayState& st,
+                      const DrawItem& d, float* prevX1);
   // One timeline row zoomed out: its busy share per pixel column between p0.x and p1.x.
-  void drawBusyRow(ImDrawList* dl, const LoadedRun& run, int rank, const RankReplayState& st,
-                   const ImVec2& p0, const ImVec2& p1, double nsPerPx);
-  void drawArrows(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
-                  const std::vector<float>& rowY);
-  // Captured collectives (CollectiveLayer.cpp): bars per member, bands across the group;
-  // sets *hover when the mouse is on one.
+  void drawBusyRow(const TimelineContext& ctx, int rank, const RankReplayState& st,
+                   const ImVec2& p0, const ImVec2& p1);
+  void drawReplayCursor(const TimelineContext& ctx, size_t row, const RankReplayState& st);
+  // Records the drawn block in stuckRect[rank].
+  Selection drawStuck(const TimelineContext& ctx, size_t row, const RankReplayState& st,
+                      std::vector<ImVec4>& stuckRect);
+  void drawWaits(const TimelineContext& ctx, const std::vector<ImVec4>& stuckRect);
+  Selection drawArrows(const TimelineContext& ctx);
+  // Both return the mouse's distance from the arrow (far when it is outside the rows).
+  float drawLocalLoop(const TimelineContext& ctx, const TimelineArrow& arrow,
+                      const events::TransferRecord& t, float* lastLabel);
+  float drawStraightArrow(const TimelineContext& ctx, const TimelineArrow& arrow,
+                          const events::TransferRecord& t);
   // A captured job's plan overlay (CapturedPlanLayer.cpp): the plan's actions over the
   // operations that carried them, deviations in red.
-  void drawCapturedPlan(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
-                        const std::vector<float>& rowY);
-  void drawCollectives(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
-                       const std::vector<float>& rowY, Selection* hover);
+  void drawCapturedPlan(const TimelineContext& ctx);
+  // Captured collectives (CollectiveLayer.cpp): bars per member, bands across the group.  On
+  // a band (not a bar) the returned hover's rank is -1: the rank under it is kept.
+  Selection drawCollectives(const TimelineContext& ctx);
+  CollectiveBars drawCollectiveBars(const TimelineContext& ctx, int32_t instance, bool selected,
+                                    Selection* hover);
+  void drawTimeCursors(const TimelineContext& ctx);
+  void drawTimelineTooltip(const TimelineContext& ctx, const TimelineHover& hover);
+  void actionTooltip(const TimelineContext& ctx, const TimelineHover& hover);
+  void transferTooltip(const TimelineContext& ctx, int64_t index);
+  void stuckTooltip(const TimelineContext& ctx, int rank);
   void collectiveTooltip(int64_t index);
   void focusCollective(int64_t index);
 
@@ -335,7 +380,6 @@ class App {
   bool quit_ = false;
   bool focusFind_ = false;  // Ctrl+F: the Find panel's first field takes the keyboard
   std::string bannerError_;
-  float effectiveRowHeight_ = 24;
   // Range selection on the timeline (right drag).
   bool rangeSelecting_ = false;
   double rangeStartNs_ = 0;
@@ -372,6 +416,60 @@ constexpr ImU32 kGood = IM_COL32(110, 200, 120, 255);
 constexpr ImU32 kBridge = IM_COL32(255, 170, 60, 255);
 constexpr ImU32 kP2P = IM_COL32(140, 190, 255, 200);
 constexpr ImU32 kGradArrow = IM_COL32(220, 140, 255, 200);
+constexpr ImU32 kSelected = IM_COL32(255, 255, 255, 255);  // the selection's outline
+constexpr ImU32 kGradient = IM_COL32(220, 140, 255, 255);  // gradients (plots, inspector)
+constexpr ImU32 kInfo = IM_COL32(110, 170, 255, 255);      // the inspector's "Run" header
+constexpr ImU32 kHeaderBand = IM_COL32(44, 47, 54, 255);   // module headers, section headers
+constexpr ImU32 kBarBackground = IM_COL32(34, 36, 41, 255);  // the ruler, the replay bar
+// The window.
+constexpr ImU32 kSplitter = IM_COL32(20, 21, 24, 255);
+constexpr ImU32 kStatusBar = IM_COL32(36, 38, 43, 255);
+constexpr ImU32 kInspectorBackground = IM_COL32(30, 32, 36, 255);
+constexpr ImU32 kErrorBanner = IM_COL32(70, 30, 32, 255);  // "Could not open the run"
+constexpr ImU32 kErrorTitle = IM_COL32(255, 200, 200, 255);
+// The status banner.
+constexpr ImU32 kBannerBackground = IM_COL32(40, 42, 48, 255);
+constexpr ImU32 kBadgeNeutral = IM_COL32(90, 94, 104, 255);  // the recorded status's badge
+constexpr ImU32 kBannerGood = IM_COL32(30, 44, 34, 255);
+constexpr ImU32 kBannerBad = IM_COL32(66, 28, 30, 255);
+constexpr ImU32 kBannerBadText = IM_COL32(255, 215, 215, 255);
+// The replay bar.
+constexpr ImU32 kReplayProgress = IM_COL32(80, 110, 150, 255);
+constexpr ImU32 kReplayTick = IM_COL32(200, 200, 210, 120);
+// The plots.
+constexpr ImU32 kPlotBackground = IM_COL32(32, 34, 38, 255);
+constexpr ImU32 kPlotGrid = IM_COL32(50, 53, 60, 255);
+constexpr ImU32 kCommunication = IM_COL32(120, 143, 168, 255);
+constexpr ImU32 kIdle = IM_COL32(90, 45, 45, 255);
+// The loading overview.
+constexpr ImU32 kOverviewIterationLine = IM_COL32(230, 230, 240, 90);
+// The timeline.
+constexpr ImU32 kIterationMarker = IM_COL32(230, 230, 240, 200);  // the ruler's triangles
+constexpr ImU32 kIterationLabel = IM_COL32(60, 64, 74, 255);      // "it 3" on the ruler
+constexpr ImU32 kIterationLabelText = IM_COL32(235, 235, 245, 255);
+constexpr ImU32 kIterationLine = IM_COL32(230, 230, 240, 70);  // across the rows
+constexpr ImU32 kLaneSeparator = IM_COL32(70, 74, 84, 255);  // between a split row's lanes
+constexpr ImU32 kLabelRowA = IM_COL32(36, 38, 44, 255);      // the labels column, even rows
+constexpr ImU32 kLabelRowB = IM_COL32(40, 42, 48, 255);      // odd rows
+constexpr ImU32 kSharedBadge = IM_COL32(70, 74, 86, 255);    // a colocated rank's badge
+constexpr ImU32 kFoldCount = IM_COL32(230, 230, 230, 160);   // actions in a folded cell
+constexpr ImU32 kIdleGap = IM_COL32(200, 70, 60, 110);       // idle between two actions
+constexpr ImU32 kStuckText = IM_COL32(255, 235, 225, 255);   // a stuck block's label
+constexpr ImU32 kArrowShadow = IM_COL32(20, 20, 20, 200);    // under a wait-for arrow
+constexpr ImU32 kCollective = IM_COL32(70, 200, 190, 255);
+constexpr ImU32 kCollectiveBand = IM_COL32(70, 200, 190, 60);
+constexpr ImU32 kLabelBackdrop = IM_COL32(24, 25, 28, 200);  // under a label over the rows
+constexpr ImU32 kReplayLine = IM_COL32(255, 200, 60, 150);   // the replay step's moment
+constexpr ImU32 kRangeSelection = IM_COL32(110, 170, 255, 50);
+// The grid map.
+constexpr ImU32 kGridModuleBox = IM_COL32(36, 38, 44, 255);
+constexpr ImU32 kCellIdle = IM_COL32(48, 51, 58, 255);
+constexpr ImU32 kCellWaiting = IM_COL32(150, 105, 30, 255);  // waiting on a peer
+constexpr ImU32 kCellCommunicating = IM_COL32(80, 92, 110, 255);
+constexpr ImU32 kCellFinished = IM_COL32(40, 60, 46, 255);
+constexpr ImU32 kCellBorder = IM_COL32(75, 80, 90, 255);
+constexpr ImU32 kStoredPip = IM_COL32(255, 210, 90, 230);  // stored activations
+constexpr ImU32 kDotOutline = IM_COL32(20, 20, 24, 255);
 }  // namespace theme
 
 // Formatting helpers (Theme.cpp).

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "ui/App.h"
+#include "ui/TimelineContext.h"
 
 namespace stagescope::ui {
 namespace {
@@ -43,15 +44,15 @@ bool spanTimes(const std::vector<events::ActionRecord>& acts, const analysis::Pl
 
 }  // namespace
 
-void App::drawCapturedPlan(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
-                           const std::vector<float>& rowY) {
-  const LoadedRun* run = main_.run.get();
+void App::drawCapturedPlan(const TimelineContext& ctx) {
+  const LoadedRun* run = ctx.run;
   if (!run || !run->detailsLoaded || !run->problems.planConformance.judged) return;
   const auto& model = run->model;
-  const float rowH = effectiveRowHeight_;
-  auto xOf = [&](int64_t t) {
-    return static_cast<float>(area0.x + (static_cast<double>(t) - view_.viewStart) / nsPerPx);
-  };
+  const float rowH = ctx.rowH;
+  const std::vector<float>& rowY = ctx.rowY;
+  const ImVec2 area0 = ctx.area0, area1 = ctx.area1;
+  ImDrawList* dl = ctx.dl;
+  auto xOf = [&](int64_t t) { return ctx.xOf(static_cast<double>(t)); };
   for (size_t i = 0; i < run->rows.size() && i < rowY.size(); ++i) {
     if (i > 0 && run->rows[i].rank == run->rows[i - 1].rank) continue;  // once per rank
     const int rank = run->rows[i].rank;

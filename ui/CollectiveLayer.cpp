@@ -13,12 +13,10 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/TimelineContext.h"
 
 namespace stagescope::ui {
 namespace {
-
-constexpr ImU32 kCollective = IM_COL32(70, 200, 190, 255);
-constexpr ImU32 kCollectiveBand = IM_COL32(70, 200, 190, 60);
 
 bool isBad(const analysis::CollectiveInstance& c) {
   return c.agreement == analysis::CollectiveAgreement::Differ;
@@ -35,93 +33,105 @@ bool unfinished(const events::CollectiveRecord& r) {
 
 }  // namespace
 
-void App::drawCollectives(ImDrawList* dl, const ImVec2& area0, const ImVec2& area1, double nsPerPx,
-                          const std::vector<float>& rowY, Selection* hover) {
-  const LoadedRun* run = main_.run.get();
+// One instance's members as drawn: the rows' extent they span, each member bar's middle, and
+// where the first member finished.
+struct CollectiveBars {
+  float top = 1e9f, bottom = -1e9f;
+  std::vector<float> dotYs;
+  float firstEndX = 1e9f;
+};
+
+CollectiveBars App::drawCollectiveBars(const TimelineContext& ctx, int32_t i, bool sel,
+                                       Selection* hover) {
+  const LoadedRun* run = ctx.run;
   const auto& ix = run->collectives;
-  if (ix.instances.empty()) return;
-  const auto& model = run->model;
-  const float rowH = effectiveRowHeight_;
-  auto xOf = [&](int64_t t) {
-    return static_cast<float>(area0.x + (static_cast<double>(t) - view_.viewStart) / nsPerPx);
-  };
-  const auto visible = ix.visible(static_cast<int64_t>(view_.viewStart),
-                                  static_cast<int64_t>(std::ceil(view_.viewEnd)));
+  const auto& c = ix.instances[static_cast<size_t>(i)];
+  const bool bad = isBad(c);
+  ImDrawList* dl = ctx.dl;
+  CollectiveBars bars;
+  for (size_t m : c.members) {
+    const auto& r = ctx.model().collectives[m];
+    const int row = r.rank >= 0 && r.rank < static_cast<int>(run->rowOfRank.size())
+                        ? run->rowOfRank[static_cast<size_t>(r.rank)]
+                        : -1;
+    if (row < 0) continue;
+    const float rowHt = ctx.heightOf(static_cast<size_t>(row));
+    const float y0 = ctx.rowY[static_cast<size_t>(row)] + rowHt * 0.55f;
+    const float y1 = ctx.rowY[static_cast<size_t>(row)] + rowHt - 2;
+    const bool open = unfinished(r);
+    const float x0 = ctx.xOf(static_cast<double>(r.startNs));
+    const float x1 = std::max(x0 + 3, ctx.xOf(static_cast<double>(open ? ix.endOfRunNs : r.endNs)));
+    bars.firstEndX = std::min(bars.firstEndX, x1);
+    bars.top = std::min(bars.top, y0);
+    bars.bottom = std::max(bars.bottom, y1);
+    if (x1 < ctx.area0.x || x0 > ctx.area1.x) continue;
+    const ImVec2 b0(x0, y0), b1(x1, y1);
+    dl->AddRectFilled(b0, b1, open ? (theme::kBad & 0x00ffffffu) | (90u << 24) : theme::kCollective,
+                      2);
+    if (open) {  // hatching: not a completed collective
+      dl->PushClipRect(b0, b1, true);
+      for (float hx = x0 - (y1 - y0); hx < x1; hx += 7)
+        dl->AddLine(ImVec2(hx, y1), ImVec2(hx + (y1 - y0), y0), theme::kBad, 1);
+      dl->PopClipRect();
+    }
+    if (bad || sel)
+      dl->AddRect(b0, b1, sel ? theme::kSelected : theme::kBad, 2, 0, sel ? 2.0f : 2.5f);
+    if (probes_.collectives.size() < 64)
+      probes_.collectives.push_back(
+          {i, r.rank, ImVec4(x0, y0, x1, y1), open ? theme::kBad : theme::kCollective});
+    const ImVec2 mouse = ctx.mouse;
+    if (ctx.mouseInArea() && mouse.x >= x0 && mouse.x <= x1 && mouse.y >= y0 && mouse.y <= y1)
+      *hover = {Selection::Kind::Collective, r.rank, i};
+    bars.dotYs.push_back((y0 + y1) / 2);
+  }
+  return bars;
+}
+
+Selection App::drawCollectives(const TimelineContext& ctx) {
+  const auto& ix = ctx.run->collectives;
+  Selection hover;
+  if (ix.instances.empty()) return hover;
+  ImDrawList* dl = ctx.dl;
+  const auto visible = ix.visible(ctx.vStart, ctx.vEnd);
   // Too many to tie together legibly: bars only (zoom in for the bands).
-  const bool dense = static_cast<float>(visible.size()) > (area1.x - area0.x) / 8;
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
-  const bool mouseIn =
-      mouse.x >= area0.x && mouse.x < area1.x && mouse.y >= area0.y && mouse.y < area1.y;
+  const bool dense = static_cast<float>(visible.size()) > (ctx.area1.x - ctx.area0.x) / 8;
   const int64_t selected =
       view_.selection.kind == Selection::Kind::Collective ? view_.selection.index : -1;
   float lastLabelRight = -1e9f;
   for (int32_t i : visible) {
     const auto& c = ix.instances[static_cast<size_t>(i)];
     const bool sel = i == selected;
-    const bool bad = isBad(c);
-    float top = 1e9f, bottom = -1e9f;
-    std::vector<ImVec2> dots;
-    float firstEndX = 1e9f;
-    for (size_t m : c.members) {
-      const auto& r = model.collectives[m];
-      const int row = r.rank >= 0 && r.rank < static_cast<int>(run->rowOfRank.size())
-                          ? run->rowOfRank[static_cast<size_t>(r.rank)]
-                          : -1;
-      if (row < 0) continue;
-      const float rowHt =
-          rowH * static_cast<float>(run->rows[static_cast<size_t>(row)].laneCount());
-      const float y0 = rowY[static_cast<size_t>(row)] + rowHt * 0.55f;
-      const float y1 = rowY[static_cast<size_t>(row)] + rowHt - 2;
-      const bool open = unfinished(r);
-      const float x0 = xOf(r.startNs);
-      const float x1 = std::max(x0 + 3, xOf(open ? ix.endOfRunNs : r.endNs));
-      firstEndX = std::min(firstEndX, x1);
-      top = std::min(top, y0);
-      bottom = std::max(bottom, y1);
-      if (x1 < area0.x || x0 > area1.x) continue;
-      const ImVec2 b0(x0, y0), b1(x1, y1);
-      dl->AddRectFilled(b0, b1, open ? (theme::kBad & 0x00ffffffu) | (90u << 24) : kCollective, 2);
-      if (open) {  // hatching: not a completed collective
-        dl->PushClipRect(b0, b1, true);
-        for (float hx = x0 - (y1 - y0); hx < x1; hx += 7)
-          dl->AddLine(ImVec2(hx, y1), ImVec2(hx + (y1 - y0), y0), theme::kBad, 1);
-        dl->PopClipRect();
-      }
-      if (bad || sel)
-        dl->AddRect(b0, b1, sel ? IM_COL32(255, 255, 255, 255) : theme::kBad, 2, 0,
-                    sel ? 2.0f : 2.5f);
-      if (probes_.collectives.size() < 64)
-        probes_.collectives.push_back(
-            {i, r.rank, ImVec4(x0, y0, x1, y1), open ? theme::kBad : kCollective});
-      if (mouseIn && mouse.x >= x0 && mouse.x <= x1 && mouse.y >= y0 && mouse.y <= y1)
-        *hover = {Selection::Kind::Collective, r.rank, i};
-      dots.emplace_back(0, (y0 + y1) / 2);
-    }
-    if (dense || top > bottom) continue;
+    const CollectiveBars bars = drawCollectiveBars(ctx, i, sel, &hover);
+    if (dense || bars.top > bars.bottom) continue;
     // The band: from the moment the last member joined until the first one finished.
-    const float xj = xOf(c.lastStartNs);
-    if (xj < area0.x - 200 || xj > area1.x) continue;
-    const float xe = std::max(xj + 3, std::min(firstEndX, xj + 400));
-    const ImU32 lineCol = sel ? IM_COL32(255, 255, 255, 255) : bad ? theme::kBad : kCollective;
+    const float xj = ctx.xOf(static_cast<double>(c.lastStartNs));
+    if (xj < ctx.area0.x - 200 || xj > ctx.area1.x) continue;
+    const float xe = std::max(xj + 3, std::min(bars.firstEndX, xj + 400));
+    const ImU32 lineCol = sel ? theme::kSelected : isBad(c) ? theme::kBad : theme::kCollective;
     if (c.members.size() > 1) {
-      dl->AddRectFilled(ImVec2(xj, top), ImVec2(xe, bottom), kCollectiveBand);
-      dl->AddLine(ImVec2(xj, top), ImVec2(xj, bottom), lineCol, sel ? 3.0f : 2.0f);
-      for (const auto& d : dots) dl->AddCircleFilled(ImVec2(xj, d.y), 3.5f, lineCol);
+      dl->AddRectFilled(ImVec2(xj, bars.top), ImVec2(xe, bars.bottom), theme::kCollectiveBand);
+      dl->AddLine(ImVec2(xj, bars.top), ImVec2(xj, bars.bottom), lineCol, sel ? 3.0f : 2.0f);
+      for (const float y : bars.dotYs) dl->AddCircleFilled(ImVec2(xj, y), 3.5f, lineCol);
       if (probes_.collectiveBands.size() < 32)
-        probes_.collectiveBands.push_back({i, ImVec2(xj, top), ImVec2(xj, bottom), lineCol});
+        probes_.collectiveBands.push_back(
+            {i, ImVec2(xj, bars.top), ImVec2(xj, bars.bottom), lineCol});
     }
     const std::string label = title(c) + (c.complete() ? "" : "  (incomplete)");
     const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
     if (xj + 4 > lastLabelRight + 6 || sel) {
-      const ImVec2 at(xj + 4, top - ts.y - 1);
+      const ImVec2 at(xj + 4, bars.top - ts.y - 1);
       dl->AddRectFilled(ImVec2(at.x - 2, at.y), ImVec2(at.x + ts.x + 2, at.y + ts.y),
-                        IM_COL32(24, 25, 28, 200), 2);
+                        theme::kLabelBackdrop, 2);
       dl->AddText(at, lineCol, label.c_str());
       lastLabelRight = at.x + ts.x;
     }
-    if (mouseIn && std::fabs(mouse.x - xj) < 4 && mouse.y >= top && mouse.y <= bottom)
-      *hover = {Selection::Kind::Collective, hover->rank, i};
+    // On the band (not on a bar): the collective, at the rank of what is under it (-1: keep
+    // the rank of the hover beneath, App::drawTimeline).
+    if (ctx.mouseInArea() && std::fabs(ctx.mouse.x - xj) < 4 && ctx.mouse.y >= bars.top &&
+        ctx.mouse.y <= bars.bottom)
+      hover = {Selection::Kind::Collective, hover.rank, i};
   }
+  return hover;
 }
 
 void App::collectiveTooltip(int64_t index) {
@@ -157,8 +167,8 @@ void App::inspectCollective(int64_t index) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float w = ImGui::GetContentRegionAvail().x;
-    dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), IM_COL32(44, 47, 54, 255), 2);
-    dl->AddRectFilled(p, ImVec2(p.x + 4, p.y + 24), isBad(c) ? theme::kBad : kCollective, 2);
+    dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), theme::kHeaderBand, 2);
+    dl->AddRectFilled(p, ImVec2(p.x + 4, p.y + 24), isBad(c) ? theme::kBad : theme::kCollective, 2);
     dl->AddText(ImVec2(p.x + 10, p.y + 4), theme::kText, ("Collective  " + title(c)).c_str());
     ImGui::Dummy(ImVec2(w, 26));
   }

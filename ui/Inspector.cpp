@@ -35,7 +35,7 @@ void header(const char* text, ImU32 colour) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImVec2 p = ImGui::GetCursorScreenPos();
   float w = ImGui::GetContentRegionAvail().x;
-  dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), IM_COL32(44, 47, 54, 255), 2);
+  dl->AddRectFilled(p, ImVec2(p.x + w, p.y + 24), theme::kHeaderBand, 2);
   dl->AddRectFilled(p, ImVec2(p.x + 4, p.y + 24), colour, 2);
   dl->AddText(ImVec2(p.x + 10, p.y + 4), theme::kText, text);
   ImGui::Dummy(ImVec2(w, 26));
@@ -73,7 +73,7 @@ std::string planSummary(const LoadedRun& run) {
 void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
   probes_.inspector = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
   ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, IM_COL32(30, 32, 36, 255));
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, theme::kInspectorBackground);
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(10, 8));
   ImGui::BeginChild("##inspector", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
   ImGui::PopStyleVar();
@@ -87,7 +87,7 @@ void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
         "or a row in Find / Compare.");
     if (run) {
       ImGui::Spacing();
-      header("Run", IM_COL32(110, 170, 255, 255));
+      header("Run", theme::kInfo);
       const auto& info = run->model.info;
       if (beginKv("##runkv")) {
         row("run id", "%s", info.runId.c_str());
@@ -367,7 +367,7 @@ void App::inspectGradient(int64_t index) {
   const auto& g = model.gradients[index];
   char title[200];
   std::snprintf(title, sizeof title, "Gradient  %s", g.param.c_str());
-  header(title, IM_COL32(220, 140, 255, 255));
+  header(title, theme::kGradient);
   if (beginKv("##gkv")) {
     row("phase", "%s", events::toString(g.phase));
     row("rank", "r%d  tp%d pp%d dp%d", g.rank, g.tp, g.pp, g.dp);
@@ -463,7 +463,7 @@ void App::inspectLoss(int64_t index) {
   const auto& model = run->model;
   if (index < 0 || index >= static_cast<int64_t>(model.losses.size())) return;
   const auto& l = model.losses[index];
-  header("Loss", IM_COL32(110, 200, 120, 255));
+  header("Loss", theme::kGood);
   if (beginKv("##lkv")) {
     row("value", "%.8g", l.loss);
     row("rank", "r%d  dp%d", l.rank, l.dp);

@@ -65,7 +65,7 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
       const float x =
           area0.x +
           static_cast<float>((static_cast<double>(start - o.startNs)) / span) * (area1.x - area0.x);
-      dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), IM_COL32(230, 230, 240, 90), 1.0f);
+      dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), theme::kOverviewIterationLine, 1.0f);
       ++probes_.overviewIterationLines;
     }
   }

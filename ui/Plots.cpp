@@ -22,7 +22,7 @@ struct Axes {
 
 Axes frameAxes(ImDrawList* dl, ImVec2 pos, ImVec2 size, const char* title, double x0, double x1,
                double y0, double y1) {
-  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), IM_COL32(32, 34, 38, 255), 3);
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kPlotBackground, 3);
   dl->AddText(ImVec2(pos.x + 8, pos.y + 4), theme::kText, title);
   Axes a{ImVec2(pos.x + 52, pos.y + 26),
          ImVec2(pos.x + size.x - 12, pos.y + size.y - 24),
@@ -35,7 +35,7 @@ Axes frameAxes(ImDrawList* dl, ImVec2 pos, ImVec2 size, const char* title, doubl
   for (int k = 0; k <= 4; ++k) {
     double v = a.y0 + (a.y1 - a.y0) * k / 4;
     ImVec2 p = a.map(a.x0, v);
-    dl->AddLine(ImVec2(a.p0.x, p.y), ImVec2(a.p1.x, p.y), IM_COL32(50, 53, 60, 255));
+    dl->AddLine(ImVec2(a.p0.x, p.y), ImVec2(a.p1.x, p.y), theme::kPlotGrid);
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g", v);
     dl->AddText(ImVec2(pos.x + 4, p.y - 7), theme::kTextDim, buf);
@@ -100,9 +100,9 @@ void App::drawPlots() {
       }
       if (l.microbatch < 0) {
         ImVec2 p = a.map(l.iteration, l.loss);
-        if (prev.x >= 0 && l.dp == 0) dl->AddLine(prev, p, IM_COL32(110, 200, 120, 255), 2);
+        if (prev.x >= 0 && l.dp == 0) dl->AddLine(prev, p, theme::kGood, 2);
         if (l.dp == 0) prev = p;
-        dl->AddCircleFilled(p, 4, IM_COL32(110, 200, 120, 255));
+        dl->AddCircleFilled(p, 4, theme::kGood);
       } else {
         double x = l.iteration - 0.3 + 0.6 * (l.microbatch + 0.5) / m;
         dl->AddCircleFilled(a.map(x, l.loss), 2.5f, theme::moduleColour(1, false, 0.8f));
@@ -146,8 +146,8 @@ void App::drawPlots() {
       ImVec2 q = a.map(static_cast<double>(i), norms[i]);
       if (i && std::isfinite(norms[i - 1]))
         dl->AddLine(a.map(static_cast<double>(i - 1), norms[i - 1]), q,
-                    IM_COL32(220, 140, 255, 255), 2);
-      dl->AddCircleFilled(q, 3.5f, IM_COL32(220, 140, 255, 255));
+                    theme::kGradient, 2);
+      dl->AddCircleFilled(q, 3.5f, theme::kGradient);
     }
     ImGui::SetCursorScreenPos(ImVec2(p.x + 56, p.y + h - 22));
     ImGui::SetNextItemWidth(w - 70);
@@ -162,7 +162,7 @@ void App::drawPlots() {
   {
     const analysis::TimeBreakdown& tb = run->time;
     ImVec2 p(origin.x + 2 * (w + 10), origin.y);
-    dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), IM_COL32(32, 34, 38, 255), 3);
+    dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), theme::kPlotBackground, 3);
     char title[160];
     std::snprintf(title, sizeof title,
                   "Time per rank   bubble: measured %.1f %%  expected %.1f %% (p=%d, m=%d)",
@@ -187,8 +187,8 @@ void App::drawPlots() {
       float xm = std::min(x1, xc + (x1 - x0) * static_cast<float>(t.commMs / span));
       dl->AddRectFilled(ImVec2(x0, y), ImVec2(xc, y + barH),
                         theme::moduleColour(run->rows[i].moduleIndex, false));
-      dl->AddRectFilled(ImVec2(xc, y), ImVec2(xm, y + barH), IM_COL32(120, 143, 168, 255));
-      dl->AddRectFilled(ImVec2(xm, y), ImVec2(x1, y + barH), IM_COL32(90, 45, 45, 255));
+      dl->AddRectFilled(ImVec2(xc, y), ImVec2(xm, y + barH), theme::kCommunication);
+      dl->AddRectFilled(ImVec2(xm, y), ImVec2(x1, y + barH), theme::kIdle);
       char b[32];
       std::snprintf(b, sizeof b, "r%d", rank);
       if (barH >= 10) dl->AddText(ImVec2(p.x + 8, y + barH / 2 - 7), theme::kTextDim, b);
@@ -207,8 +207,8 @@ void App::drawPlots() {
       lx += 24 + ImGui::CalcTextSize(text).x;
     };
     legend(theme::moduleColour(0, false), "compute");
-    legend(IM_COL32(120, 143, 168, 255), "communication");
-    legend(IM_COL32(90, 45, 45, 255), "idle");
+    legend(theme::kCommunication, "communication");
+    legend(theme::kIdle, "idle");
     dl->AddText(ImVec2(x1 + 2, ly - 3), theme::kTextDim, "bubble");
   }
   ImGui::SetCursorScreenPos(origin);

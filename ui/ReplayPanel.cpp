@@ -8,7 +8,7 @@ namespace stagescope::ui {
 
 void App::drawReplayBar(const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), IM_COL32(34, 36, 41, 255));
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kBarBackground);
   dl->AddLine(ImVec2(pos.x, pos.y + size.y - 1), ImVec2(pos.x + size.x, pos.y + size.y - 1),
               theme::kGrid);
   const LoadedRun* run = main_.run.get();
@@ -66,17 +66,17 @@ void App::drawReplayBar(const ImVec2& pos, const ImVec2& size) {
   if (scrubW > 40) {
     ImGui::InvisibleButton("##scrub", ImVec2(scrubW, 22));
     ImVec2 b0 = ImGui::GetItemRectMin(), b1 = ImGui::GetItemRectMax();
-    dl->AddRectFilled(b0, b1, IM_COL32(44, 47, 54, 255), 3);
+    dl->AddRectFilled(b0, b1, theme::kHeaderBand, 3);
     if (total > 0) {
       if (ImGui::IsItemActive()) {
         float f = std::clamp((ImGui::GetIO().MousePos.x - b0.x) / (b1.x - b0.x), 0.0f, 1.0f);
         stepTo(static_cast<int64_t>(f * static_cast<float>(total) + 0.5f));
       }
       float fx = b0.x + (b1.x - b0.x) * static_cast<float>(view_.step) / static_cast<float>(total);
-      dl->AddRectFilled(b0, ImVec2(fx, b1.y), IM_COL32(80, 110, 150, 255), 3);
+      dl->AddRectFilled(b0, ImVec2(fx, b1.y), theme::kReplayProgress, 3);
       for (int64_t s = replay->nextIteration(0); s < total; s = replay->nextIteration(s)) {
         float x = b0.x + (b1.x - b0.x) * static_cast<float>(s) / static_cast<float>(total);
-        dl->AddLine(ImVec2(x, b0.y), ImVec2(x, b1.y), IM_COL32(200, 200, 210, 120));
+        dl->AddLine(ImVec2(x, b0.y), ImVec2(x, b1.y), theme::kReplayTick);
       }
       dl->AddRectFilled(ImVec2(fx - 2, b0.y - 1), ImVec2(fx + 2, b1.y + 1), theme::kAccent);
       if (ImGui::IsItemHovered()) {

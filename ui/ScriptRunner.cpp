@@ -11,32 +11,6 @@
 
 namespace stagescope::ui {
 
-const char* scriptCommandHelp() {
-  return "script commands (--script CMD, repeatable; each waits until loading has finished):\n"
-         "  frames N                 draw N frames before the next command\n"
-         "  open PATH                open a run file\n"
-         "  open-compare PATH        open a second run and align it with the open run\n"
-         "  step N | next-mb | next-iter | first | last   move the replay\n"
-         "  play | pause             replay playback\n"
-         "  zoom-fit | zoom A B      timeline range (A, B in ms from the run's start)\n"
-         "  plan | follow            planned-schedule overlay, follow the replay\n"
-         "  select-action RANK I     select action I of RANK (and zoom to it)\n"
-         "  select-transfer I | select-gradient I   select a record by index\n"
-         "  select-collective I      select collective instance I (captured runs; order:\n"
-         "                           iteration, group, members, number) and zoom to it\n"
-         "  select-mismatch          select the first transfer whose checksums differ\n"
-         "  select-local [N]         select the N-th (default 0) local hand-off (colocated "
-         "modules)\n"
-         "  jump-nonfinite           select the causally first NaN/Inf record\n"
-         "  jump-divergence          select the first divergence from the compare run\n"
-         "  jump-stuck               select the stuck operation of the root rank (a killed rank\n"
-         "                           first) and explain it in the inspector\n"
-         "  find | find-mismatch | find-nonfinite   open Find (with that filter)\n"
-         "  tab grid|plots|compare|find|info        show a bottom tab\n"
-         "  screenshot PATH          write a PNG of the window (and PATH.probes)\n"
-         "  quit                     close the viewer\n";
-}
-
 namespace {
 
 constexpr int kMaxFrames = 1000000;

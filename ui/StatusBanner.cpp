@@ -63,12 +63,12 @@ void App::drawPendingBanner(const ImVec2& pos, const ImVec2& size) {
   const auto& m = main_.run->model;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 end(pos.x + size.x, pos.y + size.y);
-  dl->AddRectFilled(pos, end, IM_COL32(40, 42, 48, 255));
+  dl->AddRectFilled(pos, end, theme::kBannerBackground);
   // The status the run file records (not a verdict of ours), in a neutral colour.
   const char* word = main_.run->live.empty() ? statusWord(m.info.status) : "LIVE";
   const ImVec2 ws = ImGui::CalcTextSize(word);
   const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
-  probes_.bannerColour = IM_COL32(90, 94, 104, 255);
+  probes_.bannerColour = theme::kBadgeNeutral;
   dl->AddRectFilled(b0, b1, probes_.bannerColour, 3);
   dl->AddText(ImVec2(b0.x + 6, pos.y + (size.y - ws.y) / 2), theme::kText, word);
   const std::string text = (main_.run->live.empty() ? "" : liveNote(main_.run->live) + "  |  ") +
@@ -121,7 +121,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     return;
   }
   dl->AddRectFilled(
-      pos, end, completed && !nonFinite ? IM_COL32(30, 44, 34, 255) : IM_COL32(66, 28, 30, 255));
+      pos, end, completed && !nonFinite ? theme::kBannerGood : theme::kBannerBad);
   // The status badge.
   const ImU32 badge = m.info.status == events::RunStatus::Completed ? theme::kGood
                       : m.info.status == events::RunStatus::Hung ? theme::fateColour(RankFate::Hung)
@@ -180,7 +180,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   const float textW = end.x - x - buttonsW - 12;
   dl->PushClipRect(ImVec2(x, pos.y), ImVec2(x + std::max(0.0f, textW), end.y), true);
   dl->AddText(ImVec2(x, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2),
-              completed && !nonFinite ? theme::kText : IM_COL32(255, 215, 215, 255), text.c_str());
+              completed && !nonFinite ? theme::kText : theme::kBannerBadText, text.c_str());
   dl->PopClipRect();
   ImGui::SetCursorScreenPos(ImVec2(x, pos.y));
   ImGui::InvisibleButton("##bannertext", ImVec2(std::max(1.0f, textW), size.y));

@@ -128,8 +128,4 @@ void recordHangDiagnoses(const std::string& runPath, HangAnalysis& hang) {
   }
 }
 
-std::string describeHang(const std::string& runPath) {
-  return analyzeHang(runPath).text;
-}
-
 }  // namespace stagescope::app

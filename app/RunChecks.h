@@ -50,7 +50,5 @@ size_t removeShardsOfCompletedRun(const std::string& run);
 // Records `hang.records` in the run file through "<run>.launcher.shard" (written, then merged);
 // problems go to stderr as one line (the graph was already printed).
 void recordHangDiagnoses(const std::string& runPath, HangAnalysis& hang);
-// analyzeHang(runPath).text
-std::string describeHang(const std::string& runPath);
 
 }  // namespace stagescope::app

@@ -130,6 +130,7 @@ struct FrameProbes {
   struct Wait {
     int rank, waitsOn;
     ImVec2 from, to;
+    bool inCycle;
   };
   std::vector<Wait> waits;  // wait-for arrows drawn on the timeline
   // Colocated ranks: forward/backward blocks drawn in a lane of a split row (the lane's
@@ -416,10 +417,10 @@ constexpr ImU32 kGood = IM_COL32(110, 200, 120, 255);
 constexpr ImU32 kBridge = IM_COL32(255, 170, 60, 255);
 constexpr ImU32 kP2P = IM_COL32(140, 190, 255, 200);
 constexpr ImU32 kGradArrow = IM_COL32(220, 140, 255, 200);
-constexpr ImU32 kSelected = IM_COL32(255, 255, 255, 255);  // the selection's outline
-constexpr ImU32 kGradient = IM_COL32(220, 140, 255, 255);  // gradients (plots, inspector)
-constexpr ImU32 kInfo = IM_COL32(110, 170, 255, 255);      // the inspector's "Run" header
-constexpr ImU32 kHeaderBand = IM_COL32(44, 47, 54, 255);   // module headers, section headers
+constexpr ImU32 kSelected = IM_COL32(255, 255, 255, 255);    // the selection's outline
+constexpr ImU32 kGradient = IM_COL32(220, 140, 255, 255);    // gradients (plots, inspector)
+constexpr ImU32 kInfo = IM_COL32(110, 170, 255, 255);        // the inspector's "Run" header
+constexpr ImU32 kHeaderBand = IM_COL32(44, 47, 54, 255);     // module headers, section headers
 constexpr ImU32 kBarBackground = IM_COL32(34, 36, 41, 255);  // the ruler, the replay bar
 // The window.
 constexpr ImU32 kSplitter = IM_COL32(20, 21, 24, 255);
@@ -448,14 +449,15 @@ constexpr ImU32 kIterationMarker = IM_COL32(230, 230, 240, 200);  // the ruler's
 constexpr ImU32 kIterationLabel = IM_COL32(60, 64, 74, 255);      // "it 3" on the ruler
 constexpr ImU32 kIterationLabelText = IM_COL32(235, 235, 245, 255);
 constexpr ImU32 kIterationLine = IM_COL32(230, 230, 240, 70);  // across the rows
-constexpr ImU32 kLaneSeparator = IM_COL32(70, 74, 84, 255);  // between a split row's lanes
-constexpr ImU32 kLabelRowA = IM_COL32(36, 38, 44, 255);      // the labels column, even rows
-constexpr ImU32 kLabelRowB = IM_COL32(40, 42, 48, 255);      // odd rows
-constexpr ImU32 kSharedBadge = IM_COL32(70, 74, 86, 255);    // a colocated rank's badge
-constexpr ImU32 kFoldCount = IM_COL32(230, 230, 230, 160);   // actions in a folded cell
-constexpr ImU32 kIdleGap = IM_COL32(200, 70, 60, 110);       // idle between two actions
-constexpr ImU32 kStuckText = IM_COL32(255, 235, 225, 255);   // a stuck block's label
-constexpr ImU32 kArrowShadow = IM_COL32(20, 20, 20, 200);    // under a wait-for arrow
+constexpr ImU32 kLaneSeparator = IM_COL32(70, 74, 84, 255);    // between a split row's lanes
+constexpr ImU32 kLabelRowA = IM_COL32(36, 38, 44, 255);        // the labels column, even rows
+constexpr ImU32 kLabelRowB = IM_COL32(40, 42, 48, 255);        // odd rows
+constexpr ImU32 kSharedBadge = IM_COL32(70, 74, 86, 255);      // a colocated rank's badge
+constexpr ImU32 kFoldCount = IM_COL32(230, 230, 230, 160);     // actions in a folded cell
+constexpr ImU32 kIdleGap = IM_COL32(200, 70, 60, 110);         // idle between two actions
+constexpr ImU32 kStuckText = IM_COL32(255, 235, 225, 255);     // a stuck block's label
+constexpr ImU32 kArrowShadow = IM_COL32(20, 20, 20, 200);      // under a wait-for arrow
+constexpr ImU32 kCycle = IM_COL32(236, 96, 210, 255);          // a wait that is part of a cycle
 constexpr ImU32 kCollective = IM_COL32(70, 200, 190, 255);
 constexpr ImU32 kCollectiveBand = IM_COL32(70, 200, 190, 60);
 constexpr ImU32 kLabelBackdrop = IM_COL32(24, 25, 28, 200);  // under a label over the rows

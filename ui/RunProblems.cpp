@@ -71,6 +71,17 @@ bool fateOfRecord(const std::string& kind, RankFate* out) {
   return true;
 }
 
+// "cycle r1 -> r2 -> r1" when `rank` is the first (lowest) rank of one of the graph's cycles.
+std::string cycleLabelFrom(const analysis::WaitGraph& graph, int rank) {
+  for (const auto& cycle : graph.cycles) {
+    if (cycle.empty() || cycle.front() != rank) continue;
+    std::string label = "cycle";
+    for (int r : cycle) label += " r" + std::to_string(r) + " ->";
+    return label + " r" + std::to_string(rank);
+  }
+  return "";
+}
+
 // Of the ranks whose fate is Killed, the one whose rank_killed record is earliest (ties and
 // records without a time: the lowest rank); -1 when none was killed.
 int firstKilledRank(const model::RunModel& m, const std::vector<RankProblem>& ranks) {
@@ -205,11 +216,12 @@ std::vector<NonFinite> nonFiniteInCausalOrder(const model::RunModel& m, const Re
   return out;
 }
 
-RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
-  RunProblems out;
-  const int world = static_cast<int>(m.actions.size());
-  out.ranks.resize(world);
-  const bool runEnded = m.info.status != events::RunStatus::Running;
+namespace {
+
+// Each rank's fate: completed when it executed its whole plan; otherwise the strongest of its
+// own records and the launcher's record of how its process ended, or why none exists.
+void judgeFates(const model::RunModel& m, RunProblems& out) {
+  const int world = static_cast<int>(out.ranks.size());
   for (int r = 0; r < world; ++r) {
     RankProblem& p = out.ranks[r];
     const auto* plan = r < static_cast<int>(m.plan.size()) ? &m.plan[r] : nullptr;
@@ -218,7 +230,6 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
         plan && !plan->empty() ? p.stuckPlan < 0 : m.info.status == events::RunStatus::Completed;
     p.fate = complete ? RankFate::Completed : RankFate::Unfinished;
   }
-  // The ranks' own records (and the launcher's record of how each process ended).
   for (const auto& d : m.diagnoses) {
     RankFate f;
     if (d.rank < 0 || d.rank >= world || !fateOfRecord(d.kind, &f)) continue;
@@ -229,8 +240,8 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
     p.fate = f;
     p.why = d.message.substr(0, d.message.find('\n'));
   }
-  for (int r = 0; r < world; ++r) {
-    RankProblem& p = out.ranks[r];
+  const bool runEnded = m.info.status != events::RunStatus::Running;
+  for (RankProblem& p : out.ranks) {
     if (p.fate == RankFate::Unfinished && m.info.status == events::RunStatus::Killed) {
       p.fate = RankFate::Stopped;
       p.why = "the run was interrupted";
@@ -240,44 +251,61 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
           "stopped before its plan ended, without a record of why (a signal such as SIGKILL "
           "leaves none)";
   }
-  for (int r = 0; r < world; ++r) out.ranks[r].stuckUntilNs = m.maxTimeNs;
+}
+
+// Until when each rank was stuck: when it gave up waiting (its waits row or timeout record),
+// or the run's last record.
+void measureStuckTimes(const model::RunModel& m, RunProblems& out) {
+  const int world = static_cast<int>(out.ranks.size());
+  for (RankProblem& p : out.ranks) p.stuckUntilNs = m.maxTimeNs;
   for (const auto& w : m.waits)
     if (w.rank >= 0 && w.rank < world)
       out.ranks[w.rank].stuckUntilNs = std::max(out.ranks[w.rank].stuckUntilNs, w.timeNs);
   for (const auto& d : m.diagnoses)
     if (d.kind == "timeout" && d.rank >= 0 && d.rank < world)
       out.ranks[d.rank].stuckUntilNs = std::max(out.ranks[d.rank].stuckUntilNs, d.timeNs);
-  // The wait-for graph (core/analysis, from the ranks' structured timeout records): the edges
-  // drawn on the timeline and, from its verdicts, the rank to show first.
-  const analysis::WaitGraph graph = analysis::waitForGraph(m);
+}
+
+// The wait-for graph's edges (core/analysis, from the ranks' structured timeout records), as
+// drawn on the timeline: who waits on whom, in which planned action, and which form a cycle.
+void addWaits(const model::RunModel& m, const analysis::WaitGraph& graph, RunProblems& out) {
+  const int world = static_cast<int>(out.ranks.size());
   for (const analysis::WaitEdge& e : graph.edges) {
     if (e.rank < 0 || e.rank >= world || e.waitsOn < 0 || e.waitsOn >= world) continue;
     RankProblem& p = out.ranks[e.rank];
     p.waitsOnRank = e.waitsOn;
     const int64_t planned = analysis::findAction(m, e.rank, e.iteration, e.actionSeq, true);
     if (planned >= 0) p.stuckPlan = static_cast<int32_t>(planned);
-    out.waits.push_back({e.rank, p.stuckPlan, e.waitsOn, e.sentence()});
+    out.waits.push_back({e.rank, p.stuckPlan, e.waitsOn, e.sentence(),
+                         graph.inCycle(e.rank, e.waitsOn), cycleLabelFrom(graph, e.rank)});
   }
+}
+
+// The rank to show first: the graph's root cause, else a rank that failed or was killed, else
+// the first that did not complete.  A rank killed by a signal is the cause whatever rank the
+// graph's first verdict is about: its peers then wait on a rank that is gone (hung, or "peer
+// lost"), as a consequence.  Of several killed ranks, the one that ended first (the launcher's
+// record of when it saw each end; the run's status reason names the same rank).
+int rootRank(const model::RunModel& m, const analysis::WaitGraph& graph,
+             const std::vector<RankProblem>& ranks) {
+  const int world = static_cast<int>(ranks.size());
   int root = graph.verdicts.empty() ? graph.erroredRank : graph.verdicts.front().aboutRank;
   if (root >= world) root = -1;
-  if (root < 0) {
-    for (int r = 0; r < world && root < 0; ++r)
-      if (strength(out.ranks[r].fate) == 4) root = r;
-    for (int r = 0; r < world && root < 0; ++r)
-      if (out.ranks[r].fate != RankFate::Completed) root = r;
-  }
-  // A rank killed by a signal is the cause whatever rank the graph's first verdict is about:
-  // its peers then wait on a rank that is gone (hung, or "peer lost"), as a consequence.  Of
-  // several killed ranks, the one that ended first (the launcher's record of when it saw each
-  // end; the run's status reason names the same rank).
-  if (const int killed = firstKilledRank(m, out.ranks);
-      killed >= 0 && (root < 0 || out.ranks[root].fate == RankFate::Killed ||
-                      strength(out.ranks[root].fate) < strength(RankFate::Killed)))
+  for (int r = 0; r < world && root < 0; ++r)
+    if (strength(ranks[r].fate) == 4) root = r;
+  for (int r = 0; r < world && root < 0; ++r)
+    if (ranks[r].fate != RankFate::Completed) root = r;
+  if (const int killed = firstKilledRank(m, ranks);
+      killed >= 0 && (root < 0 || ranks[root].fate == RankFate::Killed ||
+                      strength(ranks[root].fate) < strength(RankFate::Killed)))
     root = killed;
-  out.firstStuckRank = root;
-  // Corrupted messages (send and receive disagree), the causally first receive.  The causal
-  // order is built only when there is one to order (at 10^7 events it costs seconds and
-  // hundreds of MB while it exists).
+  return root;
+}
+
+// Corrupted messages (send and receive disagree), the causally first receive.  The causal
+// order is built only when there is one to order (at 10^7 events it costs seconds and
+// hundreds of MB while it exists).
+void findCorruptMessages(const model::RunModel& m, RunProblems& out) {
   std::optional<analysis::CausalOrder> order;
   analysis::CausalKey firstKey;
   for (const auto& pair : m.pairs) {
@@ -290,6 +318,19 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
       firstKey = key;
     }
   }
+}
+
+}  // namespace
+
+RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
+  RunProblems out;
+  out.ranks.resize(m.actions.size());
+  judgeFates(m, out);
+  measureStuckTimes(m, out);
+  const analysis::WaitGraph graph = analysis::waitForGraph(m);
+  addWaits(m, graph, out);
+  out.firstStuckRank = rootRank(m, graph, out.ranks);
+  findCorruptMessages(m, out);
   // Copies of a replicated tensor or loss that differ (the rule check's checksum_mismatch uses).
   const analysis::ReplicaReport replicas = analysis::compareReplicas(m);
   out.replicaMismatches = replicas.mismatches.size();

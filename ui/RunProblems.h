@@ -42,6 +42,9 @@ struct WaitEdge {
   int32_t rank = -1, stuckPlan = -1;
   int32_t waitsOn = -1;
   std::string sentence;  // analysis::WaitEdge::sentence()
+  bool inCycle = false;  // one of the wait-for graph's cycles (drawn as a cycle)
+  // On the edge leaving a cycle's lowest rank, the whole cycle: "cycle r1 -> r2 -> r1".
+  std::string cycleLabel;
 };
 
 // A record that carries NaN or Inf.

@@ -1,7 +1,8 @@
 // The timeline's problems layer: a rank that did not complete gets its stuck action (the
 // first planned action it never completed) after its last recorded one, hatched in the colour
 // of its fate and labelled with what it waited for and for how long; the wait-for graph is an
-// arrow from each stuck action to the rank it waits on.
+// arrow from each stuck action to the rank it waits on, in the cycle colour and named
+// ("cycle r1 -> r2 -> r1") where the waits form a cycle.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -43,6 +44,15 @@ const RankProblem* stuckFate(const LoadedRun& run, int rank, const RankReplaySta
 int64_t stuckFrom(const model::RunModel& model, int rank) {
   const auto& acts = model.actions[rank];
   return acts.empty() ? model.minTimeNs : acts.back().endNs;
+}
+
+// The cycle's name beside its first edge, on a dark plate so it reads over the blocks.
+void drawCycleLabel(ImDrawList* dl, const ImVec2& from, const ImVec2& to, const std::string& text) {
+  const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+  const ImVec2 at(std::max(from.x, to.x) + 10, (from.y + to.y) / 2 - size.y / 2);
+  dl->AddRectFilled(ImVec2(at.x - 3, at.y - 1), ImVec2(at.x + size.x + 3, at.y + size.y + 1),
+                    theme::kLabelBackdrop, 3);
+  dl->AddText(at, theme::kCycle, text.c_str());
 }
 
 }  // namespace
@@ -117,13 +127,17 @@ void App::drawWaits(const TimelineContext& ctx, const StuckRects& stuckRect) {
       to = ImVec2(ctx.xOf(t),
                   ctx.rowY[row] + (down ? 2 : ctx.heightOf(static_cast<size_t>(row)) - 2));
     }
+    // A wait that is part of a cycle is drawn in the cycle colour (none of its ranks can
+    // proceed); a wait on a rank outside any cycle (killed, missing, busy) stays red.
+    const ImU32 colour = w.inCycle ? theme::kCycle : theme::kBad;
     const float dy = (to.y - from.y) * 0.5f;
     const ImVec2 c1(from.x, from.y + dy), c2(to.x, to.y - dy);
     dl->AddBezierCubic(from, c1, c2, to, theme::kArrowShadow, 5.0f);
-    dl->AddBezierCubic(from, c1, c2, to, theme::kBad, 3.0f);
-    arrowHead(dl, c2, to, theme::kBad, 11);
-    dl->AddCircleFilled(from, 4, theme::kBad);
-    probes_.waits.push_back({w.rank, w.waitsOn, from, to});
+    dl->AddBezierCubic(from, c1, c2, to, colour, 3.0f);
+    arrowHead(dl, c2, to, colour, 11);
+    dl->AddCircleFilled(from, 4, colour);
+    if (!w.cycleLabel.empty()) drawCycleLabel(dl, from, to, w.cycleLabel);
+    probes_.waits.push_back({w.rank, w.waitsOn, from, to, w.inCycle});
   }
 }
 

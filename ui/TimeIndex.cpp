@@ -139,10 +139,6 @@ IndexRange visibleRange(const std::vector<events::ActionRecord>& items, int64_t 
   return visibleRange(timeColumns(items), t0, t1);
 }
 
-std::vector<int64_t> busyPrefix(const std::vector<events::ActionRecord>& items) {
-  return timeColumns(items).busyPrefixNs;
-}
-
 int64_t itemAt(const std::vector<events::ActionRecord>& items, int64_t t, int64_t slackNs) {
   return itemAt(timeColumns(items), t, slackNs);
 }

@@ -71,7 +71,6 @@ int64_t itemAt(const TimeColumns& items, int64_t t, int64_t slackNs);
 // The same over ActionRecord vectors (build the columns first: O(n) per call; for tests and
 // small rows).
 IndexRange visibleRange(const std::vector<events::ActionRecord>& items, int64_t t0, int64_t t1);
-std::vector<int64_t> busyPrefix(const std::vector<events::ActionRecord>& items);
 int64_t itemAt(const std::vector<events::ActionRecord>& items, int64_t t, int64_t slackNs);
 
 }  // namespace stagescope::ui

@@ -113,7 +113,7 @@ std::string writeScreenshot(const std::string& path, int width, int height,
         << b.rect.w << "\n";
   for (const auto& w : probes.waits)
     out << "wait " << w.rank << " " << w.waitsOn << " " << w.from.x << " " << w.from.y << " "
-        << w.to.x << " " << w.to.y << "\n";
+        << w.to.x << " " << w.to.y << " " << (w.inCycle ? 1 : 0) << "\n";
   for (const auto& it : probes.items) {
     out << "item " << it.rank << " " << it.action << " " << it.rect.x << " " << it.rect.y << " "
         << it.rect.z << " " << it.rect.w << " " << ((it.colour >> IM_COL32_R_SHIFT) & 0xff) << " "

@@ -53,12 +53,6 @@ const CheckResult* CheckReport::find(const std::string& name) const {
   return nullptr;
 }
 
-std::vector<Finding> CheckReport::allFindings() const {
-  std::vector<Finding> out;
-  for (const auto& c : checks) out.insert(out.end(), c.findings.begin(), c.findings.end());
-  return out;
-}
-
 namespace {
 
 struct Ctx {

@@ -122,7 +122,6 @@ struct CheckReport {
   double seconds = 0;
   bool passed() const { return exitCode == 0; }
   const CheckResult* find(const std::string& name) const;
-  std::vector<Finding> allFindings() const;
 };
 
 CheckReport checkRun(const model::RunModel& run, const CheckOptions& opts = {});

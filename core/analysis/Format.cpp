@@ -1,7 +1,5 @@
 #include "core/analysis/Format.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 namespace stagescope::analysis {
@@ -19,13 +17,6 @@ std::string formatShape(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
-}
-
-double relativeDifference(double a, double b) {
-  if (a == b) return 0;
-  if (std::isnan(a) || std::isnan(b)) return INFINITY;
-  double m = std::max(std::fabs(a), std::fabs(b));
-  return m == 0 ? 0 : std::fabs(a - b) / m;
 }
 
 std::string diagnosisWhere(const events::DiagnosisRecord& d) {

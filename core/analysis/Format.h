@@ -12,7 +12,6 @@ namespace stagescope::analysis {
 // Small helpers shared by verdict messages and the writers.
 std::string formatChecksum(uint64_t checksum);  // 16 hex digits
 std::string formatShape(const std::vector<int64_t>& shape);
-double relativeDifference(double a, double b);
 // "[timeout] rank 2, iteration 0, action #5, waits on rank 3": only the coordinates that apply
 // (-1 in the file means none and is never shown).
 std::string diagnosisWhere(

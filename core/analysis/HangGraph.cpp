@@ -252,6 +252,13 @@ std::string WaitGraph::text() const {
   return t;
 }
 
+bool WaitGraph::inCycle(int rank, int waitsOn) const {
+  for (const auto& cycle : cycles)
+    for (size_t i = 0; i < cycle.size(); ++i)
+      if (cycle[i] == rank && cycle[(i + 1) % cycle.size()] == waitsOn) return true;
+  return false;
+}
+
 WaitGraph waitForGraph(const model::RunModel& run) {
   WaitGraph g;
   std::map<int, WaitEdge> waits;
@@ -345,6 +352,7 @@ WaitGraph waitForGraph(const model::RunModel& run) {
       missing.insert(at);
     }
   }
+  g.cycles.assign(cycles.begin(), cycles.end());
   for (const auto& cycle : cycles) {
     std::string chain;
     for (int r : cycle) chain += "rank " + std::to_string(r) + " -> ";

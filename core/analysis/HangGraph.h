@@ -47,7 +47,12 @@ struct HangVerdict {
 struct WaitGraph {
   std::vector<WaitEdge> edges;        // one per waiting rank, by rank
   std::vector<HangVerdict> verdicts;  // root cause first (HangCause order), then found order
-  int erroredRank = -1;               // a rank that recorded an error: the cause
+  // Each cycle of waits once, as its ranks in waiting order, starting at its lowest rank
+  // ({1, 2}: rank 1 waits on rank 2, which waits on rank 1).
+  std::vector<std::vector<int>> cycles;
+  // Whether the edge `rank` waits on `waitsOn` closes or continues one of `cycles`.
+  bool inCycle(int rank, int waitsOn) const;
+  int erroredRank = -1;  // a rank that recorded an error: the cause
   std::string error;
   bool empty() const { return edges.empty(); }
   // The root cause in one sentence: the first verdict ("" when there is none).

@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "core/engine/PreforkedRanks.h"
+#include "core/engine/QuietProgress.h"
 
 namespace stagescope::engine {
 namespace {
@@ -87,8 +88,10 @@ pid_t spawn(const LaunchSpec& spec, int rank, int* outFd, int* errFd) {
   return pid;
 }
 
-// Forwards complete lines with the rank prefix; keeps the last stderr line for the summary.
-void drain(int fd, std::string& buf, int rank, bool isErr, bool quiet, RankExit& exit, bool* eof) {
+// Forwards complete lines with the rank prefix (under --quiet only the progress, through
+// `progress`); keeps the last stderr line for the summary.
+void drain(int fd, std::string& buf, int rank, bool isErr, bool quiet, RankExit& exit, bool* eof,
+           QuietProgress& progress) {
   char tmp[4096];
   ssize_t n = read(fd, tmp, sizeof tmp);
   if (n <= 0) {
@@ -102,6 +105,7 @@ void drain(int fd, std::string& buf, int rank, bool isErr, bool quiet, RankExit&
     buf.erase(0, pos == std::string::npos ? buf.size() : pos + 1);
     if (isErr && !line.empty()) exit.lastLine = line;
     if (!quiet) std::fprintf(isErr ? stderr : stdout, "[rank %d] %s\n", rank, line.c_str());
+    if (quiet && !isErr) progress.line(rank, line);
   }
   // Line by line even when stdout is a pipe (`stagescope run … | tee`): a rank's progress
   // must show when it happens, not when a 4 KiB buffer fills.
@@ -173,6 +177,7 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
     kids[r].exit.rank = r;
   }
   LaunchResult result;
+  QuietProgress progress(stdout, spec.quiet ? -1 : 0);
   std::vector<int> failedInOrder;  // ranks that failed on their own, in the order seen
   bool stopping = false;
   auto stopAt = std::chrono::steady_clock::now();
@@ -200,7 +205,7 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
       auto [r, isErr] = who[i];
       Child& c = kids[r];
       bool eof = false;
-      drain(fds[i].fd, isErr ? c.errBuf : c.outBuf, r, isErr, spec.quiet, c.exit, &eof);
+      drain(fds[i].fd, isErr ? c.errBuf : c.outBuf, r, isErr, spec.quiet, c.exit, &eof, progress);
       if (eof) {
         close(fds[i].fd);
         (isErr ? c.err : c.out) = -1;
@@ -254,6 +259,7 @@ LaunchResult launchRanks(const LaunchSpec& spec) {
   for (int r : failedInOrder) {
     if (severity(kids[r].exit) < severity(kids[result.firstFailure].exit)) result.firstFailure = r;
   }
+  progress.finish();
   for (auto& c : kids) {
     if (c.out >= 0) close(c.out);
     if (c.err >= 0) close(c.err);

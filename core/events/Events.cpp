@@ -27,9 +27,6 @@ const char* toString(ActionKind kind) {
   auto i = static_cast<size_t>(kind);
   return i < kActionNames.size() ? kActionNames[i] : "?";
 }
-bool parseActionKind(const std::string& text, ActionKind* out) {
-  return parseFrom(kActionNames, text, out);
-}
 const char* toString(Direction d) {
   return d == Direction::Activation ? "activation" : "gradient";
 }

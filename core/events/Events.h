@@ -38,7 +38,6 @@ enum class ActionKind : uint8_t {
   Count
 };
 const char* toString(ActionKind kind);
-bool parseActionKind(const std::string& text, ActionKind* out);
 
 // A planned or executed action.  For communication actions `peers` lists the global ranks
 // this rank exchanges with in that action (several for a bridge fan-in/fan-out).

@@ -61,6 +61,7 @@ struct Probes {
   struct Wait {
     int rank, waitsOn;
     float x0, y0, x1, y1;
+    int inCycle = -1;
   };
   std::vector<Wait> waits;
   struct BusyRow {
@@ -101,7 +102,7 @@ struct Probes {
         locals.push_back(l);
       } else if (kind == "wait") {
         Wait w{};
-        s >> w.rank >> w.waitsOn >> w.x0 >> w.y0 >> w.x1 >> w.y1;
+        s >> w.rank >> w.waitsOn >> w.x0 >> w.y0 >> w.x1 >> w.y1 >> w.inCycle;
         waits.push_back(w);
       } else if (kind == "busy-row") {
         BusyRow b{};
@@ -258,6 +259,7 @@ TEST(Gui, KilledRankIsMarkedAndTheWaitsPointAtIt) {
   for (const auto& w : p.waits) {
     if (w.waitsOn != killed) continue;
     ++toKilled;
+    EXPECT_EQ(w.inCycle, 0);  // a wait on a rank that is gone: red, not a cycle
     EXPECT_GT(countReddish(img, {w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12}), 10u);
   }
   EXPECT_EQ(toKilled, 2);
@@ -318,10 +320,18 @@ TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
     EXPECT_GT(outlineShare(img, stuck->x0, stuck->y0, stuck->x1, stuck->r, stuck->g, stuck->b), 0.8)
         << "rank " << r;
   }
+  // The two waits are a cycle: both arrows in the cycle colour (theme::kCycle), not the red of
+  // a wait on a rank that is gone.
   ASSERT_EQ(p.waits.size(), 2u);
-  for (const auto& w : p.waits)
-    EXPECT_GT(countReddish(img, {w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12}), 10u)
+  for (const auto& w : p.waits) {
+    EXPECT_EQ(w.inCycle, 1) << w.rank << " -> " << w.waitsOn;
+    EXPECT_GT(shareOfColour(img, w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12, 236, 96, 210, 12),
+              0.04)
         << w.rank << " -> " << w.waitsOn;
+    // (a blended edge pixel or two may read as red; a red arrow head is ~100)
+    EXPECT_LE(countReddish(img, {w.x1 - 12, w.y1 - 12, w.x1 + 12, w.y1 + 12}), 3u)
+        << w.rank << " -> " << w.waitsOn;
+  }
 }
 
 // Colocation: rank 1 holds vision's last stage, audio and llm stage 0.  Its timeline row is

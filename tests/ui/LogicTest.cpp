@@ -522,6 +522,16 @@ TEST(RunProblems, TheRootOfAWaitCycleIsItsLowestRank) {
   EXPECT_EQ(p.waits.size(), 3u);
   EXPECT_EQ(p.firstStuckRank, std::min(a, b));
   EXPECT_EQ(p.ranks[a].fate, RankFate::Hung);
+  // a <-> b is the cycle (drawn as one, named on the edge leaving its lowest rank); c's wait on
+  // a leads into it but is not part of it.
+  const int low = std::min(a, b), high = std::max(a, b);
+  for (const auto& w : p.waits) {
+    EXPECT_EQ(w.inCycle, w.rank != c) << w.rank << " -> " << w.waitsOn;
+    EXPECT_EQ(w.cycleLabel, w.rank == low ? "cycle r" + std::to_string(low) + " -> r" +
+                                                std::to_string(high) + " -> r" + std::to_string(low)
+                                          : "")
+        << w.rank;
+  }
 }
 
 // How long a rank was stuck ends when it gave up waiting (its waits row), which is after the

@@ -252,6 +252,7 @@ class App {
                           ImU32 tc);
   void drawPlots();
   void drawCompare();
+  void drawCompareOpen();  // no compare run yet: where to open one (ComparePanel.cpp)
   void drawFind();
   void drawRunInfo();
   void drawStatusBar(const ImVec2& pos, const ImVec2& size);

@@ -342,6 +342,13 @@ class App {
   // on, since when and for how long, and why (its own record).
   void inspectStuck(int rank);
 
+  // The script verbs by group, each in --help order (ScriptVerbs.cpp).
+  static std::vector<ScriptVerb> fileVerbs();
+  static std::vector<ScriptVerb> navigationVerbs();
+  static std::vector<ScriptVerb> selectionVerbs();
+  static std::vector<ScriptVerb> jumpVerbs();
+  static std::vector<ScriptVerb> windowVerbs();
+
   void loadSettings();
   bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced
   void addRecent(const std::string& path);

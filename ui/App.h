@@ -253,6 +253,7 @@ class App {
                           ImU32 tc);
   void drawPlots();
   void drawCompare();
+  void drawCompareOpen();  // no compare run yet: where to open one (ComparePanel.cpp)
   void drawFind();
   void drawRunInfo();
   void drawStatusBar(const ImVec2& pos, const ImVec2& size);
@@ -341,6 +342,13 @@ class App {
   // A rank that did not complete: its fate, the operation it never completed, whom it waits
   // on, since when and for how long, and why (its own record).
   void inspectStuck(int rank);
+
+  // The script verbs by group, each in --help order (ScriptVerbs.cpp).
+  static std::vector<ScriptVerb> fileVerbs();
+  static std::vector<ScriptVerb> navigationVerbs();
+  static std::vector<ScriptVerb> selectionVerbs();
+  static std::vector<ScriptVerb> jumpVerbs();
+  static std::vector<ScriptVerb> windowVerbs();
 
   void loadSettings();
   bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced

@@ -44,7 +44,124 @@ void relDiffCell(double d) {
     ImGui::Text("%.3g", d);
 }
 
+// What was compared and how it was judged: the two runs, the verdict with its reason, the
+// counts, what is missing, the evidence and the tolerance.
+void comparisonSummary(const analysis::Comparison& c) {
+  ImGui::Text("A: %s (%s)", c.a.path.c_str(), c.a.status.c_str());
+  ImGui::SameLine(0, 30);
+  ImGui::Text("B: %s (%s)", c.b.path.c_str(), c.b.status.c_str());
+  ImGui::SameLine(0, 30);
+  ImGui::TextDisabled("%s  vs  %s", c.a.layout.c_str(), c.b.layout.c_str());
+  // The verdict, as `stagescope compare` and the reports state it.
+  std::string verdict = analysis::toString(c.verdict);
+  for (char& ch : verdict) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  ImGui::PushStyleColor(ImGuiCol_Button, verdictColour(c.verdict));
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.08f, 0.08f, 0.1f, 1));
+  ImGui::SmallButton(verdict.c_str());
+  ImGui::PopStyleColor(2);
+  ImGui::SameLine();
+  ImGui::TextWrapped("%s", c.verdictReason.c_str());
+  ImGui::TextDisabled(
+      "messages: %zu compared, %zu differ, %zu within tolerance, %zu only in A, %zu only in B   "
+      "losses: %zu compared, %zu differ, %zu within tolerance (max rel %.3g)   gradients: %zu "
+      "compared, %zu differ, %zu within tolerance (max rel %.3g)",
+      c.transfersCompared, c.transfersDiffering, c.transfersWithinTolerance, c.transfersOnlyA,
+      c.transfersOnlyB, c.lossesCompared, c.lossesDiffering, c.lossesWithinTolerance,
+      c.maxLossRelDiff, c.gradsCompared, c.gradsDiffering, c.gradsWithinTolerance,
+      c.maxGradRelDiff);
+  for (const auto& line : c.missing) ImGui::TextColored(kAmber, "missing: %s", line.c_str());
+  ImGui::TextDisabled("evidence: %s   tolerance: %s", c.evidence.c_str(), c.toleranceRule.c_str());
+}
+
+constexpr ImGuiTableFlags kTableFlags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                        ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable;
+
+// The losses of A and B side by side (bitwise equal ones left out with `differencesOnly`).
+void lossTable(const analysis::Comparison& c, bool differencesOnly, float width) {
+  if (!ImGui::BeginTable("##losses", 6, kTableFlags, ImVec2(width, 0))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("loss it", ImGuiTableColumnFlags_WidthFixed, 50);
+  ImGui::TableSetupColumn("mb", ImGuiTableColumnFlags_WidthFixed, 30);
+  ImGui::TableSetupColumn("dp", ImGuiTableColumnFlags_WidthFixed, 30);
+  ImGui::TableSetupColumn("A");
+  ImGui::TableSetupColumn("B");
+  ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 70);
+  ImGui::TableHeadersRow();
+  for (const auto& l : c.losses) {
+    const bool bitwiseEqual = l.hasA && l.hasB && l.diff == 0;
+    if (differencesOnly && bitwiseEqual) continue;
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    ImGui::Text("%d", l.iteration);
+    ImGui::TableSetColumnIndex(1);
+    ImGui::Text("%d", l.microbatch);
+    ImGui::TableSetColumnIndex(2);
+    if (l.dp < 0)
+      ImGui::TextDisabled("mean");
+    else
+      ImGui::Text("%d", l.dp);
+    ImGui::TableSetColumnIndex(3);
+    valueCell(l.hasA, l.a);
+    ImGui::TableSetColumnIndex(4);
+    valueCell(l.hasB, l.b);
+    ImGui::TableSetColumnIndex(5);
+    relDiffCell(l.relDiff);
+  }
+  ImGui::EndTable();
+}
+
+// The gradients that differ most, A's norm next to B's.
+void gradientTable(const analysis::Comparison& c, bool differencesOnly, float width) {
+  if (!ImGui::BeginTable("##grads", 6, kTableFlags, ImVec2(width, 0))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("gradient (largest differences)", ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableSetupColumn("it", ImGuiTableColumnFlags_WidthFixed, 24);
+  ImGui::TableSetupColumn("norm A", ImGuiTableColumnFlags_WidthFixed, 90);
+  ImGui::TableSetupColumn("norm B", ImGuiTableColumnFlags_WidthFixed, 90);
+  ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 64);
+  ImGui::TableSetupColumn("by", ImGuiTableColumnFlags_WidthFixed, 70);
+  ImGui::TableHeadersRow();
+  for (const auto& g : c.gradTop) {
+    if (differencesOnly && g.bitwiseEqual) continue;
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    ImGui::TextUnformatted(g.param.c_str());
+    ImGui::TableSetColumnIndex(1);
+    ImGui::Text("%d", g.iteration);
+    ImGui::TableSetColumnIndex(2);
+    valueCell(g.hasA, g.normA);
+    ImGui::TableSetColumnIndex(3);
+    valueCell(g.hasB, g.normB);
+    ImGui::TableSetColumnIndex(4);
+    relDiffCell(g.relDiff);
+    ImGui::TableSetColumnIndex(5);
+    ImGui::TextDisabled("%s", g.how.c_str());
+  }
+  ImGui::EndTable();
+}
+
 }  // namespace
+
+// No compare run yet: a path field, the recent runs, the last error.
+void App::drawCompareOpen() {
+  ImGui::TextUnformatted(
+      "Compare this run with a second run (any layout of the same model and seed).");
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, "%s", openPathBuffer_.c_str());
+  ImGui::SetNextItemWidth(420);
+  bool enter = ImGui::InputTextWithHint("##cmp", "path to a run file (.db)", buf, sizeof buf,
+                                        ImGuiInputTextFlags_EnterReturnsTrue);
+  openPathBuffer_ = buf;
+  ImGui::SameLine();
+  if (ImGui::Button("Open for compare") || enter) openCompare(openPathBuffer_);
+  for (const auto& r : view_.recent) {
+    if (r == main_.path) continue;
+    if (ImGui::SmallButton(r.c_str())) openCompare(r);
+    ImGui::SameLine();
+  }
+  ImGui::NewLine();
+  if (!other_.error.empty()) ImGui::TextColored(kRed, "%s", other_.error.c_str());
+}
 
 void App::drawCompare() {
   if (!main_.run) {
@@ -60,50 +177,10 @@ void App::drawCompare() {
   }
   const analysis::Comparison* c = comparison();
   if (!other_.run || !c) {
-    ImGui::TextUnformatted(
-        "Compare this run with a second run (any layout of the same model and seed).");
-    char buf[1024];
-    std::snprintf(buf, sizeof buf, "%s", openPathBuffer_.c_str());
-    ImGui::SetNextItemWidth(420);
-    bool enter = ImGui::InputTextWithHint("##cmp", "path to a run file (.db)", buf, sizeof buf,
-                                          ImGuiInputTextFlags_EnterReturnsTrue);
-    openPathBuffer_ = buf;
-    ImGui::SameLine();
-    if (ImGui::Button("Open for compare") || enter) openCompare(openPathBuffer_);
-    for (const auto& r : view_.recent) {
-      if (r == main_.path) continue;
-      if (ImGui::SmallButton(r.c_str())) openCompare(r);
-      ImGui::SameLine();
-    }
-    ImGui::NewLine();
-    if (!other_.error.empty()) ImGui::TextColored(kRed, "%s", other_.error.c_str());
+    drawCompareOpen();
     return;
   }
-  ImGui::Text("A: %s (%s)", c->a.path.c_str(), c->a.status.c_str());
-  ImGui::SameLine(0, 30);
-  ImGui::Text("B: %s (%s)", c->b.path.c_str(), c->b.status.c_str());
-  ImGui::SameLine(0, 30);
-  ImGui::TextDisabled("%s  vs  %s", c->a.layout.c_str(), c->b.layout.c_str());
-  // The verdict, as `stagescope compare` and the reports state it.
-  std::string verdict = analysis::toString(c->verdict);
-  for (char& ch : verdict) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  ImGui::PushStyleColor(ImGuiCol_Button, verdictColour(c->verdict));
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.08f, 0.08f, 0.1f, 1));
-  ImGui::SmallButton(verdict.c_str());
-  ImGui::PopStyleColor(2);
-  ImGui::SameLine();
-  ImGui::TextWrapped("%s", c->verdictReason.c_str());
-  ImGui::TextDisabled(
-      "messages: %zu compared, %zu differ, %zu within tolerance, %zu only in A, %zu only in B   "
-      "losses: %zu compared, %zu differ, %zu within tolerance (max rel %.3g)   gradients: %zu "
-      "compared, %zu differ, %zu within tolerance (max rel %.3g)",
-      c->transfersCompared, c->transfersDiffering, c->transfersWithinTolerance, c->transfersOnlyA,
-      c->transfersOnlyB, c->lossesCompared, c->lossesDiffering, c->lossesWithinTolerance,
-      c->maxLossRelDiff, c->gradsCompared, c->gradsDiffering, c->gradsWithinTolerance,
-      c->maxGradRelDiff);
-  for (const auto& line : c->missing) ImGui::TextColored(kAmber, "missing: %s", line.c_str());
-  ImGui::TextDisabled("evidence: %s   tolerance: %s", c->evidence.c_str(),
-                      c->toleranceRule.c_str());
+  comparisonSummary(*c);
   if (c->first) {
     ImGui::BeginDisabled(c->first->a < 0);
     if (ImGui::Button("Jump to first divergence")) showDivergence();
@@ -118,67 +195,9 @@ void App::drawCompare() {
 
   // Losses and the gradients that differ most, side by side.
   const float half = (ImGui::GetContentRegionAvail().x - 8) / 2;
-  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
-                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable;
-  if (ImGui::BeginTable("##losses", 6, flags, ImVec2(half, 0))) {
-    ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("loss it", ImGuiTableColumnFlags_WidthFixed, 50);
-    ImGui::TableSetupColumn("mb", ImGuiTableColumnFlags_WidthFixed, 30);
-    ImGui::TableSetupColumn("dp", ImGuiTableColumnFlags_WidthFixed, 30);
-    ImGui::TableSetupColumn("A");
-    ImGui::TableSetupColumn("B");
-    ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 70);
-    ImGui::TableHeadersRow();
-    for (const auto& l : c->losses) {
-      const bool bitwiseEqual = l.hasA && l.hasB && l.diff == 0;
-      if (view_.compareDifferencesOnly && bitwiseEqual) continue;
-      ImGui::TableNextRow();
-      ImGui::TableSetColumnIndex(0);
-      ImGui::Text("%d", l.iteration);
-      ImGui::TableSetColumnIndex(1);
-      ImGui::Text("%d", l.microbatch);
-      ImGui::TableSetColumnIndex(2);
-      if (l.dp < 0)
-        ImGui::TextDisabled("mean");
-      else
-        ImGui::Text("%d", l.dp);
-      ImGui::TableSetColumnIndex(3);
-      valueCell(l.hasA, l.a);
-      ImGui::TableSetColumnIndex(4);
-      valueCell(l.hasB, l.b);
-      ImGui::TableSetColumnIndex(5);
-      relDiffCell(l.relDiff);
-    }
-    ImGui::EndTable();
-  }
+  lossTable(*c, view_.compareDifferencesOnly, half);
   ImGui::SameLine(0, 8);
-  if (ImGui::BeginTable("##grads", 6, flags, ImVec2(half, 0))) {
-    ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("gradient (largest differences)", ImGuiTableColumnFlags_WidthStretch);
-    ImGui::TableSetupColumn("it", ImGuiTableColumnFlags_WidthFixed, 24);
-    ImGui::TableSetupColumn("norm A", ImGuiTableColumnFlags_WidthFixed, 90);
-    ImGui::TableSetupColumn("norm B", ImGuiTableColumnFlags_WidthFixed, 90);
-    ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 64);
-    ImGui::TableSetupColumn("by", ImGuiTableColumnFlags_WidthFixed, 70);
-    ImGui::TableHeadersRow();
-    for (const auto& g : c->gradTop) {
-      if (view_.compareDifferencesOnly && g.bitwiseEqual) continue;
-      ImGui::TableNextRow();
-      ImGui::TableSetColumnIndex(0);
-      ImGui::TextUnformatted(g.param.c_str());
-      ImGui::TableSetColumnIndex(1);
-      ImGui::Text("%d", g.iteration);
-      ImGui::TableSetColumnIndex(2);
-      valueCell(g.hasA, g.normA);
-      ImGui::TableSetColumnIndex(3);
-      valueCell(g.hasB, g.normB);
-      ImGui::TableSetColumnIndex(4);
-      relDiffCell(g.relDiff);
-      ImGui::TableSetColumnIndex(5);
-      ImGui::TextDisabled("%s", g.how.c_str());
-    }
-    ImGui::EndTable();
-  }
+  gradientTable(*c, view_.compareDifferencesOnly, half);
 }
 
 }  // namespace stagescope::ui

@@ -1,5 +1,7 @@
 #include "ui/FindFilter.h"
 
+#include <utility>
+
 #include "core/analysis/NonFinite.h"
 #include "ui/RunProblems.h"
 
@@ -43,67 +45,97 @@ bool matchesGradient(const model::RunModel& model, const FindQuery& q, size_t i)
   return true;
 }
 
-}  // namespace
+bool matchesAction(const model::RunModel& model, const FindQuery& q,
+                   const events::ActionRecord& a) {
+  if (!q.module.empty() && !actionOfModule(model, a, q.module)) return false;
+  if (q.iteration >= 0 && a.iteration != q.iteration) return false;
+  if (q.microbatch >= 0 && a.microbatch != q.microbatch) return false;
+  if (q.kind >= 0 && static_cast<int>(a.kind) != q.kind) return false;
+  return true;
+}
 
-std::vector<FindHit> findItems(const model::RunModel& model, const FindQuery& q, size_t limit,
-                               size_t* total, const ReplayOrder* causal) {
+// The hits collected so far: the first `limit` kept, all counted.
+struct Hits {
+  FindWhat what;
+  size_t limit;
   std::vector<FindHit> out;
   size_t count = 0;
-  auto add = [&](int32_t rank, int64_t index) {
+  void add(int32_t rank, int64_t index) {
     ++count;
-    if (out.size() < limit) out.push_back({q.what, rank, index});
-  };
-  std::vector<char> mismatched;
-  if (q.what == FindWhat::Transfers && q.mismatch) {
-    mismatched.assign(model.transfers.size(), 0);
-    for (const auto& p : model.pairs) {
-      if (p.sidesAgree()) continue;
-      if (p.send >= 0) mismatched[p.send] = 1;
-      if (p.recv >= 0) mismatched[p.recv] = 1;
-    }
+    if (out.size() < limit) out.push_back({what, rank, index});
   }
-  if (q.nanInf && causal && q.what != FindWhat::Actions) {
-    // Non-finite records in causal order: the first hit is where the NaN/Inf appeared.
-    for (const NonFinite& n : nonFiniteInCausalOrder(model, *causal)) {
-      const size_t i = static_cast<size_t>(n.index);
-      if (q.what == FindWhat::Transfers && n.kind == NonFinite::Kind::Transfer &&
-          matchesTransfer(model, q, i, mismatched))
-        add(model.transfers[i].rank, n.index);
-      if (q.what == FindWhat::Gradients && n.kind == NonFinite::Kind::Gradient &&
-          matchesGradient(model, q, i))
-        add(model.gradients[i].rank, n.index);
-    }
-    if (total) *total = count;
-    return out;
+};
+
+// [transfer]: 1 when its pair's sides disagree.
+std::vector<char> mismatchedTransfers(const model::RunModel& model) {
+  std::vector<char> mismatched(model.transfers.size(), 0);
+  for (const auto& p : model.pairs) {
+    if (p.sidesAgree()) continue;
+    if (p.send >= 0) mismatched[p.send] = 1;
+    if (p.recv >= 0) mismatched[p.recv] = 1;
   }
+  return mismatched;
+}
+
+// Non-finite records in causal order: the first hit is where the NaN/Inf appeared.
+void findNonFiniteInCausalOrder(const model::RunModel& model, const FindQuery& q,
+                                const ReplayOrder& causal, const std::vector<char>& mismatched,
+                                Hits& hits) {
+  for (const NonFinite& n : nonFiniteInCausalOrder(model, causal)) {
+    const size_t i = static_cast<size_t>(n.index);
+    if (q.what == FindWhat::Transfers && n.kind == NonFinite::Kind::Transfer &&
+        matchesTransfer(model, q, i, mismatched))
+      hits.add(model.transfers[i].rank, n.index);
+    if (q.what == FindWhat::Gradients && n.kind == NonFinite::Kind::Gradient &&
+        matchesGradient(model, q, i))
+      hits.add(model.gradients[i].rank, n.index);
+  }
+}
+
+void findActions(const model::RunModel& model, const FindQuery& q, Hits& hits) {
+  if (q.nanInf || q.mismatch) return;  // actions have neither
+  for (size_t r = 0; r < model.actions.size(); ++r) {
+    if (q.rank >= 0 && q.rank != static_cast<int>(r)) continue;
+    const auto& acts = model.actions[r];
+    for (size_t i = 0; i < acts.size(); ++i)
+      if (matchesAction(model, q, acts[i]))
+        hits.add(static_cast<int32_t>(r), static_cast<int64_t>(i));
+  }
+}
+
+// All matches in model order.
+void findInModelOrder(const model::RunModel& model, const FindQuery& q,
+                      const std::vector<char>& mismatched, Hits& hits) {
   switch (q.what) {
     case FindWhat::Actions:
-      for (size_t r = 0; r < model.actions.size(); ++r) {
-        if (q.rank >= 0 && q.rank != static_cast<int>(r)) continue;
-        if (q.nanInf || q.mismatch) continue;
-        const auto& acts = model.actions[r];
-        for (size_t i = 0; i < acts.size(); ++i) {
-          const auto& a = acts[i];
-          if (!q.module.empty() && !actionOfModule(model, a, q.module)) continue;
-          if (q.iteration >= 0 && a.iteration != q.iteration) continue;
-          if (q.microbatch >= 0 && a.microbatch != q.microbatch) continue;
-          if (q.kind >= 0 && static_cast<int>(a.kind) != q.kind) continue;
-          add(static_cast<int32_t>(r), static_cast<int64_t>(i));
-        }
-      }
+      findActions(model, q, hits);
       break;
     case FindWhat::Transfers:
       for (size_t i = 0; i < model.transfers.size(); ++i)
         if (matchesTransfer(model, q, i, mismatched))
-          add(model.transfers[i].rank, static_cast<int64_t>(i));
+          hits.add(model.transfers[i].rank, static_cast<int64_t>(i));
       break;
     case FindWhat::Gradients:
       for (size_t i = 0; i < model.gradients.size(); ++i)
-        if (matchesGradient(model, q, i)) add(model.gradients[i].rank, static_cast<int64_t>(i));
+        if (matchesGradient(model, q, i))
+          hits.add(model.gradients[i].rank, static_cast<int64_t>(i));
       break;
   }
-  if (total) *total = count;
-  return out;
+}
+
+}  // namespace
+
+std::vector<FindHit> findItems(const model::RunModel& model, const FindQuery& q, size_t limit,
+                               size_t* total, const ReplayOrder* causal) {
+  Hits hits{q.what, limit, {}, 0};
+  std::vector<char> mismatched;
+  if (q.what == FindWhat::Transfers && q.mismatch) mismatched = mismatchedTransfers(model);
+  if (q.nanInf && causal && q.what != FindWhat::Actions)
+    findNonFiniteInCausalOrder(model, q, *causal, mismatched, hits);
+  else
+    findInModelOrder(model, q, mismatched, hits);
+  if (total) *total = hits.count;
+  return std::move(hits.out);
 }
 
 }  // namespace stagescope::ui

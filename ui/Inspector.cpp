@@ -68,6 +68,138 @@ std::string planSummary(const LoadedRun& run) {
   return out + " (P: overlay)";
 }
 
+// A transfer's own record: edge, direction, iteration, shape.
+void transferRows(const events::TransferRecord& t) {
+  if (!beginKv("##tkv")) return;
+  row("edge", "%s (%s%s%s)", t.edge.c_str(), events::toString(t.edgeKind),
+      t.role != events::BridgeRole::None ? ", " : "",
+      t.role != events::BridgeRole::None ? events::toString(t.role) : "");
+  row("direction", "%s   r%d -> r%d%s", events::toString(t.direction), t.srcRank, t.dstRank,
+      model::isLocalHandOff(t) ? "   local hand-off (same rank, no wire)" : "");
+  row("iteration", "%d   microbatch %d", t.iteration, t.microbatch);
+  row("shape", "%s  %s  %s", formatShape(t.shape).c_str(), t.dtype.c_str(),
+      formatBytes(t.bytes).c_str());
+  ImGui::EndTable();
+}
+
+// One row of the send/receive table: `cell` draws a side's value, "missing" without that side.
+template <class Cell>
+void sideRow(const char* key, const events::TransferRecord* send,
+             const events::TransferRecord* recv, Cell cell) {
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  ImGui::TextDisabled("%s", key);
+  int column = 1;
+  for (const events::TransferRecord* side : {send, recv}) {
+    ImGui::TableSetColumnIndex(column++);
+    if (side)
+      cell(*side);
+    else
+      ImGui::TextDisabled("missing");
+  }
+}
+
+void nonFiniteCell(const events::TransferRecord& x) {
+  if (x.stats.nanCount || x.stats.infCount)
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%lld / %lld",
+                       static_cast<long long>(x.stats.nanCount),
+                       static_cast<long long>(x.stats.infCount));
+  else
+    ImGui::Text("0 / 0");
+}
+
+// The pair's two sides next to each other; the checksums green when they match.
+void sidesTable(const model::RunModel& model, const events::TransferRecord* send,
+                const events::TransferRecord* recv, bool match) {
+  if (!ImGui::BeginTable("##sides", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp))
+    return;
+  ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 80);
+  ImGui::TableSetupColumn("send");
+  ImGui::TableSetupColumn("receive");
+  ImGui::TableHeadersRow();
+  sideRow("rank", send, recv, [](const events::TransferRecord& x) {
+    ImGui::Text("r%d (group %d)", x.rank,
+                x.side == events::Side::Send ? x.srcGroupRank : x.dstGroupRank);
+  });
+  sideRow("time", send, recv, [&](const events::TransferRecord& x) {
+    ImGui::Text("%s", formatDuration(static_cast<double>(x.startNs - model.minTimeNs)).c_str());
+  });
+  sideRow("duration", send, recv, [](const events::TransferRecord& x) {
+    ImGui::Text("%s", formatDuration(static_cast<double>(x.endNs - x.startNs)).c_str());
+  });
+  sideRow("shape", send, recv,
+          [](const events::TransferRecord& x) { ImGui::Text("%s", formatShape(x.shape).c_str()); });
+  sideRow("checksum", send, recv, [&](const events::TransferRecord& x) {
+    if (theme::mono) ImGui::PushFont(theme::mono);
+    ImGui::TextColored(match ? ImVec4(0.6f, 0.9f, 0.6f, 1) : ImVec4(1, 0.4f, 0.4f, 1), "%s",
+                       hex64(x.checksum).c_str());
+    if (theme::mono) ImGui::PopFont();
+  });
+  sideRow("mean / l2", send, recv, [](const events::TransferRecord& x) {
+    ImGui::Text("%.4g / %.4g", x.stats.mean, x.stats.l2);
+  });
+  sideRow("min / max", send, recv, [](const events::TransferRecord& x) {
+    ImGui::Text("%.4g / %.4g", x.stats.min, x.stats.max);
+  });
+  sideRow("NaN / Inf", send, recv, nonFiniteCell);
+  ImGui::EndTable();
+}
+
+// Whether sender and receiver agree, in one line.
+void agreementLine(bool match, bool shape) {
+  if (match && shape)
+    ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1),
+                       "In this run, sender and receiver agree (checksums, shapes)");
+  else
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s%s", match ? "" : "CHECKSUM MISMATCH  ",
+                       shape ? "" : "SHAPE MISMATCH");
+}
+
+// A transfer's payload as float32 values in `values`, or in `note` why there are none.
+void readPayload(const LoadedRun& run, int64_t index, std::vector<float>& values,
+                 std::string& note) {
+  values.clear();
+  note.clear();
+  const auto& t = run.model.transfers[index];
+  auto bytes = transferPayload(run, index);
+  if (bytes.empty()) {
+    note =
+        "payload not recorded (level " + std::string(events::toString(run.model.info.level)) + ")";
+  } else if (t.dtype == "float32") {
+    values.resize(bytes.size() / 4);
+    std::memcpy(values.data(), bytes.data(), values.size() * 4);
+  } else {
+    note = std::to_string(bytes.size()) + " bytes of " + t.dtype + " (histogram for float32 only)";
+  }
+}
+
+// Payload: histogram and first values (level full only).
+void drawPayload(const std::vector<float>& values, const std::string& note) {
+  ImGui::Spacing();
+  ImGui::TextDisabled("Payload");
+  if (values.empty()) {
+    ImGui::TextDisabled("%s", note.c_str());
+    return;
+  }
+  float lo = 1e30f, hi = -1e30f;
+  for (float v : values)
+    if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  std::vector<float> bins(48, 0);
+  for (float v : values)
+    if (std::isfinite(v) && hi > lo)
+      bins[std::min<size_t>(47, static_cast<size_t>((v - lo) / (hi - lo) * 48))] += 1;
+  char overlay[64];
+  std::snprintf(overlay, sizeof overlay, "[%.3g, %.3g]", lo, hi);
+  ImGui::PlotHistogram("##hist", bins.data(), 48, 0, overlay, 0, FLT_MAX, ImVec2(-1, 70));
+  std::string first;
+  for (size_t i = 0; i < std::min<size_t>(8, values.size()); ++i) {
+    char b[24];
+    std::snprintf(b, sizeof b, "%.4g ", values[i]);
+    first += b;
+  }
+  ImGui::TextWrapped("first values: %s", first.c_str());
+}
+
 }  // namespace
 
 void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
@@ -232,80 +364,11 @@ void App::inspectTransfer(int64_t index) {
   std::snprintf(title, sizeof title, "Transfer  %s  %s", t.edge.c_str(),
                 events::toString(t.direction));
   header(title, t.edgeKind == events::EdgeKind::Bridge ? theme::kBridge : theme::kP2P);
-  if (beginKv("##tkv")) {
-    row("edge", "%s (%s%s%s)", t.edge.c_str(), events::toString(t.edgeKind),
-        t.role != events::BridgeRole::None ? ", " : "",
-        t.role != events::BridgeRole::None ? events::toString(t.role) : "");
-    row("direction", "%s   r%d -> r%d%s", events::toString(t.direction), t.srcRank, t.dstRank,
-        model::isLocalHandOff(t) ? "   local hand-off (same rank, no wire)" : "");
-    row("iteration", "%d   microbatch %d", t.iteration, t.microbatch);
-    row("shape", "%s  %s  %s", formatShape(t.shape).c_str(), t.dtype.c_str(),
-        formatBytes(t.bytes).c_str());
-    ImGui::EndTable();
-  }
+  transferRows(t);
   bool match = p < 0 || model.pairs[p].checksumMatches;
   bool shape = p < 0 || (model.pairs[p].shapeMatches && model.pairs[p].dtypeMatches);
-  if (ImGui::BeginTable("##sides", 3,
-                        ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp)) {
-    ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 80);
-    ImGui::TableSetupColumn("send");
-    ImGui::TableSetupColumn("receive");
-    ImGui::TableHeadersRow();
-    auto line = [&](const char* k, auto f) {
-      ImGui::TableNextRow();
-      ImGui::TableSetColumnIndex(0);
-      ImGui::TextDisabled("%s", k);
-      ImGui::TableSetColumnIndex(1);
-      if (send)
-        f(*send);
-      else
-        ImGui::TextDisabled("missing");
-      ImGui::TableSetColumnIndex(2);
-      if (recv)
-        f(*recv);
-      else
-        ImGui::TextDisabled("missing");
-    };
-    line("rank", [](const events::TransferRecord& x) {
-      ImGui::Text("r%d (group %d)", x.rank,
-                  x.side == events::Side::Send ? x.srcGroupRank : x.dstGroupRank);
-    });
-    line("time", [&](const events::TransferRecord& x) {
-      ImGui::Text("%s", formatDuration(static_cast<double>(x.startNs - model.minTimeNs)).c_str());
-    });
-    line("duration", [](const events::TransferRecord& x) {
-      ImGui::Text("%s", formatDuration(static_cast<double>(x.endNs - x.startNs)).c_str());
-    });
-    line("shape",
-         [](const events::TransferRecord& x) { ImGui::Text("%s", formatShape(x.shape).c_str()); });
-    line("checksum", [&](const events::TransferRecord& x) {
-      if (theme::mono) ImGui::PushFont(theme::mono);
-      ImGui::TextColored(match ? ImVec4(0.6f, 0.9f, 0.6f, 1) : ImVec4(1, 0.4f, 0.4f, 1), "%s",
-                         hex64(x.checksum).c_str());
-      if (theme::mono) ImGui::PopFont();
-    });
-    line("mean / l2", [](const events::TransferRecord& x) {
-      ImGui::Text("%.4g / %.4g", x.stats.mean, x.stats.l2);
-    });
-    line("min / max", [](const events::TransferRecord& x) {
-      ImGui::Text("%.4g / %.4g", x.stats.min, x.stats.max);
-    });
-    line("NaN / Inf", [](const events::TransferRecord& x) {
-      if (x.stats.nanCount || x.stats.infCount)
-        ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%lld / %lld",
-                           static_cast<long long>(x.stats.nanCount),
-                           static_cast<long long>(x.stats.infCount));
-      else
-        ImGui::Text("0 / 0");
-    });
-    ImGui::EndTable();
-  }
-  if (match && shape)
-    ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1),
-                       "In this run, sender and receiver agree (checksums, shapes)");
-  else
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s%s", match ? "" : "CHECKSUM MISMATCH  ",
-                       shape ? "" : "SHAPE MISMATCH");
+  sidesTable(model, send, recv, match);
+  agreementLine(match, shape);
   if (p >= 0) {
     const PairActions& pa = run->pairActions[p];
     if (pa.sendAction >= 0 && ImGui::Button("Send action"))
@@ -317,46 +380,11 @@ void App::inspectTransfer(int64_t index) {
     if (pa.recvAction >= 0 && ImGui::Button("Go to step"))
       stepTo(run->replay.positionOf(pa.recvRank, pa.recvAction, true) + 1);
   }
-  // Payload: histogram and first values (level full only).
   if (payloadFor_ != index) {
     payloadFor_ = index;
-    payloadValues_.clear();
-    payloadNote_.clear();
-    auto bytes = transferPayload(*run, index);
-    if (bytes.empty()) {
-      payloadNote_ =
-          "payload not recorded (level " + std::string(events::toString(model.info.level)) + ")";
-    } else if (t.dtype == "float32") {
-      payloadValues_.resize(bytes.size() / 4);
-      std::memcpy(payloadValues_.data(), bytes.data(), payloadValues_.size() * 4);
-    } else {
-      payloadNote_ =
-          std::to_string(bytes.size()) + " bytes of " + t.dtype + " (histogram for float32 only)";
-    }
+    readPayload(*run, index, payloadValues_, payloadNote_);
   }
-  ImGui::Spacing();
-  ImGui::TextDisabled("Payload");
-  if (!payloadValues_.empty()) {
-    float lo = 1e30f, hi = -1e30f;
-    for (float v : payloadValues_)
-      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-    std::vector<float> bins(48, 0);
-    for (float v : payloadValues_)
-      if (std::isfinite(v) && hi > lo)
-        bins[std::min<size_t>(47, static_cast<size_t>((v - lo) / (hi - lo) * 48))] += 1;
-    char overlay[64];
-    std::snprintf(overlay, sizeof overlay, "[%.3g, %.3g]", lo, hi);
-    ImGui::PlotHistogram("##hist", bins.data(), 48, 0, overlay, 0, FLT_MAX, ImVec2(-1, 70));
-    std::string first;
-    for (size_t i = 0; i < std::min<size_t>(8, payloadValues_.size()); ++i) {
-      char b[24];
-      std::snprintf(b, sizeof b, "%.4g ", payloadValues_[i]);
-      first += b;
-    }
-    ImGui::TextWrapped("first values: %s", first.c_str());
-  } else {
-    ImGui::TextDisabled("%s", payloadNote_.c_str());
-  }
+  drawPayload(payloadValues_, payloadNote_);
   inspectCompared(analysis::ItemKind::Transfer, index);
 }
 

@@ -13,6 +13,8 @@ namespace {
 
 using Call = ScriptCall;
 
+constexpr bool kNoRun = false, kRun = true;  // ScriptVerb::needsRun
+
 // Reads a path; fails without one.
 bool readPath(Call& c, std::string* p) {
   c.in >> *p;
@@ -25,28 +27,9 @@ std::string noRunNote(const std::string& loadError) {
 
 }  // namespace
 
-const std::vector<ScriptVerb>& App::scriptVerbs() {
-  constexpr bool kNoRun = false, kRun = true;
-  // Selects `s`, moving the view to it (`navigate`); always succeeds.
-  static constexpr auto pick = [](App& a, const Selection& s, bool navigate) {
-    a.select(s, navigate);
-    return true;
-  };
-  static constexpr auto showTab = [](App& a, BottomTab tab) {
-    a.view_.tab = tab;
-    a.view_.tabRequested = true;
-    return true;
-  };
-  static constexpr auto findWith = [](App& a, FindQuery query, bool replace) {
-    if (replace) {
-      a.view_.find = query;
-      a.view_.findDirty = true;
-    }
-    a.view_.tab = BottomTab::Find;
-    a.view_.tabRequested = true;
-    return true;
-  };
-  static const std::vector<ScriptVerb> verbs = {
+// Opening runs, and the script runner's own verb.
+std::vector<ScriptVerb> App::fileVerbs() {
+  return {
       {"frames", "N", "draw N frames before the next command", kNoRun, nullptr},
       {"open", "PATH", "open a run file", kNoRun,
        [](App& a, Call& c) {
@@ -65,6 +48,12 @@ const std::vector<ScriptVerb>& App::scriptVerbs() {
          a.openCompare(p);
          return true;
        }},
+  };
+}
+
+// The replay and the timeline's range.
+std::vector<ScriptVerb> App::navigationVerbs() {
+  return {
       {"step", "N", "move the replay", kRun,
        [](App& a, Call& c) {
          int64_t n = 0;
@@ -97,6 +86,17 @@ const std::vector<ScriptVerb>& App::scriptVerbs() {
        [](App& a, Call&) { return a.view_.showPlan = true, true; }},
       {"follow", "", "planned-schedule overlay, follow the replay", kRun,
        [](App& a, Call&) { return a.view_.followReplay = true, true; }},
+  };
+}
+
+// Selecting a record.
+std::vector<ScriptVerb> App::selectionVerbs() {
+  // Selects `s`, moving the view to it (`navigate`); always succeeds.
+  static constexpr auto pick = [](App& a, const Selection& s, bool navigate) {
+    a.select(s, navigate);
+    return true;
+  };
+  return {
       {"select-action", "RANK I", "select action I of RANK (and zoom to it)", kRun,
        [](App& a, Call& c) {
          int rank = -1;
@@ -159,6 +159,21 @@ const std::vector<ScriptVerb>& App::scriptVerbs() {
          }
          return c.need(false, "no such local hand-off");
        }},
+  };
+}
+
+// Jumping to a problem, or listing problems in Find.
+std::vector<ScriptVerb> App::jumpVerbs() {
+  static constexpr auto findWith = [](App& a, FindQuery query, bool replace) {
+    if (replace) {
+      a.view_.find = query;
+      a.view_.findDirty = true;
+    }
+    a.view_.tab = BottomTab::Find;
+    a.view_.tabRequested = true;
+    return true;
+  };
+  return {
       {"jump-nonfinite", "", "select the causally first NaN/Inf record", kRun,
        [](App& a, Call& c) { return c.need(a.showNonFinite(), "the run has no NaN/Inf record"); }},
       {"jump-divergence", "", "select the first divergence from the compare run", kRun,
@@ -184,6 +199,17 @@ const std::vector<ScriptVerb>& App::scriptVerbs() {
          q.nanInf = true;
          return findWith(a, q, true);
        }},
+  };
+}
+
+// The window: its tabs, screenshots, closing it.
+std::vector<ScriptVerb> App::windowVerbs() {
+  static constexpr auto showTab = [](App& a, BottomTab tab) {
+    a.view_.tab = tab;
+    a.view_.tabRequested = true;
+    return true;
+  };
+  return {
       {"tab", "grid|plots|compare|find|info", "show a bottom tab", kNoRun,
        [](App& a, Call& c) {
          std::string t;
@@ -206,6 +232,17 @@ const std::vector<ScriptVerb>& App::scriptVerbs() {
          return true;
        }},
   };
+}
+
+const std::vector<ScriptVerb>& App::scriptVerbs() {
+  static const std::vector<ScriptVerb> verbs = [] {
+    std::vector<ScriptVerb> all;
+    for (auto group : {fileVerbs, navigationVerbs, selectionVerbs, jumpVerbs, windowVerbs}) {
+      const std::vector<ScriptVerb> rows = group();
+      all.insert(all.end(), rows.begin(), rows.end());
+    }
+    return all;
+  }();
   return verbs;
 }
 

@@ -150,6 +150,187 @@ const char* zoomState(App& app) {
   return app.state().viewEnd - app.state().viewStart >= 0.5 * span ? "out" : "in";
 }
 
+// Creates the ImGui context with its settings file, the theme and the GLFW/OpenGL3 backends.
+void setUpImGui(GLFWwindow* window) {
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  std::error_code ec;
+  std::filesystem::create_directories(configDir(), ec);
+  static std::string iniPath;
+  iniPath = (std::filesystem::path(configDir()) / "imgui.ini").string();
+  // ImGui reads and rewrites imgui.ini with plain fopen: only a regular file of its own.
+  if (const std::string problem = settingsFileProblem(iniPath); problem.empty()) {
+    io.IniFilename = iniPath.c_str();
+  } else {
+    io.IniFilename = nullptr;
+    std::fprintf(stderr, "%s\n",
+                 events::printableLine("viewer: " + iniPath + ": " + problem +
+                                       "; the window layout is neither read nor saved")
+                     .c_str());
+  }
+  theme::apply(io);
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+}
+
+void tearDown(GLFWwindow* window) {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+}
+
+// The commands the script runner plays: the compare run first (it starts once the main run
+// is open), the script, the screenshot, and a scripted session's "quit".
+std::vector<std::string> viewerScript(const ViewerOptions& options, bool scripted) {
+  std::vector<std::string> script;
+  if (!options.other.empty()) script.push_back("open-compare " + options.other);
+  script.insert(script.end(), options.script.begin(), options.script.end());
+  if (!options.screenshot.empty()) script.push_back("screenshot " + options.screenshot);
+  if (scripted) script.push_back("quit");
+  return script;
+}
+
+// The event loop: one frame per turn, the script's commands between frames, screenshots a
+// few frames after they were asked for.
+class FrameLoop {
+ public:
+  FrameLoop(App& app, GLFWwindow* window, ViewerTiming& timing, const ViewerOptions& options,
+            bool scripted)
+      : app_(app),
+        window_(window),
+        timing_(timing),
+        scripted_(scripted),
+        runner_(viewerScript(options, scripted)) {}
+
+  // Until the window closes or the app quits; returns the exit status so far (2: a script
+  // command failed, 1: a screenshot could not be written).
+  int run() {
+    while (!glfwWindowShouldClose(window_) && !app_.quitRequested()) {
+      waitForEvents();
+      if (shotCountdown_ == 0 && !tickScript()) break;
+      auto now = std::chrono::steady_clock::now();
+      float dt = std::chrono::duration<float>(now - last_).count();
+      last_ = now;
+      frame(dt);
+    }
+    return rc_;
+  }
+  // CPU milliseconds of each frame drawn.
+  std::vector<double>& frameMs() { return frameMs_; }
+
+ private:
+  // While a run loads, frames only show its overview and the progress: at most kLoadingFps of
+  // them (input still wakes the loop at once), so that drawing (on a software renderer,
+  // threads of its own) leaves the cores to the load.  The first frame (the overview: the
+  // first useful one) is never held back.
+  void waitForEvents() {
+    if (app_.busy() && !frameMs_.empty())
+      glfwWaitEventsTimeout(std::max(
+          0.0,
+          std::max(1.0 / (app_.detailsPending() ? kDetailsFps : kLoadingFps),
+                   kLoadingDrawShare * lastFrameWall_) -
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count()));
+    else
+      glfwPollEvents();
+  }
+  // Runs the script's next command; false when it failed.
+  bool tickScript() {
+    std::string err;
+    if (runner_.tick(app_, &err) == ScriptRunner::Tick::Failed) {
+      std::fprintf(stderr, "%s\n", err.c_str());
+      rc_ = 2;
+      return false;
+    }
+    std::string shot = app_.takeScreenshotRequest();
+    if (!shot.empty()) {
+      pendingShot_ = shot;
+      shotCountdown_ = 3;  // let the layout settle
+    }
+    return true;
+  }
+  // Builds, renders and shows one frame (and the screenshot that is due).
+  void frame(float dt) {
+    auto t0 = std::chrono::steady_clock::now();
+    const double threadCpu0 = threadCpuMs();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    // A scripted session has no pointer: its screenshots never depend on where the X
+    // server's pointer happens to be (no hover highlights or tooltips).
+    if (scripted_) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+    ImGui::NewFrame();
+    app_.frame(dt);
+    ImGui::Render();
+    const double cpuMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double threadMs = threadCpuMs() - threadCpu0;
+    frameMs_.push_back(cpuMs);
+    int fbw = 0, fbh = 0;
+    glfwGetFramebufferSize(window_, &fbw, &fbh);
+    glViewport(0, 0, fbw, fbh);
+    glClearColor(0.09f, 0.1f, 0.11f, 1);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    if (shotCountdown_ > 0 && --shotCountdown_ == 0) writePendingShot(fbw, fbh);
+    glfwSwapBuffers(window_);
+    lastFrameWall_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (timing_.enabled()) recordTiming(cpuMs, t0, threadMs);
+  }
+  void writePendingShot(int fbw, int fbh) {
+    if (const std::string why = writeScreenshot(pendingShot_, fbw, fbh, app_.probes());
+        !why.empty()) {
+      std::fprintf(stderr, "error: %s\n", events::printableLine(why).c_str());
+      rc_ = 1;
+    } else {
+      std::printf("screenshot %s (%dx%d)\n", pendingShot_.c_str(), fbw, fbh);
+    }
+    pendingShot_.clear();
+  }
+  void recordTiming(double cpuMs, std::chrono::steady_clock::time_point t0, double threadMs) {
+    timing_.frame(
+        cpuMs,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+        zoomState(app_), threadMs);
+    timing_.phase("first-frame");
+    if (app_.run() || app_.overviewShown()) timing_.phase("first-useful-frame");
+    if (app_.run()) timing_.phase("interactive");
+    if (app_.run() && app_.run()->detailsLoaded) timing_.phase("loaded");
+  }
+
+  App& app_;
+  GLFWwindow* window_;
+  ViewerTiming& timing_;
+  const bool scripted_;
+  ScriptRunner runner_;
+  int rc_ = 0;
+  std::string pendingShot_;
+  int shotCountdown_ = 0;
+  std::vector<double> frameMs_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  double lastFrameWall_ = 0;  // seconds: the previous frame, drawing and swap included
+};
+
+// A scripted session (CI, screenshots) that could not open a run says so and fails, after its
+// screenshots were taken (they show the error banner).  Returns 1 then, else 0.
+int reportLoadErrors(App& app) {
+  int rc = 0;
+  for (const std::string* error : {&app.loadError(), &app.compareError()}) {
+    if (error->empty()) continue;
+    std::fprintf(stderr, "error: %s\n", events::printableLine(*error).c_str());
+    rc = 1;
+  }
+  return rc;
+}
+
+void printFrameTimes(std::vector<double>& frameMs) {
+  std::sort(frameMs.begin(), frameMs.end());
+  std::printf("frames %zu  median %.3f ms  p99 %.3f ms\n", frameMs.size(),
+              frameMs[frameMs.size() / 2],
+              frameMs[std::min(frameMs.size() - 1, frameMs.size() * 99 / 100)]);
+}
+
 }  // namespace
 
 int runViewer(const ViewerOptions& options) {
@@ -188,27 +369,7 @@ int runViewer(const ViewerOptions& options) {
   timing.phase("gl-context");
   const bool scripted = !options.script.empty() || !options.screenshot.empty();
   glfwSwapInterval(scripted || options.benchmark ? 0 : 1);
-
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
-  ImGuiIO& io = ImGui::GetIO();
-  std::error_code ec;
-  std::filesystem::create_directories(configDir(), ec);
-  static std::string iniPath;
-  iniPath = (std::filesystem::path(configDir()) / "imgui.ini").string();
-  // ImGui reads and rewrites imgui.ini with plain fopen: only a regular file of its own.
-  if (const std::string problem = settingsFileProblem(iniPath); problem.empty()) {
-    io.IniFilename = iniPath.c_str();
-  } else {
-    io.IniFilename = nullptr;
-    std::fprintf(stderr, "%s\n",
-                 events::printableLine("viewer: " + iniPath + ": " + problem +
-                                       "; the window layout is neither read nor saved")
-                     .c_str());
-  }
-  theme::apply(io);
-  ImGui_ImplGlfw_InitForOpenGL(window, true);
-  ImGui_ImplOpenGL3_Init("#version 330 core");
+  setUpImGui(window);
   timing.phase("window");
 
   int rc = 0;
@@ -216,115 +377,15 @@ int runViewer(const ViewerOptions& options) {
     App& app = *appOwner;
     glfwSetWindowUserPointer(window, &app);
     glfwSetDropCallback(window, onDrop);
-    // The compare run is the script's first command: it starts once the main run is open.
-    std::vector<std::string> script;
-    if (!options.other.empty()) script.push_back("open-compare " + options.other);
-    script.insert(script.end(), options.script.begin(), options.script.end());
-    if (!options.screenshot.empty()) script.push_back("screenshot " + options.screenshot);
-    if (scripted) script.push_back("quit");
-    ScriptRunner runner(std::move(script));
-    std::string pendingShot;
-    int shotCountdown = 0;
-    std::vector<double> frameMs;
-    auto last = std::chrono::steady_clock::now();
-    double lastFrameWall = 0;  // seconds: the previous frame, drawing and swap included
-    while (!glfwWindowShouldClose(window) && !app.quitRequested()) {
-      // While a run loads, frames only show its overview and the progress: at most
-      // kLoadingFps of them (input still wakes the loop at once), so that drawing (on a
-      // software renderer, threads of its own) leaves the cores to the load.
-      // The first frame (the overview: the first useful one) is never held back.
-      if (app.busy() && !frameMs.empty())
-        glfwWaitEventsTimeout(std::max(
-            0.0,
-            std::max(1.0 / (app.detailsPending() ? kDetailsFps : kLoadingFps),
-                     kLoadingDrawShare * lastFrameWall) -
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count()));
-      else
-        glfwPollEvents();
-      if (shotCountdown == 0) {
-        std::string err;
-        if (runner.tick(app, &err) == ScriptRunner::Tick::Failed) {
-          std::fprintf(stderr, "%s\n", err.c_str());
-          rc = 2;
-          break;
-        }
-        std::string shot = app.takeScreenshotRequest();
-        if (!shot.empty()) {
-          pendingShot = shot;
-          shotCountdown = 3;  // let the layout settle
-        }
-      }
-      auto now = std::chrono::steady_clock::now();
-      float dt = std::chrono::duration<float>(now - last).count();
-      last = now;
-      auto t0 = std::chrono::steady_clock::now();
-      const double threadCpu0 = threadCpuMs();
-      ImGui_ImplOpenGL3_NewFrame();
-      ImGui_ImplGlfw_NewFrame();
-      // A scripted session has no pointer: its screenshots never depend on where the X
-      // server's pointer happens to be (no hover highlights or tooltips).
-      if (scripted) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
-      ImGui::NewFrame();
-      app.frame(dt);
-      ImGui::Render();
-      const double cpuMs =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      const double threadMs = threadCpuMs() - threadCpu0;
-      frameMs.push_back(cpuMs);
-      int fbw = 0, fbh = 0;
-      glfwGetFramebufferSize(window, &fbw, &fbh);
-      glViewport(0, 0, fbw, fbh);
-      glClearColor(0.09f, 0.1f, 0.11f, 1);
-      glClear(GL_COLOR_BUFFER_BIT);
-      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-      if (shotCountdown > 0 && --shotCountdown == 0) {
-        if (const std::string why = writeScreenshot(pendingShot, fbw, fbh, app.probes());
-            !why.empty()) {
-          std::fprintf(stderr, "error: %s\n", events::printableLine(why).c_str());
-          rc = 1;
-        } else {
-          std::printf("screenshot %s (%dx%d)\n", pendingShot.c_str(), fbw, fbh);
-        }
-        pendingShot.clear();
-      }
-      glfwSwapBuffers(window);
-      lastFrameWall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (timing.enabled()) {
-        timing.frame(
-            cpuMs,
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count(),
-            zoomState(app), threadMs);
-        timing.phase("first-frame");
-        if (app.run() || app.overviewShown()) timing.phase("first-useful-frame");
-        if (app.run()) timing.phase("interactive");
-        if (app.run() && app.run()->detailsLoaded) timing.phase("loaded");
-      }
-    }
-    // A scripted session (CI, screenshots) that could not open a run says so and fails, after
-    // its screenshots were taken (they show the error banner).
-    if (scripted && rc == 0) {
-      for (const std::string* error : {&app.loadError(), &app.compareError()}) {
-        if (error->empty()) continue;
-        std::fprintf(stderr, "error: %s\n", events::printableLine(*error).c_str());
-        rc = 1;
-      }
-    }
+    FrameLoop loop(app, window, timing, options, scripted);
+    rc = loop.run();
+    if (scripted && rc == 0) rc = reportLoadErrors(app);
     timing.memory();
-    if (options.benchmark && !frameMs.empty()) {
-      std::sort(frameMs.begin(), frameMs.end());
-      std::printf("frames %zu  median %.3f ms  p99 %.3f ms\n", frameMs.size(),
-                  frameMs[frameMs.size() / 2],
-                  frameMs[std::min(frameMs.size() - 1, frameMs.size() * 99 / 100)]);
-    }
+    if (options.benchmark && !loop.frameMs().empty()) printFrameTimes(loop.frameMs());
     app.saveSettings();
   }
   appOwner.reset();
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
-  glfwDestroyWindow(window);
-  glfwTerminate();
+  tearDown(window);
   return rc;
 }
 

@@ -156,6 +156,13 @@ struct FrameProbes {
     ImVec4 rect;
   };
   std::vector<BusyRow> busyRows;
+  // A rank row's label: where its text ends and where the fate badge beside it begins (the
+  // label column's right edge when the rank has no badge).
+  struct RowLabel {
+    int rank;
+    float textRight, badgeLeft;
+  };
+  std::vector<RowLabel> rowLabels;
   // The overview drawn while a run loads (OverviewLayer.cpp): per rank, its row and the
   // rectangles drawn left to right as (x where it ends, shade 0 idle .. 32 busy); the
   // iteration lines.

@@ -65,10 +65,12 @@ void drawModuleHeader(const TimelineContext& ctx, size_t i) {
   dl->AddText(ImVec2(x0 + 10, hy + 1), theme::kText, buf);
 }
 
-// A rank that did not complete: its fate as a badge at the label's right end.
-void drawFateBadge(const TimelineContext& ctx, size_t i) {
+// A rank that did not complete: its fate as a badge at the label's right end.  Returns the
+// badge's left edge (the label column's right edge when there is none).
+float drawFateBadge(const TimelineContext& ctx, size_t i) {
+  const float right = ctx.pos.x + kTimelineLabelWidth - 4;
   const RankProblem* fateOf = ctx.run->fateOf(ctx.run->rows[i].rank);  // none while loading
-  if (!fateOf || fateOf->fate == RankFate::Completed) return;
+  if (!fateOf || fateOf->fate == RankFate::Completed) return right;
   const float y = ctx.rowY[i], rowHt = ctx.heightOf(i);
   const RankFate fate = fateOf->fate;
   const char* word = toString(fate);
@@ -77,6 +79,20 @@ void drawFateBadge(const TimelineContext& ctx, size_t i) {
   const ImVec2 b0(b1.x - ws.x - 8, y + rowHt / 2 - ws.y / 2 - 1);
   ctx.dl->AddRectFilled(b0, b1, theme::fateColour(fate), 3);
   ctx.dl->AddText(ImVec2(b0.x + 4, b0.y + 1), theme::textOn(theme::fateColour(fate)), word);
+  return b0.x;
+}
+
+// A row's label ("llm  tp1 pp2 dp0  r7") shortened to fit `width` pixels so that a fate badge
+// never covers it: whole; else without its module name (the module's header row names it);
+// else cut, ending in "...".
+std::string fittedLabel(const std::string& label, float width) {
+  if (ImGui::CalcTextSize(label.c_str()).x <= width) return label;
+  std::string s = label;
+  if (const size_t gap = s.find("  "); gap != std::string::npos)
+    s = s.substr(s.find_first_not_of(' ', gap));
+  if (ImGui::CalcTextSize(s.c_str()).x <= width) return s;
+  while (!s.empty() && ImGui::CalcTextSize((s + "...").c_str()).x > width) s.pop_back();
+  return s + "...";
 }
 
 }  // namespace
@@ -120,13 +136,17 @@ void App::drawRowLabels(const TimelineContext& ctx) {
     if (row.shared()) {
       const ImVec4 badge = drawSharedRowLabel(dl, row, ImVec2(x0, y), ctx.rowH, tc);
       dot = ImVec2((badge.x + badge.z) / 2, badge.w - 7);
-    } else {
+    }
+    const float badgeLeft = drawFateBadge(ctx, i);
+    if (!row.shared()) {
       dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x0 + 4, y + ctx.rowH - 1),
                         theme::moduleColour(row.moduleIndex, false));
-      dl->AddText(ImVec2(x0 + 10, y + (ctx.rowH - 15) / 2), tc, row.label.c_str());
+      const std::string label = fittedLabel(row.label, badgeLeft - 4 - (x0 + 10));
+      dl->AddText(ImVec2(x0 + 10, y + (ctx.rowH - 15) / 2), tc, label.c_str());
+      probes_.rowLabels.push_back(
+          {rank, x0 + 10 + ImGui::CalcTextSize(label.c_str()).x, badgeLeft});
     }
     if (st.running) dl->AddCircleFilled(dot, 4, theme::kAccent);
-    drawFateBadge(ctx, i);
   }
 }
 

@@ -108,6 +108,8 @@ std::string writeScreenshot(const std::string& path, int width, int height,
     rgb(b.colour);
     out << "\n";
   }
+  for (const auto& l : probes.rowLabels)
+    out << "row-label " << l.rank << " " << l.textRight << " " << l.badgeLeft << "\n";
   for (const auto& b : probes.busyRows)
     out << "busy-row " << b.rank << " " << b.rect.x << " " << b.rect.y << " " << b.rect.z << " "
         << b.rect.w << "\n";

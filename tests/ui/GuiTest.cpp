@@ -69,6 +69,11 @@ struct Probes {
     float x0, y0, x1, y1;
   };
   std::vector<BusyRow> busyRows;
+  struct RowLabel {
+    int rank;
+    float textRight, badgeLeft;
+  };
+  std::vector<RowLabel> rowLabels;
   int badge[3] = {-1, -1, -1};
   const Item* find(const std::vector<Item>& v, int rank) const {
     for (const auto& it : v)
@@ -104,6 +109,10 @@ struct Probes {
         Wait w{};
         s >> w.rank >> w.waitsOn >> w.x0 >> w.y0 >> w.x1 >> w.y1 >> w.inCycle;
         waits.push_back(w);
+      } else if (kind == "row-label") {
+        RowLabel l{};
+        s >> l.rank >> l.textRight >> l.badgeLeft;
+        rowLabels.push_back(l);
       } else if (kind == "busy-row") {
         BusyRow b{};
         s >> b.rank >> b.x0 >> b.y0 >> b.x1 >> b.y1;
@@ -320,6 +329,10 @@ TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
     EXPECT_GT(outlineShare(img, stuck->x0, stuck->y0, stuck->x1, stuck->r, stuck->g, stuck->b), 0.8)
         << "rank " << r;
   }
+  // No fate badge covers its row's label ("vision  tp0 pp0 dp1  r2" beside "unfinished" lost
+  // its coordinates under the badge): every label ends before its badge begins.
+  ASSERT_EQ(p.rowLabels.size(), m.ranks.size());
+  for (const auto& l : p.rowLabels) EXPECT_LE(l.textRight, l.badgeLeft - 2) << "rank " << l.rank;
   // The two waits are a cycle: both arrows in the cycle colour (theme::kCycle), not the red of
   // a wait on a rank that is gone.
   ASSERT_EQ(p.waits.size(), 2u);

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -68,14 +69,29 @@ std::string configToml(const Mod* enc, const Mod& llm) {
 struct ChildEnv {
   plan::RunConfig cfg;
   plan::Topology topo;
+  int world;
+  c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<ProcessGroups> groups;
-  ChildEnv(const std::string& toml, int rank, int world, int port)
-      : cfg(plan::parseConfig(toml, "comm_test.toml")), topo(cfg) {
+  ChildEnv(const std::string& toml, int rank, int worldSize, int port)
+      : cfg(plan::parseConfig(toml, "comm_test.toml")), topo(cfg), world(worldSize) {
     if (cfg.worldSize != world) throw std::runtime_error("config world != test world");
-    auto store = engine::connectStore("127.0.0.1", port, /*isServer=*/false, world, kTimeout);
+    store = engine::connectStore("127.0.0.1", port, /*isServer=*/false, world, kTimeout);
     groups =
         std::make_unique<ProcessGroups>(store, rank, world, engine::BackendKind::Gloo, kTimeout);
     Communicator::createAllGroups(cfg, topo, *groups);
+  }
+  // The ranks leave together, their groups still alive: a rank that exited as soon as its own
+  // groups existed could close its Gloo pairs while a peer was still completing the same
+  // connect (rank 2: "Gloo connectFullMesh failed ... Connection closed by peer", once in CI).
+  // Bounded by kTimeout; never throws.
+  ~ChildEnv() {
+    try {
+      store->add("child-env/left", 1);
+      const auto until = std::chrono::steady_clock::now() + kTimeout;
+      while (store->add("child-env/left", 0) < world && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } catch (...) {
+    }
   }
 };
 

@@ -354,6 +354,7 @@ void App::frame(float dt) {
   drawStatusBar(ImVec2(origin.x, origin.y + avail.y - statusH), ImVec2(avail.x, statusH));
   ImGui::End();
   drawOpenPopup();
+  probes_.clippedText = findClippedText({"##timeline"});
 }
 
 void App::drawMenuBar() {

@@ -16,6 +16,7 @@
 #include "core/analysis/Format.h"
 #include "imgui.h"
 #include "storage/Overview.h"
+#include "ui/ClippedText.h"
 #include "ui/LoadedRun.h"
 #include "ui/RunComparison.h"
 #include "ui/ScriptVerbs.h"
@@ -106,7 +107,8 @@ struct FrameProbes {
   ImVec4 timeline, inspector, gridMap, bottom, banner;  // x0, y0, x1, y1
   ImU32 bannerColour = 0;                               // the status badge's fill
   std::string bannerText;                               // the banner's sentence
-  std::vector<std::string> bannerButtons;               // its problem buttons, left to right
+  std::string bannerShown;  // what of it fits beside the buttons (ends in "..." when cut)
+  std::vector<std::string> bannerButtons;  // its problem buttons, left to right
   // Panels that said "loading details…" (or why the details are missing) instead of drawing
   // what needs them: "plots", "find", "inspector", "compare".
   std::vector<std::string> detailsPendingPanels;
@@ -191,6 +193,11 @@ struct FrameProbes {
     ImU32 colour;
   };
   std::vector<CollectiveBand> collectiveBands;
+  // Text laid out wider than its window or table column (ui/ClippedText.h), the timeline's
+  // canvas left out.
+  std::vector<ClippedText> clippedText;
+  // The plots' labels of non-finite markers (x0, y0, x1, y1).
+  std::vector<ImVec4> plotLabels;
 };
 
 class App {

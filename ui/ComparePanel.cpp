@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/analysis/Format.h"
 #include "ui/App.h"
+#include "ui/FitText.h"
 
 namespace stagescope::ui {
 namespace {
@@ -33,7 +35,7 @@ void valueCell(bool present, double v) {
   else if (std::isinf(v))
     ImGui::TextColored(kRed, v > 0 ? "+Inf" : "-Inf");
   else
-    ImGui::Text("%.9g", v);
+    ImGui::TextUnformatted(analysis::formatValue(v, 9).c_str());
 }
 
 // The relative difference as the analysis measured it (the verdict above judges it).
@@ -44,14 +46,20 @@ void relDiffCell(double d) {
     ImGui::Text("%.3g", d);
 }
 
+// A line in the dim colour that wraps at the panel's edge instead of running past it.
+void dimWrapped(const std::string& text) {
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::PopStyleColor();
+}
+
 // What was compared and how it was judged: the two runs, the verdict with its reason, the
-// counts, what is missing, the evidence and the tolerance.
+// counts, what is missing, the evidence and the tolerance.  Every line wraps at the panel's
+// edge: a cut sentence reads as a different one.
 void comparisonSummary(const analysis::Comparison& c) {
-  ImGui::Text("A: %s (%s)", c.a.path.c_str(), c.a.status.c_str());
-  ImGui::SameLine(0, 30);
-  ImGui::Text("B: %s (%s)", c.b.path.c_str(), c.b.status.c_str());
-  ImGui::SameLine(0, 30);
-  ImGui::TextDisabled("%s  vs  %s", c.a.layout.c_str(), c.b.layout.c_str());
+  ImGui::TextWrapped("A: %s (%s)    B: %s (%s)", c.a.path.c_str(), c.a.status.c_str(),
+                     c.b.path.c_str(), c.b.status.c_str());
+  dimWrapped("layouts: " + c.a.layout + "  vs  " + c.b.layout);
   // The verdict, as `stagescope compare` and the reports state it.
   std::string verdict = analysis::toString(c.verdict);
   for (char& ch : verdict) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
@@ -61,7 +69,9 @@ void comparisonSummary(const analysis::Comparison& c) {
   ImGui::PopStyleColor(2);
   ImGui::SameLine();
   ImGui::TextWrapped("%s", c.verdictReason.c_str());
-  ImGui::TextDisabled(
+  char counts[512];
+  std::snprintf(
+      counts, sizeof counts,
       "messages: %zu compared, %zu differ, %zu within tolerance, %zu only in A, %zu only in B   "
       "losses: %zu compared, %zu differ, %zu within tolerance (max rel %.3g)   gradients: %zu "
       "compared, %zu differ, %zu within tolerance (max rel %.3g)",
@@ -69,23 +79,32 @@ void comparisonSummary(const analysis::Comparison& c) {
       c.transfersOnlyB, c.lossesCompared, c.lossesDiffering, c.lossesWithinTolerance,
       c.maxLossRelDiff, c.gradsCompared, c.gradsDiffering, c.gradsWithinTolerance,
       c.maxGradRelDiff);
-  for (const auto& line : c.missing) ImGui::TextColored(kAmber, "missing: %s", line.c_str());
-  ImGui::TextDisabled("evidence: %s   tolerance: %s", c.evidence.c_str(), c.toleranceRule.c_str());
+  dimWrapped(counts);
+  for (const auto& line : c.missing) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kAmber);
+    ImGui::TextWrapped("missing: %s", line.c_str());
+    ImGui::PopStyleColor();
+  }
+  dimWrapped("evidence: " + c.evidence + "   tolerance: " + c.toleranceRule);
 }
 
 constexpr ImGuiTableFlags kTableFlags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                         ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable;
+// A column as wide as its widest cell, every frame (a number is never cut); the name and value
+// columns stretch over the rest.
+constexpr ImGuiTableColumnFlags kFitted =
+    ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoResize;
 
 // The losses of A and B side by side (bitwise equal ones left out with `differencesOnly`).
 void lossTable(const analysis::Comparison& c, bool differencesOnly, float width) {
   if (!ImGui::BeginTable("##losses", 6, kTableFlags, ImVec2(width, 0))) return;
   ImGui::TableSetupScrollFreeze(0, 1);
-  ImGui::TableSetupColumn("loss it", ImGuiTableColumnFlags_WidthFixed, 50);
-  ImGui::TableSetupColumn("mb", ImGuiTableColumnFlags_WidthFixed, 30);
-  ImGui::TableSetupColumn("dp", ImGuiTableColumnFlags_WidthFixed, 30);
-  ImGui::TableSetupColumn("A");
-  ImGui::TableSetupColumn("B");
-  ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 70);
+  ImGui::TableSetupColumn("loss it", kFitted);
+  ImGui::TableSetupColumn("mb", kFitted);
+  ImGui::TableSetupColumn("dp", kFitted);
+  ImGui::TableSetupColumn("A", ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableSetupColumn("B", ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableSetupColumn("rel diff", kFitted);
   ImGui::TableHeadersRow();
   for (const auto& l : c.losses) {
     const bool bitwiseEqual = l.hasA && l.hasB && l.diff == 0;
@@ -110,22 +129,30 @@ void lossTable(const analysis::Comparison& c, bool differencesOnly, float width)
   ImGui::EndTable();
 }
 
+// A parameter's name, shortened in the middle when the column is narrower ("llm.layers.0.
+// ...k.bias": both ends name it), the whole name on hover.
+void parameterCell(const std::string& name) {
+  const std::string shown = elideMiddle(name, ImGui::GetContentRegionAvail().x);
+  ImGui::TextUnformatted(shown.c_str());
+  if (shown != name && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", name.c_str());
+}
+
 // The gradients that differ most, A's norm next to B's.
 void gradientTable(const analysis::Comparison& c, bool differencesOnly, float width) {
   if (!ImGui::BeginTable("##grads", 6, kTableFlags, ImVec2(width, 0))) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   ImGui::TableSetupColumn("gradient (largest differences)", ImGuiTableColumnFlags_WidthStretch);
-  ImGui::TableSetupColumn("it", ImGuiTableColumnFlags_WidthFixed, 24);
-  ImGui::TableSetupColumn("norm A", ImGuiTableColumnFlags_WidthFixed, 90);
-  ImGui::TableSetupColumn("norm B", ImGuiTableColumnFlags_WidthFixed, 90);
-  ImGui::TableSetupColumn("rel diff", ImGuiTableColumnFlags_WidthFixed, 64);
-  ImGui::TableSetupColumn("by", ImGuiTableColumnFlags_WidthFixed, 70);
+  ImGui::TableSetupColumn("it", kFitted);
+  ImGui::TableSetupColumn("norm A", kFitted);
+  ImGui::TableSetupColumn("norm B", kFitted);
+  ImGui::TableSetupColumn("rel diff", kFitted);
+  ImGui::TableSetupColumn("by", kFitted);
   ImGui::TableHeadersRow();
   for (const auto& g : c.gradTop) {
     if (differencesOnly && g.bitwiseEqual) continue;
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
-    ImGui::TextUnformatted(g.param.c_str());
+    parameterCell(g.param);
     ImGui::TableSetColumnIndex(1);
     ImGui::Text("%d", g.iteration);
     ImGui::TableSetColumnIndex(2);
@@ -181,17 +208,19 @@ void App::drawCompare() {
     return;
   }
   comparisonSummary(*c);
+  ImGui::Checkbox("differences only", &view_.compareDifferencesOnly);
+  ImGui::SameLine(0, 20);
   if (c->first) {
     ImGui::BeginDisabled(c->first->a < 0);
     if (ImGui::Button("Jump to first divergence")) showDivergence();
     ImGui::EndDisabled();
     ImGui::SameLine();
-    ImGui::TextColored(kAmber, "first divergence: %s", c->firstText.c_str());
+    ImGui::PushStyleColor(ImGuiCol_Text, kAmber);
+    ImGui::TextWrapped("first divergence: %s", c->firstText.c_str());
+    ImGui::PopStyleColor();
   } else {
     ImGui::TextDisabled("no divergence among the compared items");
   }
-  ImGui::SameLine(0, 20);
-  ImGui::Checkbox("differences only", &view_.compareDifferencesOnly);
 
   // Losses and the gradients that differ most, side by side.
   const float half = (ImGui::GetContentRegionAvail().x - 8) / 2;

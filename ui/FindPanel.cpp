@@ -158,7 +158,7 @@ void gradientCells(const model::RunModel& model, const FindHit& h) {
   ImGui::TableSetColumnIndex(2);
   ImGui::Text("%s %s", g.param.c_str(), events::toString(g.phase));
   ImGui::TableSetColumnIndex(3);
-  ImGui::Text("tp%d pp%d dp%d  norm %.6g", g.tp, g.pp, g.dp, g.norm);
+  ImGui::Text("tp%d pp%d dp%d  norm %s", g.tp, g.pp, g.dp, analysis::formatValue(g.norm).c_str());
 }
 
 bool beginHitsTable() {

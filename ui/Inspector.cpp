@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/analysis/Format.h"
 #include "core/analysis/Values.h"
 #include "core/events/CapturedLayout.h"
 #include "ui/App.h"
@@ -11,6 +12,12 @@
 namespace stagescope::ui {
 namespace {
 
+// A recorded value: NaN and infinities by name (analysis::formatValue, as the reports print it).
+std::string num(double v, int digits) {
+  return analysis::formatValue(v, digits);
+}
+
+// A key and its value; a value wider than the column wraps at the column's edge (never cut).
 void row(const char* key, const char* fmt, ...) IM_FMTARGS(2);
 void row(const char* key, const char* fmt, ...) {
   ImGui::TableNextRow();
@@ -19,7 +26,7 @@ void row(const char* key, const char* fmt, ...) {
   ImGui::TableSetColumnIndex(1);
   va_list args;
   va_start(args, fmt);
-  ImGui::TextV(fmt, args);
+  ImGui::TextWrappedV(fmt, args);
   va_end(args);
 }
 
@@ -42,8 +49,8 @@ void header(const char* text, ImU32 colour) {
 }
 
 void statsRows(const events::TensorStats& s) {
-  row("min / max", "%.5g / %.5g", s.min, s.max);
-  row("mean / l2", "%.5g / %.5g", s.mean, s.l2);
+  row("min / max", "%s / %s", num(s.min, 5).c_str(), num(s.max, 5).c_str());
+  row("mean / l2", "%s / %s", num(s.mean, 5).c_str(), num(s.l2, 5).c_str());
   row("numel", "%lld", static_cast<long long>(s.numel));
   if (s.nanCount || s.infCount)
     row("NaN / Inf", "%lld / %lld", static_cast<long long>(s.nanCount),
@@ -136,10 +143,10 @@ void sidesTable(const model::RunModel& model, const events::TransferRecord* send
     if (theme::mono) ImGui::PopFont();
   });
   sideRow("mean / l2", send, recv, [](const events::TransferRecord& x) {
-    ImGui::Text("%.4g / %.4g", x.stats.mean, x.stats.l2);
+    ImGui::Text("%s / %s", num(x.stats.mean, 4).c_str(), num(x.stats.l2, 4).c_str());
   });
   sideRow("min / max", send, recv, [](const events::TransferRecord& x) {
-    ImGui::Text("%.4g / %.4g", x.stats.min, x.stats.max);
+    ImGui::Text("%s / %s", num(x.stats.min, 4).c_str(), num(x.stats.max, 4).c_str());
   });
   sideRow("NaN / Inf", send, recv, nonFiniteCell);
   ImGui::EndTable();
@@ -147,12 +154,14 @@ void sidesTable(const model::RunModel& model, const events::TransferRecord* send
 
 // Whether sender and receiver agree, in one line.
 void agreementLine(bool match, bool shape) {
-  if (match && shape)
-    ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1),
-                       "In this run, sender and receiver agree (checksums, shapes)");
+  const bool agree = match && shape;
+  ImGui::PushStyleColor(ImGuiCol_Text,
+                        agree ? ImVec4(0.5f, 0.85f, 0.55f, 1) : ImVec4(1, 0.4f, 0.4f, 1));
+  if (agree)
+    ImGui::TextWrapped("In this run, sender and receiver agree (checksums, shapes)");
   else
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s%s", match ? "" : "CHECKSUM MISMATCH  ",
-                       shape ? "" : "SHAPE MISMATCH");
+    ImGui::TextWrapped("%s%s", match ? "" : "CHECKSUM MISMATCH  ", shape ? "" : "SHAPE MISMATCH");
+  ImGui::PopStyleColor();
 }
 
 // A transfer's payload as float32 values in `values`, or in `note` why there are none.
@@ -404,7 +413,7 @@ void App::inspectGradient(int64_t index) {
         g.dtype.c_str());
     row("partition", g.partitionDim < 0 ? "replicated" : "dim %d at offset %lld", g.partitionDim,
         static_cast<long long>(g.partitionOffset));
-    row("norm", "%.8g", g.norm);
+    row("norm", "%s", num(g.norm, 8).c_str());
     row("checksum", "%s", hex64(g.checksum).c_str());
     if (g.hasStats) statsRows(g.stats);
     ImGui::EndTable();
@@ -435,9 +444,9 @@ void App::inspectGradient(int64_t index) {
                      FLT_MAX, ImVec2(-1, 70));
   }
   if (beginKv("##gred")) {
-    if (haveReduced) row("reduced (full)", "%.8g", std::sqrt(reducedSq));
+    if (haveReduced) row("reduced (full)", "%s", num(std::sqrt(reducedSq), 8).c_str());
     if (reference >= 0) {
-      row("reference", "%.8g", reference);
+      row("reference", "%s", num(reference, 8).c_str());
       if (haveReduced) {
         double rel = std::fabs(std::sqrt(reducedSq) - reference) / std::max(1e-30, reference);
         row("difference", "%.3g relative", rel);
@@ -493,7 +502,7 @@ void App::inspectLoss(int64_t index) {
   const auto& l = model.losses[index];
   header("Loss", theme::kGood);
   if (beginKv("##lkv")) {
-    row("value", "%.8g", l.loss);
+    row("value", "%s", num(l.loss, 8).c_str());
     row("rank", "r%d  dp%d", l.rank, l.dp);
     row("iteration", "%d   microbatch %d", l.iteration, l.microbatch);
     ImGui::EndTable();
@@ -552,14 +561,10 @@ void App::inspectCompared(analysis::ItemKind kind, int64_t index) {
         ImGui::TextUnformatted(v.c_str());
     }
   };
-  auto num = [](double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.8g", x);
-    return std::string(buf);
-  };
+  auto num8 = [](double x) { return num(x, 8); };
   const bool hasB = item->b >= 0;
   const char* what = kind == analysis::ItemKind::Loss ? "value" : "L2 norm";
-  two(what, num(item->valueA), hasB ? num(item->valueB) : "missing",
+  two(what, num8(item->valueA), hasB ? num8(item->valueB) : "missing",
       hasB && !(item->valueA == item->valueB));
   two("checksum", hex64(item->checksumA), hasB ? hex64(item->checksumB) : "missing",
       hasB && item->checksumA != item->checksumB);

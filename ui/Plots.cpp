@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "ui/App.h"
+#include "ui/FitText.h"
 
 namespace stagescope::ui {
 namespace {
@@ -23,7 +26,7 @@ struct Axes {
 Axes frameAxes(ImDrawList* dl, ImVec2 pos, ImVec2 size, const char* title, double x0, double x1,
                double y0, double y1) {
   dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kPlotBackground, 3);
-  dl->AddText(ImVec2(pos.x + 8, pos.y + 4), theme::kText, title);
+  dl->AddText(ImVec2(pos.x + 8, pos.y + 4), theme::kText, elideEnd(title, size.x - 16).c_str());
   Axes a{ImVec2(pos.x + 52, pos.y + 26),
          ImVec2(pos.x + size.x - 12, pos.y + size.y - 24),
          x0,
@@ -44,12 +47,41 @@ Axes frameAxes(ImDrawList* dl, ImVec2 pos, ImVec2 size, const char* title, doubl
   return a;
 }
 
-// A non-finite value: a red marker on the plot's top edge with its name, never a point.
-void nonFiniteMarker(ImDrawList* dl, const Axes& a, double x, const char* what) {
-  ImVec2 p = a.map(x, a.y1);
-  dl->AddTriangleFilled(ImVec2(p.x - 6, p.y + 1), ImVec2(p.x + 6, p.y + 1), ImVec2(p.x, p.y + 11),
-                        theme::kBad);
-  dl->AddText(ImVec2(p.x - 10, p.y + 12), theme::kBad, what);
+// Non-finite values of one plot: a red marker on the top edge for each, never a point.
+struct NonFinite {
+  double x;
+  bool nan;  // else an infinity
+};
+
+// The markers, and one label per run of markers whose labels would overlap ("NaN", "3 NaN",
+// "2 NaN/Inf"), so that labels never run into each other.  Returns the labels' rectangles.
+std::vector<ImVec4> drawNonFinite(ImDrawList* dl, const Axes& a, std::vector<NonFinite> marks) {
+  std::sort(marks.begin(), marks.end(),
+            [](const NonFinite& l, const NonFinite& r) { return l.x < r.x; });
+  std::vector<ImVec4> labels;
+  for (size_t i = 0; i < marks.size();) {
+    // The run: markers closer than one label's width to the previous one.
+    size_t j = i + 1;
+    const float labelW = ImGui::CalcTextSize("2 NaN/Inf").x;
+    while (j < marks.size() && a.map(marks[j].x, a.y1).x - a.map(marks[j - 1].x, a.y1).x < labelW)
+      ++j;
+    bool anyNan = false, anyInf = false;
+    for (size_t k = i; k < j; ++k) {
+      const ImVec2 p = a.map(marks[k].x, a.y1);
+      dl->AddTriangleFilled(ImVec2(p.x - 6, p.y + 1), ImVec2(p.x + 6, p.y + 1),
+                            ImVec2(p.x, p.y + 11), theme::kBad);
+      (marks[k].nan ? anyNan : anyInf) = true;
+    }
+    std::string text = anyNan && anyInf ? "NaN/Inf" : anyNan ? "NaN" : "Inf";
+    if (j - i > 1) text = std::to_string(j - i) + " " + text;
+    const float x0 = a.map(marks[i].x, a.y1).x, x1 = a.map(marks[j - 1].x, a.y1).x;
+    const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+    const ImVec2 at((x0 + x1) / 2 - size.x / 2, a.p0.y + 12);
+    dl->AddText(at, theme::kBad, text.c_str());
+    labels.emplace_back(at.x, at.y, at.x + size.x, at.y + size.y);
+    i = j;
+  }
+  return labels;
 }
 
 // Where a microbatch's loss dot sits within its iteration.
@@ -58,14 +90,14 @@ double microbatchX(const events::LossRecord& l, int microbatches) {
 }
 
 // The loss plot's dots (microbatches) and line (per-iteration mean of dp 0); non-finite losses
-// as markers.
-void drawLossPoints(ImDrawList* dl, const Axes& a, const model::RunModel& model) {
+// as markers.  Returns the markers' label rectangles.
+std::vector<ImVec4> drawLossPoints(ImDrawList* dl, const Axes& a, const model::RunModel& model) {
   const int m = std::max(1, model.info.microbatches);
   ImVec2 prev(-1, -1);
+  std::vector<NonFinite> marks;
   for (const auto& l : model.losses) {
     if (!std::isfinite(l.loss)) {  // a marker at the top edge, never a value
-      double x = l.microbatch < 0 ? l.iteration : microbatchX(l, m);
-      nonFiniteMarker(dl, a, x, std::isnan(l.loss) ? "NaN" : "Inf");
+      marks.push_back({l.microbatch < 0 ? l.iteration : microbatchX(l, m), std::isnan(l.loss)});
       if (l.microbatch < 0 && l.dp == 0) prev = ImVec2(-1, -1);
       continue;
     }
@@ -79,10 +111,12 @@ void drawLossPoints(ImDrawList* dl, const Axes& a, const model::RunModel& model)
                           theme::moduleColour(1, false, 0.8f));
     }
   }
+  return drawNonFinite(dl, a, std::move(marks));
 }
 
-// 1. Loss per iteration and microbatch.
-void drawLossPlot(ImDrawList* dl, const model::RunModel& model, ImVec2 pos, ImVec2 size) {
+// 1. Loss per iteration and microbatch.  Returns the non-finite markers' label rectangles.
+std::vector<ImVec4> drawLossPlot(ImDrawList* dl, const model::RunModel& model, ImVec2 pos,
+                                 ImVec2 size) {
   double lo = 1e300, hi = -1e300;
   int iters = std::max(1, model.info.iterations);
   for (const auto& l : model.losses)
@@ -91,7 +125,7 @@ void drawLossPlot(ImDrawList* dl, const model::RunModel& model, ImVec2 pos, ImVe
   double pad = (hi - lo) * 0.1 + 1e-9;
   Axes a = frameAxes(dl, pos, size, "Loss per iteration (line: mean, dots: microbatches)", -0.5,
                      iters - 0.5, lo - pad, hi + pad);
-  drawLossPoints(dl, a, model);
+  std::vector<ImVec4> labels = drawLossPoints(dl, a, model);
   for (int i = 0; i < iters; ++i) {
     char b[16];
     std::snprintf(b, sizeof b, "it%d", i);
@@ -99,6 +133,7 @@ void drawLossPlot(ImDrawList* dl, const model::RunModel& model, ImVec2 pos, ImVe
     if (iters <= 30 || i % (iters / 10 + 1) == 0)
       dl->AddText(ImVec2(p.x - 8, p.y + 4), theme::kTextDim, b);
   }
+  return labels;
 }
 
 // The norm of the full parameter `param` per iteration (reduced, dp 0): the root of the summed
@@ -118,16 +153,18 @@ std::vector<double> gradientNorms(const model::RunModel& model, const std::strin
   return sq;
 }
 
-// 2. Gradient norms per iteration.
-void drawGradientPlot(ImDrawList* dl, const std::vector<double>& norms, ImVec2 pos, ImVec2 size) {
+// 2. Gradient norms per iteration.  Returns the non-finite markers' label rectangles.
+std::vector<ImVec4> drawGradientPlot(ImDrawList* dl, const std::vector<double>& norms, ImVec2 pos,
+                                     ImVec2 size) {
   double hi = 0;
   for (double v : norms)
     if (std::isfinite(v)) hi = std::max(hi, v);
   Axes a = frameAxes(dl, pos, size, "Gradient norm (reduced, full parameter)", -0.5,
                      static_cast<double>(norms.size()) - 0.5, 0, hi * 1.15 + 1e-12);
+  std::vector<NonFinite> marks;
   for (size_t i = 0; i < norms.size(); ++i) {
     if (!std::isfinite(norms[i])) {
-      nonFiniteMarker(dl, a, static_cast<double>(i), std::isnan(norms[i]) ? "NaN" : "Inf");
+      marks.push_back({static_cast<double>(i), std::isnan(norms[i])});
       continue;
     }
     ImVec2 q = a.map(static_cast<double>(i), norms[i]);
@@ -135,6 +172,7 @@ void drawGradientPlot(ImDrawList* dl, const std::vector<double>& norms, ImVec2 p
       dl->AddLine(a.map(static_cast<double>(i - 1), norms[i - 1]), q, theme::kGradient, 2);
     dl->AddCircleFilled(q, 3.5f, theme::kGradient);
   }
+  return drawNonFinite(dl, a, std::move(marks));
 }
 
 // The gradient plot's parameter chooser.
@@ -199,10 +237,9 @@ void drawTimePlot(ImDrawList* dl, const LoadedRun& run, ImVec2 p, ImVec2 size) {
   const float w = size.x, h = size.y;
   dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), theme::kPlotBackground, 3);
   char title[160];
-  std::snprintf(title, sizeof title,
-                "Time per rank   bubble: measured %.1f %%  expected %.1f %% (p=%d, m=%d)",
+  std::snprintf(title, sizeof title, "Time per rank  bubble %.1f %%, expected %.1f %% (p=%d, m=%d)",
                 100 * tb.measuredBubble, 100 * tb.expectedBubble, tb.stages, tb.microbatches);
-  dl->AddText(ImVec2(p.x + 8, p.y + 4), theme::kText, title);
+  dl->AddText(ImVec2(p.x + 8, p.y + 4), theme::kText, elideEnd(title, w - 16).c_str());
   const float top = p.y + 26, bottom = p.y + h - 22;
   const size_t n = run.rows.size();
   const TimeBars bars{p.x + 64, p.x + w - 60,
@@ -244,10 +281,12 @@ void App::drawPlots() {
     view_.plotParam =
         std::clamp(view_.plotParam, 0, std::max(0, static_cast<int>(plotParams_.size()) - 1));
   }
-  drawLossPlot(dl, model, origin, ImVec2(w, h));
+  probes_.plotLabels = drawLossPlot(dl, model, origin, ImVec2(w, h));
   const ImVec2 gradientAt(origin.x + w + 10, origin.y);
   const std::string* param = plotParams_.empty() ? nullptr : &plotParams_[view_.plotParam];
-  drawGradientPlot(dl, gradientNorms(model, param), gradientAt, ImVec2(w, h));
+  for (const ImVec4& r :
+       drawGradientPlot(dl, gradientNorms(model, param), gradientAt, ImVec2(w, h)))
+    probes_.plotLabels.push_back(r);
   parameterCombo(plotParams_, &view_.plotParam, ImVec2(gradientAt.x + 56, gradientAt.y + h - 22),
                  w - 70);
   drawTimePlot(dl, *run, ImVec2(origin.x + 2 * (w + 10), origin.y), ImVec2(w, h));

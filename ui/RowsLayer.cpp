@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/FitText.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {
@@ -90,9 +91,7 @@ std::string fittedLabel(const std::string& label, float width) {
   std::string s = label;
   if (const size_t gap = s.find("  "); gap != std::string::npos)
     s = s.substr(s.find_first_not_of(' ', gap));
-  if (ImGui::CalcTextSize(s.c_str()).x <= width) return s;
-  while (!s.empty() && ImGui::CalcTextSize((s + "...").c_str()).x > width) s.pop_back();
-  return s + "...";
+  return elideEnd(s, width);
 }
 
 }  // namespace

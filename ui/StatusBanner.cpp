@@ -1,10 +1,12 @@
 // The status banner under the menu bar: how the run ended (completed / failed / hung / killed,
 // with the recorded reason), whether values went non-finite, and one-click buttons to the
 // problems in causal order: the first NaN/Inf, the stuck rank, the first divergence.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "ui/App.h"
+#include "ui/FitText.h"
 
 namespace stagescope::ui {
 namespace {
@@ -76,10 +78,9 @@ void App::drawPendingBanner(const ImVec2& pos, const ImVec2& size) {
                            "  |  the timeline, grid map and replay are ready; fates, stuck ranks, "
                            "NaN/Inf and corrupted messages follow once the whole run is in";
   probes_.bannerText = text;
-  dl->PushClipRect(ImVec2(b1.x + 10, pos.y), ImVec2(end.x - 260, end.y), true);
+  probes_.bannerShown = elideEnd(text, std::max(0.0f, end.x - 260 - (b1.x + 10)));
   dl->AddText(ImVec2(b1.x + 10, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2), theme::kTextDim,
-              text.c_str());
-  dl->PopClipRect();
+              probes_.bannerShown.c_str());
   if (main_.detailsPending()) {
     ImGui::SetCursorScreenPos(ImVec2(end.x - 250, pos.y + 7));
     ImGui::ProgressBar(main_.progress(), ImVec2(240, size.y - 14));
@@ -120,8 +121,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     drawPendingBanner(pos, size);
     return;
   }
-  dl->AddRectFilled(
-      pos, end, completed && !nonFinite ? theme::kBannerGood : theme::kBannerBad);
+  dl->AddRectFilled(pos, end, completed && !nonFinite ? theme::kBannerGood : theme::kBannerBad);
   // The status badge.
   const ImU32 badge = m.info.status == events::RunStatus::Completed ? theme::kGood
                       : m.info.status == events::RunStatus::Hung ? theme::fateColour(RankFate::Hung)
@@ -178,10 +178,11 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   probes_.bannerText = text;
   for (const auto& b : buttons) probes_.bannerButtons.push_back(b.first);
   const float textW = end.x - x - buttonsW - 12;
-  dl->PushClipRect(ImVec2(x, pos.y), ImVec2(x + std::max(0.0f, textW), end.y), true);
+  // Cut visibly ("..."), the whole sentence on hover.
+  probes_.bannerShown = elideEnd(text, std::max(0.0f, textW));
   dl->AddText(ImVec2(x, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2),
-              completed && !nonFinite ? theme::kText : theme::kBannerBadText, text.c_str());
-  dl->PopClipRect();
+              completed && !nonFinite ? theme::kText : theme::kBannerBadText,
+              probes_.bannerShown.c_str());
   ImGui::SetCursorScreenPos(ImVec2(x, pos.y));
   ImGui::InvisibleButton("##bannertext", ImVec2(std::max(1.0f, textW), size.y));
   if (ImGui::IsItemHovered() && !text.empty()) {

@@ -108,6 +108,12 @@ std::string writeScreenshot(const std::string& path, int width, int height,
     rgb(b.colour);
     out << "\n";
   }
+  for (const auto& r : probes.plotLabels)
+    out << "plot-label " << r.x << " " << r.y << " " << r.z << " " << r.w << "\n";
+  out << "banner-shown " << probes.bannerShown << "\n";
+  for (const auto& c : probes.clippedText)
+    out << "clipped-text " << c.contentRight << " " << c.clipRight << " " << c.top << " " << c.where
+        << "\n";
   for (const auto& l : probes.rowLabels)
     out << "row-label " << l.rank << " " << l.textRight << " " << l.badgeLeft << "\n";
   for (const auto& b : probes.busyRows)

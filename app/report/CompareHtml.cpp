@@ -28,12 +28,6 @@ std::string fmt(double v, const char* f = "%.6g") {
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
-// A recorded value: NaN and ±Inf by name ("–" means "not recorded", never a NaN).
-std::string recorded(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  return fmt(v);
-}
 std::string pct(double v) {
   return fmt(100.0 * v, "%.1f%%");
 }
@@ -416,13 +410,13 @@ std::string renderHtml(const Comparison& c) {
       const auto& st = s.stats;
       switch (k) {
         case 0:
-          return recorded(st.min);
+          return analysis::formatValue(st.min);
         case 1:
-          return recorded(st.max);
+          return analysis::formatValue(st.max);
         case 2:
-          return recorded(st.mean);
+          return analysis::formatValue(st.mean);
         case 3:
-          return recorded(st.l2);
+          return analysis::formatValue(st.l2);
         default:
           return std::to_string(st.nanCount) + " / " + std::to_string(st.infCount);
       }
@@ -517,8 +511,9 @@ std::string renderHtml(const Comparison& c) {
     for (size_t i = 0; i < rows.size() && i < 40; ++i) {
       const auto& g = rows[i];
       o << "<tr><td><code>" << h(g.param) << "</code></td><td class=\"num\">" << g.iteration
-        << "</td><td class=\"num\">" << fmt(g.normA, "%.9g") << "</td><td class=\"num\">"
-        << fmt(g.normB, "%.9g") << "</td><td class=\"num" << (g.bitwiseEqual ? "" : " bad") << "\">"
+        << "</td><td class=\"num\">" << (g.hasA ? analysis::formatValue(g.normA, 9) : "&ndash;")
+        << "</td><td class=\"num\">" << (g.hasB ? analysis::formatValue(g.normB, 9) : "&ndash;")
+        << "</td><td class=\"num" << (g.bitwiseEqual ? "" : " bad") << "\">"
         << fmt(g.relDiff, "%.3g") << "</td><td>" << h(g.how) << "</td></tr>";
     }
     o << "</table>";

@@ -203,13 +203,6 @@ std::string fmt(double v, const char* f = "%.6g") {
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
-// A recorded value: non-finite values print as NaN / Inf / -Inf (as the JSON writes them), never
-// as "-", which in these tables means "not recorded".
-std::string value(double v, const char* f) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Inf" : "-Inf";
-  return fmt(v, f);
-}
 std::string pct(double v) {
   return fmt(100.0 * v, "%.1f%%");
 }
@@ -315,7 +308,7 @@ std::string renderMarkdown(const Comparison& c) {
     auto st = [](const TransferSideInfo& s, int which) {
       if (!s.present || !s.hasStats) return std::string("-");
       double v = which == 0 ? s.stats.mean : which == 1 ? s.stats.l2 : s.stats.max;
-      return fmt(v);
+      return analysis::formatValue(v);
     };
     row("ranks", ranks(d.a), ranks(d.b));
     row("checksum", cs(d.a), cs(d.b));
@@ -335,9 +328,9 @@ std::string renderMarkdown(const Comparison& c) {
       bool hasX = i < c.iterLossCountA.size() && c.iterLossCountA[i] > 0;
       bool hasY = i < c.iterLossCountB.size() && c.iterLossCountB[i] > 0;
       double x = hasX ? c.iterLossA[i] : NAN, y = hasY ? c.iterLossB[i] : NAN;
-      o << "| " << i << " | " << (hasX ? value(x, "%.9g") : "-") << " | "
-        << (hasY ? value(y, "%.9g") : "-") << " | " << (hasX && hasY ? value(y - x, "%.3g") : "-")
-        << " |\n";
+      o << "| " << i << " | " << (hasX ? analysis::formatValue(x, 9) : "-") << " | "
+        << (hasY ? analysis::formatValue(y, 9) : "-") << " | "
+        << (hasX && hasY ? analysis::formatValue(y - x, 3) : "-") << " |\n";
     }
     if (n > 50) o << "| ... | | | |\n";
     o << "\n";
@@ -347,8 +340,10 @@ std::string renderMarkdown(const Comparison& c) {
       << " | " << mdEscape(c.b.label) << " | rel. diff |\n|---|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < c.gradTop.size() && i < 10; ++i) {
       const auto& g = c.gradTop[i];
-      o << "| " << mdCode(g.param) << " | " << g.iteration << " | " << fmt(g.normA) << " | "
-        << fmt(g.normB) << " | " << fmt(g.relDiff, "%.3g") << " |\n";
+      o << "| " << mdCode(g.param) << " | " << g.iteration << " | "
+        << (g.hasA ? analysis::formatValue(g.normA) : "-") << " | "
+        << (g.hasB ? analysis::formatValue(g.normB) : "-") << " | " << fmt(g.relDiff, "%.3g")
+        << " |\n";
     }
     o << "\n";
   }

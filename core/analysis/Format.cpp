@@ -1,5 +1,6 @@
 #include "core/analysis/Format.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace stagescope::analysis {
@@ -17,6 +18,14 @@ std::string formatShape(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
+}
+
+std::string formatValue(double v, int digits) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
 }
 
 std::string diagnosisWhere(const events::DiagnosisRecord& d) {

@@ -1,6 +1,7 @@
 // Tests of check / compare / export over in-memory fixtures (see Fixture.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -810,6 +811,39 @@ TEST(Compare, NonFiniteLossIsNeverZeroOrEqual) {
        at = svg.find(">NaN</text>", at + 1))
     ++markers;
   EXPECT_EQ(markers, 1u) << svg;
+}
+
+// A gradient whose norm is NaN in B: both reports name it NaN in the gradient table, never "-"
+// or "&ndash;" (which mean "not recorded"), and the norm of A next to it stays a number.
+TEST(Compare, NonFiniteGradientNormIsNamedInBothReports) {
+  auto a = makeRun({.pp = 2, .iterations = 2});
+  auto b = a;
+  std::string param;
+  for (auto& g : b.gradients) {
+    if (g.phase != events::GradPhase::Reduced || g.iteration != 1) continue;
+    if (param.empty()) param = g.param;
+    if (g.param != param) continue;
+    g.norm = NAN;
+    g.stats.l2 = NAN;
+    g.stats.nanCount = 1;
+    g.checksum ^= 1;  // the data differs too
+  }
+  ASSERT_FALSE(param.empty());
+  const auto c = compareRuns(a, b);
+  const auto row = std::find_if(c.gradTop.begin(), c.gradTop.end(),
+                                [&](const GradRow& g) { return g.param == param; });
+  ASSERT_NE(row, c.gradTop.end());
+  ASSERT_TRUE(row->hasB && std::isnan(row->normB));
+  const std::string md = renderMarkdown(c);
+  const size_t at = md.find("| `" + param + "` | 1 |");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string line = md.substr(at, md.find('\n', at) - at);
+  EXPECT_NE(line.find("| NaN |"), std::string::npos) << line;
+  const std::string html = renderHtml(c);
+  const size_t cell = html.find("<code>" + param + "</code></td><td class=\"num\">1</td>");
+  ASSERT_NE(cell, std::string::npos);
+  const std::string htmlRow = html.substr(cell, html.find("</tr>", cell) - cell);
+  EXPECT_NE(htmlRow.find(">NaN<"), std::string::npos) << htmlRow;
 }
 
 // Markdown passes raw HTML through: a run id or label holding markup is shown as text, never

@@ -74,6 +74,10 @@ struct Probes {
     float textRight, badgeLeft;
   };
   std::vector<RowLabel> rowLabels;
+  // Text laid out wider than its window or table column: "where content-right clip-right".
+  std::vector<std::string> clipped;
+  std::vector<std::array<float, 4>> plotLabels;  // the plots' NaN/Inf marker labels
+  std::string bannerShown;
   int badge[3] = {-1, -1, -1};
   const Item* find(const std::vector<Item>& v, int rank) const {
     for (const auto& it : v)
@@ -117,6 +121,19 @@ struct Probes {
         BusyRow b{};
         s >> b.rank >> b.x0 >> b.y0 >> b.x1 >> b.y1;
         busyRows.push_back(b);
+      } else if (kind == "clipped-text") {
+        float right = 0, clip = 0, top = 0;
+        std::string where;
+        s >> right >> clip >> top;
+        std::getline(s >> std::ws, where);
+        clipped.push_back(where + " ends at x " + std::to_string(right) + ", cut at " +
+                          std::to_string(clip));
+      } else if (kind == "plot-label") {
+        std::array<float, 4> r{};
+        s >> r[0] >> r[1] >> r[2] >> r[3];
+        plotLabels.push_back(r);
+      } else if (kind == "banner-shown") {
+        std::getline(s >> std::ws, bannerShown);
       } else if (kind == "badge") {
         s >> badge[0] >> badge[1] >> badge[2];
       } else {
@@ -128,6 +145,13 @@ struct Probes {
     return !regions.empty();
   }
 };
+
+// Nothing on the screen is cut at a window's or a table column's edge without saying so: every
+// panel's sentence wraps, every number's column fits it (ui/ClippedText.h; the timeline's
+// canvas, which cuts blocks at the view's edge on purpose, is not measured).
+void expectNoClippedText(const Probes& p, const std::string& shot) {
+  for (const auto& c : p.clipped) ADD_FAILURE() << shot << ": text cut off: " << c;
+}
 
 // Share of pixels in a region that differ from the region's most common colour.
 double nonBackground(const Image& img, std::array<float, 4> r) {
@@ -244,6 +268,7 @@ TEST(Gui, KilledRankIsMarkedAndTheWaitsPointAtIt) {
   Probes p;
   ASSERT_TRUE(img.load(shot));
   ASSERT_TRUE(p.load(shot + ".probes"));
+  expectNoClippedText(p, shot);
   // The banner's badge is drawn, in the failure colour (red).
   ASSERT_GE(p.badge[0], 0);
   EXPECT_GT(p.badge[0], 180);
@@ -320,6 +345,7 @@ TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
   Probes p;
   ASSERT_TRUE(img.load(shot));
   ASSERT_TRUE(p.load(shot + ".probes"));
+  expectNoClippedText(p, shot);
   EXPECT_GT(p.badge[0], 180);  // orange: hung
   EXPECT_GT(p.badge[1], 100);
   EXPECT_LT(p.badge[2], 80);
@@ -366,6 +392,7 @@ TEST(Gui, ColocatedRankIsASplitRowSharedInTheGridWithLocalLoops) {
   Probes p;
   ASSERT_TRUE(img.load(shot));
   ASSERT_TRUE(p.load(shot + ".probes"));
+  expectNoClippedText(p, shot);
   // Forward/backward blocks in at least two lanes of rank 1's row, each in its lane's module
   // colour, the lanes' colours distinct, and the lanes stacked (one below the other).
   std::map<int, const Probes::LaneItem*> byLane;
@@ -445,6 +472,7 @@ TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
   Probes probes;
   ASSERT_TRUE(step.load(shotStep)) << logText;
   ASSERT_TRUE(probes.load(shotStep + ".probes"));
+  expectNoClippedText(probes, shotStep);
   ASSERT_GE(probes.items.size(), 4u);
   size_t matched = 0;
   std::set<int> colours;
@@ -467,6 +495,7 @@ TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
   Probes tprobes;
   ASSERT_TRUE(transfer.load(shotTransfer));
   ASSERT_TRUE(tprobes.load(shotTransfer + ".probes"));
+  expectNoClippedText(tprobes, shotTransfer);
   double before = nonBackground(step, probes.regions["inspector"]);
   double after = nonBackground(transfer, tprobes.regions["inspector"]);
   EXPECT_GT(after, 0.04);
@@ -477,6 +506,7 @@ TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
   Probes cprobes;
   ASSERT_TRUE(compare.load(shotCompare));
   ASSERT_TRUE(cprobes.load(shotCompare + ".probes"));
+  expectNoClippedText(cprobes, shotCompare);
   EXPECT_GT(countReddish(compare, cprobes.regions["bottom"]), 30u);
   // 4. The jump shows run B's side of the item in the inspector too, below run A's record (it
   // showed run A's record alone): the inspector holds more than the transfer's own rows.
@@ -484,6 +514,44 @@ TEST(Gui, ScriptedSessionScreenshotsShowTheRun) {
             nonBackground(transfer, tprobes.regions["inspector"]) + 0.03)
       << nonBackground(compare, cprobes.regions["inspector"]) << " vs "
       << nonBackground(transfer, tprobes.regions["inspector"]);
+}
+
+// A run with a NaN loss (iteration 1, microbatch 2) against a clean one: jumping to the first
+// divergence and opening the plots, nothing on the screen is cut off (the compare panel's
+// numbers, its evidence sentence, the inspector's lines), and the plots' NaN markers are
+// labelled without one label running into another (it read "NaNaN").
+TEST(Gui, NaNCompareAndPlotsAreReadableAtFirstGlance) {
+  if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run not installed";
+  const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "nan_compare";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "config");
+  SyntheticSpec nanSpec = defaultSyntheticSpec();
+  nanSpec.nanIteration = 1;
+  nanSpec.nanMicrobatch = 2;
+  const std::string run = (dir / "nan.db").string(), clean = (dir / "clean.db").string();
+  storage::writeRunFile(makeSyntheticRun(nanSpec), run);
+  storage::writeRunFile(makeSyntheticRun(defaultSyntheticSpec()), clean);
+  const std::string cmpShot = (dir / "compare.png").string();
+  const std::string plotShot = (dir / "plots.png").string();
+  shoot(
+      dir, run,
+      {"frames 3", "jump-divergence", "frames 2", "screenshot " + cmpShot, "tab plots", "frames 2"},
+      plotShot, "'" + clean + "'");
+
+  Probes c, p;
+  ASSERT_TRUE(c.load(cmpShot + ".probes"));
+  ASSERT_TRUE(p.load(plotShot + ".probes"));
+  expectNoClippedText(c, cmpShot);
+  expectNoClippedText(p, plotShot);
+  ASSERT_FALSE(p.plotLabels.empty()) << "the NaN losses are marked on the loss plot";
+  for (size_t i = 0; i < p.plotLabels.size(); ++i)
+    for (size_t j = i + 1; j < p.plotLabels.size(); ++j) {
+      const auto &a = p.plotLabels[i], &b = p.plotLabels[j];
+      const bool overlap = a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+      EXPECT_FALSE(overlap) << "labels at x " << a[0] << ".." << a[2] << " and " << b[0] << ".."
+                            << b[2];
+    }
 }
 
 // Zoomed out over ~10^5 events (far more actions than pixels per row), each rank's row is its

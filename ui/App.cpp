@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/events/CapturedLayout.h"
+
 namespace stagescope::ui {
 
 // ---- RunSlot -------------------------------------------------------------------------------
@@ -263,7 +265,7 @@ void App::frame(float dt) {
       payloadFor_ = -2;
       plotsFor_ = nullptr;
       busyCache_.clear();  // shares of the previous run
-      zoomFit();
+      zoomOpening();
       viewAtOpen_ = currentView();
       break;
     case RunSlot::Change::Details: {
@@ -403,9 +405,15 @@ void App::drawMenuBar() {
   if (main_.run) {
     const auto& info = main_.run->model.info;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s   %s   world %d   %d it x %d mb", main_.path.c_str(),
-                  events::toString(info.status), info.worldSize, info.iterations,
-                  info.microbatches);
+    // A captured job that declared no layout has no microbatch count: say so, never "0 mb".
+    char schedule[64];
+    if (info.microbatches > 0)
+      std::snprintf(schedule, sizeof schedule, "%d it x %d mb", info.iterations, info.microbatches);
+    else
+      std::snprintf(schedule, sizeof schedule, "%d it (microbatches not declared)",
+                    info.iterations);
+    std::snprintf(buf, sizeof buf, "%s   %s   world %d   %s", main_.path.c_str(),
+                  events::toString(info.status), info.worldSize, schedule);
     float w = ImGui::CalcTextSize(buf).x;
     ImGui::SameLine(ImGui::GetWindowWidth() - w - 16);
     ImGui::TextDisabled("%s", buf);
@@ -557,6 +565,27 @@ void App::zoomFit() {
   view_.viewStart = static_cast<double>(m.minTimeNs) - pad;
   view_.viewEnd = static_cast<double>(m.maxTimeNs) + pad;
   view_.fitPending = false;
+}
+
+// A captured job spends its first part starting up: ranks that come up late, rendezvous and
+// setup collectives, receives posted long before anything is sent (most of a short run),
+// which squeezed the pipeline schedule into a sliver at the right edge.  It opens from its
+// first send on; the start-up is one F (zoom to fit) away.  A recorded run, whose schedule
+// starts at once, opens whole.
+void App::zoomOpening() {
+  zoomFit();
+  const LoadedRun* r = main_.run.get();
+  if (!r || !events::isCapturedConfig(r->model.info.configText)) return;
+  const auto& m = r->model;
+  int64_t first = m.maxTimeNs;
+  for (const auto& t : m.transfers)
+    if (t.side == events::Side::Send) first = std::min(first, t.startNs);
+  const double whole = static_cast<double>(m.maxTimeNs - m.minTimeNs);
+  const double schedule = static_cast<double>(m.maxTimeNs - first);
+  if (schedule <= 0 || schedule > 0.9 * whole) return;  // the start-up is short: show it all
+  const double pad = std::max(1000.0, 0.02 * schedule);
+  view_.viewStart = static_cast<double>(first) - pad;
+  view_.viewEnd = static_cast<double>(m.maxTimeNs) + pad;
 }
 
 void App::zoomTo(double t0, double t1) {

@@ -283,6 +283,8 @@ class App {
 
   // Timeline helpers.
   void zoomFit();
+  // The view a run opens at (App.cpp): the whole run, or a captured job's schedule.
+  void zoomOpening();
   void zoomTo(double t0, double t1);
   void focusAction(int rank, int64_t action);
   // Zooms to a transfer's send and receive; `step` also moves the replay to its receive.

@@ -198,7 +198,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     ImGui::EndChild();
     return;
   }
-  if (view_.fitPending) zoomFit();
+  if (view_.fitPending) zoomOpening();
   TimelineContext ctx = timelineLayout(dl, pos, size);
   const bool clicked = timelineInput(ctx);
   const ImVec2 area0 = ctx.area0, area1 = ctx.area1;

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/analysis/Replicas.h"
+#include "core/events/CapturedLayout.h"
 #include "imgui.h"
 #include "storage/RunFileWriter.h"
 #include "storage/RunReader.h"
@@ -246,6 +247,44 @@ TEST(AppTimeline, IterationLinesGiveWayWhenTooDenseAndReturnZoomedIn) {
   ASSERT_EQ(runScript(gui, app, {"zoom 0 " + std::to_string(spanMs / 40), "frames 2"}), "");
   EXPECT_GE(app.probes().timelineIterationLines, 5);
   EXPECT_LE(app.probes().timelineIterationLines, 20);
+}
+
+// A captured job whose first 80 % is start-up (rendezvous, boundary broadcasts: each rank's
+// first action a long wait) opens on its schedule, from its first send on, not
+// squeezed into the last fifth; zoom-fit still shows the whole run.  A recorded run of the same
+// shape opens whole.
+TEST(AppTimeline, ACapturedJobOpensOnItsScheduleNotItsSetup) {
+  Fixture fx;
+  HeadlessImGui gui;
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  for (auto& actions : m.actions)
+    if (!actions.empty()) actions.front().startNs -= 4 * span;
+  int64_t firstMessage = m.maxTimeNs;
+  for (const auto& t : m.transfers)
+    if (t.side == events::Side::Send) firstMessage = std::min(firstMessage, t.startNs);
+  const int64_t start = m.minTimeNs - 4 * span, end = m.maxTimeNs;
+  for (const bool captured : {true, false}) {
+    SCOPED_TRACE(captured ? "captured" : "recorded");
+    m.info.configText = captured ? std::string(events::kCapturedConfigLine) + "\n" : "seed = 1\n";
+    const std::string path = (fx.dir / (captured ? "captured.db" : "recorded.db")).string();
+    storage::writeRunFile(m, path);
+    App app;
+    app.open(path);
+    ASSERT_EQ(runScript(gui, app, {"frames 3"}), "");
+    ASSERT_NE(app.run(), nullptr);
+    ASSERT_EQ(app.run()->model.minTimeNs, start);
+    const double viewStart = app.state().viewStart, viewEnd = app.state().viewEnd;
+    EXPECT_GE(viewEnd, static_cast<double>(end));
+    if (captured) {
+      EXPECT_GT(viewStart, static_cast<double>(start + 3 * span)) << "the setup fills the view";
+      EXPECT_LE(viewStart, static_cast<double>(firstMessage)) << "the first message is cut off";
+    } else {
+      EXPECT_LE(viewStart, static_cast<double>(start));
+    }
+    ASSERT_EQ(runScript(gui, app, {"zoom-fit", "frames 1"}), "");
+    EXPECT_LE(app.state().viewStart, static_cast<double>(start));
+  }
 }
 
 TEST(AppLaunch, NoVerdictIsShownBeforeTheDetailsAreIn) {

@@ -196,6 +196,9 @@ struct FrameProbes {
   // Text laid out wider than its window or table column (ui/ClippedText.h), the timeline's
   // canvas left out.
   std::vector<ClippedText> clippedText;
+  // The grid map's content: where it ends (x, y, unscrolled screen coordinates) and how far
+  // its panel scrolls (x, y): all of it is reachable when end - panel edge <= scroll range.
+  ImVec4 gridMapContent;
   // The plots' labels of non-finite markers (x0, y0, x1, y1).
   std::vector<ImVec4> plotLabels;
 };

@@ -20,7 +20,10 @@ void App::drawBottom(const ImVec2& pos, const ImVec2& size) {
                                 : 0;
       if (ImGui::BeginTabItem(names[i], nullptr, f)) {
         if (!view_.tabRequested) view_.tab = static_cast<BottomTab>(i);
-        ImGui::BeginChild("##tabbody", ImVec2(0, 0), false);
+        // The grid map of a wide layout scrolls sideways too; the other tabs wrap their text.
+        ImGui::BeginChild(
+            "##tabbody", ImVec2(0, 0), false,
+            i == static_cast<int>(BottomTab::GridMap) ? ImGuiWindowFlags_HorizontalScrollbar : 0);
         switch (static_cast<BottomTab>(i)) {
           case BottomTab::GridMap:
             drawGridMap();

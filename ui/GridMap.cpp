@@ -204,15 +204,17 @@ void drawBridges(const GridMapContext& g) {
   }
 }
 
-void drawLegend(const GridMapContext& g) {
+// Returns the legend's bottom-right corner.
+ImVec2 drawLegend(const GridMapContext& g) {
   const auto& modules = g.modules();
   float lx = g.llmColumnX + 20;
   for (size_t i = 0; i < modules.size(); ++i)
     if (modules[i].kind == "llm") lx = std::max(lx, g.boxes[i].z + 30);
-  float ly = g.origin.y + 10;
+  float ly = g.origin.y + 10, right = lx;
   auto legend = [&](ImU32 c, const char* text) {
     g.dl->AddRectFilled(ImVec2(lx, ly), ImVec2(lx + 14, ly + 14), c, 2);
     g.dl->AddText(ImVec2(lx + 20, ly - 1), theme::kText, text);
+    right = std::max(right, lx + 20 + ImGui::CalcTextSize(text).x);
     ly += 20;
   };
   legend(theme::moduleColour(0, false), "forward (module colour)");
@@ -224,6 +226,7 @@ void drawLegend(const GridMapContext& g) {
   legend(theme::fateColour(RankFate::Hung), "hung (timed out waiting)");
   legend(theme::fateColour(RankFate::Stopped), "stopped / unfinished");
   legend(theme::kStoredPip, "stored activations (F done - B done)");
+  return ImVec2(right, ly);
 }
 
 }  // namespace
@@ -335,9 +338,15 @@ void App::drawGridMap() {
   layoutGrid(g);
   for (size_t i = 0; i < g.modules().size(); ++i) drawGridModule(g, i);
   drawBridges(g);
-  drawLegend(g);
+  // The map's extent (module boxes, the bridge labels below them, the legend) is laid out as
+  // one item, so that a grid taller or wider than the panel scrolls instead of running off it.
+  ImVec2 extent = drawLegend(g);
+  for (const ImVec4& b : g.boxes) extent = ImVec2(std::max(extent.x, b.z), std::max(extent.y, b.w));
+  extent.y += ImGui::GetTextLineHeightWithSpacing() + 4;  // a bridge's label under its box
   ImGui::SetCursorScreenPos(g.origin);
-  ImGui::Dummy(ImVec2(1, 1));
+  ImGui::Dummy(ImVec2(extent.x - g.origin.x + 8, extent.y - g.origin.y));
+  probes_.gridMapContent =
+      ImVec4(extent.x, extent.y, ImGui::GetScrollMaxX(), ImGui::GetScrollMaxY());
 }
 
 }  // namespace stagescope::ui

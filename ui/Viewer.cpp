@@ -110,6 +110,8 @@ std::string writeScreenshot(const std::string& path, int width, int height,
   }
   for (const auto& r : probes.plotLabels)
     out << "plot-label " << r.x << " " << r.y << " " << r.z << " " << r.w << "\n";
+  out << "gridmap-content " << probes.gridMapContent.x << " " << probes.gridMapContent.y << " "
+      << probes.gridMapContent.z << " " << probes.gridMapContent.w << "\n";
   out << "banner-shown " << probes.bannerShown << "\n";
   for (const auto& c : probes.clippedText)
     out << "clipped-text " << c.contentRight << " " << c.clipRight << " " << c.top << " " << c.where

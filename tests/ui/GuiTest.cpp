@@ -78,6 +78,7 @@ struct Probes {
   std::vector<std::string> clipped;
   std::vector<std::array<float, 4>> plotLabels;  // the plots' NaN/Inf marker labels
   std::string bannerShown;
+  std::array<float, 4> gridMapContent{};  // where the map ends (x, y), its scroll range (x, y)
   int badge[3] = {-1, -1, -1};
   const Item* find(const std::vector<Item>& v, int rank) const {
     for (const auto& it : v)
@@ -132,6 +133,8 @@ struct Probes {
         std::array<float, 4> r{};
         s >> r[0] >> r[1] >> r[2] >> r[3];
         plotLabels.push_back(r);
+      } else if (kind == "gridmap-content") {
+        s >> gridMapContent[0] >> gridMapContent[1] >> gridMapContent[2] >> gridMapContent[3];
       } else if (kind == "banner-shown") {
         std::getline(s >> std::ws, bannerShown);
       } else if (kind == "badge") {
@@ -552,6 +555,33 @@ TEST(Gui, NaNCompareAndPlotsAreReadableAtFirstGlance) {
       EXPECT_FALSE(overlap) << "labels at x " << a[0] << ".." << a[2] << " and " << b[0] << ".."
                             << b[2];
     }
+}
+
+// A grid taller and wider than the bottom panel (vision dp4 and llm tp2 x pp4 x dp4: 40 ranks)
+// is reachable: the panel scrolls over all of it (the map ran off the panel's bottom, its last
+// rows out of reach).
+TEST(Gui, ALargeGridMapScrollsInsteadOfRunningOffThePanel) {
+  if (std::system("command -v xvfb-run >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run not installed";
+  const fs::path dir = fs::path(STAGESCOPE_SCREENSHOT_DIR) / "large_grid";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "config");
+  SyntheticSpec spec;
+  spec.modules = {{"vision", "encoder", 2, 1, 4, 0, 2}, {"llm", "llm", 2, 4, 4, 8, 8}};
+  spec.microbatches = 4;
+  spec.gradients = false;
+  const std::string run = (dir / "large.db").string();
+  storage::writeRunFile(makeSyntheticRun(spec), run);
+  const std::string shot = (dir / "grid.png").string();
+  shoot(dir, run, {"frames 3", "tab grid", "frames 3"}, shot);
+  Probes p;
+  ASSERT_TRUE(p.load(shot + ".probes"));
+  expectNoClippedText(p, shot);
+  const auto panel = p.regions["gridmap"];
+  const auto& c = p.gridMapContent;
+  ASSERT_GT(c[1], panel[3]) << "the layout is meant to be taller than the panel";
+  EXPECT_LE(c[1] - panel[3], c[3] + 2) << "rows below the panel's edge cannot be scrolled to";
+  EXPECT_LE(c[0] - panel[2], std::max(0.0f, c[2]) + 2) << "columns past the edge cannot be reached";
 }
 
 // Zoomed out over ~10^5 events (far more actions than pixels per row), each rank's row is its

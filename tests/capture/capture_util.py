@@ -140,11 +140,21 @@ def read_png(path):
 
 
 def read_probes(path):
-    """The viewer's .probes file next to a screenshot: {kind: [list of number lists]}."""
+    """The viewer's .probes file next to a screenshot: {kind: [list of number lists]}.
+
+    Lines that carry text (banner-shown; clipped-text, whose window name follows its numbers)
+    keep their leading numbers only."""
     probes = {}
     with open(path) as f:
         for line in f:
             parts = line.split()
-            if parts:
-                probes.setdefault(parts[0], []).append([float(v) for v in parts[1:]])
+            if not parts:
+                continue
+            numbers = []
+            for v in parts[1:]:
+                try:
+                    numbers.append(float(v))
+                except ValueError:
+                    break
+            probes.setdefault(parts[0], []).append(numbers)
     return probes

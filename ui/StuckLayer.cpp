@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ui/App.h"
+#include "ui/FitText.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {
@@ -77,12 +78,15 @@ Selection App::drawStuck(const TimelineContext& ctx, size_t i, const RankReplayS
     dl->AddLine(ImVec2(hx, s1.y), ImVec2(hx + rowHt, s0.y), (fc & 0x00ffffffu) | (120u << 24), 1);
   dl->PopClipRect();
   dl->AddRect(s0, s1, fc, 1.5f, 0, 2.5f);
-  const std::string label = stuckLabel(model, rank, *fate, from);
-  // The label and the arrows start at the visible part of the block.
+  // The label and the arrows start at the visible part of the block; a label longer than that
+  // part ends in "..." ("hung in SF_" read as a whole word), the inspector says it all.
   const float visibleX0 = std::max(s0.x, ctx.area0.x);
+  const float room = std::min(s1.x, ctx.area1.x) - visibleX0 - 10;
+  const std::string label = elideEnd(stuckLabel(model, rank, *fate, from), room);
   dl->PushClipRect(s0, s1, true);
-  dl->AddText(ImVec2(visibleX0 + 5, y + (rowHt - ImGui::GetTextLineHeight()) / 2),
-              theme::kStuckText, label.c_str());
+  if (room > ImGui::CalcTextSize("h...").x)
+    dl->AddText(ImVec2(visibleX0 + 5, y + (rowHt - ImGui::GetTextLineHeight()) / 2),
+                theme::kStuckText, label.c_str());
   dl->PopClipRect();
   stuckRect[rank] = ImVec4(visibleX0, s0.y, s1.x, s1.y);
   probes_.stuck.push_back({rank, stuckRect[rank], fc});

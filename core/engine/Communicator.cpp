@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "core/engine/BackendError.h"
 #include "core/engine/Clock.h"
 #include "core/engine/TensorDigest.h"
 
@@ -436,6 +437,22 @@ at::Tensor Communicator::sendPayload(Exchange& ex, const plan::Message& m,
 
 // ---- completion ---------------------------------------------------------------------------
 
+// How a failed wait ended: "gave up after 3 s" (its timeout), or "stopped after 0.4 s, before
+// its 3 s timeout" when it ended early (a peer closed the connection): the time is the one
+// measured, never the timeout's.
+std::string Communicator::waitedPhrase(std::chrono::steady_clock::time_point started) const {
+  const double timeoutS = static_cast<double>(groups_.timeout().count()) / 1000.0;
+  const double waitedS =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  char waited[96];
+  if (waitedS < 0.9 * timeoutS)
+    std::snprintf(waited, sizeof waited, "stopped after %.1f s, before its %g s timeout", waitedS,
+                  timeoutS);
+  else
+    std::snprintf(waited, sizeof waited, "gave up after %g s", timeoutS);
+  return waited;
+}
+
 events::WaitRecord Communicator::waitRecord(const CommIds& ids, int peer,
                                             const std::string& error) const {
   events::WaitRecord w;
@@ -470,16 +487,7 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
     // its 3 s timeout: <backend error>" when the wait ended early (a peer closed the
     // connection): the time is the one measured, never the timeout's.
     const std::string what = describe(p.rec);
-    const double timeoutS = groups_.timeout().count() / 1000.0;
-    const double waitedS =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    char waited[96];
-    if (waitedS < 0.9 * timeoutS)
-      std::snprintf(waited, sizeof waited, "stopped after %.1f s, before its %g s timeout", waitedS,
-                    timeoutS);
-    else
-      std::snprintf(waited, sizeof waited, "gave up after %g s", timeoutS);
-    events::WaitRecord w = waitRecord(ids, p.peer, e.what());
+    events::WaitRecord w = waitRecord(ids, p.peer, backendReason(e));
     w.op = p.rec.side == Side::Recv ? events::WaitOp::Recv : events::WaitOp::Send;
     w.microbatch = p.rec.microbatch;
     w.edge = p.rec.edge;
@@ -490,7 +498,7 @@ void Communicator::waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pen
                           what.substr(0, what.size() - 1) + ", iteration " +
                           std::to_string(ids.iteration) + ", action " +
                           std::to_string(ids.actionSeq) + " " + events::toString(ids.action->kind) +
-                          "); " + waited + ": " + std::string(e.what()).substr(0, 200));
+                          "); " + waitedPhrase(started) + ": " + backendReason(e));
   }
   if (wait_) wait_->waitingOn = -1;
 }
@@ -643,10 +651,11 @@ at::Tensor Communicator::broadcastFromLeader(const plan::Broadcast& b, at::Tenso
   auto run = [&](at::Tensor& t) {
     std::vector<at::Tensor> v{t};
     auto work = group->backend->broadcast(v, opts);
+    const auto started = std::chrono::steady_clock::now();
     try {
       work->wait(groups_.timeout());
     } catch (const std::exception& e) {
-      events::WaitRecord w = waitRecord(ids, b.root, e.what());
+      events::WaitRecord w = waitRecord(ids, b.root, backendReason(e));
       w.op = events::WaitOp::Broadcast;
       w.edge = "boundary:" + group->name;
       throw CommTimeout(std::move(w), "rank " + std::to_string(me_.rank) +
@@ -654,8 +663,8 @@ at::Tensor Communicator::broadcastFromLeader(const plan::Broadcast& b, at::Tenso
                                           std::to_string(b.root) + " (group " + group->name +
                                           ", iteration " + std::to_string(ids.iteration) +
                                           ", action " + std::to_string(ids.actionSeq) + " " +
-                                          events::toString(ids.action->kind) +
-                                          "); gave up: " + std::string(e.what()).substr(0, 200));
+                                          events::toString(ids.action->kind) + "); " +
+                                          waitedPhrase(started) + ": " + backendReason(e));
     }
   };
   run(header);

@@ -43,6 +43,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -175,6 +176,8 @@ class Communicator {
   void waitFor(const c10::intrusive_ptr<c10d::Work>& work, const Pending& p, const CommIds& ids);
   // The wait record of a timeout in action `ids` on `peer` (op/edge/direction set by caller).
   events::WaitRecord waitRecord(const CommIds& ids, int peer, const std::string& error) const;
+  // "gave up after 3 s" or "stopped after 0.4 s, before its 3 s timeout" (Communicator.cpp).
+  std::string waitedPhrase(std::chrono::steady_clock::time_point started) const;
   void completeRecvs(Exchange& ex, std::vector<Pending>& recvs);
   void verifyReceived(const Pending& p, const CommIds& ids);
   void completeSends(Exchange& ex);

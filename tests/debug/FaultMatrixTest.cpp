@@ -239,6 +239,16 @@ TEST(FaultHang, WaitForGraphIsRecorded) {
     EXPECT_GT(w.timeoutSeconds, 0.0);
   }
   EXPECT_TRUE(rank2Row) << run.waits.size() << " wait rows";
+  // Why each wait gave up, as a user reads it: the backend's reason, never its C++ backtrace
+  // ("Exception raised from wait at .../Work.cpp:93 ... frame #0: c10::Error::Error...") nor
+  // Gloo's source location ("[/pytorch/third_party/gloo/.../pair.cc:547] ").
+  for (const auto& d : run.diagnoses) {
+    if (d.kind != "timeout") continue;
+    EXPECT_EQ(d.message.find("Exception raised from"), std::string::npos) << d.message;
+    EXPECT_EQ(d.message.find("frame #"), std::string::npos) << d.message;
+    EXPECT_EQ(d.message.find(": [/"), std::string::npos) << d.message;
+  }
+  for (const auto& w : run.waits) EXPECT_EQ(w.error.find("[/"), std::string::npos) << w.error;
   // `check` on the saved file names the same graph, with the run_status exit code.
   CliResult check = runCli({"check", out.runPath});
   EXPECT_EQ(check.exitCode, 10) << check.output;

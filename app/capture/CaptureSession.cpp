@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "app/capture/DigestWorker.h"
+#include "core/engine/BackendError.h"
 #include "core/engine/Clock.h"
 #include "core/events/CapturedLayout.h"
 #include "core/plan/Config.h"
@@ -405,9 +406,6 @@ namespace {
 bool looksLikeTimeout(const std::string& error) {
   return error.find("imed out") != std::string::npos || error.find("imeout") != std::string::npos;
 }
-std::string firstLine(const std::string& text) {
-  return text.substr(0, std::min(text.find('\n'), size_t{300}));
-}
 }  // namespace
 
 void CaptureSession::failed(events::WaitRecord w, const std::string& what, const std::string& error,
@@ -418,14 +416,14 @@ void CaptureSession::failed(events::WaitRecord w, const std::string& what, const
   d.iteration = w.iteration;
   d.actionSeq = w.actionSeq;
   d.waitsOnRank = w.peer;
-  d.message = what + " did not complete: " + error;
+  d.message = what + " did not complete: " + engine::backendReason(error);
   d.timeNs = engine::nowNs();
   {
     std::lock_guard lock(mu_);
     if (reported) stuckNow_ = std::max(0, stuckNow_ - 1);  // now a failure, counted below
     if (d.kind == "timeout" && !reported && writer_ && !finished_) {
       w.rank = rank_;
-      w.error = firstLine(error);
+      w.error = engine::backendReason(error);
       w.timeNs = d.timeNs;
       writer_->wait(std::move(w));
     }

@@ -21,13 +21,15 @@ std::string withoutSourceLocation(std::string s) {
 
 }  // namespace
 
-std::string backendReason(const std::exception& e) {
-  const auto* torchError = dynamic_cast<const c10::Error*>(&e);
-  std::string m = torchError ? torchError->what_without_backtrace() : e.what();
-  m = m.substr(0, m.find('\n'));
-  m = withoutSourceLocation(m);
+std::string backendReason(const std::string& what) {
+  std::string m = withoutSourceLocation(what.substr(0, what.find('\n')));
   if (m.size() > kMaxReasonBytes) m = m.substr(0, kMaxReasonBytes);
   return m;
+}
+
+std::string backendReason(const std::exception& e) {
+  const auto* torchError = dynamic_cast<const c10::Error*>(&e);
+  return backendReason(torchError ? torchError->what_without_backtrace() : std::string(e.what()));
 }
 
 }  // namespace stagescope::engine

@@ -14,5 +14,8 @@ namespace stagescope::engine {
 // and every line after the first; at most 200 bytes.
 // E.g. "Connection closed by peer [127.0.0.1]:915", "Operation timed out!".
 std::string backendReason(const std::exception& e);
+// The same for a message already taken from its exception (e.what()): its first line, without
+// Gloo's source location (a c10::Error's backtrace starts on its second line).
+std::string backendReason(const std::string& what);
 
 }  // namespace stagescope::engine

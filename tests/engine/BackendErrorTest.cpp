@@ -46,5 +46,14 @@ TEST(BackendReason, OtherTextIsKeptToItsFirstLineAndBounded) {
   EXPECT_EQ(backendReason(std::runtime_error("")), "");
 }
 
+TEST(BackendReason, AMessageTakenFromItsExceptionReadsTheSame) {
+  EXPECT_EQ(backendReason(std::string("Operation timed out!\nException raised from wait at "
+                                      "/pytorch/torch/csrc/distributed/c10d/Work.cpp:93")),
+            "Operation timed out!");
+  EXPECT_EQ(backendReason(std::string("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:547] "
+                                      "Connection closed by peer [127.0.0.1]:915")),
+            "Connection closed by peer [127.0.0.1]:915");
+}
+
 }  // namespace
 }  // namespace stagescope::engine

@@ -322,6 +322,14 @@ void findCorruptMessages(const model::RunModel& m, RunProblems& out) {
 
 }  // namespace
 
+std::vector<const analysis::HangVerdict*> RunProblems::causesOf(int rank) const {
+  std::vector<const analysis::HangVerdict*> out;
+  for (const auto& v : hangVerdicts)
+    if (v.concerns(rank)) out.push_back(&v);
+  if (out.empty() && !hangVerdicts.empty()) out.push_back(&hangVerdicts.front());
+  return out;
+}
+
 RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
   RunProblems out;
   out.ranks.resize(m.actions.size());
@@ -330,6 +338,7 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
   const analysis::WaitGraph graph = analysis::waitForGraph(m);
   addWaits(m, graph, out);
   out.firstStuckRank = rootRank(m, graph, out.ranks);
+  out.hangVerdicts = graph.verdicts;
   findCorruptMessages(m, out);
   // Copies of a replicated tensor or loss that differ (the rule check's checksum_mismatch uses).
   const analysis::ReplicaReport replicas = analysis::compareReplicas(m);

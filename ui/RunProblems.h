@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/HangGraph.h"
 #include "core/analysis/PlanConformance.h"
 #include "storage/RunFileError.h"
 #include "ui/ReplayOrder.h"
@@ -73,6 +74,12 @@ struct RunProblems {
   // missing partner) or its errored rank, else a killed/failed rank, else the lowest
   // unfinished rank.
   int32_t firstStuckRank = -1;
+  // Why the run hung (analysis::WaitGraph::verdicts): root cause first, as `run` and `check`
+  // say it.  causesOf(rank) picks the ones about a rank.
+  std::vector<analysis::HangVerdict> hangVerdicts;
+  // The verdicts about `rank` (HangVerdict::concerns), root cause first; when none is, the
+  // run's root cause (a bystander is stuck because of it).
+  std::vector<const analysis::HangVerdict*> causesOf(int rank) const;
   // A captured job that declared its layout, against the plan of that layout (the rule
   // `check`'s plan_order applies): what the plan overlay draws on its rows.  judged = false
   // for stagescope's own runs (their plan is model.plan) and undeclared jobs.

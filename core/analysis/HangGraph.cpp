@@ -259,6 +259,11 @@ bool WaitGraph::inCycle(int rank, int waitsOn) const {
   return false;
 }
 
+bool HangVerdict::concerns(int rank) const {
+  return aboutRank == rank || waiter == rank ||
+         std::find(cycle.begin(), cycle.end(), rank) != cycle.end();
+}
+
 WaitGraph waitForGraph(const model::RunModel& run) {
   WaitGraph g;
   std::map<int, WaitEdge> waits;
@@ -359,7 +364,7 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     chain += "rank " + std::to_string(cycle.front());
     g.verdicts.push_back({cycle.front(),
                           "cycle " + chain + ": each rank waits for the next, none can proceed",
-                          HangCause::Cycle});
+                          HangCause::Cycle, -1, cycle});
   }
   for (int r : missing) {
     std::string why = "it waits on nobody (" + lastDoneOf(run, r) + ")";
@@ -372,7 +377,9 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     g.verdicts.push_back({r,
                           "rank " + std::to_string(r) + " is the missing partner: " + why +
                               " and never posted the matching operation",
-                          HangCause::MissingPartner});
+                          HangCause::MissingPartner,
+                          -1,
+                          {}});
   }
   // A partner that waits on something else never posted the matching operation: name it.
   for (const auto& [rank, e] : waits) {
@@ -401,7 +408,9 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                           "rank " + std::to_string(e.waitsOn) + " " + missingOp + " that rank " +
                               std::to_string(rank) + " waits for: it " +
                               waits[e.waitsOn].waiting() + " instead",
-                          HangCause::NotPosted, rank});
+                          HangCause::NotPosted,
+                          rank,
+                          {}});
   }
   // A fault injected by the awaited rank in the same iteration, at an action that exchanges the
   // awaited microbatch with the waiting rank, explains the wait.
@@ -427,13 +436,17 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                                   " to rank " + std::to_string(rank) +
                                   " (fault injection): the message rank " + std::to_string(rank) +
                                   " waits for was never sent",
-                              HangCause::Fault, rank});
+                              HangCause::Fault,
+                              rank,
+                              {}});
       } else {
         g.verdicts.push_back({e.waitsOn,
                               "rank " + std::to_string(e.waitsOn) + " injected a fault into " +
                                   what + " to rank " + std::to_string(rank) + " (" + f->message +
                                   ")",
-                              HangCause::Fault, rank});
+                              HangCause::Fault,
+                              rank,
+                              {}});
       }
     }
   }

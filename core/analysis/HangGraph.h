@@ -41,7 +41,11 @@ struct HangVerdict {
   std::string sentence;  // "cycle rank 1 -> rank 2 -> rank 1: ..." / "rank 3 is the missing
                          // partner: ..." / "rank 2 dropped ... (fault injection)"
   HangCause cause = HangCause::Cycle;
-  int waiter = -1;  // NotPosted and Fault: the rank whose wait this explains
+  int waiter = -1;         // NotPosted and Fault: the rank whose wait this explains
+  std::vector<int> cycle;  // Cycle: its ranks in waiting order
+  // Whether the sentence is about `rank`: the rank it names first, the waiter it explains, or a
+  // member of its cycle (the viewer's stuck inspector shows a rank the verdicts about it).
+  bool concerns(int rank) const;
 };
 
 struct WaitGraph {

@@ -475,6 +475,36 @@ TEST(RunProblems, AKilledRankLeadsEvenWhenTheSurvivorsWaitOnEachOther) {
   EXPECT_EQ(p.firstStuckRank, killed);
 }
 
+// The stuck inspector's "why": each rank gets the hang verdicts about it, root cause first (a
+// cycle's members its cycle), and a bystander the run's root cause.  Two llm ranks wait on each
+// other; a vision rank waits on the first of them.
+TEST(RunProblems, EachStuckRankGetsTheVerdictsAboutIt) {
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int a = rankAt(m, "llm", 0, 1, 0), b = rankAt(m, "llm", 0, 2, 0);
+  const int bystander = rankAt(m, "vision", 0, 1, 0), idle = rankAt(m, "vision", 0, 0, 0);
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  endRunEarly(m, std::vector<int64_t>(m.ranks.size(), span / 2));
+  m.info.status = events::RunStatus::Hung;
+  m.diagnoses = {record(a, "timeout", b), record(b, "timeout", a), record(bystander, "timeout", a)};
+  const RunProblems p = problemsOf(m);
+  ASSERT_FALSE(p.hangVerdicts.empty());
+  const std::string cycle = "cycle rank " + std::to_string(std::min(a, b));
+  for (int r : {a, b}) {
+    const auto causes = p.causesOf(r);
+    ASSERT_FALSE(causes.empty()) << "rank " << r;
+    bool named = false;
+    for (const auto* v : causes) named |= v->sentence.rfind(cycle, 0) == 0;
+    EXPECT_TRUE(named) << "rank " << r << " is in the cycle";
+  }
+  // The bystander's wait is explained by the rank it waits on; a rank no verdict names gets the
+  // run's root cause (the first verdict), never nothing.
+  const auto ofBystander = p.causesOf(bystander);
+  ASSERT_FALSE(ofBystander.empty());
+  const auto ofIdle = p.causesOf(idle);
+  ASSERT_EQ(ofIdle.size(), 1u);
+  EXPECT_EQ(ofIdle.front(), &p.hangVerdicts.front());
+}
+
 // Two ranks killed: the one that ended first leads (the launcher's order of their ends, which
 // the run's status reason names too), whatever their numbers (before: the lowest rank).
 TEST(RunProblems, OfTwoKilledRanksTheOneThatEndedFirstLeads) {

@@ -462,13 +462,11 @@ void App::inspectGradient(int64_t index) {
 namespace {
 
 // Why the run hung, as far as it concerns `rank` (root cause first), in the rank's fate colour.
-void stuckCauses(const RunProblems& problems, int rank, ImU32 colour) {
-  const auto causes = problems.causesOf(rank);
-  if (causes.empty()) return;
-  const bool own = causes.front()->concerns(rank);
-  ImGui::TextDisabled("%s", own ? "why (root cause first)" : "the run's root cause");
+void stuckCauses(const RunProblems::Causes& causes, ImU32 colour) {
+  if (causes.lines.empty()) return;
+  ImGui::TextDisabled("%s", causes.own ? "why (root cause first)" : "the run's root cause");
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(colour));
-  for (const auto* v : causes) ImGui::TextWrapped("%s", v->sentence.c_str());
+  for (const auto& line : causes.lines) ImGui::TextWrapped("%s", line.c_str());
   ImGui::PopStyleColor();
   ImGui::Spacing();
 }
@@ -506,9 +504,12 @@ void App::inspectStuck(int rank) {
         formatDuration(static_cast<double>(std::max(fate->stuckUntilNs, since) - since)).c_str());
     ImGui::EndTable();
   }
-  stuckCauses(run->problems, rank, theme::fateColour(fate->fate));
-  // The rank's own record; its wait sentence only when the record does not already say it.
-  if (!fate->why.empty()) ImGui::TextWrapped("%s", fate->why.c_str());
+  const RunProblems::Causes causes = run->problems.causesOf(rank);
+  stuckCauses(causes, theme::fateColour(fate->fate));
+  // The rank's own record (unless it was the cause above); its wait sentence only when the
+  // record does not already say it.
+  const bool recordShown = !causes.lines.empty() && causes.lines.front() == fate->why;
+  if (!fate->why.empty() && !recordShown) ImGui::TextWrapped("%s", fate->why.c_str());
   for (const WaitEdge& w : run->problems.waits)
     if (w.rank == rank && fate->why.rfind(w.sentence, 0) != 0)
       ImGui::TextWrapped("%s", w.sentence.c_str());

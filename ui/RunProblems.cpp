@@ -322,11 +322,30 @@ void findCorruptMessages(const model::RunModel& m, RunProblems& out) {
 
 }  // namespace
 
-std::vector<const analysis::HangVerdict*> RunProblems::causesOf(int rank) const {
-  std::vector<const analysis::HangVerdict*> out;
+namespace {
+bool endedItself(RankFate f) {
+  return f == RankFate::Killed || f == RankFate::Failed;
+}
+}  // namespace
+
+RunProblems::Causes RunProblems::causesOf(int rank) const {
+  Causes out;
+  if (rank < 0 || rank >= static_cast<int>(ranks.size())) return out;
+  if (endedItself(ranks[rank].fate)) {
+    out.own = true;
+    if (!ranks[rank].why.empty()) out.lines.push_back(ranks[rank].why);
+    return out;
+  }
   for (const auto& v : hangVerdicts)
-    if (v.concerns(rank)) out.push_back(&v);
-  if (out.empty() && !hangVerdicts.empty()) out.push_back(&hangVerdicts.front());
+    if (v.concerns(rank)) out.lines.push_back(v.sentence);
+  out.own = !out.lines.empty();
+  if (out.own) return out;
+  if (firstStuckRank >= 0 && firstStuckRank < static_cast<int>(ranks.size()) &&
+      endedItself(ranks[firstStuckRank].fate))
+    out.lines.push_back("rank " + std::to_string(firstStuckRank) + ": " +
+                        ranks[firstStuckRank].why);
+  else if (!hangVerdicts.empty())
+    out.lines.push_back(hangVerdicts.front().sentence);
   return out;
 }
 

@@ -77,9 +77,15 @@ struct RunProblems {
   // Why the run hung (analysis::WaitGraph::verdicts): root cause first, as `run` and `check`
   // say it.  causesOf(rank) picks the ones about a rank.
   std::vector<analysis::HangVerdict> hangVerdicts;
-  // The verdicts about `rank` (HangVerdict::concerns), root cause first; when none is, the
-  // run's root cause (a bystander is stuck because of it).
-  std::vector<const analysis::HangVerdict*> causesOf(int rank) const;
+  // Why `rank` is stuck, root cause first (the stuck inspector's first lines).
+  struct Causes {
+    bool own = false;                // about this rank; else the run's root cause
+    std::vector<std::string> lines;  // sentences, root cause first
+  };
+  // A killed or failed rank: its own record (nothing waits it out: it is the cause).  Else the
+  // hang verdicts about it (HangVerdict::concerns).  Else, for a bystander, the run's root
+  // cause: a killed or failed root rank's record, or the first verdict.
+  Causes causesOf(int rank) const;
   // A captured job that declared its layout, against the plan of that layout (the rule
   // `check`'s plan_order applies): what the plan overlay draws on its rows.  judged = false
   // for stagescope's own runs (their plan is model.plan) and undeclared jobs.

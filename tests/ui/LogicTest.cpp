@@ -491,18 +491,46 @@ TEST(RunProblems, EachStuckRankGetsTheVerdictsAboutIt) {
   const std::string cycle = "cycle rank " + std::to_string(std::min(a, b));
   for (int r : {a, b}) {
     const auto causes = p.causesOf(r);
-    ASSERT_FALSE(causes.empty()) << "rank " << r;
+    EXPECT_TRUE(causes.own) << "rank " << r;
     bool named = false;
-    for (const auto* v : causes) named |= v->sentence.rfind(cycle, 0) == 0;
+    for (const auto& line : causes.lines) named |= line.rfind(cycle, 0) == 0;
     EXPECT_TRUE(named) << "rank " << r << " is in the cycle";
   }
   // The bystander's wait is explained by the rank it waits on; a rank no verdict names gets the
   // run's root cause (the first verdict), never nothing.
-  const auto ofBystander = p.causesOf(bystander);
-  ASSERT_FALSE(ofBystander.empty());
+  EXPECT_FALSE(p.causesOf(bystander).lines.empty());
   const auto ofIdle = p.causesOf(idle);
-  ASSERT_EQ(ofIdle.size(), 1u);
-  EXPECT_EQ(ofIdle.front(), &p.hangVerdicts.front());
+  EXPECT_FALSE(ofIdle.own);
+  ASSERT_EQ(ofIdle.lines.size(), 1u);
+  EXPECT_EQ(ofIdle.lines.front(), p.hangVerdicts.front().sentence);
+}
+
+// A killed rank is its own cause (its record), and the root cause a bystander is shown: not the
+// wait-for graph's verdicts about the survivors ("rank 4 is the missing partner", in red under
+// "the run's root cause" on the killed rank, before).
+TEST(RunProblems, AKilledRankIsTheCauseTheBystandersAreShown) {
+  model::RunModel m = makeSyntheticRun(defaultSyntheticSpec());
+  const int killed = rankAt(m, "llm", 0, 1, 0), a = rankAt(m, "llm", 0, 0, 0);
+  const int bystander = rankAt(m, "vision", 0, 0, 0);
+  const int64_t span = m.maxTimeNs - m.minTimeNs;
+  std::vector<int64_t> cut(m.ranks.size(), span * 55 / 100);
+  cut[killed] = span * 40 / 100;
+  endRunEarly(m, cut);
+  m.info.status = events::RunStatus::Failed;
+  auto kill = record(killed, "rank_killed", -1);
+  kill.message = "killed by signal 9 (Killed)";
+  m.diagnoses = {kill, record(a, "timeout", bystander), record(bystander, "timeout", -1)};
+  const RunProblems p = problemsOf(m);
+  ASSERT_EQ(p.firstStuckRank, killed);
+  const auto own = p.causesOf(killed);
+  EXPECT_TRUE(own.own);
+  ASSERT_EQ(own.lines.size(), 1u);
+  EXPECT_EQ(own.lines.front(), p.ranks[killed].why);
+  const auto other = p.causesOf(rankAt(m, "vision", 0, 1, 0));
+  EXPECT_FALSE(other.own);
+  ASSERT_EQ(other.lines.size(), 1u);
+  EXPECT_EQ(other.lines.front().rfind("rank " + std::to_string(killed) + ": ", 0), 0u)
+      << other.lines.front();
 }
 
 // Two ranks killed: the one that ended first leads (the launcher's order of their ends, which

@@ -132,7 +132,9 @@ void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts
       // (nor part of its iteration means).
       if (it.a >= 0 && it.b >= 0) {
         ++c.lossesCompared;
-        if (it.state != ItemState::Identical) ++c.lossesDiffering;
+        // "differ" is beyond the tolerance only, as for every other item.
+        if (it.state == ItemState::Differ) ++c.lossesDiffering;
+        if (it.state == ItemState::WithinTolerance) ++c.lossesWithinTolerance;
         if (!std::isnan(it.distance)) c.maxLossRelDiff = std::max(c.maxLossRelDiff, it.distance);
       } else {
         ++c.lossesOnlyOne;

@@ -813,6 +813,31 @@ TEST(Compare, NonFiniteLossIsNeverZeroOrEqual) {
   EXPECT_EQ(markers, 1u) << svg;
 }
 
+// Losses that differ only within the tolerance are counted "within tolerance", never "differ"
+// ("differ" means beyond the tolerance): the iteration means were counted as differing whenever
+// they were not bitwise equal, so an EQUAL WITHIN TOLERANCE compare said "2 differ".
+TEST(Compare, LossesWithinToleranceAreNotCountedAsDiffering) {
+  auto a = makeRun({.pp = 2, .iterations = 2});
+  auto b = makeRun({.pp = 4, .iterations = 2});  // another layout: round-off is allowed
+  for (auto& l : b.losses) l.loss *= 1 + 1e-9;
+  // Each iteration's mean loss too (the engine records it; the fixture does not).
+  for (auto* run : {&a, &b}) {
+    std::map<std::pair<int, int>, std::pair<double, int>> sums;  // (iteration, rank) -> sum, n
+    for (const auto& l : run->losses) {
+      auto& s = sums[{l.iteration, l.rank}];
+      s.first += l.loss;
+      ++s.second;
+    }
+    for (const auto& [key, s] : sums)
+      run->losses.push_back({key.second, key.first, -1, 0, s.first / s.second});
+  }
+  const auto c = compareRuns(a, b);
+  EXPECT_EQ(c.verdict, Verdict::WithinTolerance) << c.verdictReason;
+  ASSERT_GT(c.lossesCompared, 0u);
+  EXPECT_EQ(c.lossesDiffering, 0u);
+  EXPECT_EQ(c.lossesWithinTolerance, c.lossesCompared);
+}
+
 // A gradient whose norm is NaN in B: both reports name it NaN in the gradient table, never "-"
 // or "&ndash;" (which mean "not recorded"), and the norm of A next to it stays a number.
 TEST(Compare, NonFiniteGradientNormIsNamedInBothReports) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <tuple>
@@ -120,6 +121,18 @@ int64_t plannedBytes(const plan::Message& m) {
 }
 bool asPlanned(const at::Tensor& t, const plan::Message& m) {
   return planned(m) && t.sizes().vec() == m.shape && t.scalar_type() == scalarTypeOf(m.dtype);
+}
+
+// STAGESCOPE_SEPARATE_PAYLOADS=1 (test only, docs/environment.md): every payload travels as a
+// second message, as on a GPU, also on the CPU where a planned one travels inside its frame.
+// The first-send race test runs so: the copy on post is what keeps that path right, and the
+// CPU's inline frames (a copy of their own) would hide its absence.
+bool separatePayloads() {
+  static const bool on = [] {
+    const char* v = std::getenv("STAGESCOPE_SEPARATE_PAYLOADS");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
 }
 
 }  // namespace
@@ -270,7 +283,7 @@ void Communicator::postSend(Exchange& ex, const plan::Message& m,
   // The frame holds the planned payload bytes (what the receiver posted); the payload
   // travels in it when it is what the plan says, else separately (see "frames" above).
   const int64_t frameBytes = wireDevice_.is_cpu() ? plannedBytes(m) : 0;
-  const bool inlined = wireDevice_.is_cpu() && asPlanned(p.payload, m);
+  const bool inlined = wireDevice_.is_cpu() && asPlanned(p.payload, m) && !separatePayloads();
   const uint64_t* checksum = rec.hasStats ? &rec.checksum : nullptr;
   p.header =
       makeFrame(p.payload.to(at::kCPU).contiguous(), frameBytes, inlined, checksum).to(wireDevice_);

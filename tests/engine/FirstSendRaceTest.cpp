@@ -7,6 +7,10 @@
 // without a copy, and the encoder sometimes received g(mb0) + g(mb1).  The run still said
 // "completed".
 //
+// Today a planned payload travels inside its frame on the CPU (a copy), so half of the runs
+// force the separate payload the GPU always uses (STAGESCOPE_SEPARATE_PAYLOADS=1): that is the
+// path the copy on post guards.
+//
 // Each layout below (encoders feeding the LLM with micro_batch_size = 1, including fan-out
 // bridges where an encoder's dp is smaller than the LLM's) runs repeats() times at level
 // full, with a busy thread competing for the cores (the window widens under load).  Every
@@ -104,8 +108,20 @@ TEST_P(FirstSendRace, EveryRunsGradientsMatchTheReferenceAtMicroBatchSizeOne) {
   for (int rep = 0; rep < runs; ++rep) {
     std::vector<std::string> a = args;
     if (rep == 0) a.push_back("--reference");
-    RunOutput out = runStagescope(assetConfig(layout.config), a,
-                                  "race-" + layout.name + "-" + std::to_string(rep));
+    // Every other run sends each payload as a message of its own (STAGESCOPE_SEPARATE_PAYLOADS,
+    // the GPU's path): on the CPU a planned payload travels inside its frame, a copy that
+    // protects it whether or not the Communicator copies on post.  Measured: with the copy on
+    // post removed, 3 of the 4 layouts fail this way (corrupted transfers, wrong gradients)
+    // and none fails on inline frames alone.
+    const bool separate = rep % 2 == 1;
+    if (separate)
+      setenv("STAGESCOPE_SEPARATE_PAYLOADS", "1", 1);
+    else
+      unsetenv("STAGESCOPE_SEPARATE_PAYLOADS");
+    RunOutput out = runStagescope(
+        assetConfig(layout.config), a,
+        "race-" + layout.name + "-" + std::to_string(rep) + (separate ? "-separate" : "-inline"));
+    unsetenv("STAGESCOPE_SEPARATE_PAYLOADS");
     ASSERT_EQ(out.exitCode, 0) << "repetition " << rep << ":\n" << out.output;
     model::RunModel run = storage::loadRun(out.runPath, {.payloads = true});
     ASSERT_EQ(run.info.status, events::RunStatus::Completed);

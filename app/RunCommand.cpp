@@ -197,7 +197,12 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   so.port = 0;
   so.isServer = true;
   so.waitWorkers = false;
-  so.timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
+  // The launcher's own store on this host: creating it connects a client to it, which a tiny
+  // timeout_seconds (1 ms) failed, with PyTorch's backtrace, before any rank started; it gets
+  // at least kLocalStoreSeconds, the ranks' waits keep timeout_seconds.
+  constexpr double kLocalStoreSeconds = 10;
+  so.timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(cfg.timeoutSeconds, kLocalStoreSeconds) * 1000));
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
 
   engine::LaunchSpec spec;
@@ -246,7 +251,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
     // what that rank waited on, from its structured wait record (the backend's error text
     // stays in its timeout diagnosis).
     const auto first = hang.waitSentence.find(outcome.firstRank);
-    outcome.reason = hang.verdict + "; first to time out: " +
+    outcome.reason = (hang.verdict.empty() ? "" : hang.verdict + "; ") + "first to time out: " +
                      (first != hang.waitSentence.end() ? first->second : outcome.reason);
     if (hang.erroredRank >= 0) {  // an error is the cause; the timeouts are its consequence
       outcome.status = events::RunStatus::Failed;

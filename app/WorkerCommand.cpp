@@ -225,6 +225,15 @@ int workerCommand(const WorkerOptions& opts) {
     const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
     filtered.run(shardRunInfo(cfg, identity));
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
+    if (!env.hostsStore()) {
+      // A name that does not resolve is said as such, at once (the store's client would retry
+      // it until the timeout and then look like a store that does not answer).
+      if (const std::string why = engine::resolveProblem(env.masterAddr); !why.empty())
+        throw engine::RendezvousError(
+            engine::RendezvousError::Kind::Network,
+            "rendezvous: MASTER_ADDR = '" + env.masterAddr + "' does not resolve (" + why +
+                "); expected the host name or address of rank 0's machine, which hosts the store");
+    }
     store = engine::connectStore(env.masterAddr, env.masterPort, env.hostsStore(), env.worldSize,
                                  timeout);
     if (env.agentHostsStore) {

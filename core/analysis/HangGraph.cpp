@@ -318,6 +318,10 @@ WaitGraph waitForGraph(const model::RunModel& run) {
       e.iteration = d.iteration;
       e.actionSeq = d.actionSeq;
       if (e.iteration < 0 || e.actionSeq < 0) stuckAction(run, d.rank, &e.iteration, &e.actionSeq);
+      // Timed out before any planned action, waiting on no rank (the rendezvous store, set-up):
+      // not an edge of the graph; its diagnosis says what it waited for.
+      const bool known = e.waitsOn >= 0 || e.iteration >= 0;
+      if (!known) continue;
       const auto* p = plannedAt(run, d.rank, e.iteration, e.actionSeq);
       const Awaited w = awaitedAt(run, d.rank, e.iteration, e.actionSeq);
       if (p) e.action = events::toString(p->kind);

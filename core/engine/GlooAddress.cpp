@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -95,6 +96,17 @@ std::string GlooAddress::describe() const {
       return value + " = " + (address.empty() ? "?" : address) + " (host name)";
   }
   return value;
+}
+
+std::string resolveProblem(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (res != nullptr) freeaddrinfo(res);
+  if (rc == 0) return "";
+  return rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc);
 }
 
 GlooAddress chooseGlooAddress(const std::string& masterAddr, int masterPort) {

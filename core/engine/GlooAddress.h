@@ -24,6 +24,9 @@ struct GlooAddress {
 
 GlooAddress chooseGlooAddress(const std::string& masterAddr, int masterPort);
 
+// Why `host` does not resolve to an address ("Name or service not known"), or "" when it does.
+std::string resolveProblem(const std::string& host);
+
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool isLoopbackAddress(const std::string& address);
 

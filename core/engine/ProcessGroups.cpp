@@ -1,6 +1,7 @@
 #include "core/engine/ProcessGroups.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -153,9 +154,36 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<i
   return group;
 }
 
+namespace {
+
+// While the store connects, PyTorch's C++ logger is quiet: c10d logs each failed attempt itself,
+// with the exception's C++ backtrace ("Exception raised from throwTimeoutError at
+// .../socket.cpp:1030 ... frame #0: ..."), before the one line connectStore throws says what
+// happened.  A user who asked for PyTorch's logs (TORCH_CPP_LOG_LEVEL) gets them.
+class QuietC10dLogs {
+ public:
+  QuietC10dLogs()
+      : saved_(FLAGS_caffe2_log_level), quiet_(std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) {
+    if (quiet_) FLAGS_caffe2_log_level = std::max(saved_, kFatal);
+  }
+  ~QuietC10dLogs() {
+    if (quiet_) FLAGS_caffe2_log_level = saved_;
+  }
+  QuietC10dLogs(const QuietC10dLogs&) = delete;
+  QuietC10dLogs& operator=(const QuietC10dLogs&) = delete;
+
+ private:
+  static constexpr int kFatal = 3;  // c10's levels: 0 info, 1 warning, 2 error, 3 fatal
+  int saved_;
+  bool quiet_;
+};
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Store> connectStore(const std::string& host, int port, bool isServer,
                                              int worldSize, std::chrono::milliseconds timeout) {
   (void)worldSize;
+  const QuietC10dLogs quiet;
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(port);
   o.isServer = isServer;
@@ -180,9 +208,11 @@ c10::intrusive_ptr<c10d::Store> connectStore(const std::string& host, int port, 
   std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(timeout.count()) / 1000.0);
   const std::string where = host + ":" + std::to_string(port);
   if (future.wait_for(timeout + std::chrono::seconds(1)) != std::future_status::ready) {
-    throw StoreTimeout("rendezvous: " + where + " did not answer as a c10d TCPStore within " +
-                       "timeout_seconds = " + seconds +
-                       " (another program holds MASTER_PORT, or the store host is unreachable)");
+    throw StoreTimeout(
+        "rendezvous: " + where + " did not answer as a c10d TCPStore within " +
+        "timeout_seconds = " + seconds +
+        " (nothing there answered as a store: rank 0, which hosts it, has not started or is not "
+        "reachable at that address, or another program holds MASTER_PORT)");
   }
   try {
     return future.get();

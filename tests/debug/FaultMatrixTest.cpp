@@ -188,6 +188,23 @@ INSTANTIATE_TEST_SUITE_P(
                   {"stagescope: run failed: rank 0 was killed by signal 9 (Killed)"}}),
     [](const ::testing::TestParamInfo<FaultCase>& info) { return info.param.name; });
 
+// A timeout too short for the rendezvous (1 ms): every line says what happened in words, with
+// no PyTorch log line or backtrace (the launcher's own store failed before any rank started,
+// with c10's "Exception raised from ... frame #0"), and no rank is said to wait on "rank -1"
+// (a rank that timed out before its first action waited on no rank).
+TEST(FaultHang, ATimeoutTooShortForTheRendezvousIsSaidInWords) {
+  RunOutput out =
+      runStagescope(debugConfig("pipe3"), {"--set", "timeout_seconds=0.001"}, "tiny-timeout", 120);
+  EXPECT_EQ(out.exitCode, 10) << out.output;
+  for (const char* noise : {"Exception raised from", "frame #", "[c10d]", "rank -1", "action -1"})
+    EXPECT_EQ(out.output.find(noise), std::string::npos) << noise << " in:\n" << out.output;
+  EXPECT_NE(out.output.find("rendezvous: "), std::string::npos) << out.output;
+  model::RunModel run = storage::loadRun(out.runPath);
+  EXPECT_EQ(run.info.status, events::RunStatus::Hung);
+  EXPECT_NE(run.info.statusReason.find("rendezvous: "), std::string::npos) << run.info.statusReason;
+  EXPECT_NE(run.info.statusReason.rfind(";", 0), 0u) << run.info.statusReason;  // no empty lead
+}
+
 // The wait-for graph is in the run file, as "hang" diagnoses that check and the GUI read.
 TEST(FaultHang, WaitForGraphIsRecorded) {
   RunOutput out = runStagescope(debugConfig("pipe3"),

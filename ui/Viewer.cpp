@@ -357,9 +357,31 @@ int runViewer(const ViewerOptions& options) {
   // A finished load phase wakes the event loop (which waits for input between the few frames
   // drawn while loading).  GLFW is initialised before anything loads: glfwPostEmptyEvent needs
   // it, and a phase can finish before the window exists (then the event waits in the queue).
-  glfwSetErrorCallback(
-      [](int code, const char* text) { std::fprintf(stderr, "glfw error %d: %s\n", code, text); });
-  if (!glfwInit()) return 1;
+  // GLFW's errors before the window exists are kept and said once, in the line that says what
+  // could not be done (no display: "X11: The DISPLAY environment variable is missing"); later
+  // ones are printed as they come.
+  static std::string setUpError;
+  static bool windowOpen = false;
+  glfwSetErrorCallback([](int code, const char* text) {
+    if (windowOpen)
+      std::fprintf(stderr, "%s\n",
+                   events::printableLine("viewer: GLFW error " + std::to_string(code) + ": " +
+                                         (text ? text : ""))
+                       .c_str());
+    else {
+      setUpError = text ? text : "";
+      while (!setUpError.empty() && setUpError.back() == ' ') setUpError.pop_back();
+    }
+  });
+  if (!glfwInit()) {
+    std::fprintf(
+        stderr, "%s\n",
+        events::printableLine("viewer: cannot open a window: " + setUpError +
+                              " (the viewer needs a display: a desktop session, X forwarding, or "
+                              "xvfb-run; check, compare and export need none)")
+            .c_str());
+    return 1;
+  }
   timing.phase("glfw-init");
   appOwner->setWake([] { glfwPostEmptyEvent(); });
   appOwner->holdDetails(options.holdDetails);
@@ -371,10 +393,15 @@ int runViewer(const ViewerOptions& options) {
   GLFWwindow* window =
       glfwCreateWindow(options.width, options.height, "stagescope", nullptr, nullptr);
   if (!window) {
+    std::fprintf(stderr, "%s\n",
+                 events::printableLine("viewer: cannot create the window: " + setUpError +
+                                       " (the viewer needs OpenGL 3.3)")
+                     .c_str());
     appOwner.reset();  // ends the load (it wakes GLFW when done) before GLFW goes
     glfwTerminate();
     return 1;
   }
+  windowOpen = true;
   glfwMakeContextCurrent(window);
   timing.phase("gl-context");
   const bool scripted = !options.script.empty() || !options.screenshot.empty();

@@ -336,6 +336,11 @@ RunProblems::Causes RunProblems::causesOf(int rank) const {
     if (!ranks[rank].why.empty()) out.lines.push_back(ranks[rank].why);
     return out;
   }
+  // A captured job's own schedule that differs from the plan (PlanConformance's causes) comes
+  // before the waits it led to.
+  const auto& c = planConformance;
+  for (size_t i = 0; i < c.causes.size() && i < c.causeRanks.size(); ++i)
+    if (c.causeRanks[i] == rank) out.lines.push_back(c.causes[i]);
   for (const auto& v : hangVerdicts)
     if (v.concerns(rank)) out.lines.push_back(v.sentence);
   out.own = !out.lines.empty();
@@ -344,9 +349,25 @@ RunProblems::Causes RunProblems::causesOf(int rank) const {
       endedItself(ranks[firstStuckRank].fate))
     out.lines.push_back("rank " + std::to_string(firstStuckRank) + ": " +
                         ranks[firstStuckRank].why);
+  else if (!c.causes.empty())
+    out.lines.push_back(c.causes.front());
   else if (!hangVerdicts.empty())
     out.lines.push_back(hangVerdicts.front().sentence);
   return out;
+}
+
+int leadRank(const RunProblems& p) {
+  const int world = static_cast<int>(p.ranks.size());
+  const int root = p.firstStuckRank;
+  if (root >= 0 && root < world && endedItself(p.ranks[root].fate)) return root;
+  // A captured job whose schedule differs from the plan: the rank the first cause is about
+  // (the banner, `run` and `check` lead with that cause), when it did not complete.
+  const auto& c = p.planConformance;
+  if (!c.causeRanks.empty()) {
+    const int r = c.causeRanks.front();
+    if (r >= 0 && r < world && p.ranks[r].fate != RankFate::Completed) return r;
+  }
+  return root;
 }
 
 RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
@@ -369,6 +390,7 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
   if (!nonFinite.empty()) out.firstNonFinite = nonFinite.front();
   if (const std::string layout = events::declaredLayoutText(m.info.configText); !layout.empty())
     out.planConformance = analysis::judgeAgainstPlan(m, layout, "the layout the job declared");
+  out.firstStuckRank = leadRank(out);
   return out;
 }
 

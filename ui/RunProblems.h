@@ -72,7 +72,8 @@ struct RunProblems {
   std::string firstReplicaMismatch;
   // The first stuck rank to show: the rank of the wait-for graph's first verdict (a cycle, a
   // missing partner) or its errored rank, else a killed/failed rank, else the lowest
-  // unfinished rank.
+  // unfinished rank; a killed rank, then a captured job's first schedule cause, lead over the
+  // graph (leadRank).
   int32_t firstStuckRank = -1;
   // Why the run hung (analysis::WaitGraph::verdicts): root cause first, as `run` and `check`
   // say it.  causesOf(rank) picks the ones about a rank.
@@ -82,9 +83,10 @@ struct RunProblems {
     bool own = false;                // about this rank; else the run's root cause
     std::vector<std::string> lines;  // sentences, root cause first
   };
-  // A killed or failed rank: its own record (nothing waits it out: it is the cause).  Else the
-  // hang verdicts about it (HangVerdict::concerns).  Else, for a bystander, the run's root
-  // cause: a killed or failed root rank's record, or the first verdict.
+  // A killed or failed rank: its own record (nothing waits it out: it is the cause).  Else a
+  // captured job's schedule causes about it (planConformance), then the hang verdicts about it
+  // (HangVerdict::concerns).  Else, for a bystander, the run's root cause: a killed or failed
+  // root rank's record, the first schedule cause, or the first verdict.
   Causes causesOf(int rank) const;
   // A captured job that declared its layout, against the plan of that layout (the rule
   // `check`'s plan_order applies): what the plan overlay draws on its rows.  judged = false
@@ -94,6 +96,11 @@ struct RunProblems {
 };
 
 RunProblems findProblems(const model::RunModel& model, const ReplayOrder& replay);
+
+// The stuck rank to show first, given the wait-for graph's root (p.firstStuckRank): a killed or
+// failed root; else the rank a captured job's first schedule cause is about (planConformance),
+// when it did not complete; else the root.
+int leadRank(const RunProblems& p);
 
 // Non-finite records in causal order: analysis::CausalOrder, the order `check` names its
 // first NaN/Inf by (findProblems' firstNonFinite is the first of these).

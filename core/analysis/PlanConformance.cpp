@@ -293,6 +293,7 @@ void nameCauses(const std::vector<events::JobStage>& job, const plan::Plan& p, C
            "two sides' combined sends and receives no longer pair up)";
     }
     c.causes.push_back(s.str());
+    c.causeRanks.push_back(j.rank);
   }
 }
 

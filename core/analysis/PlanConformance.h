@@ -58,7 +58,8 @@ struct Conformance {
   // The cause of a deviation or hang the job's own schedule shows, with its §: one sentence
   // each ("audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2 (§7.5 …)").
   std::vector<std::string> causes;
-  int64_t shapeMessages = 0;  // run-time shape messages folded into their payloads (§5.1)
+  std::vector<int> causeRanks;  // the rank each of `causes` is about (same order)
+  int64_t shapeMessages = 0;    // run-time shape messages folded into their payloads (§5.1)
   int deviating() const;
   int stopped() const;
 };

@@ -533,6 +533,41 @@ TEST(RunProblems, AKilledRankIsTheCauseTheBystandersAreShown) {
       << other.lines.front();
 }
 
+// A captured job whose own schedule differs from the plan (rank 2's warmup): that cause leads
+// the jump (rank 2, not the wait-for graph's root, rank 1) and is the first line of rank 2's
+// "why", and of a bystander's as the run's root cause; the graph's verdicts follow.
+TEST(RunProblems, ACapturedJobsScheduleCauseLeadsItsWaits) {
+  RunProblems p;
+  p.ranks.resize(4);
+  for (auto& r : p.ranks) r.fate = RankFate::Hung;
+  p.ranks[3].fate = RankFate::Completed;
+  analysis::HangVerdict cycle;
+  cycle.aboutRank = 1;
+  cycle.sentence = "cycle rank 1 -> rank 2 -> rank 1: each rank waits for the next";
+  cycle.cycle = {1, 2};
+  p.hangVerdicts = {cycle};
+  p.firstStuckRank = 1;
+  p.planConformance.causes = {"audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2"};
+  p.planConformance.causeRanks = {2};
+  EXPECT_EQ(leadRank(p), 2);
+  const auto of2 = p.causesOf(2);
+  EXPECT_TRUE(of2.own);
+  ASSERT_EQ(of2.lines.size(), 2u);
+  EXPECT_EQ(of2.lines[0], p.planConformance.causes[0]);
+  EXPECT_EQ(of2.lines[1], cycle.sentence);
+  const auto of0 = p.causesOf(0);
+  EXPECT_FALSE(of0.own);
+  ASSERT_EQ(of0.lines.size(), 1u);
+  EXPECT_EQ(of0.lines[0], p.planConformance.causes[0]);
+  // A cause about a rank that completed does not take the jump from the graph's root.
+  p.planConformance.causeRanks = {3};
+  EXPECT_EQ(leadRank(p), 1);
+  // A killed rank leads over both.
+  p.ranks[0].fate = RankFate::Killed;
+  p.firstStuckRank = 0;
+  EXPECT_EQ(leadRank(p), 0);
+}
+
 // Two ranks killed: the one that ended first leads (the launcher's order of their ends, which
 // the run's status reason names too), whatever their numbers (before: the lowest rank).
 TEST(RunProblems, OfTwoKilledRanksTheOneThatEndedFirstLeads) {

@@ -12,8 +12,6 @@
 namespace stagescope::app {
 namespace {
 
-const std::set<std::string> kKinds = {"delay", "drop", "corrupt", "shape", "nan", "inf", "kill"};
-
 [[noreturn]] void bad(const std::string& spec, const std::string& what) {
   throw FaultFlagError(events::printableLine("--fault '" + spec + "': " + what));
 }
@@ -69,12 +67,13 @@ std::string quoted(const std::string& spec, const std::string& key, const std::s
 
 std::string faultFlagToToml(const std::string& spec, const plan::RunConfig& cfg) {
   const size_t colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  if (!kKinds.count(kind)) {
-    bad(spec, "unknown kind '" + kind +
+  const std::string kindText = spec.substr(0, colon);
+  plan::FaultKind kind{};
+  if (!plan::parseFaultKind(kindText, &kind)) {
+    bad(spec, "unknown kind '" + kindText +
                   "' (expected delay, drop, corrupt, shape, nan, inf or kill before ':')");
   }
-  std::string toml = "\n[[faults]]\nkind = \"" + kind + "\"\n";
+  std::string toml = "\n[[faults]]\nkind = \"" + std::string(plan::toString(kind)) + "\"\n";
   std::set<std::string> seen;
   std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
   size_t pos = 0;
@@ -120,11 +119,12 @@ std::string faultFlagToToml(const std::string& spec, const plan::RunConfig& cfg)
                     "' (expected iteration, microbatch, module, stage, direction, delay, rank)");
     }
   }
-  if (kind == "delay" && !seen.count("delay_seconds"))
+  using plan::FaultKind;
+  if (kind == FaultKind::Delay && !seen.count("delay_seconds"))
     bad(spec, "a delay fault needs delay=SECONDS");
-  if (kind != "kill" && !seen.count("module"))
+  if (kind != FaultKind::Kill && !seen.count("module"))
     bad(spec, "module=NAME is required (the sending module)");
-  if (kind == "kill" && !seen.count("module") && !seen.count("rank")) {
+  if (kind == FaultKind::Kill && !seen.count("module") && !seen.count("rank")) {
     bad(spec, "a kill fault needs rank=R or module=NAME");
   }
   return toml;

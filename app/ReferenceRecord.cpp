@@ -22,7 +22,7 @@ using Params = std::map<std::string, at::Tensor>;
 
 // The parameters every rank starts from: the layout-independent float32 draw rounded to the
 // run's dtype (StageModel holds its shard of the draw in that dtype), upcast back to float32.
-Params initialParamsAsHeld(const plan::RunConfig& float32, const std::string& dtype) {
+Params initialParamsAsHeld(const plan::RunConfig& float32, events::Dtype dtype) {
   Params p = engine::referenceInitialParams(float32);
   const at::ScalarType held = engine::scalarTypeOf(dtype);
   for (auto& [name, value] : p) value = value.to(held).to(at::kFloat);
@@ -97,7 +97,7 @@ std::vector<std::optional<Iteration>> ownParameterReference(const plan::RunConfi
           "reference: iteration %d not computed: the %s run's parameters after the step of "
           "iteration %d are not in the file with values (recorded at level full, kept by the "
           "record filter)\n",
-          it, config.dtype.c_str(), it - 1);
+          it, events::toString(config.dtype), it - 1);
       out.emplace_back();
       continue;
     }
@@ -134,7 +134,7 @@ std::vector<std::optional<Iteration>> float32Reference(const plan::RunConfig& co
   if (!ownTrajectory) return out;
   // The same trajectory in float64, from the same initial draw and the same restarts.
   plan::RunConfig float64 = float32;
-  float64.dtype = "float64";
+  float64.dtype = events::Dtype::Float64;
   std::map<int, Params> start = after;
   start[-1] = engine::referenceInitialParams(float32);
   for (auto& [it, params] : start) {
@@ -153,7 +153,7 @@ void recordReference(const plan::RunConfig& config, const std::string& runPath) 
   // The reference is the float32 truth whatever the run computes in: a bfloat16 run is judged
   // against it with the low-precision bound (core/analysis/Tolerance.h, docs/analysis.md).
   plan::RunConfig float32 = config;
-  float32.dtype = "float32";
+  float32.dtype = events::Dtype::Float32;
   std::vector<std::optional<Iteration>> iterations;
   if (analysis::isLowPrecision(config.dtype)) {
     iterations = ownParameterReference(config, float32, runPath);

@@ -108,14 +108,14 @@ std::string selfExe() {
 
 // The device and backend must exist on this machine before any rank starts.
 void checkDeviceAvailable(const plan::RunConfig& cfg, const std::string& file) {
-  if (cfg.device != "cuda") return;
+  if (cfg.device != plan::Device::Cuda) return;
   const int gpus = static_cast<int>(torch::cuda::device_count());
   if (gpus == 0) {
     throw plan::ConfigError("device", file +
                                           ": device = \"cuda\": no CUDA device is visible to "
                                           "this build on this machine; expected device = \"cpu\"");
   }
-  if (cfg.backend == "nccl" && gpus < cfg.worldSize) {
+  if (cfg.backend == plan::Backend::Nccl && gpus < cfg.worldSize) {
     throw plan::ConfigError(
         "backend", file + ": backend = \"nccl\": " + std::to_string(cfg.worldSize) +
                        " local ranks but " + std::to_string(gpus) +
@@ -185,7 +185,7 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
   // CPU ranks are forked now, before the store's server thread exists, and share this
   // process's LibTorch pages (engine/PreforkedRanks.h); CUDA ranks are exec'd.
   std::unique_ptr<engine::PreforkedRanks> preforked;
-  if (cfg.device == "cpu") {
+  if (cfg.device == plan::Device::Cpu) {
     preforked = engine::PreforkedRanks::prefork(cfg.worldSize, [configFile, out] {
       WorkerOptions worker;
       worker.config = configFile;

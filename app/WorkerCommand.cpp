@@ -179,7 +179,7 @@ void recordClock(storage::ShardWriter& recorder, int rank, const std::string& ph
 
 at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
   // Several local ranks may share a GPU under Gloo (NCCL was checked to have one per rank).
-  if (cfg.device == "cuda") {
+  if (cfg.device == plan::Device::Cuda) {
     const int gpus = std::max<int>(1, static_cast<int>(torch::cuda::device_count()));
     return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.localRank % gpus));
   }
@@ -263,7 +263,8 @@ int workerCommand(const WorkerOptions& opts) {
     }
     engine::ProcessGroups groups(
         store, rank, env.worldSize,
-        cfg.backend == "nccl" ? engine::BackendKind::Nccl : engine::BackendKind::Gloo, timeout);
+        cfg.backend == plan::Backend::Nccl ? engine::BackendKind::Nccl : engine::BackendKind::Gloo,
+        timeout);
     groups.setGlooAddress(gloo);
     engine::Communicator::createAllGroups(cfg, topology, groups);
     engine::PrepostInputs prepost;

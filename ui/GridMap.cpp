@@ -136,15 +136,15 @@ void layoutGrid(GridMapContext& g) {
     const auto& m = modules[i];
     float w = m.pp * (g.cellW + g.gap) + 16;
     float h = m.dp * m.tp * (g.cellH + g.gap) + (m.dp - 1) * 6 + 30;
-    if (m.kind != "llm") maxEncW = std::max(maxEncW, w);
+    if (!m.isLlm()) maxEncW = std::max(maxEncW, w);
     g.boxes[i] = ImVec4(0, 0, w, h);
   }
   g.llmColumnX = g.origin.x + 10 + maxEncW + (maxEncW > 0 ? 90 : 0);
   for (size_t i = 0; i < modules.size(); ++i) {
     const auto& m = modules[i];
-    float x = m.kind == "llm" ? g.llmColumnX : g.origin.x + 10;
-    float y = m.kind == "llm" ? g.origin.y + 6 : encBottom;
-    if (m.kind != "llm") encBottom += g.boxes[i].w + 10;
+    float x = m.isLlm() ? g.llmColumnX : g.origin.x + 10;
+    float y = m.isLlm() ? g.origin.y + 6 : encBottom;
+    if (!m.isLlm()) encBottom += g.boxes[i].w + 10;
     g.boxes[i] = ImVec4(x, y, x + g.boxes[i].z, y + g.boxes[i].w);
   }
 }
@@ -209,7 +209,7 @@ ImVec2 drawLegend(const GridMapContext& g) {
   const auto& modules = g.modules();
   float lx = g.llmColumnX + 20;
   for (size_t i = 0; i < modules.size(); ++i)
-    if (modules[i].kind == "llm") lx = std::max(lx, g.boxes[i].z + 30);
+    if (modules[i].isLlm()) lx = std::max(lx, g.boxes[i].z + 30);
   float ly = g.origin.y + 10, right = lx;
   auto legend = [&](ImU32 c, const char* text) {
     g.dl->AddRectFilled(ImVec2(lx, ly), ImVec2(lx + 14, ly + 14), c, 2);

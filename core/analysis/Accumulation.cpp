@@ -50,7 +50,7 @@ AccumulationReport judgeAccumulation(const model::RunModel& run, const Tolerance
   std::map<std::string, int> moduleDp;
   for (const auto& m : run.info.modules) {
     moduleDp[m.name] = std::max(m.dp, 1);
-    if (m.kind == "llm") llmDp = std::max(m.dp, 1);
+    if (m.isLlm()) llmDp = std::max(m.dp, 1);
   }
   // The last microbatch's accumulated record of each replica, and the first (lowest dp) copy of
   // each reduced shard.

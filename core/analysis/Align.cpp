@@ -223,7 +223,7 @@ std::vector<TGroup> transferGroups(const RunModel& run, const std::set<std::stri
 // holds it (a colocated rank also holds encoders), else the rank's first.
 const events::RankInfo* lossRow(const RunModel& run, int rank) {
   for (const auto& mi : run.info.modules)
-    if (mi.kind == "llm")
+    if (mi.isLlm())
       if (const auto* r = findRank(run, rank, mi.name)) return r;
   return findRank(run, rank);
 }
@@ -430,9 +430,8 @@ void decideGlobalBatch(const RunModel& a, const RunModel& b, const SampleLayout&
     for (const auto& [name, x] : ma) {
       auto it = mb.find(name);
       if (it == mb.end()) continue;
-      const bool llm =
-          std::any_of(a.info.modules.begin(), a.info.modules.end(),
-                      [&](const auto& m) { return m.name == name && m.kind == "llm"; });
+      const bool llm = std::any_of(a.info.modules.begin(), a.info.modules.end(),
+                                   [&](const auto& m) { return m.name == name && m.isLlm(); });
       const int64_t gA = static_cast<int64_t>(x.dp) * a.info.microbatches;
       const int64_t gB = static_cast<int64_t>(it->second.dp) * b.info.microbatches;
       if (llm && gA != gB)
@@ -695,7 +694,7 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   {
     std::string llmName;
     for (const auto& m : a.info.modules)
-      if (m.kind == "llm") llmName = m.name;
+      if (m.isLlm()) llmName = m.name;
     const bool otherLossSamples = layoutsKnown && la.perReplica(llmName) != lb.perReplica(llmName);
     auto xa = lossIndex(a), xb = lossIndex(b);
     std::set<std::pair<int, int>> keys;
@@ -836,9 +835,9 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
     std::set<std::string> sameReplicas;
     int llmDpA = -1, llmDpB = -2;
     for (const auto& m : a.info.modules)
-      if (m.kind == "llm") llmDpA = m.dp;
+      if (m.isLlm()) llmDpA = m.dp;
     for (const auto& m : b.info.modules)
-      if (m.kind == "llm") llmDpB = m.dp;
+      if (m.isLlm()) llmDpB = m.dp;
     // A partial sum after local microbatch j of replica r is (1/m) x the sum over its samples
     // of microbatches 0..j: the same samples and scale only under the same m and split.
     const bool sameSplit =

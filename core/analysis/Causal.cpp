@@ -286,7 +286,7 @@ int64_t CausalOrder::findKind(int rank, int iteration, events::ActionKind kind, 
 std::string CausalOrder::lossModule(int rank) const {
   // The loss is the llm's (a colocated rank also holds encoders); "" matches any module.
   for (const auto& mi : run_.info.modules)
-    if (mi.kind == "llm" && findRank(run_, rank, mi.name)) return mi.name;
+    if (mi.isLlm() && findRank(run_, rank, mi.name)) return mi.name;
   return "";
 }
 

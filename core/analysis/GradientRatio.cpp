@@ -36,7 +36,7 @@ DpSizes dpSizesOf(const model::RunModel& run) {
     const plan::RunConfig cfg = plan::parseConfig(text, run.path);
     for (const auto& m : cfg.modules) {
       out.dp[m.name] = m.dp;
-      if (m.kind == "llm") out.llm = m.dp;
+      if (m.isLlm()) out.llm = m.dp;
     }
   } catch (const std::exception&) {
     return {};

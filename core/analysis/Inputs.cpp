@@ -18,11 +18,11 @@ namespace {
 
 // The extents of one sample of `m` and the dtype its rows carry.
 std::vector<int64_t> sampleShape(const ModuleSamples& m) {
-  if (m.kind == "llm") return {m.textLen + 1};
+  if (m.isLlm()) return {m.textLen + 1};
   return {m.patches, m.patchDim};
 }
 const char* sampleDtype(const ModuleSamples& m) {
-  return m.kind == "llm" ? "int64" : "float32";
+  return m.isLlm() ? "int64" : "float32";
 }
 
 std::string where(const RunModel& run, const events::InputRecord& in, int dp) {
@@ -43,7 +43,7 @@ std::optional<Regenerated> regenerate(const SampleLayout& l, const std::string& 
                                       int iteration, int64_t sample) {
   const ModuleSamples& m = l.modules.at(module);
   Regenerated r;
-  if (m.kind == "llm") {
+  if (m.isLlm()) {
     r.tokens = regenerateTokens(l.seed, iteration, sample, m.textLen, m.vocab);
     return r;
   }

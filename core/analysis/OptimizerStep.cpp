@@ -108,9 +108,10 @@ Stepped stepSgd(const plan::OptimizerConfig& o, State& s, const std::vector<doub
 std::string describe(const plan::OptimizerConfig& o) {
   std::ostringstream s;
   s.precision(6);
-  s << o.kind << " lr " << o.lr;
-  if (o.kind == "adam") s << " betas (" << o.beta1 << ", " << o.beta2 << ") eps " << o.eps;
-  if (o.kind != "adam" && o.momentum != 0) s << " momentum " << o.momentum;
+  const bool adam = o.kind == events::OptimizerKind::Adam;
+  s << events::toString(o.kind) << " lr " << o.lr;
+  if (adam) s << " betas (" << o.beta1 << ", " << o.beta2 << ") eps " << o.eps;
+  if (!adam && o.momentum != 0) s << " momentum " << o.momentum;
   if (o.weightDecay != 0) s << " weight_decay " << o.weightDecay;
   return s.str();
 }
@@ -159,7 +160,7 @@ StepJudgement judgeOptimizerSteps(const model::RunModel& run) {
     return out;
   }
   if (isLowPrecision(cfg.dtype)) {
-    out.why = "a " + cfg.dtype + " step is not judged";
+    out.why = std::string("a ") + events::toString(cfg.dtype) + " step is not judged";
     return out;
   }
   const auto after = gatherGradients(run, GradPhase::ParamAfterStep, true);
@@ -167,7 +168,8 @@ StepJudgement judgeOptimizerSteps(const model::RunModel& run) {
   const auto reduced = gatherGradients(run, GradPhase::Reduced, true);
   const auto afterBy = byKey(after), initialBy = byKey(initial), reducedBy = byKey(reduced);
   out.optimizer = describe(cfg.optimizer);
-  const bool stateful = cfg.optimizer.kind == "adam" || cfg.optimizer.momentum != 0;
+  const bool stateful =
+      cfg.optimizer.kind == events::OptimizerKind::Adam || cfg.optimizer.momentum != 0;
   std::map<std::string, State> state;
   std::set<std::string> lost;  // parameters whose state depends on what the file lacks
   // param_after_step rows in (iteration, param) order: a step is judged where its parameters
@@ -193,7 +195,7 @@ StepJudgement judgeOptimizerSteps(const model::RunModel& run) {
       continue;
     }
     State& s = state[param];
-    const Stepped want = cfg.optimizer.kind == "adam"
+    const Stepped want = cfg.optimizer.kind == events::OptimizerKind::Adam
                              ? stepAdam(cfg.optimizer, s, before->values, g->second->values)
                              : stepSgd(cfg.optimizer, s, before->values, g->second->values);
     ++out.steps;

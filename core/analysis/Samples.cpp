@@ -36,8 +36,8 @@ SampleLayout sampleLayoutOf(const model::RunModel& run) {
       ModuleSamples ms;
       ms.kind = m.kind;
       ms.dp = m.dp;
-      ms.perReplica = m.kind == "llm" ? cfg.microBatchSize : cfg.encoderMicroBatchSize(m);
-      if (m.kind == "llm") {
+      ms.perReplica = m.isLlm() ? cfg.microBatchSize : cfg.encoderMicroBatchSize(m);
+      if (m.isLlm()) {
         ms.textLen = m.textLen;
         ms.vocab = m.vocab;
       } else {

@@ -24,7 +24,8 @@ namespace stagescope::analysis {
 
 // What one module's records hold per replica and microbatch.
 struct ModuleSamples {
-  std::string kind;  // "encoder" | "llm"
+  events::ModuleKind kind = events::ModuleKind::Encoder;
+  bool isLlm() const { return kind == events::ModuleKind::Llm; }
   int dp = 1;
   int perReplica = 1;  // samples per replica and microbatch (b_M above)
   // The shape of one sample: tokens [textLen + 1] (llm) or patches [patches, patchDim].

@@ -126,6 +126,10 @@ double lossDistance(double a, double b);
 // (`compare`) gets the rule a whole model (the viewer, `check`) gets.
 std::string computeDtypeOf(const model::RunModel& run);
 bool isLowPrecision(const std::string& dtype);
+// The same rule for the dtype a run was configured to compute in.
+inline bool isLowPrecision(events::Dtype dtype) {
+  return isLowPrecision(std::string(events::toString(dtype)));
+}
 
 // Relative L2 distance with the floor (see the header comment).  NaN/Inf anywhere on one side
 // only gives +inf; equal non-finite patterns compare their finite elements.

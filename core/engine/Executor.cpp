@@ -119,7 +119,7 @@ StageInput Executor::dataFor(const Unit& u, int iteration, int microbatch) const
   const int64_t perMicrobatch = static_cast<int64_t>(config_.microBatchSize) * llm.dp;
   const auto& module = *u.module;
   StageInput in;
-  if (module.kind == "encoder") {
+  if (module.isEncoder()) {
     const int mbs = config_.encoderMicroBatchSize(module);
     in.patches = batchPatches(config_.seed, iteration,
                               microbatch * perMicrobatch + static_cast<int64_t>(u.role.dp) * mbs,
@@ -181,7 +181,7 @@ void Executor::recordInput(const Unit& u, int iteration, int microbatch, const S
   // Inputs at level full: with the initial parameters, enough to recompute the step from the
   // file alone.  Encoder first stages hold patches [mbs_enc, P, d]; the llm first stage
   // holds tokens [mbs, T+1] (inputs and labels).
-  const bool encoder = u.module->kind == "encoder";
+  const bool encoder = u.module->isEncoder();
   const at::Tensor& t = encoder ? in.patches : in.tokens;
   events::InputRecord r;
   r.rank = rank_;

@@ -23,10 +23,10 @@ FaultInjector::FaultInjector(std::vector<plan::FaultConfig> faults, const plan::
 }
 
 const plan::FaultConfig* FaultInjector::match(const events::TransferRecord& rec,
-                                              const char* kind) const {
+                                              plan::FaultKind kind) const {
   for (const auto& f : faults_) {
     if (f.kind != kind || f.iteration != rec.iteration || f.microbatch != rec.microbatch) continue;
-    if (f.direction != events::toString(rec.direction)) continue;
+    if (f.direction != rec.direction) continue;
     return &f;
   }
   return nullptr;
@@ -34,43 +34,45 @@ const plan::FaultConfig* FaultInjector::match(const events::TransferRecord& rec,
 
 std::string FaultInjector::matchingKinds(const events::TransferRecord& rec) const {
   std::string kinds;
-  for (const char* k : {"delay", "drop", "corrupt", "shape", "nan", "inf"}) {
-    if (match(rec, k)) kinds += (kinds.empty() ? "" : ",") + std::string(k);
+  using plan::FaultKind;
+  for (FaultKind k : {FaultKind::Delay, FaultKind::Drop, FaultKind::Corrupt, FaultKind::Shape,
+                      FaultKind::Nan, FaultKind::Inf}) {
+    if (match(rec, k)) kinds += (kinds.empty() ? "" : ",") + std::string(plan::toString(k));
   }
   return kinds;
 }
 
 void FaultInjector::beforeDigest(const events::TransferRecord& rec, at::Tensor& payload) const {
-  if (match(rec, "nan")) {
+  if (match(rec, plan::FaultKind::Nan)) {
     payload = payload.clone();
     payload.view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
   }
-  if (match(rec, "inf")) {
+  if (match(rec, plan::FaultKind::Inf)) {
     payload = payload.clone();
     payload.view({-1})[0] = std::numeric_limits<float>::infinity();
   }
 }
 
 bool FaultInjector::beforeSend(const events::TransferRecord& rec, at::Tensor& payload) const {
-  if (const auto* f = match(rec, "delay")) {
+  if (const auto* f = match(rec, plan::FaultKind::Delay)) {
     std::this_thread::sleep_for(std::chrono::duration<double>(f->delaySeconds));
   }
-  if (match(rec, "corrupt")) {
+  if (match(rec, plan::FaultKind::Corrupt)) {
     payload = payload.clone();
     auto* bytes = static_cast<unsigned char*>(payload.data_ptr());
     bytes[0] ^= 0x5a;  // after the checksum: the receiver's checksum differs
   }
-  if (match(rec, "shape") && payload.dim() >= 2 && payload.size(1) > 1) {
+  if (match(rec, plan::FaultKind::Shape) && payload.dim() >= 2 && payload.size(1) > 1) {
     // After the sender's record: it shows the planned shape, the receiver the one on the wire.
     payload = payload.narrow(1, 0, payload.size(1) - 1).contiguous();
   }
-  return match(rec, "drop") != nullptr;
+  return match(rec, plan::FaultKind::Drop) != nullptr;
 }
 
 void FaultInjector::atCompute(int iteration, int microbatch, bool backward) const {
   for (const auto& f : faults_) {
-    if (f.kind == "kill" && f.iteration == iteration && f.microbatch == microbatch &&
-        backward == (f.direction == "gradient")) {
+    if (f.kind == plan::FaultKind::Kill && f.iteration == iteration && f.microbatch == microbatch &&
+        backward == (f.direction == events::Direction::Gradient)) {
       std::fprintf(stderr,
                    "stagescope: fault injection kills rank %d (iteration %d, microbatch %d)\n",
                    rank_, iteration, microbatch);

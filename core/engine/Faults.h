@@ -30,7 +30,7 @@ class FaultInjector {
   void atCompute(int iteration, int microbatch, bool backward) const;
 
  private:
-  const plan::FaultConfig* match(const events::TransferRecord& rec, const char* kind) const;
+  const plan::FaultConfig* match(const events::TransferRecord& rec, plan::FaultKind kind) const;
   std::vector<plan::FaultConfig> faults_;
   int rank_;
   std::string module_;

@@ -29,7 +29,7 @@ struct FullModel {
     for (const auto& m : modules) {
       stages.push_back(std::make_unique<StageModel>(config, m, 0, 0, nullptr,
                                                     std::chrono::milliseconds(0), at::kCPU));
-      if (m.kind == "llm") {
+      if (m.isLlm()) {
         llm = stages.back().get();
       } else {
         encoders[m.name] = stages.back().get();

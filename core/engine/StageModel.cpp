@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/engine/Init.h"
+#include "core/engine/TensorDigest.h"
 #include "core/engine/TensorParallel.h"
 
 namespace stagescope::engine {
@@ -22,14 +23,12 @@ StageModel::StageModel(const plan::RunConfig& config, const plan::ModuleConfig& 
       timeout_(timeout),
       device_(device),
       // float32 or bfloat16 for a run; float64 only for the reference's float64 trajectory.
-      dtype_(config.dtype == "bfloat16"  ? at::kBFloat16
-             : config.dtype == "float64" ? at::kDouble
-                                         : at::kFloat) {
+      dtype_(scalarTypeOf(config.dtype)) {
   const int h = module.hidden;
   llmHidden_ = config.llm().hidden;
   seqLen_ = config.llm().textLen;
   for (const auto* enc : config.encoders()) seqLen_ += enc->patches;
-  const bool enc = module.kind == "encoder";
+  const bool enc = module.isEncoder();
   if (isFirst()) {
     if (enc) {
       addParam("patch_embed.weight", {h, module.patchDim}, int(InitKind::Linear), -1);
@@ -125,7 +124,7 @@ at::Tensor StageModel::attention(const at::Tensor& x, const Block& b) {
   };
   at::Tensor q = proj(b.qw, b.qb), k = proj(b.kw, b.kb), v = proj(b.vw, b.vb);
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
-  if (module_.kind == "llm") {
+  if (module_.isLlm()) {
     scores = scores.masked_fill(causalMask(S, x.device()), -std::numeric_limits<float>::infinity());
   }
   at::Tensor ctx = at::matmul(at::softmax(scores, -1), v);      // [B, heads, S, dh]
@@ -150,7 +149,7 @@ at::Tensor StageModel::block(const at::Tensor& x, const Block& b) {
 }
 
 at::Tensor StageModel::embed(const StageInput& in) {
-  if (module_.kind == "encoder") {
+  if (module_.isEncoder()) {
     at::Tensor patches = in.patches.to(device_, dtype_).transpose(0, 1);  // [P, B, d]
     at::Tensor x = at::linear(patches, p("patch_embed.weight"), p("patch_embed.bias"));
     return x + p("pos_embed").unsqueeze(1);
@@ -173,7 +172,7 @@ at::Tensor StageModel::head(const at::Tensor& x, const at::Tensor& tokens) {
   const int64_t h = module_.hidden;
   const int T = module_.textLen;
   at::Tensor y = at::layer_norm(x, {h}, p("final_ln.weight"), p("final_ln.bias"), 1e-5);
-  if (module_.kind == "encoder") return at::linear(y, p("projector.weight"), p("projector.bias"));
+  if (module_.isEncoder()) return at::linear(y, p("projector.weight"), p("projector.bias"));
   at::Tensor text = y.narrow(0, y.size(0) - T, T);                         // [T, B, h]
   at::Tensor logits = at::linear(text, p("head.weight"));                  // [T, B, V]
   at::Tensor labels = tokens.to(device_).narrow(1, 1, T).transpose(0, 1);  // [T, B]

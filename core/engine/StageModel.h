@@ -47,7 +47,7 @@ class StageModel {
 
   bool isFirst() const { return stage_ == 0; }
   bool isLast() const { return stage_ == module_.pp - 1; }
-  bool computesLoss() const { return isLast() && module_.kind == "llm"; }
+  bool computesLoss() const { return isLast() && module_.isLlm(); }
   const plan::ModuleConfig& module() const { return module_; }
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }

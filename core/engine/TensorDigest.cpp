@@ -115,6 +115,18 @@ at::ScalarType scalarTypeOf(const std::string& name) {
   throw std::invalid_argument("dtype \"" + name + "\": expected float32 or bfloat16");
 }
 
+at::ScalarType scalarTypeOf(events::Dtype dtype) {
+  switch (dtype) {
+    case events::Dtype::Float32:
+      return at::kFloat;
+    case events::Dtype::BFloat16:
+      return at::kBFloat16;
+    case events::Dtype::Float64:
+      return at::kDouble;
+  }
+  return at::kFloat;
+}
+
 std::string dtypeName(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kFloat:

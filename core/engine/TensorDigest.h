@@ -24,8 +24,10 @@ TensorDigest digest(const at::Tensor& t);
 // Raw contiguous host bytes of `t` (for level full).
 std::vector<uint8_t> hostBytes(const at::Tensor& t);
 std::string dtypeName(const at::Tensor& t);
-// The dtype a config or plan names ("float32" | "bfloat16", as dtypeName writes them).
+// The dtype a plan's message names ("float32" | "bfloat16", as dtypeName writes them).
 at::ScalarType scalarTypeOf(const std::string& dtypeName);
+// The dtype a run computes in.
+at::ScalarType scalarTypeOf(events::Dtype dtype);
 std::vector<int64_t> shapeOf(const at::Tensor& t);
 
 }  // namespace stagescope::engine

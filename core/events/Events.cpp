@@ -21,6 +21,9 @@ bool parseFrom(const std::array<const char*, N>& names, const std::string& text,
 constexpr std::array<const char*, 5> kStatusNames = {"running", "completed", "failed", "hung",
                                                      "killed"};
 constexpr std::array<const char*, 4> kLevelNames = {"off", "meta", "stats", "full"};
+constexpr std::array<const char*, 2> kModuleKindNames = {"encoder", "llm"};
+constexpr std::array<const char*, 3> kDtypeNames = {"float32", "bfloat16", "float64"};
+constexpr std::array<const char*, 2> kOptimizerNames = {"sgd", "adam"};
 }  // namespace
 
 const char* toString(ActionKind kind) {
@@ -75,6 +78,24 @@ const char* toString(RecordLevel l) {
 }
 bool parseRecordLevel(const std::string& text, RecordLevel* out) {
   return parseFrom(kLevelNames, text, out);
+}
+const char* toString(ModuleKind k) {
+  return kModuleKindNames[static_cast<size_t>(k)];
+}
+bool parseModuleKind(const std::string& text, ModuleKind* out) {
+  return parseFrom(kModuleKindNames, text, out);
+}
+const char* toString(Dtype d) {
+  return kDtypeNames[static_cast<size_t>(d)];
+}
+bool parseDtype(const std::string& text, Dtype* out) {
+  return parseFrom(kDtypeNames, text, out);
+}
+const char* toString(OptimizerKind k) {
+  return kOptimizerNames[static_cast<size_t>(k)];
+}
+bool parseOptimizerKind(const std::string& text, OptimizerKind* out) {
+  return parseFrom(kOptimizerNames, text, out);
 }
 
 namespace {

@@ -166,10 +166,33 @@ struct RankInfo {
   int64_t clockOffsetUncertaintyNs = -1;
 };
 
+// Closed vocabularies of the config that the run file and the read side also use.  Each is
+// parsed once, from its text, by the config reader (core/plan/Config.cpp) or the run file's
+// reader (storage); everything else compares the enum and prints toString().  The enumerators
+// are in the order the config's error messages list them ("expected one of encoder, llm").
+// A module's role in the model ([[modules]] kind): the one llm, or an encoder feeding it.
+enum class ModuleKind : uint8_t { Encoder = 0, Llm };
+const char* toString(ModuleKind k);
+bool parseModuleKind(const std::string& text, ModuleKind* out);
+// The dtype a run computes in (config `dtype`: float32 or bfloat16; Float64 only for the
+// reference's float64 trajectory, app/ReferenceRecord, never a config's).  Not the dtype a
+// record names (TransferRecord::dtype and the like): that is data from the wire and stays text.
+enum class Dtype : uint8_t { Float32 = 0, BFloat16, Float64 };
+const char* toString(Dtype d);
+bool parseDtype(const std::string& text, Dtype* out);
+// The optimizer of a run ([optimizer] kind).
+enum class OptimizerKind : uint8_t { Sgd = 0, Adam };
+const char* toString(OptimizerKind k);
+bool parseOptimizerKind(const std::string& text, OptimizerKind* out);
+
 // One module's grid as configured.
 struct ModuleInfo {
   std::string name;
-  std::string kind;  // "encoder" | "llm"
+  // toString(ModuleKind) for stagescope's runs; free text in the run file (a captured job
+  // writes "captured"), so it stays text here and is compared through isLlm()/isEncoder().
+  std::string kind;
+  bool isLlm() const { return kind == toString(ModuleKind::Llm); }
+  bool isEncoder() const { return kind == toString(ModuleKind::Encoder); }
   int32_t tp = 1, cp = 1, pp = 1, dp = 1;
   int32_t offset = 0;
   int32_t layers = 0;

@@ -57,7 +57,7 @@ Colocation analyzeColocation(const RunConfig& c) {
   Colocation col;
   for (const auto& m : c.modules) {
     for (int s = 0; s < m.pp; ++s) {
-      col.nodes.push_back({m.name, m.kind == "llm", s, stageRanks(m, s)});
+      col.nodes.push_back({m.name, m.isLlm(), s, stageRanks(m, s)});
     }
   }
   // Whole stages only: every node holding a rank holds the same ranks as the first one seen.

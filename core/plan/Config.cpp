@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -221,6 +222,20 @@ void requireOneOf(const Failer& fail, const std::string& field, const std::strin
   }
 }
 
+// The value of a closed vocabulary named by `text`, among `values` (in the order the message
+// lists them): the one parse of each such config field; anything else is the one-line
+// "expected one of a, b" error.
+template <typename Enum>
+Enum parseOneOf(const Failer& fail, const std::string& field, const std::string& text,
+                std::initializer_list<Enum> values) {
+  std::vector<std::string> names;
+  for (Enum v : values) {
+    if (text == toString(v)) return v;
+    names.emplace_back(toString(v));
+  }
+  fail(field, quote(text), "expected one of " + join(names, ", "));
+}
+
 // value in [lo, hi]; `why` says where hi comes from (e.g. "the most ranks of one run").
 void requireInRange(const Failer& fail, const std::string& field, int64_t value, int64_t lo,
                     int64_t hi, const std::string& why = "") {
@@ -406,7 +421,13 @@ void applyOverride(toml::table& root, const std::string& item, const Failer& fai
 
 // ---- sections ----------------------------------------------------------------------------
 
-void readTopLevel(const Section& s, RunConfig* c) {
+// The texts of the top-level vocabularies, parsed by validateTopLevel after the numbers were
+// checked (the order of the messages).
+struct TopLevelText {
+  std::string dtype, device, backend;
+};
+
+void readTopLevel(const Section& s, RunConfig* c, TopLevelText* text) {
   s.allowOnly({"seed", "iterations", "microbatches", "micro_batch_size", "dtype", "device",
                "backend", "timeout_seconds", "loss_scale", "forward_only", "world_size",
                "optimizer", "record", "modules", "faults"});
@@ -416,27 +437,33 @@ void readTopLevel(const Section& s, RunConfig* c) {
   s.readInt("iterations", &c->iterations);
   s.readInt("microbatches", &c->microbatches);
   s.readInt("micro_batch_size", &c->microBatchSize);
-  s.readString("dtype", &c->dtype);
-  s.readString("device", &c->device);
-  s.readString("backend", &c->backend);
+  text->dtype = events::toString(c->dtype);
+  text->device = toString(c->device);
+  text->backend = toString(c->backend);
+  s.readString("dtype", &text->dtype);
+  s.readString("device", &text->device);
+  s.readString("backend", &text->backend);
   s.readDouble("timeout_seconds", &c->timeoutSeconds);
   s.readDouble("loss_scale", &c->lossScale);
   s.readBool("forward_only", &c->forwardOnly);
 }
 
-void validateTopLevel(const Failer& fail, const Section& s, const RunConfig& c) {
+void validateTopLevel(const Failer& fail, const Section& s, const TopLevelText& text,
+                      RunConfig* out) {
+  RunConfig& c = *out;
   if (const toml::node* n = s.get("seed"); n && n->as_integer()->get() < 0) {
     fail("seed", show(*n), "expected an integer >= 0");
   }
   requireInRange(fail, "iterations", c.iterations, 1, limits::kMaxIterations);
   requireInRange(fail, "microbatches", c.microbatches, 1, limits::kMaxMicrobatches);
   requireInRange(fail, "micro_batch_size", c.microBatchSize, 1, limits::kMaxMicroBatchSize);
-  requireOneOf(fail, "dtype", c.dtype, {"float32", "bfloat16"});
-  requireOneOf(fail, "device", c.device, {"cpu", "cuda"});
-  requireOneOf(fail, "backend", c.backend, {"gloo", "nccl"});
-  if (c.backend == "nccl" && c.device != "cuda") {
-    fail("backend", quote(c.backend),
-         "nccl requires device = \"cuda\" (device is " + quote(c.device) + ")");
+  c.dtype =
+      parseOneOf(fail, "dtype", text.dtype, {events::Dtype::Float32, events::Dtype::BFloat16});
+  c.device = parseOneOf(fail, "device", text.device, {Device::Cpu, Device::Cuda});
+  c.backend = parseOneOf(fail, "backend", text.backend, {Backend::Gloo, Backend::Nccl});
+  if (c.backend == Backend::Nccl && c.device != Device::Cuda) {
+    fail("backend", quote(toString(c.backend)),
+         "nccl requires device = \"cuda\" (device is " + quote(toString(c.device)) + ")");
   }
   if (const toml::node* n = s.get("timeout_seconds")) {
     requireSecondsInRange(fail, "timeout_seconds", show(*n), c.timeoutSeconds,
@@ -481,7 +508,8 @@ ModuleConfig readModule(const toml::table& table, size_t index, const Failer& fa
   Section s(table, "modules." + m.name, fail);
   s.allowOnly(kModuleKeys);
   if (!s.get("kind")) fail(s.field("kind"), "(missing)", "expected \"encoder\" or \"llm\"");
-  s.readString("kind", &m.kind);
+  std::string kind;
+  s.readString("kind", &kind);
   s.readInt("tp", &m.tp);
   s.readInt("cp", &m.cp);
   s.readInt("pp", &m.pp);
@@ -496,6 +524,9 @@ ModuleConfig readModule(const toml::table& table, size_t index, const Failer& fa
   s.readInt("patch_dim", &m.patchDim);
   s.readInt("vocab", &m.vocab);
   s.readInt("text_len", &m.textLen);
+  // The first check of validateModule, as before the kind was typed.
+  m.kind = parseOneOf(fail, s.field("kind"), kind,
+                      {events::ModuleKind::Encoder, events::ModuleKind::Llm});
   return m;
 }
 
@@ -566,7 +597,7 @@ void validateSizes(const Failer& fail, const Section& s, const ModuleConfig& m) 
   requireProductAtMost(fail, s.field("ffn"), std::to_string(m.ffn),
                        {{"layers", m.layers}, {"hidden", m.hidden}, {"ffn", m.ffn}},
                        limits::kMaxElements, elements);
-  if (m.kind == "llm") {
+  if (m.isLlm()) {
     requireProductAtMost(fail, s.field("vocab"), std::to_string(m.vocab),
                          {{"vocab", m.vocab}, {"hidden", m.hidden}}, limits::kMaxElements,
                          elements);
@@ -578,7 +609,6 @@ void validateSizes(const Failer& fail, const Section& s, const ModuleConfig& m) 
 }
 
 void validateModule(const Failer& fail, const Section& s, const ModuleConfig& m) {
-  requireOneOf(fail, s.field("kind"), m.kind, {"encoder", "llm"});
   validateGrid(fail, s, m);
   validateSizes(fail, s, m);
   auto tpStr = std::to_string(m.tp);
@@ -610,7 +640,7 @@ void validateBatch(const Failer& fail, const RunConfig& c, const ModuleConfig& l
                        limits::kMaxGlobalBatch, "the largest global batch per iteration");
   int64_t sequence = llm.textLen;
   for (const auto& m : c.modules) {
-    if (m.kind == "encoder") sequence += m.patches;
+    if (m.isEncoder()) sequence += m.patches;
   }
   if (sequence > limits::kMaxSequence) {
     fail("modules." + llm.name + ".text_len", std::to_string(llm.textLen),
@@ -619,9 +649,8 @@ void validateBatch(const Failer& fail, const RunConfig& c, const ModuleConfig& l
   }
   const std::string activation = "the most elements of one activation tensor";
   for (const auto& m : c.modules) {
-    const int64_t rows = m.kind == "llm" ? sequence : m.patches;
-    const int64_t batch =
-        m.kind == "llm" ? c.microBatchSize : int64_t{c.microBatchSize} * llm.dp / m.dp;
+    const int64_t rows = m.isLlm() ? sequence : m.patches;
+    const int64_t batch = m.isLlm() ? c.microBatchSize : int64_t{c.microBatchSize} * llm.dp / m.dp;
     const int64_t width = std::max(m.hidden, m.ffn);
     requireProductAtMost(fail, "micro_batch_size", mbs,
                          {{"sequence", rows},
@@ -649,9 +678,9 @@ void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root
     if (!names.insert(m.name).second) {
       fail("modules.name", quote(m.name), "duplicate module name; names must be unique");
     }
-    if (m.kind == "llm") {
+    if (m.isLlm()) {
       if (llm) {
-        fail("modules." + m.name + ".kind", quote(m.kind),
+        fail("modules." + m.name + ".kind", quote(events::toString(m.kind)),
              "only one module may be the llm (\"" + llm->name + "\" already is)");
       }
       llm = &m;
@@ -660,7 +689,7 @@ void validateModuleSet(const Failer& fail, RunConfig* c, const toml::table& root
   if (!llm) fail("modules", "(no llm)", "expected exactly one module with kind = \"llm\"");
   validateBatch(fail, *c, *llm);
   for (const auto& m : c->modules) {
-    if (m.kind != "encoder") continue;
+    if (!m.isEncoder()) continue;
     const std::string f = "modules." + m.name + ".dp";
     if (llm->dp % m.dp != 0 && m.dp % llm->dp != 0) {
       fail(f, std::to_string(m.dp),
@@ -720,14 +749,16 @@ void readOptimizer(const Failer& fail, const toml::table* table, OptimizerConfig
   if (!table) return;
   Section s(*table, "optimizer", fail);
   s.allowOnly({"kind", "lr", "momentum", "beta1", "beta2", "eps", "weight_decay"});
-  s.readString("kind", &o->kind);
+  std::string kind = events::toString(o->kind);
+  s.readString("kind", &kind);
   s.readDouble("lr", &o->lr);
   s.readDouble("momentum", &o->momentum);
   s.readDouble("beta1", &o->beta1);
   s.readDouble("beta2", &o->beta2);
   s.readDouble("eps", &o->eps);
   s.readDouble("weight_decay", &o->weightDecay);
-  requireOneOf(fail, "optimizer.kind", o->kind, {"sgd", "adam"});
+  o->kind = parseOneOf(fail, "optimizer.kind", kind,
+                       {events::OptimizerKind::Sgd, events::OptimizerKind::Adam});
   auto num = [](double v) {
     std::ostringstream os;
     os << v;
@@ -786,16 +817,18 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
   Section s(table, "faults[" + std::to_string(index) + "]", fail);
   s.allowOnly(
       {"kind", "iteration", "microbatch", "module", "stage", "direction", "rank", "delay_seconds"});
-  s.readString("kind", &f.kind);
+  std::string kind, direction = events::toString(f.direction);
+  s.readString("kind", &kind);
   s.readInt("iteration", &f.iteration);
   s.readInt("microbatch", &f.microbatch);
   s.readString("module", &f.module);
   s.readInt("stage", &f.stage);
-  s.readString("direction", &f.direction);
+  s.readString("direction", &direction);
   s.readInt("rank", &f.rank);
   s.readDouble("delay_seconds", &f.delaySeconds);
-  requireOneOf(fail, s.field("kind"), f.kind,
-               {"delay", "drop", "corrupt", "shape", "nan", "inf", "kill"});
+  f.kind = parseOneOf(fail, s.field("kind"), kind,
+                      {FaultKind::Delay, FaultKind::Drop, FaultKind::Corrupt, FaultKind::Shape,
+                       FaultKind::Nan, FaultKind::Inf, FaultKind::Kill});
   if (f.iteration < 0 || f.iteration >= c.iterations) {
     fail(s.field("iteration"), std::to_string(f.iteration),
          "expected 0.." + std::to_string(c.iterations - 1) +
@@ -806,7 +839,8 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
          "expected 0.." + std::to_string(c.microbatches - 1) +
              " (microbatches = " + std::to_string(c.microbatches) + ")");
   }
-  requireOneOf(fail, s.field("direction"), f.direction, {"activation", "gradient"});
+  f.direction = parseOneOf(fail, s.field("direction"), direction,
+                           {events::Direction::Activation, events::Direction::Gradient});
   if (f.rank < -1 || f.rank >= c.worldSize) {
     fail(s.field("rank"), std::to_string(f.rank),
          "expected -1 (none) or a rank in 0.." + std::to_string(c.worldSize - 1));
@@ -815,7 +849,7 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
     fail(s.field("delay_seconds"), show(*s.get("delay_seconds")),
          "expected a number of seconds in [0, 86400] (at most 1 day)");
   }
-  if (f.kind == "delay" && f.delaySeconds <= 0) {
+  if (f.kind == FaultKind::Delay && f.delaySeconds <= 0) {
     fail(s.field("delay_seconds"), s.get("delay_seconds") ? show(*s.get("delay_seconds")) : "0",
          "a delay fault needs delay_seconds > 0");
   }
@@ -829,7 +863,7 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
                "\", not \"" + f.module + "\"; give one of rank or module");
     }
   }
-  bool byRank = f.kind == "kill" && f.rank >= 0;
+  bool byRank = f.kind == FaultKind::Kill && f.rank >= 0;
   if (!byRank) {
     const ModuleConfig* m = nullptr;
     for (const auto& mod : c.modules) {
@@ -837,7 +871,8 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
     }
     if (!m) {
       fail(s.field("module"), quote(f.module),
-           "no module with this name" + std::string(f.kind == "kill" ? " (or give rank)" : ""));
+           "no module with this name" +
+               std::string(f.kind == FaultKind::Kill ? " (or give rank)" : ""));
     }
     if (f.stage < -1 || f.stage >= m->pp) {
       fail(s.field("stage"), std::to_string(f.stage),
@@ -848,6 +883,34 @@ FaultConfig readFault(const Failer& fail, const toml::table& table, size_t index
 }
 
 }  // namespace
+
+// ---- vocabularies ------------------------------------------------------------------------
+
+namespace {
+constexpr std::array<const char*, 2> kDeviceNames = {"cpu", "cuda"};
+constexpr std::array<const char*, 2> kBackendNames = {"gloo", "nccl"};
+constexpr std::array<const char*, 7> kFaultKindNames = {"delay", "drop", "corrupt", "shape",
+                                                        "nan",   "inf",  "kill"};
+}  // namespace
+
+const char* toString(Device d) {
+  return kDeviceNames[static_cast<size_t>(d)];
+}
+const char* toString(Backend b) {
+  return kBackendNames[static_cast<size_t>(b)];
+}
+const char* toString(FaultKind k) {
+  return kFaultKindNames[static_cast<size_t>(k)];
+}
+bool parseFaultKind(const std::string& text, FaultKind* out) {
+  for (size_t i = 0; i < kFaultKindNames.size(); ++i) {
+    if (text == kFaultKindNames[i]) {
+      *out = static_cast<FaultKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
 
 // ---- ModuleConfig / RecordConfig / RunConfig ----------------------------------------------
 
@@ -877,7 +940,7 @@ const ModuleConfig& RunConfig::module(const std::string& name) const {
 
 const ModuleConfig& RunConfig::llm() const {
   for (const auto& m : modules) {
-    if (m.kind == "llm") return m;
+    if (m.isLlm()) return m;
   }
   throw ConfigError("modules", sourceName + ": modules = (no llm): expected one llm module");
 }
@@ -885,7 +948,7 @@ const ModuleConfig& RunConfig::llm() const {
 std::vector<const ModuleConfig*> RunConfig::encoders() const {
   std::vector<const ModuleConfig*> out;
   for (const auto& m : modules) {
-    if (m.kind == "encoder") out.push_back(&m);
+    if (m.isEncoder()) out.push_back(&m);
   }
   return out;
 }
@@ -926,8 +989,9 @@ RunConfig parseConfig(const std::string& text, const std::string& sourceName,
   c.text = os.str();
 
   Section top(root, "", fail);
-  readTopLevel(top, &c);
-  validateTopLevel(fail, top, c);
+  TopLevelText topText;
+  readTopLevel(top, &c, &topText);
+  validateTopLevel(fail, top, topText, &c);
   std::vector<const toml::table*> moduleTables = top.tableArray("modules");
   for (size_t i = 0; i < moduleTables.size(); ++i) {
     c.modules.push_back(readModule(*moduleTables[i], i, fail));

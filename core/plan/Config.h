@@ -52,10 +52,23 @@ class ConfigError : public std::runtime_error {
   std::string field_;
 };
 
+// Closed vocabularies of the config only the record side uses (those the run file and the
+// read side share are in core/events: ModuleKind, Dtype, OptimizerKind, RecordLevel).  Each is
+// parsed once, by parseConfig; everything else compares the enum and prints toString().  The
+// enumerators are in the order the config's error messages list them.
+enum class Device : uint8_t { Cpu = 0, Cuda };
+enum class Backend : uint8_t { Gloo = 0, Nccl };
+enum class FaultKind : uint8_t { Delay = 0, Drop, Corrupt, Shape, Nan, Inf, Kill };
+const char* toString(Device d);
+const char* toString(Backend b);
+const char* toString(FaultKind k);
+// The fault kind named `text` (the config's faults[i].kind and the command line's --fault).
+bool parseFaultKind(const std::string& text, FaultKind* out);
+
 // One module of the multimodal model ([[modules]] table in TOML).
 struct ModuleConfig {
   std::string name;  // unique; used as the dict key between stages
-  std::string kind;  // "encoder" | "llm"
+  events::ModuleKind kind = events::ModuleKind::Encoder;  // parsed once, from encoder|llm
   int tp = 1, cp = 1, pp = 1, dp = 1;
   int offset = 0;                // first global rank of this module's grid
   int layers = 2;                // transformer blocks
@@ -70,6 +83,8 @@ struct ModuleConfig {
   int vocab = 64;
   int textLen = 8;
 
+  bool isLlm() const { return kind == events::ModuleKind::Llm; }
+  bool isEncoder() const { return kind == events::ModuleKind::Encoder; }
   int size() const { return tp * cp * pp * dp; }
   bool contains(int rank) const { return rank >= offset && rank < offset + size(); }
   // Number of layers held by pipeline stage `stage`.
@@ -78,7 +93,7 @@ struct ModuleConfig {
 };
 
 struct OptimizerConfig {
-  std::string kind = "sgd";  // "sgd" | "adam"
+  events::OptimizerKind kind = events::OptimizerKind::Sgd;  // parsed once, from sgd|adam
   double lr = 0.01;
   double momentum = 0.0;                          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
@@ -98,13 +113,13 @@ struct RecordConfig {
 
 // A fault to inject (debugging issue); empty by default.
 struct FaultConfig {
-  std::string kind;  // delay | drop | corrupt | shape | nan | inf | kill
+  FaultKind kind = FaultKind::Delay;  // parsed once, from delay|drop|corrupt|shape|nan|inf|kill
   int iteration = 0;
   int microbatch = 0;
-  std::string module;                    // the sending module (or the module whose rank is killed)
-  int stage = -1;                        // pp index within the module; -1 = last stage
-  std::string direction = "activation";  // activation | gradient
-  int rank = -1;                         // kill: the global rank (overrides module/stage)
+  std::string module;  // the sending module (or the module whose rank is killed)
+  int stage = -1;      // pp index within the module; -1 = last stage
+  events::Direction direction = events::Direction::Activation;  // from activation|gradient
+  int rank = -1;  // kill: the global rank (overrides module/stage)
   double delaySeconds = 0;
 };
 
@@ -113,12 +128,12 @@ struct RunConfig {
   std::string text;        // the TOML text after overrides
   uint64_t seed = 1234;
   int iterations = 2;
-  int microbatches = 4;           // m, per iteration
-  int microBatchSize = 2;         // llm micro-batch size per DP replica
-  std::string dtype = "float32";  // float32 | bfloat16
-  std::string device = "cpu";     // cpu | cuda
-  std::string backend = "gloo";   // gloo | nccl
-  double timeoutSeconds = 60;     // every blocking wait
+  int microbatches = 4;                          // m, per iteration
+  int microBatchSize = 2;                        // llm micro-batch size per DP replica
+  events::Dtype dtype = events::Dtype::Float32;  // parsed once, from float32|bfloat16
+  Device device = Device::Cpu;                   // parsed once, from cpu|cuda
+  Backend backend = Backend::Gloo;               // parsed once, from gloo|nccl
+  double timeoutSeconds = 60;                    // every blocking wait
   double lossScale = 1.0;  // constant loss scale, applied once per microbatch on the last stage
   bool forwardOnly = false;
   int worldSize = 0;  // derived: max(offset + size); a given world_size must equal it

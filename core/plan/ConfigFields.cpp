@@ -28,7 +28,7 @@ std::string list(const std::vector<T>& values) {
 
 void addModule(std::vector<ConfigField>& f, const ModuleConfig& m) {
   const std::string k = "modules." + m.name + ".";
-  f.emplace_back(k + "kind", m.kind);
+  f.emplace_back(k + "kind", events::toString(m.kind));
   for (auto [name, v] : {std::pair{"tp", m.tp},
                          {"cp", m.cp},
                          {"pp", m.pp},
@@ -48,12 +48,12 @@ void addModule(std::vector<ConfigField>& f, const ModuleConfig& m) {
 
 void addFault(std::vector<ConfigField>& f, size_t i, const FaultConfig& x) {
   const std::string k = "faults[" + std::to_string(i) + "].";
-  f.emplace_back(k + "kind", x.kind);
+  f.emplace_back(k + "kind", toString(x.kind));
   f.emplace_back(k + "iteration", std::to_string(x.iteration));
   f.emplace_back(k + "microbatch", std::to_string(x.microbatch));
   f.emplace_back(k + "module", x.module);
   f.emplace_back(k + "stage", std::to_string(x.stage));
-  f.emplace_back(k + "direction", x.direction);
+  f.emplace_back(k + "direction", events::toString(x.direction));
   f.emplace_back(k + "rank", std::to_string(x.rank));
   f.emplace_back(k + "delay_seconds", num(x.delaySeconds));
 }
@@ -66,13 +66,13 @@ std::vector<ConfigField> canonicalFields(const RunConfig& c) {
       {"iterations", std::to_string(c.iterations)},
       {"microbatches", std::to_string(c.microbatches)},
       {"micro_batch_size", std::to_string(c.microBatchSize)},
-      {"dtype", c.dtype},
-      {"device", c.device},
-      {"backend", c.backend},
+      {"dtype", events::toString(c.dtype)},
+      {"device", toString(c.device)},
+      {"backend", toString(c.backend)},
       {"loss_scale", num(c.lossScale)},
       {"forward_only", c.forwardOnly ? "true" : "false"},
       {"world_size", std::to_string(c.worldSize)},
-      {"optimizer.kind", c.optimizer.kind},
+      {"optimizer.kind", events::toString(c.optimizer.kind)},
       {"optimizer.lr", num(c.optimizer.lr)},
       {"optimizer.momentum", num(c.optimizer.momentum)},
       {"optimizer.beta1", num(c.optimizer.beta1)},

@@ -8,14 +8,14 @@ namespace stagescope::plan {
 namespace {
 
 std::string describe(const FaultConfig& f) {
-  std::string s = f.kind + ":iteration=" + std::to_string(f.iteration) +
+  std::string s = toString(f.kind) + std::string(":iteration=") + std::to_string(f.iteration) +
                   ",microbatch=" + std::to_string(f.microbatch);
   if (f.rank >= 0) {
     s += ",rank=" + std::to_string(f.rank);
   } else {
     s += ",module=" + f.module + ",stage=" + std::to_string(f.stage);
   }
-  return s + ",direction=" + f.direction;
+  return s + ",direction=" + events::toString(f.direction);
 }
 
 // The ranks a fault applies to, and how to name them in a message.
@@ -91,7 +91,7 @@ void checkFaultsCanFire(const RunConfig& config, const Plan& plan) {
       throw ConfigError(field, config.sourceName + ": " + field + " = " + describe(f) +
                                    ": can never fire: " + why);
     };
-    const bool gradient = f.direction == "gradient";
+    const bool gradient = f.direction == events::Direction::Gradient;
     if (gradient && config.forwardOnly) {
       never("forward_only = true computes and sends no gradient; expected direction = activation");
     }
@@ -102,16 +102,13 @@ void checkFaultsCanFire(const RunConfig& config, const Plan& plan) {
       if (r < 0 || r >= static_cast<int>(plan.ranks.size())) continue;
       const RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
       const std::string module = f.rank >= 0 ? "" : f.module;  // a module's faults: its actions
-      fires =
-          fires ||
-          (f.kind == "kill"
-               ? computes(rp, gradient, f.microbatch, module)
-               : sends(rp, gradient ? events::Direction::Gradient : events::Direction::Activation,
-                       f.microbatch, module, f.kind == "shape"));
+      fires = fires || (f.kind == FaultKind::Kill ? computes(rp, gradient, f.microbatch, module)
+                                                  : sends(rp, f.direction, f.microbatch, module,
+                                                          f.kind == FaultKind::Shape));
     }
     if (fires) continue;
-    const auto dir = gradient ? events::Direction::Gradient : events::Direction::Activation;
-    if (f.kind == "shape") {
+    const auto dir = f.direction;
+    if (f.kind == FaultKind::Shape) {
       bool sendsAny = false;
       for (int r : ranks) {
         if (r >= 0 && r < static_cast<int>(plan.ranks.size()))
@@ -119,16 +116,17 @@ void checkFaultsCanFire(const RunConfig& config, const Plan& plan) {
                                        f.rank >= 0 ? "" : f.module);
       }
       if (sendsAny) {
-        never(who + " sends its " + f.direction + " of microbatch " + std::to_string(f.microbatch) +
+        never(who + " sends its " + events::toString(f.direction) + " of microbatch " +
+              std::to_string(f.microbatch) +
               " with a batch of 1 row, and a shape fault sends one row less (expected "
               "micro_batch_size >= 2)");
       }
     }
-    if (f.kind == "kill") {
+    if (f.kind == FaultKind::Kill) {
       never(who + " computes no " + (gradient ? "backward" : "forward") + " of microbatch " +
             std::to_string(f.microbatch));
     }
-    never(who + " sends no " + f.direction +
+    never(who + " sends no " + events::toString(f.direction) +
           " (those that do: " + sendersHint(plan, dir, f.microbatch) + ")");
   }
 }

@@ -21,25 +21,25 @@ constexpr double kExecRankBytes = 66 * kMB;
 constexpr double kSharedBytes = 110 * kMB;
 
 double dtypeBytes(const RunConfig& c) {
-  return c.dtype == "bfloat16" ? 2.0 : 4.0;
+  return c.dtype == events::Dtype::BFloat16 ? 2.0 : 4.0;
 }
 
 // Optimizer state tensors per parameter: Adam keeps two moments, SGD a momentum buffer when
 // momentum is set.
 double optimizerStates(const OptimizerConfig& o) {
-  if (o.kind == "adam") return 2;
+  if (o.kind == events::OptimizerKind::Adam) return 2;
   return o.momentum != 0 ? 1 : 0;
 }
 
 // Sequence length and micro-batch size of one microbatch on `m`'s stages.
 double sequenceOf(const RunConfig& c, const ModuleConfig& m) {
-  if (m.kind == "encoder") return m.patches;
+  if (m.isEncoder()) return m.patches;
   double s = m.textLen;
   for (const auto* e : c.encoders()) s += e->patches;
   return s;
 }
 double microBatchOf(const RunConfig& c, const ModuleConfig& m) {
-  return m.kind == "encoder" ? c.encoderMicroBatchSize(m) : c.microBatchSize;
+  return m.isEncoder() ? c.encoderMicroBatchSize(m) : c.microBatchSize;
 }
 
 // Elements autograd keeps for one microbatch of one stage.  Per transformer block (S tokens,
@@ -53,7 +53,7 @@ double activationElements(const RunConfig& c, const ModuleConfig& m, int stage) 
   const double t = m.tp, a = m.heads;
   const double block = S * B * (4 * h + 4 * h / t + 2 * f / t) + B * (a / t) * S * S;
   double total = block * m.layersOfStage(stage) + S * B * h;
-  if (m.kind == "llm" && stage == m.pp - 1) total += 2.0 * m.textLen * B * m.vocab;
+  if (m.isLlm() && stage == m.pp - 1) total += 2.0 * m.textLen * B * m.vocab;
   return total;
 }
 
@@ -87,7 +87,7 @@ double stageParameterCount(const RunConfig& c, const ModuleConfig& m, int stage)
   auto shard = [t](int n) { return static_cast<double>(t > 1 ? n / t : n); };
   double n = 0;
   if (stage == 0) {
-    if (m.kind == "encoder")
+    if (m.isEncoder())
       n += h * m.patchDim + h + static_cast<double>(m.patches) * h;
     else
       n += static_cast<double>(m.vocab) * h + sequenceOf(c, m) * h;
@@ -101,7 +101,7 @@ double stageParameterCount(const RunConfig& c, const ModuleConfig& m, int stage)
   n += block * m.layersOfStage(stage);
   if (stage == m.pp - 1) {
     n += 2 * h;  // final_ln
-    if (m.kind == "encoder")
+    if (m.isEncoder())
       n += static_cast<double>(c.llm().hidden) * h + c.llm().hidden;
     else
       n += static_cast<double>(m.vocab) * h;
@@ -111,7 +111,7 @@ double stageParameterCount(const RunConfig& c, const ModuleConfig& m, int stage)
 
 bool forkedRanksFor(const RunConfig& c) {
   const char* mode = std::getenv("STAGESCOPE_EXEC_RANKS");
-  return c.device == "cpu" && !(mode && std::string(mode) == "1");
+  return c.device == Device::Cpu && !(mode && std::string(mode) == "1");
 }
 
 double MemoryEstimate::totalBytes() const {

@@ -289,14 +289,15 @@ class RankBuilder {
       out->push_back({side, dir, l.peer, mb, l.edge, l.kind, l.role, l.peerModule, l.part, l.parts,
                       l.group, l.groupName,
                       dir == Direction::Activation ? l.activationShape : l.gradientShape,
-                      config_.dtype});
+                      events::toString(config_.dtype)});
     }
   }
 
   void addBroadcasts(std::vector<Broadcast>* out, const std::vector<BoundaryLink>& links,
                      Direction dir, int mb) {
     for (const BoundaryLink& l : links) {
-      out->push_back({dir, mb, l.peerModule, l.root, l.ranks, l.groupName, l.shape, config_.dtype});
+      out->push_back({dir, mb, l.peerModule, l.root, l.ranks, l.groupName, l.shape,
+                      events::toString(config_.dtype)});
     }
   }
 
@@ -437,7 +438,7 @@ Plan makePlan(const RunConfig& config, const Topology& topology) {
 }
 
 std::vector<int64_t> stageShape(const RunConfig& config, const ModuleConfig& module) {
-  if (module.kind == "encoder") {
+  if (module.isEncoder()) {
     return {module.patches, config.encoderMicroBatchSize(module), module.hidden};
   }
   int64_t sequence = module.textLen;

@@ -7,14 +7,14 @@ std::vector<events::ModuleInfo> moduleInfos(const RunConfig& cfg) {
   for (const auto& m : cfg.modules) {
     events::ModuleInfo mi;
     mi.name = m.name;
-    mi.kind = m.kind;
+    mi.kind = events::toString(m.kind);
     mi.tp = m.tp;
     mi.cp = m.cp;
     mi.pp = m.pp;
     mi.dp = m.dp;
     mi.offset = m.offset;
     mi.layers = m.layers;
-    if (m.kind == "encoder") mi.downstream = {cfg.llm().name};
+    if (m.isEncoder()) mi.downstream = {cfg.llm().name};
     out.push_back(std::move(mi));
   }
   return out;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/plan/Config.h"
+#include "core/plan/ConfigFields.h"
 
 namespace stagescope::plan {
 namespace {
@@ -92,7 +93,7 @@ TEST(AssetConfigs, DefaultValues) {
   EXPECT_EQ(c.iterations, 2);
   EXPECT_EQ(c.microbatches, 4);
   EXPECT_EQ(c.seed, 1234u);
-  EXPECT_EQ(c.optimizer.kind, "adam");
+  EXPECT_EQ(c.optimizer.kind, events::OptimizerKind::Adam);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 1e-3);
   ASSERT_EQ(c.modules.size(), 2u);
   const ModuleConfig& vision = c.module("vision");
@@ -125,8 +126,8 @@ layers = 4
 TEST(Config, DefaultsApply) {
   RunConfig c = parseConfig(kMinimal, "t.toml");
   EXPECT_EQ(c.sourceName, "t.toml");
-  EXPECT_EQ(c.dtype, "float32");
-  EXPECT_EQ(c.backend, "gloo");
+  EXPECT_EQ(c.dtype, events::Dtype::Float32);
+  EXPECT_EQ(c.backend, plan::Backend::Gloo);
   EXPECT_EQ(c.worldSize, 2);
   EXPECT_EQ(c.record.level, events::RecordLevel::Stats);
   EXPECT_FALSE(c.forwardOnly);
@@ -140,12 +141,12 @@ TEST(Config, SetOverridesTopLevelDottedAndModuleByName) {
                    "forward_only=true", "loss_scale=2"});
   EXPECT_EQ(c.microbatches, 8);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.5);
-  EXPECT_EQ(c.optimizer.kind, "adam");
+  EXPECT_EQ(c.optimizer.kind, events::OptimizerKind::Adam);
   EXPECT_EQ(c.llm().pp, 2);
   EXPECT_EQ(c.worldSize, 3);
   EXPECT_EQ(c.module("vision").hidden, 64);
   EXPECT_EQ(c.record.ranks, (std::vector<int>{0, 1}));
-  EXPECT_EQ(c.dtype, "bfloat16");  // bare string fallback
+  EXPECT_EQ(c.dtype, events::Dtype::BFloat16);  // bare string fallback
   EXPECT_TRUE(c.forwardOnly);
   EXPECT_DOUBLE_EQ(c.lossScale, 2.0);
   // The text is the TOML after overrides and parses back to the same config.
@@ -153,7 +154,7 @@ TEST(Config, SetOverridesTopLevelDottedAndModuleByName) {
   EXPECT_EQ(again.microbatches, 8);
   EXPECT_EQ(again.llm().pp, 2);
   EXPECT_EQ(again.module("vision").hidden, 64);
-  EXPECT_EQ(again.dtype, "bfloat16");
+  EXPECT_EQ(again.dtype, events::Dtype::BFloat16);
 }
 
 TEST(Config, SetOverrideErrors) {
@@ -223,11 +224,55 @@ TEST(Config, FaultsParse) {
                                 "[[faults]]\nkind = \"kill\"\nrank = 1\n",
                             "t.toml");
   ASSERT_EQ(c.faults.size(), 2u);
-  EXPECT_EQ(c.faults[0].kind, "delay");
+  EXPECT_EQ(c.faults[0].kind, plan::FaultKind::Delay);
   EXPECT_EQ(c.faults[0].microbatch, 2);
   EXPECT_DOUBLE_EQ(c.faults[0].delaySeconds, 0.5);
   EXPECT_EQ(c.faults[0].stage, -1);
   EXPECT_EQ(c.faults[1].rank, 1);
+}
+
+// The closed vocabularies are parsed once into enums; everything printed or hashed from them
+// (the canonical fields, hence run.config_hash) still reads as the text the config gave.
+TEST(Config, VocabulariesAreTypedAndPrintAsTheirText) {
+  RunConfig c = parseConfig(std::string(kMinimal) +
+                                "[optimizer]\nkind = \"adam\"\n"
+                                "[[faults]]\nkind = \"nan\"\nmodule = \"llm\"\n"
+                                "direction = \"gradient\"\n",
+                            "t.toml", {"dtype=\"bfloat16\""});
+  EXPECT_EQ(c.dtype, events::Dtype::BFloat16);
+  EXPECT_EQ(c.device, Device::Cpu);
+  EXPECT_EQ(c.backend, Backend::Gloo);
+  EXPECT_EQ(c.optimizer.kind, events::OptimizerKind::Adam);
+  EXPECT_EQ(c.module("vision").kind, events::ModuleKind::Encoder);
+  EXPECT_TRUE(c.module("llm").isLlm());
+  ASSERT_EQ(c.faults.size(), 1u);
+  EXPECT_EQ(c.faults[0].kind, FaultKind::Nan);
+  EXPECT_EQ(c.faults[0].direction, events::Direction::Gradient);
+  const std::string text = canonicalText(canonicalFields(c));
+  for (const char* line : {"\ndtype = bfloat16\n", "\ndevice = cpu\n", "\nbackend = gloo\n",
+                           "\noptimizer.kind = adam\n", "\nmodules.vision.kind = encoder\n",
+                           "\nmodules.llm.kind = llm\n", "\nfaults[0].kind = nan\n",
+                           "\nfaults[0].direction = gradient\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
+  }
+  for (FaultKind k : {FaultKind::Delay, FaultKind::Drop, FaultKind::Corrupt, FaultKind::Shape,
+                      FaultKind::Nan, FaultKind::Inf, FaultKind::Kill}) {
+    FaultKind back{};
+    EXPECT_TRUE(parseFaultKind(toString(k), &back)) << toString(k);
+    EXPECT_EQ(back, k);
+  }
+  FaultKind none{};
+  EXPECT_FALSE(parseFaultKind("explode", &none));
+}
+
+// float64 names the reference's own trajectory (events::Dtype::Float64), never a config's.
+TEST(Config, Float64IsNotAConfigDtype) {
+  try {
+    parseConfig(kMinimal, "t.toml", {"dtype=\"float64\""});
+    FAIL() << "dtype = float64 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "t.toml: dtype = \"float64\": expected one of float32, bfloat16");
+  }
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ events::RunInfo runInfoFor(const plan::RunConfig& cfg, const std::string& out) {
   info.level = cfg.record.level;
   info.recordFilter = cfg.record.filter();
   info.modules = plan::moduleInfos(cfg);
+  info.settings = plan::runSettings(cfg);  // what analysis reads (not the config text)
   info.versionStagescope = engine::kStagescopeVersion;
 #ifdef STAGESCOPE_HAVE_ENGINE
   info.versionTorch = TORCH_VERSION;

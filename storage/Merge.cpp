@@ -140,6 +140,14 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
   // Run-wide facts: the run file's own row (createRunFile) wins over a shard's copy.
   db.exec("INSERT OR IGNORE INTO main.run SELECT * FROM " + alias + ".run");
   db.exec("INSERT OR IGNORE INTO main.modules SELECT * FROM " + alias + ".modules");
+  for (const char* settings : {"run_settings", "module_settings"}) {  // either may predate them
+    if (!db.hasTable(settings) ||
+        db.queryInt(std::string("SELECT count(*) FROM ") + alias +
+                    ".sqlite_schema WHERE type='table' AND name='" + settings + "'") == 0)
+      continue;
+    db.exec(std::string("INSERT OR IGNORE INTO main.") + settings + " SELECT * FROM " + alias +
+            "." + settings);
+  }
   db.exec(update + " WHERE id = " + std::to_string(shardId));
   tx.commit();
   return total;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -55,6 +56,7 @@ class Loader {
     readTexts();
     countRows();
     readRun();
+    readSettings();
     const bool values = !opts_.timelineOnly && !opts_.statusOnly;  // gradients, losses, ...
     const bool timeline = !opts_.detailsOnly;
     const bool messages = timeline && !opts_.statusOnly;  // transfers, collectives, waits
@@ -323,6 +325,57 @@ class Loader {
       mods = comma == std::string_view::npos ? std::string_view() : mods.substr(comma + 1);
     }
     list("run", s.text(18), &r.recordFilter.ranks);
+  }
+
+  // The resolved settings (events::RunSettings), when the file records them: a file without
+  // the tables (recorded before they existed), or with no row (a captured job, a shard), leaves
+  // settings.recorded false.
+  void readSettings() {
+    if (!db_.hasTable("run_settings") || !db_.hasTable("module_settings")) return;
+    Stmt s = db_.prepare("SELECT " + dataColumns(tableDef("run_settings")) +
+                         " FROM run_settings WHERE id = 1");
+    if (!s.step()) return;
+    events::RunSettings& r = m_.info.settings;
+    const char* t = "run_settings";
+    integer(s, 0, t, "seed", false);
+    if (s.i64(0) < 0) bad(t, "seed = " + std::to_string(s.i64(0)) + ", expected >= 0");
+    r.seed = static_cast<uint64_t>(s.i64(0));
+    r.microBatchSize = bounded(s, 1, t, "micro_batch_size", 1, kInt32Max, false);
+    r.dtype = parse<events::Dtype>(t, s.text(2), [](std::string_view x, auto* o) {
+      return events::parseDtype(std::string(x), o);
+    });
+    r.forwardOnly = bounded(s, 3, t, "forward_only", 0, 1, false) == 1;
+    const char* reals[] = {
+        "loss_scale",      "optimizer_lr",  "optimizer_momentum",    "optimizer_beta1",
+        "optimizer_beta2", "optimizer_eps", "optimizer_weight_decay"};
+    double* into[] = {
+        &r.lossScale,       &r.optimizer.lr,  &r.optimizer.momentum,   &r.optimizer.beta1,
+        &r.optimizer.beta2, &r.optimizer.eps, &r.optimizer.weightDecay};
+    for (int k = 0; k < 7; ++k) {
+      const int c = k == 0 ? 4 : 5 + k;
+      if (!real(t, s, c, into[k]) || !std::isfinite(*into[k]))
+        bad(t, std::string(reals[k]) + " is not a finite number");
+    }
+    r.optimizer.kind = parse<events::OptimizerKind>(t, s.text(5), [](std::string_view x, auto* o) {
+      return events::parseOptimizerKind(std::string(x), o);
+    });
+    const char* mt = "module_settings";
+    Stmt m =
+        db_.prepare("SELECT " + dataColumns(tableDef(mt)) + " FROM module_settings ORDER BY rowid");
+    while (m.step()) {
+      events::ModuleSettings ms;
+      assign(ms.name, m.text(0));
+      ms.kind = parse<events::ModuleKind>(mt, m.text(1), [](std::string_view x, auto* o) {
+        return events::parseModuleKind(std::string(x), o);
+      });
+      ms.dp = bounded(m, 2, mt, "dp", 1, kMaxRanks, false);
+      ms.patches = bounded(m, 3, mt, "patches", 0, kInt32Max, false);
+      ms.patchDim = bounded(m, 4, mt, "patch_dim", 0, kInt32Max, false);
+      ms.textLen = bounded(m, 5, mt, "text_len", 0, kInt32Max, false);
+      ms.vocab = bounded(m, 6, mt, "vocab", 0, kInt32Max, false);
+      r.modules.push_back(std::move(ms));
+    }
+    r.recorded = true;
   }
 
   void readModules() {

@@ -68,6 +68,32 @@ std::vector<TableDef> makeTables() {
                 {"layers", "INTEGER"},
                 {"downstream", "TEXT"}},
                false});
+  // The resolved settings of a stagescope run (events::RunSettings; docs/run-file.md).  Added
+  // in format 3 without moving it: a file without these tables records none.
+  t.push_back({"run_settings",
+               {{"id", "INTEGER PRIMARY KEY CHECK (id = 1)"},
+                {"seed", "INTEGER"},
+                {"micro_batch_size", "INTEGER"},
+                {"dtype", "TEXT"},
+                {"forward_only", "INTEGER"},
+                {"loss_scale", "REAL"},
+                {"optimizer_kind", "TEXT"},
+                {"optimizer_lr", "REAL"},
+                {"optimizer_momentum", "REAL"},
+                {"optimizer_beta1", "REAL"},
+                {"optimizer_beta2", "REAL"},
+                {"optimizer_eps", "REAL"},
+                {"optimizer_weight_decay", "REAL"}},
+               false});
+  t.push_back({"module_settings",
+               {{"name", "TEXT PRIMARY KEY"},
+                {"kind", "TEXT"},
+                {"dp", "INTEGER"},
+                {"patches", "INTEGER"},
+                {"patch_dim", "INTEGER"},
+                {"text_len", "INTEGER"},
+                {"vocab", "INTEGER"}},
+               false});
   t.push_back({"ranks",
                {{"rank", "INTEGER NOT NULL"},
                 {"module", "TEXT"},
@@ -551,6 +577,39 @@ void writeRunInfo(Db& db, const events::RunInfo& info) {
     mod.bind(j++, m.offset);
     mod.bind(j++, m.layers);
     mod.bindText(j++, downstream);
+    mod.run();
+  }
+  writeRunSettings(db, info.settings);
+}
+
+void writeRunSettings(Db& db, const events::RunSettings& s) {
+  if (!db.hasTable("run_settings") || !db.hasTable("module_settings")) return;  // an older file
+  db.exec("DELETE FROM run_settings");
+  db.exec("DELETE FROM module_settings");
+  if (!s.recorded) return;
+  Stmt run = db.prepare("INSERT INTO run_settings(id, " + dataColumns(tableDef("run_settings")) +
+                        ") VALUES(1,?,?,?,?,?,?,?,?,?,?,?,?)");
+  int i = 1;
+  run.bind(i++, static_cast<int64_t>(s.seed));
+  run.bind(i++, s.microBatchSize);
+  run.bindText(i++, events::toString(s.dtype));
+  run.bind(i++, s.forwardOnly ? 1 : 0);
+  bindReal(run, i++, s.lossScale);
+  run.bindText(i++, events::toString(s.optimizer.kind));
+  for (double v : {s.optimizer.lr, s.optimizer.momentum, s.optimizer.beta1, s.optimizer.beta2,
+                   s.optimizer.eps, s.optimizer.weightDecay})
+    bindReal(run, i++, v);
+  run.run();
+  Stmt mod = db.prepare(insertSql(tableDef("module_settings")));
+  for (const auto& m : s.modules) {
+    int j = 1;
+    mod.bindText(j++, m.name);
+    mod.bindText(j++, events::toString(m.kind));
+    mod.bind(j++, m.dp);
+    mod.bind(j++, m.patches);
+    mod.bind(j++, m.patchDim);
+    mod.bind(j++, m.textLen);
+    mod.bind(j++, m.vocab);
     mod.run();
   }
 }

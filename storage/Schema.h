@@ -101,6 +101,9 @@ std::string copyPackedSql(const TableDef& table, const std::string& source, cons
 // Writes RunInfo into the `run` row (id 1) and the `modules` rows (exactly info.modules: other
 // rows are deleted).  Call it inside a transaction, so readers see both change together.
 void writeRunInfo(Db& db, const events::RunInfo& info);
+// Writes the `run_settings` row and the `module_settings` rows (none when !settings.recorded);
+// nothing in a file older than these tables.  Part of writeRunInfo.
+void writeRunSettings(Db& db, const events::RunSettings& settings);
 
 // Opens an existing stagescope file and checks its format; throws RunFileError (NotFound,
 // NotARunFile, NewerVersion, Corrupt) naming the file and the reason.

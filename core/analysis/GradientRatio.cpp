@@ -5,8 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "core/events/CapturedLayout.h"
-#include "core/plan/Config.h"
+#include "core/analysis/RunSetup.h"
 
 namespace stagescope::analysis {
 namespace {
@@ -14,8 +13,8 @@ namespace {
 constexpr double kUniform = 1e-3;  // per-parameter ratios within this of each other
 constexpr double kNotOne = 1e-3;   // and this far from 1
 
-// Each module's dp size and the language model's, from the run's config or declared layout;
-// empty when neither parses.
+// Each module's dp size and the language model's, from the run's recorded settings (a captured
+// job's from the layout it declared: RunSetup.h); empty when unknown.
 struct DpSizes {
   std::map<std::string, int> dp;
   int llm = 0;
@@ -29,17 +28,11 @@ struct DpSizes {
 
 DpSizes dpSizesOf(const model::RunModel& run) {
   DpSizes out;
-  std::string text = run.info.configText;
-  if (events::isCapturedConfig(text)) text = events::declaredLayoutText(text);
-  if (text.empty()) return out;
-  try {
-    const plan::RunConfig cfg = plan::parseConfig(text, run.path);
-    for (const auto& m : cfg.modules) {
-      out.dp[m.name] = m.dp;
-      if (m.isLlm()) out.llm = m.dp;
-    }
-  } catch (const std::exception&) {
-    return {};
+  const RunSetup setup = runSetupOf(run);
+  if (!setup.known) return out;
+  for (const auto& m : setup.settings.modules) {
+    out.dp[m.name] = m.dp;
+    if (m.kind == events::ModuleKind::Llm) out.llm = m.dp;
   }
   return out;
 }

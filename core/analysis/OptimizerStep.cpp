@@ -7,9 +7,9 @@
 #include <sstream>
 #include <utility>
 
+#include "core/analysis/RunSetup.h"
 #include "core/analysis/Tolerance.h"
 #include "core/analysis/Values.h"
-#include "core/plan/Config.h"
 
 namespace stagescope::analysis {
 namespace {
@@ -44,7 +44,7 @@ struct Stepped {
   std::vector<double> value, bound;
 };
 
-Stepped stepAdam(const plan::OptimizerConfig& o, State& s, const std::vector<double>& p,
+Stepped stepAdam(const events::OptimizerSettings& o, State& s, const std::vector<double>& p,
                  const std::vector<double>& g) {
   const size_t n = p.size();
   if (s.m.empty()) s.m.assign(n, 0), s.v.assign(n, 0), s.dm.assign(n, 0), s.dv.assign(n, 0);
@@ -80,7 +80,7 @@ Stepped stepAdam(const plan::OptimizerConfig& o, State& s, const std::vector<dou
   return out;
 }
 
-Stepped stepSgd(const plan::OptimizerConfig& o, State& s, const std::vector<double>& p,
+Stepped stepSgd(const events::OptimizerSettings& o, State& s, const std::vector<double>& p,
                 const std::vector<double>& g) {
   const size_t n = p.size();
   const float wd = static_cast<float>(o.weightDecay), mu = static_cast<float>(o.momentum);
@@ -105,7 +105,7 @@ Stepped stepSgd(const plan::OptimizerConfig& o, State& s, const std::vector<doub
   return out;
 }
 
-std::string describe(const plan::OptimizerConfig& o) {
+std::string describe(const events::OptimizerSettings& o) {
   std::ostringstream s;
   s.precision(6);
   const bool adam = o.kind == events::OptimizerKind::Adam;
@@ -148,13 +148,12 @@ void compare(const Stepped& want, const GatheredGradient& got, int iteration, St
 
 StepJudgement judgeOptimizerSteps(const model::RunModel& run) {
   StepJudgement out;
-  plan::RunConfig cfg;
-  try {
-    cfg = plan::parseConfig(run.info.configText, run.path);
-  } catch (const std::exception&) {
+  const RunSetup setup = runSetupOf(run);
+  if (!setup.known) {
     out.why = "the run's config text does not parse";
     return out;
   }
+  const events::RunSettings& cfg = setup.settings;
   if (cfg.forwardOnly) {
     out.why = "forward-only run";
     return out;

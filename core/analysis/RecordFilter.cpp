@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "core/plan/Config.h"
+#include "core/analysis/RunSetup.h"
 
 namespace stagescope::analysis {
 
@@ -40,19 +40,8 @@ std::string RecordFilter::describe() const {
 
 RecordFilter recordFilterOf(const model::RunModel& run) {
   RecordFilter f;
-  if (run.schemaVersion >= 2 || !run.info.recordFilter.all()) {
-    static_cast<events::RecordFilter&>(f) = run.info.recordFilter;
-    return f;
-  }
-  if (run.info.configText.empty()) return f;
-  try {
-    const plan::RunConfig cfg = plan::parseConfig(run.info.configText, run.path);
-    f.iterations = cfg.record.iterations;
-    f.ranks = cfg.record.ranks;
-    f.modules = cfg.record.modules;
-  } catch (const std::exception&) {
-    // A config that no longer parses (another version): judge the run unfiltered.
-  }
+  // As stored; a format-1 file's from its config text (RunSetup.h, the one fallback).
+  static_cast<events::RecordFilter&>(f) = runSetupOf(run).recordFilter;
   return f;
 }
 

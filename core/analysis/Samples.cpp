@@ -4,8 +4,8 @@
 #include <exception>
 #include <random>
 
+#include "core/analysis/RunSetup.h"
 #include "core/events/Checksum.h"
-#include "core/plan/Config.h"
 
 namespace stagescope::analysis {
 
@@ -23,33 +23,31 @@ int SampleLayout::perReplica(const std::string& module) const {
 
 SampleLayout sampleLayoutOf(const model::RunModel& run) {
   SampleLayout s;
-  if (run.info.configText.empty()) {
-    s.why = "the run has no stagescope config (a captured job)";
+  const RunSetup setup = runSetupOf(run);
+  const events::ModuleSettings* llm = setup.llm();
+  if (!setup.known || !llm) {
+    s.why = setup.known ? "its settings name no llm module" : setup.why;
     return s;
   }
-  try {
-    const plan::RunConfig cfg = plan::parseConfig(run.info.configText, run.path);
-    s.seed = cfg.seed;
-    s.microbatches = cfg.microbatches;
-    s.globalBatch = cfg.globalBatch();
-    for (const auto& m : cfg.modules) {
-      ModuleSamples ms;
-      ms.kind = m.kind;
-      ms.dp = m.dp;
-      ms.perReplica = m.isLlm() ? cfg.microBatchSize : cfg.encoderMicroBatchSize(m);
-      if (m.isLlm()) {
-        ms.textLen = m.textLen;
-        ms.vocab = m.vocab;
-      } else {
-        ms.patches = m.patches;
-        ms.patchDim = m.patchDim;
-      }
-      s.modules[m.name] = ms;
-    }
-    s.known = true;
-  } catch (const std::exception& e) {
-    s.why = std::string("its config does not parse: ") + e.what();
+  const events::RunSettings& cfg = setup.settings;
+  s.seed = cfg.seed;
+  s.microbatches = run.info.microbatches;
+  s.globalBatch = int64_t{run.info.microbatches} * cfg.microBatchSize * llm->dp;
+  for (const auto& m : cfg.modules) {
+    ModuleSamples ms;
+    ms.kind = m.kind;
+    ms.dp = m.dp;
+    // An encoder replica's micro-batch: micro_batch_size * llm dp / dp (plan::RunConfig).
+    ms.perReplica = m.kind == events::ModuleKind::Llm
+                        ? cfg.microBatchSize
+                        : static_cast<int>(int64_t{cfg.microBatchSize} * llm->dp / m.dp);
+    ms.textLen = m.textLen;
+    ms.vocab = m.vocab;
+    ms.patches = m.patches;
+    ms.patchDim = m.patchDim;
+    s.modules[m.name] = ms;
   }
+  s.known = true;
   return s;
 }
 

@@ -223,6 +223,36 @@ struct RecordFilter {
   }
 };
 
+// The resolved settings a stagescope run computed with, as far as the read side needs them:
+// the config after defaults and validation, typed.  Written at record time (the run file's
+// `run_settings` and `module_settings` tables, docs/run-file.md), so that a run is judged by
+// what ran, never by what a later parser and its defaults make of the stored config text.
+// Filled from plan::RunConfig by one function (plan::runSettings, core/plan/RunLayout.h); the
+// run's iterations, microbatches, record filter and grids are RunInfo's own fields.
+struct ModuleSettings {
+  std::string name;
+  ModuleKind kind = ModuleKind::Encoder;
+  int32_t dp = 1;
+  int32_t patches = 0, patchDim = 0;  // one encoder sample: [patches, patchDim] floats
+  int32_t textLen = 0, vocab = 0;     // one llm sample: textLen + 1 tokens below vocab
+};
+struct OptimizerSettings {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  double lr = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
+};
+struct RunSettings {
+  // False when the file holds none: a captured job, or a file recorded before the tables
+  // existed (core/analysis/RunSetup.h then derives them from the stored config text).
+  bool recorded = false;
+  uint64_t seed = 0;
+  int32_t microBatchSize = 0;  // the llm's, per data-parallel replica
+  Dtype dtype = Dtype::Float32;
+  bool forwardOnly = false;
+  double lossScale = 1;
+  OptimizerSettings optimizer;
+  std::vector<ModuleSettings> modules;  // config order
+};
+
 // Run-wide facts, written once by the launcher (rank 0 in multi-host runs).
 struct RunInfo {
   std::string runId;
@@ -239,6 +269,7 @@ struct RunInfo {
   std::string statusReason;
   ChecksumFunction checksumFunction = kRecordedChecksum;  // of every checksum column
   RecordFilter recordFilter;                              // what the [record] filters kept
+  RunSettings settings;  // what the run computed with (stagescope's own runs)
 };
 
 // One collective operation (all_reduce, broadcast, all_gather, ...) as seen by one member

@@ -20,6 +20,33 @@ std::vector<events::ModuleInfo> moduleInfos(const RunConfig& cfg) {
   return out;
 }
 
+events::RunSettings runSettings(const RunConfig& cfg) {
+  events::RunSettings s;
+  s.recorded = true;
+  s.seed = cfg.seed;
+  s.microBatchSize = cfg.microBatchSize;
+  s.dtype = cfg.dtype;
+  s.forwardOnly = cfg.forwardOnly;
+  s.lossScale = cfg.lossScale;
+  const OptimizerConfig& o = cfg.optimizer;
+  s.optimizer = {o.kind, o.lr, o.momentum, o.beta1, o.beta2, o.eps, o.weightDecay};
+  for (const auto& m : cfg.modules) {
+    events::ModuleSettings ms;
+    ms.name = m.name;
+    ms.kind = m.kind;
+    ms.dp = m.dp;
+    if (m.isLlm()) {
+      ms.textLen = m.textLen;
+      ms.vocab = m.vocab;
+    } else {
+      ms.patches = m.patches;
+      ms.patchDim = m.patchDim;
+    }
+    s.modules.push_back(std::move(ms));
+  }
+  return s;
+}
+
 std::vector<events::RankInfo> rankInfos(const RankPlan& rank, const Plan& plan) {
   std::vector<events::RankInfo> out;
   for (const RankStage& s : rank.stages) {

@@ -94,6 +94,15 @@ const char* const kMutations[] = {
     "UPDATE shards SET rank = 2147483647",
     "UPDATE ranks SET clock_offset_ns = -9223372036854775808",
     "UPDATE actions SET start_ns = -9223372036854775808, end_ns = 9223372036854775807",
+    // the resolved settings analysis reads instead of the config text
+    "UPDATE run_settings SET seed = -1",
+    "UPDATE run_settings SET micro_batch_size = 0",
+    "UPDATE run_settings SET dtype = 'float99'",
+    "UPDATE run_settings SET optimizer_kind = 'rmsprop'",
+    "UPDATE run_settings SET optimizer_lr = 'fast'",
+    "UPDATE run_settings SET forward_only = 2",
+    "UPDATE module_settings SET dp = 0",
+    "UPDATE module_settings SET kind = 'decoder'",
 };
 
 TEST(Mutation, OutOfRangeValuesAreRejectedNotTrusted) {

@@ -110,6 +110,31 @@ void expectRunInfo(const events::RunInfo& got, const events::RunInfo& want) {
   EXPECT_EQ(got.recordFilter.iterations, want.recordFilter.iterations);
   EXPECT_EQ(got.recordFilter.modules, want.recordFilter.modules);
   EXPECT_EQ(got.recordFilter.ranks, want.recordFilter.ranks);
+  const auto& gs = got.settings;
+  const auto& ws = want.settings;
+  EXPECT_EQ(gs.recorded, ws.recorded);
+  EXPECT_EQ(gs.seed, ws.seed);
+  EXPECT_EQ(gs.microBatchSize, ws.microBatchSize);
+  EXPECT_EQ(gs.dtype, ws.dtype);
+  EXPECT_EQ(gs.forwardOnly, ws.forwardOnly);
+  EXPECT_EQ(gs.lossScale, ws.lossScale);
+  EXPECT_EQ(gs.optimizer.kind, ws.optimizer.kind);
+  EXPECT_EQ(gs.optimizer.lr, ws.optimizer.lr);
+  EXPECT_EQ(gs.optimizer.momentum, ws.optimizer.momentum);
+  EXPECT_EQ(gs.optimizer.beta1, ws.optimizer.beta1);
+  EXPECT_EQ(gs.optimizer.beta2, ws.optimizer.beta2);
+  EXPECT_EQ(gs.optimizer.eps, ws.optimizer.eps);
+  EXPECT_EQ(gs.optimizer.weightDecay, ws.optimizer.weightDecay);
+  ASSERT_EQ(gs.modules.size(), ws.modules.size());
+  for (size_t i = 0; i < ws.modules.size(); ++i) {
+    EXPECT_EQ(gs.modules[i].name, ws.modules[i].name);
+    EXPECT_EQ(gs.modules[i].kind, ws.modules[i].kind);
+    EXPECT_EQ(gs.modules[i].dp, ws.modules[i].dp);
+    EXPECT_EQ(gs.modules[i].patches, ws.modules[i].patches);
+    EXPECT_EQ(gs.modules[i].patchDim, ws.modules[i].patchDim);
+    EXPECT_EQ(gs.modules[i].textLen, ws.modules[i].textLen);
+    EXPECT_EQ(gs.modules[i].vocab, ws.modules[i].vocab);
+  }
   ASSERT_EQ(got.modules.size(), want.modules.size());
   for (size_t i = 0; i < want.modules.size(); ++i) {
     const auto& g = got.modules[i];

@@ -48,6 +48,16 @@ events::RunInfo sampleRun(int worldSize, events::RecordLevel level) {
   r.status = events::RunStatus::Running;
   r.statusReason = "";
   r.recordFilter = {{0, 2}, {"llm", "vision"}, {0, 1, 5}};
+  auto& s = r.settings;  // every field distinct from its default
+  s.recorded = true;
+  s.seed = 9007199254740993;  // above 2^53: not rounded through a double
+  s.microBatchSize = 3;
+  s.dtype = events::Dtype::BFloat16;
+  s.forwardOnly = true;
+  s.lossScale = 1024;
+  s.optimizer = {events::OptimizerKind::Adam, 0.05, 0.5, 0.8, 0.98, 1e-6, 0.01};
+  s.modules = {{"vision", events::ModuleKind::Encoder, 2, 4, 8, 0, 0},
+               {"llm", events::ModuleKind::Llm, 1, 0, 0, 8, 64}};
   return r;
 }
 

@@ -562,6 +562,19 @@ void App::inspectCompared(analysis::ItemKind kind, int64_t index) {
                      "Compare: %s (%s)", analysis::toString(item->state),
                      analysis::toString(item->evidence));
   ImGui::TextWrapped("aligned as %s", item->key.c_str());
+  // One naming of microbatches: the key counts them across the DP replicas (gmb = microbatch x
+  // dp size + dp), the record's rows above per replica.
+  const bool isTransfer = kind == analysis::ItemKind::Transfer;
+  if ((isTransfer || kind == analysis::ItemKind::Loss) && item->microbatch >= 0) {
+    const int own = isTransfer ? a->model.transfers[key].microbatch
+                               : a->model.losses[static_cast<size_t>(index)].microbatch;
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped(
+        "gmb%d: the global microbatch, counted over the DP replicas; this %s is "
+        "microbatch %d of its replica",
+        item->microbatch, isTransfer ? "message" : "loss", own);
+    ImGui::PopStyleColor();
+  }
   if (!ImGui::BeginTable("##cmp", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingStretchProp))
     return;
   ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 80);

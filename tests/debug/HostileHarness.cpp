@@ -562,28 +562,11 @@ struct LiveRun {
   std::string run;           // the run file
 };
 
-LiveRun startLive(const Prepared& p, const std::string& sandbox, const std::string& logs,
-                  int timeoutSeconds) {
-  LiveRun live;
-  live.run = sandbox + "/live.db";
-  const std::string cfg = sandbox + "/live.toml";
-  if (p.live == "launcher") {
-    live.procs.push_back(start({"run", cfg, "-o", live.run, "-q"}, Prepared{}, logs, 100));
-  } else {
-    const std::string port = std::to_string(freePort());
-    for (int r = 0; r < p.liveRanks; ++r) {
-      Prepared env;
-      env.env = {{"RANK", std::to_string(r)},
-                 {"LOCAL_RANK", std::to_string(r)},
-                 {"WORLD_SIZE", std::to_string(p.liveRanks)},
-                 {"MASTER_ADDR", "127.0.0.1"},
-                 {"MASTER_PORT", port}};
-      live.procs.push_back(start({"worker", cfg, "--out", live.run}, env, logs, 100 + r));
-    }
-  }
-  // Every rank has committed actions (bounded: a diagnosis, never a hang).
+// "" once every rank has committed actions to its shard; else why not (bounded: a diagnosis,
+// never a hang): a process of the run exited first, or `timeoutSeconds` passed.
+std::string waitForCommittedActions(const LiveRun& live, int ranks, int timeoutSeconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
-  for (int r = 0; r < p.liveRanks;) {
+  for (int r = 0; r < ranks;) {
     if (committedActions(live.run + ".rank" + std::to_string(r) + ".shard") > 0) {
       ++r;
       continue;
@@ -595,9 +578,49 @@ LiveRun startLive(const Prepared& p, const std::string& sandbox, const std::stri
                         (all ? "within " + std::to_string(timeoutSeconds) + " s"
                              : std::string("before a process of the run exited"));
       for (const auto& ch : live.procs) why += "\n" + tail(readFile(ch.errPath));
-      throw std::runtime_error(why);
+      return why;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "";
+}
+
+LiveRun startLive(const Prepared& p, const std::string& sandbox, const std::string& logs,
+                  int timeoutSeconds) {
+  LiveRun live;
+  live.run = sandbox + "/live.db";
+  const std::string cfg = sandbox + "/live.toml";
+  // The workers' port is free when chosen, but another test running in parallel can bind it
+  // before rank 0 does (EADDRINUSE, seen once in CI): then the attempt's processes and shards
+  // (this harness's own, in its sandbox) are removed and a new port is tried.
+  constexpr int kPortAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    live.procs.clear();
+    if (p.live == "launcher") {
+      live.procs.push_back(start({"run", cfg, "-o", live.run, "-q"}, Prepared{}, logs, 100));
+    } else {
+      const std::string port = std::to_string(freePort());
+      for (int r = 0; r < p.liveRanks; ++r) {
+        Prepared env;
+        env.env = {{"RANK", std::to_string(r)},
+                   {"LOCAL_RANK", std::to_string(r)},
+                   {"WORLD_SIZE", std::to_string(p.liveRanks)},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", port}};
+        live.procs.push_back(start({"worker", cfg, "--out", live.run}, env, logs, 100 + r));
+      }
+    }
+    const std::string why = waitForCommittedActions(live, p.liveRanks, timeoutSeconds);
+    if (why.empty()) break;
+    const bool portTaken = why.find("EADDRINUSE") != std::string::npos;
+    if (!portTaken || p.live != "workers" || attempt == kPortAttempts)
+      throw std::runtime_error(why);
+    for (const auto& ch : live.procs) {
+      ::kill(-ch.pid, SIGKILL);
+      finish(ch, 10);
+    }
+    for (int r = 0; r < p.liveRanks; ++r)
+      fs::remove(live.run + ".rank" + std::to_string(r) + ".shard");
   }
   if (p.live == "workers") {  // the peek merge that makes the run file
     const CaseRun peek = runNow({"merge", live.run, "--config", cfg}, logs, 99, timeoutSeconds);

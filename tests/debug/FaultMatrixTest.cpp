@@ -198,10 +198,17 @@ TEST(FaultHang, ATimeoutTooShortForTheRendezvousIsSaidInWords) {
   EXPECT_EQ(out.exitCode, 10) << out.output;
   for (const char* noise : {"Exception raised from", "frame #", "[c10d]", "rank -1", "action -1"})
     EXPECT_EQ(out.output.find(noise), std::string::npos) << noise << " in:\n" << out.output;
-  EXPECT_NE(out.output.find("rendezvous: "), std::string::npos) << out.output;
+  // Two start-up waits share the 0.001 s budget: the rendezvous and, right after it, the clock
+  // alignment. Which of them runs out first is a race the test must not depend on; either one
+  // must be named in words.
+  auto namesAStartupWait = [](const std::string& text) {
+    return text.find("rendezvous: ") != std::string::npos ||
+           text.find("clock alignment (") != std::string::npos;
+  };
+  EXPECT_TRUE(namesAStartupWait(out.output)) << out.output;
   model::RunModel run = storage::loadRun(out.runPath);
   EXPECT_EQ(run.info.status, events::RunStatus::Hung);
-  EXPECT_NE(run.info.statusReason.find("rendezvous: "), std::string::npos) << run.info.statusReason;
+  EXPECT_TRUE(namesAStartupWait(run.info.statusReason)) << run.info.statusReason;
   EXPECT_NE(run.info.statusReason.rfind(";", 0), 0u) << run.info.statusReason;  // no empty lead
 }
 

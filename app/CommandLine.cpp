@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -92,7 +93,72 @@ const CLI::Validator& pathValidator() {
   return v;
 }
 
+namespace {
+
+// The positional argument a RequiredError is about, in words: "missing B (the second run
+// file); usage: stagescope compare A B [OPTIONS]" instead of CLI11's "b is required".
+std::string missingPositional(const CLI::App& sub) {
+  std::string usage, missing;
+  for (const CLI::Option* o : sub.get_options()) {
+    if (!o->get_positional()) continue;
+    usage += " " + o->get_name();
+    if (o->get_required() && o->count() == 0 && missing.empty()) {
+      missing = o->get_name();
+      if (!o->get_description().empty()) missing += " (" + o->get_description() + ")";
+    }
+  }
+  if (missing.empty()) return "";
+  return "missing " + missing + "; usage: stagescope " + sub.get_name() + usage + " [OPTIONS]";
+}
+
+// Config values are not options: `run CONFIG --iterations 5` is told to use --set.
+std::string configValueHint(const CLI::App& sub, const std::string& error) {
+  const std::string name = sub.get_name();
+  if (name != "run" && name != "plan" && name != "worker") return "";
+  const size_t at = error.find("--");
+  if (at == std::string::npos) return "";
+  size_t end = at + 2;
+  while (end < error.size() && (std::isalnum(static_cast<unsigned char>(error[end])) ||
+                                error[end] == '_' || error[end] == '-' || error[end] == '.'))
+    ++end;
+  std::string key = error.substr(at + 2, end - at - 2);
+  for (char& c : key)
+    if (c == '-') c = '_';
+  if (key.empty()) return "";
+  return "; config values are set with --set " + key + "=VALUE (every key: docs/config.md)";
+}
+
+}  // namespace
+
+bool parseWindowSize(const std::string& text, int* width, int* height) {
+  int w = 0, h = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%dx%d%c", &w, &h, &tail) != 2 || w < 200 || h < 150 || w > 16384 ||
+      h > 16384)
+    return false;
+  *width = w;
+  *height = h;
+  return true;
+}
+
+const CLI::Validator& windowSizeValidator() {
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        int w = 0, h = 0;
+        return parseWindowSize(text, &w, &h)
+                   ? std::string()
+                   : "expected WIDTHxHEIGHT between 200x150 and 16384x16384, got '" +
+                         events::shownValue(text) + "'";
+      },
+      "WxH");
+  return v;
+}
+
 std::optional<int> parseCommandLine(CLI::App& cli, int argc, char** argv) {
+  if (argc == 1) {  // no command: what there is to do, not an error
+    std::printf("%s", cli.help().c_str());
+    return 0;
+  }
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const auto* sub : cli.get_subcommands({})) known = known || sub->get_name() == argv[1];
@@ -117,10 +183,20 @@ std::optional<int> parseCommandLine(CLI::App& cli, int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return cli.exit(e);
     // Usage errors: one line naming what was wrong, one line saying where help is; exit 2.
     std::string where = "stagescope";
-    for (const auto* sub : cli.get_subcommands()) where += " " + sub->get_name();
+    const CLI::App* used = nullptr;
+    for (const auto* sub : cli.get_subcommands()) {
+      where += " " + sub->get_name();
+      used = sub;
+    }
+    std::string message = e.what();
+    if (used && e.get_exit_code() == static_cast<int>(CLI::ExitCodes::RequiredError)) {
+      if (std::string missing = missingPositional(*used); !missing.empty()) message = missing;
+    }
+    if (used && e.get_exit_code() == static_cast<int>(CLI::ExitCodes::ExtrasError))
+      message += configValueHint(*used, message);
     // CLI11's message quotes the value it refused: the whole message is capped (4x a value's cap).
     std::fprintf(stderr, "error: %s\n",
-                 events::shownValue(e.what(), 4 * events::kMaxShownBytes).c_str());
+                 events::shownValue(message, 4 * events::kMaxShownBytes).c_str());
     std::fprintf(stderr, "usage: %s --help\n", where.c_str());
     return analysis::exit_code::kUsage;
   }

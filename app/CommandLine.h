@@ -30,9 +30,12 @@ const CLI::Validator& pathValidator();
 // Refuses an empty value: an option given as '' (an unset shell variable) is a mistake, never
 // the same as leaving the option out (`check RUN --against ''` checked RUN alone and passed).
 const CLI::Validator& nonEmptyValidator();
+// `gui --size WIDTHxHEIGHT`: 200x150 .. 16384x16384; false (nothing written) otherwise.
+bool parseWindowSize(const std::string& text, int* width, int* height);
+const CLI::Validator& windowSizeValidator();
 
-// Parses argv into `cli`.  Returns the exit code when the process is done (help or --version
-// printed: 0; an unknown command or a usage error printed as one `error:` line and a
+// Parses argv into `cli`.  Returns the exit code when the process is done (no command, help or
+// --version printed: 0; an unknown command or a usage error printed as one `error:` line and a
 // `usage:` line: exit 2), or nullopt when the parsed command is to be run.
 std::optional<int> parseCommandLine(CLI::App& cli, int argc, char** argv);
 

@@ -207,6 +207,13 @@ int workerCommand(const WorkerOptions& opts) {
     rank = env.rank;
     errorFile = env.errorFile;
     const plan::RunConfig cfg = plan::loadConfig(opts.config);
+    if (env.worldSize != cfg.worldSize && !std::getenv("WORLD_SIZE") &&
+        !std::getenv("SLURM_NTASKS")) {
+      throw std::runtime_error(
+          "WORLD_SIZE is not set: `stagescope worker` runs one rank under torchrun or Slurm "
+          "(they set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); `stagescope run " +
+          opts.config + "` launches all " + std::to_string(cfg.worldSize) + " ranks here");
+    }
     if (env.worldSize != cfg.worldSize) {
       throw std::runtime_error("WORLD_SIZE = " + std::to_string(env.worldSize) + " but " +
                                opts.config + " places modules on " + std::to_string(cfg.worldSize) +

@@ -47,11 +47,19 @@ fi
 # libraries libtorch_cuda.so needs at import (cufile, cusparseLt, nvshmem) come from PyPI.
 if ! .venv/bin/python -c "import torch.distributed.pipelining" >/dev/null 2>&1; then
   echo "bootstrap: making the venv's torch importable from Python"
-  .venv/bin/pip install -q filelock typing-extensions sympy networkx jinja2 fsspec numpy
-  .venv/bin/pip install -q "cuda-toolkit[cufile]==13.0.2" "nvidia-cusparselt-cu13==0.8.0" \
+  # --no-warn-conflicts: torch's requirement of triton (GPU kernels) is left out on purpose, and
+  # pip would print it as an "ERROR" on every successful install.
+  .venv/bin/pip install -q --no-warn-conflicts filelock typing-extensions sympy networkx jinja2 fsspec numpy
+  .venv/bin/pip install -q --no-warn-conflicts "cuda-toolkit[cufile]==13.0.2" "nvidia-cusparselt-cu13==0.8.0" \
     "nvidia-nvshmem-cu13==3.4.5"
   .venv/bin/python -c "import torch.distributed.pipelining" ||
     { echo "bootstrap: Python torch is still not importable from .venv" >&2; exit 1; }
+fi
+# What the docs' Python examples import beyond torch (docs/run-file.md: XXH3 checksums with
+# xxhash, a run file read with pandas); the docs test runs them.
+if ! .venv/bin/python -c "import xxhash, pandas" >/dev/null 2>&1; then
+  echo "bootstrap: installing xxhash and pandas (the docs' Python examples)"
+  .venv/bin/pip install -q --no-warn-conflicts xxhash pandas
 fi
 TORCH_ROOT=$(.venv/bin/python -c "import importlib.util as u,os;print(os.path.dirname(u.find_spec('torch').origin))")
 test -f "$TORCH_ROOT/lib/libtorch_cpu.so" || { echo "bootstrap: $TORCH_ROOT/lib/libtorch_cpu.so missing" >&2; exit 1; }

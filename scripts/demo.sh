@@ -18,6 +18,7 @@ OTHER=runs/demo-layout2.db
 "$EXE" compare "$RUN" "$OTHER" --html runs/demo-compare.html --md runs/demo-compare.md >/dev/null
 "$EXE" export "$RUN" --chrome-trace runs/demo-trace.json
 echo
+echo "stagescope:      $EXE   (export PATH=\"$(cd "$(dirname "$EXE")" && pwd):\$PATH\" to type 'stagescope')"
 echo "run file:        $RUN   (sqlite3 $RUN 'select kind, count(*) from actions group by kind')"
 echo "compare report:  runs/demo-compare.html (vs the tp1/pp4 layout of the same model)"
 echo "trace:           runs/demo-trace.json (open in ui.perfetto.dev or chrome://tracing)"

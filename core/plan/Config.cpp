@@ -1026,6 +1026,16 @@ std::string readConfigFile(const std::string& path) {
   if (!in) throw ConfigError("", name + ": cannot open the config file (missing or unreadable)");
   std::ostringstream buffer;
   buffer << in.rdbuf();
+  // A run file (or a shard) where a config belongs: say what it is and what reads it, instead of
+  // a TOML parse error about its binary header.
+  static constexpr std::string_view kSqliteHeader{"SQLite format 3\0", 16};
+  if (std::string_view(buffer.str()).substr(0, kSqliteHeader.size()) == kSqliteHeader) {
+    throw ConfigError(
+        "", name + ": an SQLite file (a run file?), not a config; `stagescope check " + name +
+                "` or `gui` read run files, and the config a run ran is in "
+                "it: sqlite3 " +
+                name + " 'select config_text from run'");
+  }
   return buffer.str();
 }
 

@@ -124,7 +124,8 @@ struct FrameProbes {
     ImVec4 rect;
     ImU32 colour;
   };
-  std::vector<Marked> stuck;  // the stuck (never completed) action drawn after a rank's last
+  std::vector<int> stuckBreaks;  // ranks whose stuck action is drawn cut, with a break
+  std::vector<Marked> stuck;     // the stuck (never completed) action drawn after a rank's last
   // A captured job's plan overlay: each planned action's bracket (green: as planned; red:
   // where the rank deviated or stopped).
   std::vector<Marked> planSpans;

@@ -2,6 +2,7 @@
 // with the recorded reason), whether values went non-finite, and one-click buttons to the
 // problems in causal order: the first NaN/Inf, the stuck rank, the first divergence.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -121,13 +122,28 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     drawPendingBanner(pos, size);
     return;
   }
-  dl->AddRectFilled(pos, end, completed && !nonFinite ? theme::kBannerGood : theme::kBannerBad);
-  // The status badge.
-  const ImU32 badge = m.info.status == events::RunStatus::Completed ? theme::kGood
+  // With two runs open the comparison's verdict leads: it is why two runs are open.
+  const analysis::Comparison* cmp = comparison();
+  const bool cmpBad = cmp && (cmp->verdict == analysis::Verdict::Diverged ||
+                              cmp->verdict == analysis::Verdict::Incomplete);
+  const bool good = completed && !nonFinite && !cmpBad;
+  dl->AddRectFilled(pos, end, good ? theme::kBannerGood : theme::kBannerBad);
+  // The badge: green only for a completed run whose values are all finite (and, with two runs,
+  // that the comparison found equal); a completed run with NaN/Inf or corrupted data is red.
+  const ImU32 badge = good                                       ? theme::kGood
                       : m.info.status == events::RunStatus::Hung ? theme::fateColour(RankFate::Hung)
                                                                  : theme::kBad;
   probes_.bannerColour = badge;
-  const char* word = run->live.empty() ? statusWord(m.info.status) : "LIVE";
+  std::string verdictWord;
+  if (cmp) {
+    verdictWord = analysis::toString(cmp->verdict);
+    for (char& ch : verdictWord)
+      ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  }
+  const char* word = !run->live.empty()       ? "LIVE"
+                     : cmp                    ? verdictWord.c_str()
+                     : nonFinite && completed ? "COMPLETED, NaN/Inf"
+                                              : statusWord(m.info.status);
   const ImVec2 ws = ImGui::CalcTextSize(word);
   const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
   dl->AddRectFilled(b0, b1, badge, 3);
@@ -142,7 +158,6 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     buttons.emplace_back("Stuck: rank " + std::to_string(pr.firstStuckRank) + " (" +
                              toString(pr.ranks[pr.firstStuckRank].fate) + ")",
                          1);
-  const analysis::Comparison* cmp = comparison();
   if (cmp && cmp->first && cmp->first->a >= 0) buttons.emplace_back("First divergence", 2);
   float buttonsW = 0;
   for (const auto& [label, which] : buttons)
@@ -159,6 +174,13 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     text = m.info.statusReason;
   } else if (m.info.status == events::RunStatus::Running) {
     text = "the run file says the run is still running (or its launcher died)";
+  }
+  if (cmp) {
+    // The comparison first, then this run's own status (the badge is the comparison's).
+    // (the reason of a divergence names the causally first one already)
+    const std::string lead = "compared with the other run: " + cmp->verdictReason;
+    text = lead + "  |  this run: " + std::string(statusWord(m.info.status)) +
+           (text.empty() ? "" : ", " + text);
   }
   if (m.partial) text += "  |  PARTIAL: a rank shard is missing or the merge did not finish";
   if (pr.corruptMessages > 0) {
@@ -181,8 +203,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   // Cut visibly ("..."), the whole sentence on hover.
   probes_.bannerShown = elideEnd(text, std::max(0.0f, textW));
   dl->AddText(ImVec2(x, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2),
-              completed && !nonFinite ? theme::kText : theme::kBannerBadText,
-              probes_.bannerShown.c_str());
+              good ? theme::kText : theme::kBannerBadText, probes_.bannerShown.c_str());
   ImGui::SetCursorScreenPos(ImVec2(x, pos.y));
   ImGui::InvisibleButton("##bannertext", ImVec2(std::max(1.0f, textW), size.y));
   if (ImGui::IsItemHovered() && !text.empty()) {

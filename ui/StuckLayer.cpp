@@ -78,11 +78,28 @@ Selection App::drawStuck(const TimelineContext& ctx, size_t i, const RankReplayS
     dl->AddLine(ImVec2(hx, s1.y), ImVec2(hx + rowHt, s0.y), (fc & 0x00ffffffu) | (120u << 24), 1);
   dl->PopClipRect();
   dl->AddRect(s0, s1, fc, 1.5f, 0, 2.5f);
+  // The block ends where the run's records end; the rank waited on until its wait gave up
+  // (stuckUntilNs), often seconds later: drawn to scale, that would squeeze the whole schedule
+  // into a sliver.  So the block is cut, and the cut is shown: a break (two slanted strokes
+  // across it) and "not to scale" in its label.
+  const int64_t drawnUntil = std::max(model.maxTimeNs, from);
+  const bool broken = fate->stuckUntilNs > drawnUntil &&
+                      fate->stuckUntilNs - from > 2 * std::max<int64_t>(1, drawnUntil - from);
+  if (broken) {
+    const float bx = s1.x - 16;
+    for (float off : {0.0f, 6.0f}) {
+      dl->AddLine(ImVec2(bx + off - 4, s1.y + 2), ImVec2(bx + off + 4, s0.y - 2),
+                  theme::kBackground, 4.0f);
+      dl->AddLine(ImVec2(bx + off - 4, s1.y + 2), ImVec2(bx + off + 4, s0.y - 2), fc, 1.5f);
+    }
+    probes_.stuckBreaks.push_back(rank);
+  }
   // The label and the arrows start at the visible part of the block; a label longer than that
   // part ends in "..." ("hung in SF_" read as a whole word), the inspector says it all.
   const float visibleX0 = std::max(s0.x, ctx.area0.x);
-  const float room = std::min(s1.x, ctx.area1.x) - visibleX0 - 10;
-  const std::string label = elideEnd(stuckLabel(model, rank, *fate, from), room);
+  const float room = std::min(s1.x - (broken ? 24.0f : 0.0f), ctx.area1.x) - visibleX0 - 10;
+  const std::string label =
+      elideEnd(stuckLabel(model, rank, *fate, from) + (broken ? " (not to scale)" : ""), room);
   dl->PushClipRect(s0, s1, true);
   if (room > ImGui::CalcTextSize("h...").x)
     dl->AddText(ImVec2(visibleX0 + 5, y + (rowHt - ImGui::GetTextLineHeight()) / 2),

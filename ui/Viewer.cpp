@@ -60,6 +60,7 @@ std::string writeScreenshot(const std::string& path, int width, int height,
   out << "badge ";
   rgb(probes.bannerColour);
   out << "\n";
+  for (int r : probes.stuckBreaks) out << "stuck-break " << r << "\n";
   for (const auto& m : probes.stuck) {
     out << "stuck " << m.rank << " " << m.rect.x << " " << m.rect.y << " " << m.rect.z << " "
         << m.rect.w << " ";

@@ -80,6 +80,7 @@ struct Probes {
   std::string bannerShown;
   std::array<float, 4> gridMapContent{};  // where the map ends (x, y), its scroll range (x, y)
   int badge[3] = {-1, -1, -1};
+  std::vector<int> stuckBreaks;  // ranks whose stuck action is drawn cut, with a break
   const Item* find(const std::vector<Item>& v, int rank) const {
     for (const auto& it : v)
       if (it.rank == rank) return &it;
@@ -137,6 +138,10 @@ struct Probes {
         s >> gridMapContent[0] >> gridMapContent[1] >> gridMapContent[2] >> gridMapContent[3];
       } else if (kind == "banner-shown") {
         std::getline(s >> std::ws, bannerShown);
+      } else if (kind == "stuck-break") {
+        int r = -1;
+        s >> r;
+        stuckBreaks.push_back(r);
       } else if (kind == "badge") {
         s >> badge[0] >> badge[1] >> badge[2];
       } else {
@@ -339,6 +344,8 @@ TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
                         std::to_string(b) + " -> rank " + std::to_string(a);
   m.diagnoses.push_back(record(a, "timeout", b, "waits for the gradient"));
   m.diagnoses.push_back(record(b, "timeout", a, "waits for the activation"));
+  // They gave up 3 s after the last record: far longer than the schedule drawn before it.
+  for (auto& d : m.diagnoses) d.timeNs = m.maxTimeNs + 3'000'000'000LL;
   const std::string run = (dir / "hang.db").string();
   storage::writeRunFile(m, run);
   const std::string shot = (dir / "hang.png").string();
@@ -353,6 +360,10 @@ TEST(Gui, HangHighlightsTheStuckActionsAndTheirWaits) {
   EXPECT_GT(p.badge[1], 100);
   EXPECT_LT(p.badge[2], 80);
   for (int r : {a, b}) {
+    // A 3 s wait after a schedule of milliseconds is drawn cut, and the cut is shown (it was
+    // drawn as a few milliseconds, unmarked).
+    EXPECT_NE(std::find(p.stuckBreaks.begin(), p.stuckBreaks.end(), r), p.stuckBreaks.end())
+        << "rank " << r << "'s 3 s wait drawn without a break";
     const auto* stuck = p.find(p.stuck, r);
     ASSERT_NE(stuck, nullptr) << "rank " << r;
     EXPECT_GT(outlineShare(img, stuck->x0, stuck->y0, stuck->x1, stuck->r, stuck->g, stuck->b), 0.8)
@@ -547,6 +558,11 @@ TEST(Gui, NaNCompareAndPlotsAreReadableAtFirstGlance) {
   ASSERT_TRUE(p.load(plotShot + ".probes"));
   expectNoClippedText(c, cmpShot);
   expectNoClippedText(p, plotShot);
+  // The banner leads with the most important fact: the two runs diverged (it showed run A's
+  // green COMPLETED while DIVERGED sat in a bottom tab), and a run with NaN is never green.
+  EXPECT_EQ(c.bannerShown.rfind("compared with the other run: ", 0), 0u) << c.bannerShown;
+  const bool green = c.badge[0] == 110 && c.badge[1] == 200 && c.badge[2] == 120;
+  EXPECT_FALSE(green) << "the badge of a diverged NaN run is green";
   ASSERT_FALSE(p.plotLabels.empty()) << "the NaN losses are marked on the loss plot";
   for (size_t i = 0; i < p.plotLabels.size(); ++i)
     for (size_t j = i + 1; j < p.plotLabels.size(); ++j) {

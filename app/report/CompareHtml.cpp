@@ -308,11 +308,11 @@ pre.diff span { min-height: 1.2em; }
 
 std::string renderHtml(const Comparison& c) {
   std::ostringstream o;
-  const std::string la = c.a.label + " (" + c.a.runId + ")";
-  const std::string lb = c.b.label + " (" + c.b.runId + ")";
+  const std::string la = c.a.label + " (" + c.a.name + ")";
+  const std::string lb = c.b.label + " (" + c.b.name + ")";
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-    << "<title>stagescope compare: " << h(c.a.runId) << " vs " << h(c.b.runId) << "</title>"
+    << "<title>stagescope compare: " << h(c.a.name) << " vs " << h(c.b.name) << "</title>"
     << "<style>" << kCss << "</style></head><body><main>\n";
   o << "<h1>stagescope compare</h1><div class=\"sub\"><span class=\"a\">" << h(la)
     << "</span> vs <span class=\"b\">" << h(lb) << "</span></div>\n";
@@ -338,7 +338,7 @@ std::string renderHtml(const Comparison& c) {
   auto row = [&](const std::string& k, const std::string& x, const std::string& y) {
     o << "<tr><th>" << k << "</th><td>" << x << "</td><td>" << y << "</td></tr>";
   };
-  row("run", "<code>" + h(c.a.runId) + "</code>", "<code>" + h(c.b.runId) + "</code>");
+  row("run", "<code>" + h(c.a.name) + "</code>", "<code>" + h(c.b.name) + "</code>");
   row("file", "<code>" + h(c.a.path) + "</code>", "<code>" + h(c.b.path) + "</code>");
   row("status", h(c.a.status + (c.a.statusReason.empty() ? "" : ": " + c.a.statusReason)),
       h(c.b.status + (c.b.statusReason.empty() ? "" : ": " + c.b.statusReason)));
@@ -532,7 +532,7 @@ std::string renderHtml(const Comparison& c) {
     }
     for (const auto* s : {&c.a, &c.b}) {
       o << "<div class=\"card time-chart\"><div><b class=\"" << (s == &c.a ? "a" : "b") << "\">"
-        << h(s->label) << "</b> <code>" << h(s->runId) << "</code> &mdash; measured bubble "
+        << h(s->label) << "</b> <code>" << h(s->name) << "</code> &mdash; measured bubble "
         << pct(s->time.measuredBubble)
         << ", expected (p&minus;1)/(m+p&minus;1) = " << pct(s->time.expectedBubble) << "</div>"
         << timeChart(*s) << "</div>";

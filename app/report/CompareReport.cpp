@@ -245,7 +245,7 @@ std::string renderMarkdown(const Comparison& c) {
                       : c.verdict == Verdict::WithinTolerance ? "EQUAL WITHIN TOLERANCE"
                       : c.verdict == Verdict::Incomplete      ? "INCOMPLETE"
                                                               : "DIVERGED";
-  o << "## stagescope compare: " << mdCode(c.a.runId) << " vs " << mdCode(c.b.runId) << "\n\n";
+  o << "## stagescope compare: " << mdCode(c.a.name) << " vs " << mdCode(c.b.name) << "\n\n";
   o << "**Verdict: " << badge << "** — " << mdEscape(c.verdictReason) << "\n\n";
   o << "- Evidence: " << mdEscape(c.evidence) << "\n";
   o << "- Tolerance: " << mdEscape(c.toleranceRule) << "\n";
@@ -256,7 +256,7 @@ std::string renderMarkdown(const Comparison& c) {
   auto row = [&](const std::string& k, const std::string& x, const std::string& y) {
     o << "| " << k << " | " << mdEscape(x) << " | " << mdEscape(y) << " |\n";
   };
-  row("run", c.a.runId, c.b.runId);
+  row("run", c.a.name, c.b.name);
   row("status", c.a.status, c.b.status);
   row("layout", c.a.layout, c.b.layout);
   row("ranks", std::to_string(c.a.worldSize), std::to_string(c.b.worldSize));
@@ -349,7 +349,7 @@ std::string renderMarkdown(const Comparison& c) {
   }
   o << "<details><summary>Time per rank</summary>\n\n";
   for (const auto* s : {&c.a, &c.b}) {
-    o << "**" << mdEscape(s->label) << "** (" << mdCode(s->runId) << ")\n\n"
+    o << "**" << mdEscape(s->label) << "** (" << mdCode(s->name) << ")\n\n"
       << "| rank | module | tp/pp/dp | forward ms | backward ms | comm ms | other ms | idle ms | "
          "bubble |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& r : s->time.ranks) {

@@ -1,4 +1,5 @@
 #include "core/analysis/Compare.h"
+#include "core/analysis/Comparability.h"
 #include "core/analysis/GradientRatio.h"
 #include "core/analysis/PlanConformance.h"
 #include "core/analysis/Replicas.h"
@@ -96,6 +97,13 @@ RunSummary summarize(const RunModel& run, const std::string& label) {
   s.label = label;
   s.path = run.path;
   s.runId = run.info.runId;
+  s.name = s.runId;
+  if (events::isCapturedConfig(run.info.configText) && !run.path.empty()) {
+    std::string file = run.path.substr(run.path.find_last_of('/') + 1);
+    if (const size_t dot = file.rfind(".db"); dot != std::string::npos && dot + 3 == file.size())
+      file.resize(dot);
+    if (!file.empty()) s.name = file;
+  }
   s.status = toString(run.info.status);
   s.statusReason = run.info.statusReason;
   s.configHash = run.info.configHash;
@@ -478,6 +486,13 @@ Comparison compareRuns(const RunModel& a, const RunModel& b, const CompareOption
   for (const auto& m : compareReplicas(a).mismatches) c.replicasA.push_back(describe(a, m));
   for (const auto& m : compareReplicas(b).mismatches) c.replicasB.push_back(describe(b, m));
   decideVerdict(a, b, opts, c);
+  // Unrelated runs: nothing is equal or divergent between them, and no item is "first".
+  if (c.refused = whyNotComparable(a, b, opts.labelA, opts.labelB); !c.refused.empty()) {
+    c.verdict = Verdict::Incomplete;
+    c.verdictReason = "cannot compare the runs: " + c.refused;
+    c.first.reset();
+    c.firstText.clear();
+  }
   return c;
 }
 

@@ -88,6 +88,9 @@ struct TransferDiff {
 
 struct RunSummary {
   std::string label, path, runId, status, statusReason, configHash, level;
+  // What the reports call the run: its run id, except for a captured job, whose id is often
+  // torchrun's generated one (a UUID): the name of its run file, which its user chose.
+  std::string name;
   int worldSize = 0, iterations = 0, microbatches = 0;
   std::string layout;  // "llm tp2 pp2 dp1; vision tp1 pp1 dp2"
   size_t events = 0;
@@ -100,6 +103,9 @@ struct Comparison {
   std::vector<ConfigDiffLine> configDiff;  // full line diff (LCS)
   Verdict verdict = Verdict::Identical;
   std::string verdictReason;  // one sentence
+  // Why the runs are not comparable at all (Comparability.h: another model, vocabulary, sample
+  // shape or seed), or "": then the verdict is INCOMPLETE and no first divergence is named.
+  std::string refused;
   std::string evidence;       // which evidence judged how many items ("values: 216, ...")
   std::string toleranceRule;  // ToleranceRule::describe()
   RunCoverage coverageA, coverageB;

@@ -49,6 +49,9 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     opts.planConfigText = planText;
     opts.planConfigSource = files.plan;
     opts.live = live;
+    if (live.empty() && (run.partial || run.info.status == events::RunStatus::Running) &&
+        !storage::findShards(path).empty())
+      opts.recover = "stagescope merge " + path;
     if (!against.empty()) {
       opts.against = &other;
       opts.againstBitwise = files.bitwise;

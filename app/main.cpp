@@ -22,6 +22,7 @@
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
 #include "app/report/Progress.h"
+#include "core/analysis/CaptureEnd.h"
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/PlanConformance.h"
 #include "core/events/CapturedLayout.h"
@@ -84,7 +85,15 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   std::vector<std::vector<events::ActionRecord>>().swap(ra.plan);
   std::vector<std::vector<events::ActionRecord>>().swap(rb.plan);
   analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
-  std::fputs(report::renderMarkdown(c).c_str(), claimed.humanText());
+  if (!c.refused.empty()) {
+    // Refused in one line: a report of two unrelated runs would only list their differences.
+    std::fprintf(stderr, "compare: %s\n",
+                 events::printableLine("cannot compare " + a + " with " + b + ": " + c.refused +
+                                       "; nothing was compared (exit 19)")
+                     .c_str());
+  } else {
+    std::fputs(report::renderMarkdown(c).c_str(), claimed.humanText());
+  }
   std::fflush(claimed.humanText());
   if (!html.empty()) report::writeHtml(c, html);
   if (!md.empty()) report::writeMarkdown(c, md);
@@ -317,11 +326,16 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // The config the run file recorded (the one given to --config when it was just created).
   Judgement judged{m.info.status, m.info.statusReason};
   if (isCapturedRun(m) && !create) {
-    // Its status is what rank 0 recorded at exit, unless a rank recorded a failed or stuck
-    // operation; a job killed while hanging left `running` and its watchdog's records.
-    if (judged.status == events::RunStatus::Completed ||
-        judged.status == events::RunStatus::Running) {
-      judgeByDiagnoses(m, &judged);
+    // Every rank must have recorded how it ended (analysis::judgeCaptureEnd): a rank that
+    // raised, aborted or left no end leads.  Once every rank left normally, a rank's failed or
+    // stuck operation decides; a job killed while hanging left its watchdog's records.
+    const analysis::CaptureEnd end = analysis::judgeCaptureEnd(m);
+    if (end.status == events::RunStatus::Failed) {
+      judged = {end.status, end.reason};
+    } else if (judged.status == events::RunStatus::Completed ||
+               judged.status == events::RunStatus::Running) {
+      if (!judgeByDiagnoses(m, &judged) && end.status != events::RunStatus::Completed)
+        judged = {end.status, end.reason};
     }
   } else {
     const plan::RunConfig cfg =
@@ -409,7 +423,9 @@ int cliMain(int argc, char** argv) {
   checkCmd->add_option("run", checkRun)->required();
   auto* againstOpt = checkCmd->add_option("--against", against, "another run that must be equal")
                          ->check(pathValidator());
-  checkCmd->add_flag("--tolerant", tolerant, "with --against: equal within --tol, not bitwise")
+  checkCmd
+      ->add_flag("--tolerant", tolerant,
+                 "with --against: the runs must agree within --tol (default: bitwise)")
       ->needs(againstOpt);
   checkCmd
       ->add_option("--tol", files.tolerance,
@@ -429,8 +445,8 @@ int cliMain(int argc, char** argv) {
   std::string cmpA, cmpB, html, md, json;
   double cmpTol = -1;
   auto* cmpCmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
-  cmpCmd->add_option("a", cmpA)->required();
-  cmpCmd->add_option("b", cmpB)->required();
+  cmpCmd->add_option("A", cmpA, "the first run file")->required();
+  cmpCmd->add_option("B", cmpB, "the second run file")->required();
   cmpCmd->add_option("--html", html, "write a self-contained HTML report (- : standard output)")
       ->check(pathValidator());
   cmpCmd->add_option("--md", md, "write a Markdown report (- : standard output)")
@@ -481,6 +497,9 @@ int cliMain(int argc, char** argv) {
   guiCmd->add_option("--screenshot", viewer.screenshot, "write a PNG after the script")
       ->check(pathValidator());
   guiCmd->add_option("--script", viewer.script, "a scripted command (repeatable; see below)");
+  std::string guiSize;
+  guiCmd->add_option("--size", guiSize, "window size WIDTHxHEIGHT (default 1600x1000)")
+      ->check(windowSizeValidator());
   guiCmd->footer(stagescope::ui::scriptCommandHelp());
 #endif
 
@@ -507,6 +526,7 @@ int cliMain(int argc, char** argv) {
   }
 #ifdef STAGESCOPE_HAVE_UI
   if (*guiCmd) {
+    if (!guiSize.empty()) parseWindowSize(guiSize, &viewer.width, &viewer.height);
     // Screenshots follow the output policy like any report, checked before the window opens.
     storage::claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(viewer),
                                     stagescope::ui::openedPaths(viewer));

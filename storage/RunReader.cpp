@@ -76,6 +76,7 @@ class Loader {
     }
     if (timeline) readDiagnoses();
     if (messages) readCollectives();
+    if (messages) readMessageRoles();
     if (m_.schemaVersion >= 2) {
       if (values) {
         readReferenceLosses();
@@ -1315,6 +1316,28 @@ class Loader {
       assign(d.message, s.text(5));
       d.timeNs = s.i64(6);
       m_.diagnoses.push_back(std::move(d));
+    }
+  }
+
+  // Captured jobs that recorded roles only; files written before the table existed have none.
+  void readMessageRoles() {
+    if (!db_.hasTable("message_roles")) return;
+    Stmt s = db_.prepare(
+        "SELECT rank, iteration, action_seq, side, carries, peer, call FROM message_roles "
+        "ORDER BY rowid");
+    while (s.step()) {
+      events::MessageRoleRecord r;
+      r.rank = bounded(s, 0, "message_roles", "rank", 0, kLastRank);
+      r.iteration = bounded(s, 1, "message_roles", "iteration", -1, kLastIteration);
+      r.actionSeq = bounded(s, 2, "message_roles", "action_seq", -1, kInt32Max);
+      r.side = parse<events::Side>("message_roles", s.text(3), parseSide);
+      r.carries = parse<events::Direction>("message_roles", s.text(4), parseDirection);
+      const std::string_view peer = s.text(5);
+      if (peer != "next" && peer != "previous")
+        bad("message_roles", "peer '" + std::string(peer) + "': expected next or previous");
+      r.peerIsNext = peer == "next";
+      assign(r.call, s.text(6));
+      m_.messageRoles.push_back(std::move(r));
     }
   }
 

@@ -215,6 +215,18 @@ std::vector<TableDef> makeTables() {
                        {"payload", "BLOB"},
                        shardId}),
                true});
+  // What each captured message means in the job's call (stagescope_torch.megatron.record_roles):
+  // one row per recorded side, keyed by the transfer's (rank, iteration, action_seq, side).
+  t.push_back({"message_roles",
+               {{"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"action_seq", "INTEGER"},
+                {"side", "TEXT"},
+                {"carries", "TEXT"},
+                {"peer", "TEXT"},
+                {"call", "TEXT"},
+                shardId},
+               true});
   t.push_back({"waits",
                {{"rank", "INTEGER NOT NULL"},
                 {"iteration", "INTEGER"},
@@ -274,6 +286,7 @@ std::vector<TableDef> makeTables() {
                 {"n_collectives", "INTEGER"},
                 {"merged_unix_ms", "INTEGER"},
                 {"n_waits", "INTEGER"},
+                {"n_message_roles", "INTEGER"},
                 {"n_reference_losses", "INTEGER"},
                 {"n_reference_gradients", "INTEGER"}},
                false});

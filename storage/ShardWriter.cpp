@@ -84,7 +84,7 @@ struct ShardWriter::Impl {
   Db db;
   Stmt begin, commit;
   TableInsert ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses, collectives,
-      waits, referenceLosses, referenceGradients;
+      messageRoles, waits, referenceLosses, referenceGradients;
   // Two list texts per row of a multi-row statement: they must all stay valid until its step.
   ListText lists[kRowsPerInsert][2];
   RecordLevel level;
@@ -101,6 +101,7 @@ struct ShardWriter::Impl {
     inputs = TableInsert(db, "inputs");
     diagnoses = TableInsert(db, "diagnoses");
     collectives = TableInsert(db, "collectives");
+    messageRoles = TableInsert(db, "message_roles");
     waits = TableInsert(db, "waits");
     referenceLosses = TableInsert(db, "reference_losses");
     referenceGradients = TableInsert(db, "reference_gradients");
@@ -323,6 +324,16 @@ struct ShardWriter::Impl {
     payload(b, c.payload);
   }
 
+  void bindMessageRole(RowBinder& b, const events::MessageRoleRecord& r) {
+    b.put(r.rank);
+    b.put(r.iteration);
+    b.put(r.actionSeq);
+    b.text(events::toString(r.side));
+    b.text(events::toString(r.carries));
+    b.text(r.peerIsNext ? std::string_view("next") : std::string_view("previous"));
+    b.text(r.call);
+  }
+
   // Writes one batch in one transaction.
   void write(const Batch& batch) {
     begin.run();
@@ -346,6 +357,8 @@ struct ShardWriter::Impl {
                 [&](RowBinder& b, int, const auto& d) { bindDiagnosis(b, d); });
       insertAll(collectives, batch.collectives,
                 [&](RowBinder& b, int k, const auto& c) { bindCollective(b, k, c); });
+      insertAll(messageRoles, batch.messageRoles,
+                [&](RowBinder& b, int, const auto& r) { bindMessageRole(b, r); });
       insertAll(waits, batch.waits, [&](RowBinder& b, int, const auto& w) { bindWait(b, w); });
       insertAll(referenceLosses, batch.referenceLosses,
                 [&](RowBinder& b, int, const auto& l) { bindReferenceLoss(b, l); });
@@ -371,6 +384,7 @@ void ShardWriter::Batch::clear() {
   inputs.clear();
   diagnoses.clear();
   collectives.clear();
+  messageRoles.clear();
   waits.clear();
   referenceLosses.clear();
   referenceGradients.clear();
@@ -471,6 +485,9 @@ void ShardWriter::action(events::ActionRecord a) {
 void ShardWriter::collective(events::CollectiveRecord c) {
   size_t n = c.payload.size();
   enqueue(&Batch::collectives, std::move(c), n);
+}
+void ShardWriter::messageRole(events::MessageRoleRecord r) {
+  enqueue(&Batch::messageRoles, std::move(r), 0);
 }
 void ShardWriter::transfer(events::TransferRecord t) {
   size_t n = t.payload.size();

@@ -9,11 +9,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
 
+#include "app/capture/AbortHook.h"
 #include "app/capture/DigestWorker.h"
 #include "core/engine/BackendError.h"
 #include "core/engine/Clock.h"
 #include "core/events/CapturedLayout.h"
+#include "core/events/Printable.h"
+#include "core/events/RankEnd.h"
 #include "core/plan/Config.h"
 #include "core/plan/Plan.h"
 #include "core/plan/RunLayout.h"
@@ -159,6 +163,15 @@ void CaptureSession::start(int globalRank, int worldSize) {
       [this](events::WaitRecord w, const std::string& what, int64_t stuckNs) {
         stuck(std::move(w), what, stuckNs);
       });
+  installAbortHook();
+  if (globalRank == 0 && cfg_.level != RecordLevel::Off) {
+    // The job announces that it is recorded, and where, once (rank 0).
+    std::fprintf(stderr,
+                 "stagescope: recording %d rank(s) at level %s into %s; after the job: "
+                 "stagescope merge %s && stagescope check %s\n",
+                 worldSize, events::toString(cfg_.level), cfg_.runPath.c_str(),
+                 cfg_.runPath.c_str(), cfg_.runPath.c_str());
+  }
 }
 
 HangWatchdog* CaptureSession::watchdog() {
@@ -194,12 +207,20 @@ void CaptureSession::stuck(events::WaitRecord w, const std::string& what, int64_
   if (firstStuck_.empty()) firstStuck_ = d.message;
   if (!writer_ || finished_) return;
   writer_->wait(std::move(w));
+  const std::string line = d.message;
   writer_->diagnosis(std::move(d));
   try {
     writer_->flush();
   } catch (const std::exception&) {
     // the writer keeps its error (see failure())
   }
+  // Said while it happens, once per stuck operation: the job may wait for minutes more before
+  // c10d's own timeout or its launcher stops it (docs/capture.md "Hangs").
+  std::fprintf(stderr,
+               "stagescope: rank %d is stuck: %s; recorded in %s.rank%d.shard; stop the job "
+               "(Ctrl-C), then: stagescope merge %s && stagescope check %s\n",
+               rank_, events::printableLine(line).c_str(), cfg_.runPath.c_str(), rank_,
+               cfg_.runPath.c_str(), cfg_.runPath.c_str());
 }
 
 bool CaptureSession::started() const {
@@ -380,6 +401,23 @@ bool CaptureSession::shapePreambles() const {
   return shapePreambles_;
 }
 
+void CaptureSession::expectRole(const void* dataPtr, ExpectedRole role) {
+  std::lock_guard lock(mu_);
+  roles_[dataPtr] = std::move(role);
+}
+
+void CaptureSession::clearRoles() {
+  std::lock_guard lock(mu_);
+  roles_.clear();
+}
+
+std::optional<CaptureSession::ExpectedRole> CaptureSession::roleOf(const void* dataPtr) const {
+  std::lock_guard lock(mu_);
+  auto it = roles_.find(dataPtr);
+  if (it == roles_.end()) return std::nullopt;
+  return it->second;
+}
+
 CaptureSession::OpIds CaptureSession::nextCollective(const std::string& group) {
   std::lock_guard lock(mu_);
   return {iteration_, seq_++, collectives_[group]++};
@@ -458,6 +496,7 @@ void CaptureSession::finish(RunStatus status, const std::string& reason) {
   std::lock_guard lock(mu_);
   if (!writer_ || finished_) return;
   finished_ = true;
+  recordEndLocked(status, reason);
   if (status == RunStatus::Completed && failed_) {
     // The job ended normally but an operation of this rank did not complete.
     return finishLocked(timedOut_ ? RunStatus::Hung : RunStatus::Failed,
@@ -468,6 +507,64 @@ void CaptureSession::finish(RunStatus status, const std::string& reason) {
     return finishLocked(RunStatus::Hung, "rank " + std::to_string(rank_) + ": " + firstStuck_);
   }
   finishLocked(status, reason);
+}
+
+void CaptureSession::recordEndLocked(RunStatus status, const std::string& reason) {
+  events::DiagnosisRecord d;
+  d.rank = rank_;
+  d.iteration = iteration_;
+  d.timeNs = engine::nowNs();
+  if (status == RunStatus::Completed) {
+    d.kind = events::kRankEndKind;
+    d.message = "rank " + std::to_string(rank_) + " left normally";
+  } else {
+    d.kind = events::kRankFailedKind;
+    d.message = reason.empty() ? "rank " + std::to_string(rank_) + " ended " +
+                                     events::toString(status) + " (finish() said so)"
+                               : reason;
+  }
+  writer_->diagnosis(std::move(d));
+}
+
+void CaptureSession::aborted(const std::string& why) {
+  // The dying thread may be any thread; the lock may be held by one that will never run again.
+  std::unique_lock lock(mu_, std::defer_lock);
+  for (int i = 0; i < 200 && !lock.try_lock(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!lock.owns_lock() || !writer_ || finished_) return;
+  finished_ = true;
+  const std::string line =
+      "rank " + std::to_string(rank_) + " aborted: " + engine::backendReason(why);
+  const std::vector<PendingOp> pending =
+      watchdog_ ? watchdog_->pendingOps() : std::vector<PendingOp>{};
+  for (const auto& op : pending) {
+    events::DiagnosisRecord d;
+    d.rank = rank_;
+    d.kind = "op_failed";
+    d.iteration = op.wait.iteration;
+    d.actionSeq = op.wait.actionSeq;
+    d.waitsOnRank = op.wait.peer;
+    d.message =
+        op.what + " did not complete: the process aborted (" + engine::backendReason(why) + ")";
+    d.timeNs = engine::nowNs();
+    writer_->diagnosis(std::move(d));
+  }
+  events::DiagnosisRecord end;
+  end.rank = rank_;
+  end.kind = events::kRankFailedKind;
+  end.iteration = iteration_;
+  end.message =
+      line + (pending.empty()
+                  ? ""
+                  : "; it had posted " + pending.front().what +
+                        (pending.size() > 1 ? " and " + std::to_string(pending.size() - 1) + " more"
+                                            : "") +
+                        ", never completed");
+  end.timeNs = engine::nowNs();
+  writer_->diagnosis(std::move(end));
+  failed_ = true;
+  if (firstFailure_.empty()) firstFailure_ = line;
+  finishLocked(RunStatus::Failed, line);
 }
 
 void CaptureSession::finishLocked(RunStatus status, const std::string& reason) {

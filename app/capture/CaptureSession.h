@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -103,6 +104,18 @@ class CaptureSession {
   void setShapePreambles(bool on);
   bool shapePreambles() const;
 
+  // Message roles (events/MessageRole.h): the capture helpers announce what the tensor at
+  // `dataPtr` means before the call that posts it (stagescope_torch.megatron.record_roles);
+  // the backend asks roleOf() when it posts a message; clearRoles() once the call returned.
+  struct ExpectedRole {
+    events::Direction carries = events::Direction::Activation;
+    bool peerIsNext = false;
+    std::string call;
+  };
+  void expectRole(const void* dataPtr, ExpectedRole role);
+  void clearRoles();
+  std::optional<ExpectedRole> roleOf(const void* dataPtr) const;
+
   // The job's layout as a stagescope config (docs/capture.md "Declaring the layout"): kept in
   // the run's config_text after the captured-job line, so `check` judges the job against the
   // plan of that layout.  Rank 0 writes it into the run file at once (a job killed while it
@@ -114,8 +127,17 @@ class CaptureSession {
   void declareLayout(const std::string& configText);
 
   // Marks the run finished: rank 0 updates the run row (status, steps seen, end time); every
-  // rank flushes and closes its shard.  Idempotent; never throws.
+  // rank records how it ended (events/RankEnd.h: `rank_end` when the job left normally,
+  // `rank_failed` with `reason` otherwise), flushes and closes its shard.  Idempotent; never
+  // throws.
   void finish(events::RunStatus status, const std::string& reason);
+  // The process is dying (std::terminate: an exception nothing caught, e.g. Gloo's "Received
+  // data size doesn't match expected size" on its own thread): every operation still pending
+  // is recorded as failed with `why` (what it expected: peer, channel, bytes), the rank's end
+  // as `rank_failed` "aborted: why", and the shard is flushed and closed, so what was recorded
+  // before survives.  Gives up on the session's lock after 2 s (never deadlocks a dying
+  // process).  Never throws.
+  void aborted(const std::string& why);
   // A failed or timed-out operation: recorded as a diagnosis (what this rank waits on) and
   // flushed at once, so it survives the job being killed next.
   void failure(events::DiagnosisRecord d);
@@ -159,6 +181,9 @@ class CaptureSession {
   // run.microbatches (none declared: one module "job" of kind "captured", 0 microbatches).
   std::vector<events::ModuleInfo> declaredModules_;
   int declaredMicrobatches_ = 0;
+  // The rank's end (events/RankEnd.h) as a diagnosis row: `rank_end` for Completed, else
+  // `rank_failed` with `reason`.  Needs mu_ and an open writer.
+  void recordEndLocked(events::RunStatus status, const std::string& reason);
   std::unique_ptr<events::Recorder> writer_;
   storage::ShardWriter* shard_ = nullptr;  // writer_ as what it is (replaceRanks)
   events::NullRecorder null_;
@@ -170,6 +195,7 @@ class CaptureSession {
   std::string firstFailure_, firstStuck_;
   std::map<std::tuple<std::string, int, int, int>, int> channels_;
   std::map<std::string, int> collectives_;
+  std::map<const void*, ExpectedRole> roles_;
   std::unique_ptr<HangWatchdog> watchdog_;
 };
 

@@ -71,6 +71,14 @@ size_t HangWatchdog::pending() const {
   return ops_.size();
 }
 
+std::vector<PendingOp> HangWatchdog::pendingOps() const {
+  std::lock_guard lock(mu_);
+  std::vector<PendingOp> out;
+  out.reserve(ops_.size());
+  for (const auto& [id, e] : ops_) out.push_back(e.op);  // ids grow with posting order
+  return out;
+}
+
 std::vector<HangWatchdog::Entry> HangWatchdog::takeStuck(int64_t now) {
   bool anyBlocked = false;
   for (const auto& [id, e] : ops_) anyBlocked = anyBlocked || e.waiters > 0;

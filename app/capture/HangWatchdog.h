@@ -60,6 +60,9 @@ class HangWatchdog {
   // Stops the thread (joins it); later add() calls still register but nothing is reported.
   void stop();
   size_t pending() const;
+  // The operations registered and not done, in posting order: what a process that is about to
+  // die had posted and never saw complete (CaptureSession::aborted records them).
+  std::vector<PendingOp> pendingOps() const;
 
  private:
   struct Entry {

@@ -55,6 +55,13 @@ const char* reduceOpName(const c10d::ReduceOp& op) {
 }
 
 // Registers a posted operation with the hang watchdog; returns its id (0: no watchdog).
+// Bytes of every tensor of one posted message: what a receive expects (said when it fails).
+int64_t bytesPosted(const std::vector<events::TransferRecord>& records) {
+  int64_t n = 0;
+  for (const auto& r : records) n += r.bytes;
+  return n;
+}
+
 uint64_t watch(HangWatchdog* dog, events::WaitRecord w, std::string what,
                std::chrono::milliseconds timeout, int64_t postNs,
                std::function<void()> onStuck = {}) {
@@ -168,6 +175,20 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   const auto ids = shape ? session.nextShapeMessage(group, src, dst, tag)
                          : session.nextMessage(group, src, dst, tag);
 
+  // What the job's call means by this message, when its helpers said so (record_roles).
+  if (!tensors.empty() && !shape) {
+    if (auto role = session.roleOf(tensors[0].data_ptr())) {
+      events::MessageRoleRecord r;
+      r.rank = session.rank();
+      r.iteration = ids.iteration;
+      r.actionSeq = ids.seq;
+      r.side = side;
+      r.carries = role->carries;
+      r.peerIsNext = role->peerIsNext;
+      r.call = std::move(role->call);
+      session.recorder().messageRole(std::move(r));
+    }
+  }
   // Edges are named in the group's rank order; the direction says which way a message goes.
   std::ostringstream edge;
   edge << group << ":stage" << std::min(srcG, dstG) << "->stage" << std::max(srcG, dstG);
@@ -233,7 +254,8 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   std::ostringstream what;
   what << (side == Side::Send ? "send to" : "recv from") << " rank " << action.peers.front()
        << " on " << edge.str() << " (iteration " << ids.iteration << ", "
-       << (shape ? "shape of message #" : "message #") << ids.index << ", op #" << ids.seq << ")";
+       << (shape ? "shape of message #" : "message #") << ids.index << ", op #" << ids.seq << ", "
+       << bytesPosted(records) << " bytes)";
   HangWatchdog* dog = session.watchdog();
   const uint64_t watchId = watch(dog, wait, what.str(), session.hangTimeoutFor(timeout_), start);
 

@@ -17,6 +17,7 @@
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Compare.h"
 #include "core/analysis/Inputs.h"
+#include "core/analysis/MessageRoles.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/OptimizerStep.h"
 #include "core/analysis/PlanConformance.h"
@@ -108,6 +109,12 @@ std::string describeAction(const ActionRecord& a) {
 void checkStatus(Ctx& c, CheckResult& r) {
   const auto& info = c.run.info;
   r.summary = std::string("run status is ") + toString(info.status);
+  if (!c.opts.recover.empty() && c.opts.live.empty()) {
+    Finding f;
+    f.message = "not all of the run's records are in its file: recover it with `" + c.opts.recover +
+                "`, then check again";
+    add(r, c.opts, f);
+  }
   if (!c.opts.live.empty()) {
     // Being written as it was read: a snapshot, never a finished run, whatever it holds.
     r.summary += " (" + c.opts.live.substr(0, c.opts.live.find(" (")) + ")";
@@ -156,8 +163,11 @@ void checkStatus(Ctx& c, CheckResult& r) {
   }
   // A completed run lost no record: every DP replica of every TP shard of every reduced
   // gradient is there (Coverage.h, the rule compare's coverage applies).  A run that did not
-  // complete fails above; its missing copies are a consequence.
-  if (info.status == RunStatus::Completed && !c.run.partial) {
+  // complete fails above; its missing copies are a consequence.  A captured job records what
+  // its own calls record (gradients where it calls record_gradients, never inputs): these are
+  // stagescope's own runs' contracts, not a capture's (docs/capture.md).
+  const bool captured = events::isCapturedConfig(info.configText);
+  if (info.status == RunStatus::Completed && !c.run.partial && !captured) {
     const CopyCoverage copies = reducedCopyCoverage(c.run, c.opts.filter);
     if (copies.expected > 0) r.summary += "; " + copies.summary();
     for (const auto& m : copies.missing) {
@@ -194,7 +204,7 @@ bool recorded(const Ctx& c, int rank, int iteration) {
 
 void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult& checksum) {
   const auto& t = c.run.transfers;
-  int64_t both = 0, filtered = 0;
+  int64_t both = 0, filtered = 0, awaitingMerge = 0;
   for (const auto& p : *c.pairs) {
     if (p.send < 0 && p.recv >= 0 && !recorded(c, t[p.recv].srcRank, t[p.recv].iteration)) {
       ++filtered;  // the sender's records were filtered out by design
@@ -202,6 +212,10 @@ void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult&
     }
     if (p.recv < 0 && p.send >= 0 && !recorded(c, t[p.send].dstRank, t[p.send].iteration)) {
       ++filtered;
+      continue;
+    }
+    if ((p.send < 0 || p.recv < 0) && !c.opts.recover.empty()) {
+      ++awaitingMerge;  // its other side may be in a shard not merged yet
       continue;
     }
     if (p.send < 0 && p.recv >= 0) {
@@ -247,6 +261,14 @@ void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult&
     unmatched.summary += "; " + std::to_string(filtered) + " with one side outside the record " +
                          "filter (" + c.opts.filter.describe() + ", skipped)";
   }
+  if (awaitingMerge) {
+    Finding f;
+    f.message = std::to_string(awaitingMerge) +
+                " messages with one side not in the run file: consequences of the records not "
+                "merged (see run_status: `" +
+                c.opts.recover + "`)";
+    add(unmatched, c.opts, f);
+  }
   if (c.pairs->empty()) {
     for (CheckResult* r : {&unmatched, &shape, &checksum}) {
       r->status = CheckStatus::Skipped;
@@ -264,6 +286,26 @@ void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult&
   if (c.run.info.level < events::RecordLevel::Stats) {
     checksum.status = CheckStatus::Skipped;
     checksum.summary = "skipped: recording level below stats carries no checksums";
+  }
+}
+
+// ---- unmatched_transfer, second part: message roles -------------------------------------------
+// A message whose two sides mean different tensors (MessageRoles.h) is a message that was not
+// matched as the job meant it: the same class as a send without its receive.
+void checkRoles(Ctx& c, CheckResult& r) {
+  const RoleJudgement j = judgeMessageRoles(c.run);
+  if (j.judged == 0 && j.withoutRole == 0) return;  // no roles recorded
+  r.summary += "; " + std::to_string(j.judged) + " with a role recorded on both sides";
+  if (j.mismatches.empty()) {
+    r.summary += ", all taken in their role";
+  } else {
+    r.summary += ", " + std::to_string(j.mismatches.size()) + " not taken in their role";
+  }
+  for (const auto& m : j.mismatches) {
+    Finding f = transferFinding(c.run.transfers[static_cast<size_t>(m.recv)]);
+    f.action = "recv";
+    f.message = "message role: " + m.why;
+    add(r, c.opts, f);
   }
 }
 
@@ -833,7 +875,10 @@ void checkReference(Ctx& c, CheckResult& r) {
           "the run's compute dtype, which picks the bound (--tol gives one)";
     } else if (losses.empty()) {
       r.status = CheckStatus::Skipped;
-      r.summary = "skipped: no reference gradients recorded (run with --reference)";
+      r.summary = events::isCapturedConfig(c.run.info.configText)
+                      ? "skipped: a captured job has no single-process reference (its gradients "
+                        "are judged by the run's own records)"
+                      : "skipped: no reference gradients recorded (run with --reference)";
     }
     return;
   }
@@ -1156,6 +1201,8 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
     if (any) {
       auto s = std::chrono::steady_clock::now();
       checkPairs(c, unmatched, shape, checksum);
+      if (enabled(opts, unmatched.name) && unmatched.status != CheckStatus::Skipped)
+        checkRoles(c, unmatched);
       if (enabled(opts, checksum.name)) checkReplicas(c, checksum);
       double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
       for (CheckResult* r : {&unmatched, &shape, &checksum}) {

@@ -111,6 +111,11 @@ struct CheckOptions {
   // "live, N of M ranks still writing (...)" when the run was being written as it was read
   // (storage/RunLiveness.h): a snapshot, never a finished run: run_status fails and says so.
   std::string live;
+  // The command that recovers a run whose records are not all in its file (it ended without a
+  // merge: status running and shards beside it, or a partial merge), e.g. "stagescope merge
+  // runs/x.db"; "" when nothing is to recover.  run_status leads with it, and the messages whose
+  // other side is in an unmerged shard are counted, not listed: they are its consequences.
+  std::string recover;
 };
 
 struct CheckReport {

@@ -307,9 +307,10 @@ struct DiagnosisRecord {
   int32_t waitsOnRank = -1;
   std::string message;  // one human sentence
   int64_t timeNs = 0;
-  // Information, not a failure: a rank's measured clock offset ("clock"). Verdicts never count
-  // it among a run's problems.
-  bool informational() const { return kind == "clock"; }
+  // Information, not a failure: a rank's measured clock offset ("clock"), a captured rank that
+  // ended normally ("rank_end", events/RankEnd.h). Verdicts never count it among a run's
+  // problems.
+  bool informational() const { return kind == "clock" || kind == "rank_end"; }
 };
 
 // What a rank was waiting on when its wait ran past the timeout: structured, so the wait-for

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/events/Events.h"
+#include "core/events/MessageRole.h"
 
 namespace stagescope::events {
 
@@ -29,6 +30,9 @@ class Recorder {
   virtual void diagnosis(DiagnosisRecord d) = 0;
   // Collectives of captured jobs; recorders that do not store them drop them.
   virtual void collective(CollectiveRecord) {}
+  // What a captured message means in the job's call (MessageRole.h); recorders that do not
+  // store them drop them.
+  virtual void messageRole(MessageRoleRecord) {}
   virtual void wait(WaitRecord w) = 0;  // what this rank waited on at a timeout
   // The single-process reference (`run --reference`): its own tables, never per-rank rows.
   virtual void referenceLoss(LossRecord loss) = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/events/Events.h"
+#include "core/events/MessageRole.h"
 
 namespace stagescope::model {
 
@@ -69,6 +70,8 @@ struct RunModel {
   std::vector<events::DiagnosisRecord> diagnoses;  // sorted by (timeNs, rank)
   // Collectives of captured jobs, sorted by (iteration, group, groupSeq, rank).
   std::vector<events::CollectiveRecord> collectives;
+  // What captured messages mean in the job's calls (events/MessageRole.h), file order.
+  std::vector<events::MessageRoleRecord> messageRoles;
   // What each rank waited on when it timed out (the hang's wait-for edges), sorted by
   // (timeNs, rank).  Empty for runs without a timeout and for format-1 files.
   std::vector<events::WaitRecord> waits;

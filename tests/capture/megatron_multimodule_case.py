@@ -121,6 +121,17 @@ class MegatronMultimodule(MegatronCase):
         self.assertEqual([r["current_stage"] for r in captured], [0, 1, 2])  # 3 global stages
         out = self.merge_and_check(run)
         self.assertIn("result: all checks passed", out)
+        # the job's own losses (record_losses on the last stage), per microbatch and their mean
+        recorded = rows(run, "SELECT iteration, microbatch, loss FROM losses WHERE rank = 2 "
+                             "ORDER BY iteration, microbatch")
+        want = []
+        for it, per_mb in enumerate(captured[2]["losses"]):
+            want.append((it, -1, sum(per_mb) / len(per_mb)))
+            want += [(it, mb, v) for mb, v in enumerate(per_mb)]
+        self.assertEqual(len(recorded), len(want), recorded)
+        for r, (it, mb, v) in zip(recorded, want):
+            self.assertEqual((r["iteration"], r["microbatch"]), (it, mb))
+            self.assertAlmostEqual(r["loss"], v, delta=1e-6 * max(1.0, abs(v)))
         # judged against stagescope's plan of the layout the job declared (declare_layout):
         # every rank's messages are the plan's, action by action, in both iterations
         self.assertIn("plan_order          (exit 12)  captured job against the plan of the layout "

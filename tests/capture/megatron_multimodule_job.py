@@ -203,6 +203,8 @@ def main():
         if args.backend == "stagescope":
             for name, layer in model.stages.items():
                 stagescope_torch.record_gradients(layer, prefix=f"{name}.stage{where[name][0]}.")
+            import stagescope_torch.megatron as ssm
+            ssm.record_losses(out, key="loss", dp=where["llm"][2] if "llm" in where else 0)
         opt.step()
         losses.append([float(d["loss"]) for d in out])
     dist.barrier()

@@ -305,6 +305,10 @@ def main():
     cases["megatron_fan_in"] = megatron_multimodule_case.MegatronFanIn
     import plan_check_case  # noqa: E402
     cases["hand_1f1b_plan"] = plan_check_case.HandWritten1F1B
+    import crash_case  # noqa: E402
+    cases["crashed_jobs"] = crash_case.CrashedJobs
+    import megatron_roles_case  # noqa: E402
+    cases["megatron_message_roles"] = megatron_roles_case.MegatronMessageRoles
     if case not in cases:
         print(f"usage: {sys.argv[0]} CASE  (CASE: {' | '.join(cases)}); got {case!r}")
         return 2

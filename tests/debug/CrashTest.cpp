@@ -283,6 +283,17 @@ TEST(LauncherKill, RanksDieWithTheLauncherAndShardsMerge) {
   EXPECT_TRUE(noStrays(l.runPath, 10));
   model::RunModel before = storage::loadRun(l.runPath);
   EXPECT_EQ(before.info.status, events::RunStatus::Running);
+  // Before the merge, check leads with the one command that recovers the run, and the messages
+  // whose other side is still in a shard are counted as its consequence, never listed one by one.
+  CliResult unmerged = runCli({"check", l.runPath});
+  EXPECT_EQ(unmerged.exitCode, 10) << unmerged.output;
+  EXPECT_NE(unmerged.output.find("not all of the run's records are in its file: recover it with "
+                                 "`stagescope merge " +
+                                 l.runPath + "`, then check again"),
+            std::string::npos)
+      << unmerged.output;
+  EXPECT_EQ(unmerged.output.find("send without receive"), std::string::npos) << unmerged.output;
+  EXPECT_EQ(unmerged.output.find("receive without send"), std::string::npos) << unmerged.output;
   CliResult merged = runCli({"merge", l.runPath});
   EXPECT_EQ(merged.exitCode, 0) << merged.output;
   model::RunModel run = storage::loadRun(l.runPath);

@@ -71,6 +71,23 @@ void recordGradient(const std::string& param, const at::Tensor& tensor, const st
   session.recorder().gradient(std::move(g));
 }
 
+// One loss of the current iteration (microbatch -1: the iteration's mean), as a last stage
+// computed it; `dp` the data-parallel replica that computed it.  Recorded at every level but off.
+void recordLoss(double value, int microbatch, int dp) {
+  auto& session = CaptureSession::instance();
+  if (session.level() == events::RecordLevel::Off) return;
+  if (microbatch < -1 || dp < 0)
+    throw std::invalid_argument("record_loss(microbatch=" + std::to_string(microbatch) + ", dp=" +
+                                std::to_string(dp) + "): expected microbatch >= -1 and dp >= 0");
+  events::LossRecord l;
+  l.rank = session.rank();
+  l.iteration = session.iteration();
+  l.microbatch = microbatch;
+  l.dp = dp;
+  l.loss = value;
+  session.recorder().loss(l);
+}
+
 void finish(const std::string& status, const std::string& reason) {
   events::RunStatus s;
   if (!events::parseRunStatus(status, &s)) {
@@ -129,5 +146,22 @@ PYBIND11_MODULE(_C, m) {
   m.def("iteration", [] { return CaptureSession::instance().iteration(); });
   m.def("record_gradient", &recordGradient, py::arg("param"), py::arg("tensor"),
         py::arg("phase") = "reduced", py::arg("module") = "", py::arg("microbatch") = -1);
+  m.def(
+      "expect_role",
+      [](uintptr_t dataPtr, const std::string& carries, bool peerIsNext, const std::string& call) {
+        CaptureSession::ExpectedRole role;
+        if (carries != "activation" && carries != "gradient")
+          throw std::invalid_argument("expect_role(carries='" + carries +
+                                      "'): expected activation or gradient");
+        role.carries =
+            carries == "activation" ? events::Direction::Activation : events::Direction::Gradient;
+        role.peerIsNext = peerIsNext;
+        role.call = call;
+        CaptureSession::instance().expectRole(reinterpret_cast<const void*>(dataPtr), role);
+      },
+      py::arg("data_ptr"), py::arg("carries"), py::arg("peer_is_next"), py::arg("call"));
+  m.def("clear_roles", [] { CaptureSession::instance().clearRoles(); });
+  m.def("record_loss", &recordLoss, py::arg("value"), py::arg("microbatch") = -1,
+        py::arg("dp") = 0);
   m.def("finish", &finish, py::arg("status") = "completed", py::arg("reason") = "");
 }

@@ -53,8 +53,8 @@ from . import _C  # noqa: E402  (needs torch.distributed's c10d types registered
 BACKEND = "stagescope"
 LEVELS = ("off", "meta", "stats", "full")
 
-__all__ = ["BACKEND", "configure", "step", "record_gradients", "name_group", "declare_layout",
-           "finish", "level"]
+__all__ = ["BACKEND", "configure", "step", "record_gradients", "record_loss", "name_group",
+           "declare_layout", "finish", "level"]
 
 
 def configure(run=None, level=None, run_id=None, hang_timeout=None, inner=None):
@@ -134,6 +134,15 @@ def record_gradients(module, prefix="", phase="reduced", microbatch=-1):
             _C.record_gradient(prefix + name, p.grad, phase, "", int(microbatch))
 
 
+def record_loss(value, microbatch=-1, dp=0):
+    """Records one loss of the current iteration as the job's last stage computed it
+    (`microbatch` -1: the iteration's mean; `dp`: the replica), so `compare` and the viewer's
+    plots have the job's losses.  `value` is a float or a one-element tensor."""
+    if hasattr(value, "item"):
+        value = value.detach().float().item()
+    _C.record_loss(float(value), int(microbatch), int(dp))
+
+
 def finish(status="completed", reason=""):
     """Closes this rank's shard (rank 0 also marks the run's status).  Runs automatically at
     interpreter exit; call it explicitly when the process ends by other means."""
@@ -188,6 +197,43 @@ if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu"])
 if os.environ.get("STAGESCOPE_INNER", "gloo") != "gloo":
     _select_inner(os.environ["STAGESCOPE_INNER"])  # a job configured by the environment alone
+
+def _raised_line(exc_type, exc, tb):
+    """One line for an exception that ended the job: its type, message and innermost frame."""
+    import traceback
+    where = ""
+    frames = traceback.extract_tb(tb) if tb is not None else []
+    if frames:
+        f = frames[-1]
+        where = f" (at {os.path.basename(f.filename)}:{f.lineno} in {f.name})"
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    rank = _C.rank() if _C.started() else -1
+    return f"rank {rank} raised {exc_type.__name__}: {text}{where}"
+
+
+_previous_excepthook = None
+
+
+def _record_raise(exc_type, exc, tb):
+    """sys.excepthook while the backend is imported: an exception that ends the job is recorded
+    as this rank's end (`rank_failed`, docs/capture.md "How a job ended"), so the run is never
+    `completed`; then the previous hook prints the traceback as before."""
+    try:
+        if _C.started() and not issubclass(exc_type, (SystemExit, KeyboardInterrupt)):
+            _C.finish("failed", _raised_line(exc_type, exc, tb))
+        elif _C.started() and issubclass(exc_type, KeyboardInterrupt):
+            _C.finish("killed", f"rank {_C.rank()} interrupted (KeyboardInterrupt, SIGINT)")
+    except Exception:  # noqa: BLE001 - the job's own traceback must still be printed
+        pass
+    _previous_excepthook(exc_type, exc, tb)
+
+
+if _previous_excepthook is None:
+    import sys as _sys
+    _previous_excepthook = _sys.excepthook
+    _sys.excepthook = _record_raise
 
 atexit.register(finish)
 # multiprocessing children leave through os._exit (no atexit); its finalizers still run.

@@ -41,7 +41,8 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["enable_cpu", "disable_cpu", "cpu_patches", "name_groups", "group_names",
-           "record_shape_preambles", "declare_layout", "layout_config"]
+           "record_shape_preambles", "declare_layout", "layout_config", "topology_sink",
+           "record_losses", "record_roles"]
 
 _FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "rand", "randn", "empty_like",
               "zeros_like", "ones_like", "full_like")
@@ -228,13 +229,26 @@ def _job_schedule(module_to_grid_map, topology, num_microbatches):
     return sorted(rows)
 
 
+def topology_sink(module_to_grid_map, topology):
+    """The module every other one feeds: the one grid whose topology entry lists no consumer
+    (Megatron's MIMO calls it "language"; any name works).  None when there is not exactly one."""
+    sinks = [m for m in module_to_grid_map if not list(topology.get(m, []))]
+    return sinks[0] if len(sinks) == 1 else None
+
+
 def layout_config(module_to_grid_map, topology, num_microbatches, micro_batch_size=1,
-                  language_model="llm"):
+                  language_model=None):
     """The job's layout as stagescope config text: one [[modules]] table per grid (tp, cp, pp, dp
     and the rank offset from the HyperCommGrid; every module but `language_model` an encoder),
     preceded by one "# job schedule:" line per rank with Megatron's own stage and warmup.
-    stagescope's plan models encoders feeding one language model: another topology is refused
-    with a ValueError naming it."""
+    `language_model` defaults to the topology's sink (topology_sink).  stagescope's plan models
+    encoders feeding one language model: another topology is refused with a ValueError naming
+    it."""
+    if language_model is None:
+        language_model = topology_sink(module_to_grid_map, topology)
+        if language_model is None:
+            raise ValueError(f"declare_layout: the topology {dict(topology)!r} has no single module "
+                             "that feeds no other (the language model); pass language_model=")
     if language_model not in module_to_grid_map:
         raise ValueError(f"declare_layout: language_model {language_model!r} is not one of the "
                          f"grids {sorted(module_to_grid_map)}")
@@ -261,7 +275,7 @@ def layout_config(module_to_grid_map, topology, num_microbatches, micro_batch_si
 
 
 def declare_layout(module_to_grid_map, topology, num_microbatches, micro_batch_size=1,
-                   language_model="llm"):
+                   language_model=None):
     """Writes the job's layout (layout_config) into the run file, so `stagescope check` judges the
     captured schedule against stagescope's plan of that layout and names the cause of a
     deviation or a hang.  Every rank may call it (after init_process_group, with the same
@@ -271,4 +285,86 @@ def declare_layout(module_to_grid_map, topology, num_microbatches, micro_batch_s
     text = layout_config(module_to_grid_map, topology, num_microbatches, micro_batch_size,
                          language_model)
     stagescope_torch._C.declare_layout(text)
+    record_roles()
     return text
+
+
+# ---- losses ---------------------------------------------------------------------------------
+
+def record_losses(losses_reduced, key=None, dp=0):
+    """Records the losses forward_backward_func returned on the pipeline's last stage (one entry
+    per microbatch: a tensor, a float, or a dict of them; `key` picks the dict's entry, default
+    its first) and their mean as the iteration's loss.  Other ranks get an empty list: nothing is
+    recorded.  Returns the recorded values."""
+    import stagescope_torch
+
+    values = []
+    for entry in losses_reduced or []:
+        if isinstance(entry, dict):
+            entry = entry[key] if key is not None else next(iter(entry.values()))
+        if isinstance(entry, (tuple, list)):  # (loss_sum, num_tokens) of a per-token loss
+            entry = entry[0] / entry[1] if len(entry) == 2 else entry[0]
+        values.append(float(entry.detach().float().mean().item()) if hasattr(entry, "detach")
+                      else float(entry))
+    for mb, v in enumerate(values):
+        stagescope_torch.record_loss(v, microbatch=mb, dp=dp)
+    if values:
+        stagescope_torch.record_loss(sum(values) / len(values), microbatch=-1, dp=dp)
+    return values
+
+
+# ---- message roles --------------------------------------------------------------------------
+
+# What each tensor argument of Megatron's P2P helpers (`_batched_p2p_ops`, `_p2p_ops` in
+# p2p_communication; keyword-only) means: (carries, the peer is the next stage).
+_P2P_ROLES = {"tensor_send_prev": ("gradient", False), "tensor_recv_prev": ("activation", False),
+              "tensor_send_next": ("activation", True), "tensor_recv_next": ("gradient", True)}
+_P2P_CALLS = ("send_forward", "recv_forward", "send_backward", "recv_backward",
+              "send_forward_recv_backward", "send_backward_recv_forward",
+              "send_forward_recv_forward", "send_backward_recv_backward",
+              "send_forward_backward_recv_forward_backward")
+_roles_saved = {}
+
+
+def _calling_method():
+    """The P2PCommunicator method on the stack (the public call that posted the messages)."""
+    import sys
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name in _P2P_CALLS:
+            return frame.f_code.co_name
+        frame = frame.f_back
+    return "_communicate"
+
+
+def _with_roles(original):
+    def ops(**kwargs):
+        import stagescope_torch
+        call = _calling_method()
+        for name, (carries, peer_is_next) in _P2P_ROLES.items():
+            tensor = kwargs.get(name)
+            if tensor is not None:
+                stagescope_torch._C.expect_role(tensor.data_ptr(), carries, peer_is_next, call)
+        try:
+            return original(**kwargs)
+        finally:
+            stagescope_torch._C.clear_roles()
+    ops.__wrapped__ = original
+    return ops
+
+
+def record_roles(enabled=True):
+    """Records what each of Megatron's pipeline messages means — activation or gradient, to or
+    from the next or the previous stage, and the P2PCommunicator call that posted it — beside
+    its transfer row (`message_roles`, docs/capture.md "Message roles"), so `check` can require
+    both sides of every message to mean the same tensor (a crossed exchange passes every shape
+    and checksum test).  Wraps p2p_communication's `_batched_p2p_ops` and `_p2p_ops` (the
+    helpers every P2P call goes through); `record_roles(False)` restores them.  Called by
+    declare_layout()."""
+    from megatron.core.pipeline_parallel import p2p_communication as p2p
+    for attr in ("_batched_p2p_ops", "_p2p_ops"):
+        if enabled and attr not in _roles_saved:
+            _roles_saved[attr] = getattr(p2p, attr)
+            setattr(p2p, attr, _with_roles(_roles_saved[attr]))
+        elif not enabled and attr in _roles_saved:
+            setattr(p2p, attr, _roles_saved.pop(attr))

@@ -41,6 +41,8 @@ void writeRunFile(const model::RunModel& model, const std::string& path) {
       if (d.rank == r) w->diagnosis(d);
     for (const auto& wait : model.waits)
       if (wait.rank == r) w->wait(wait);
+    for (const auto& step : model.moduleSteps)
+      if (step.rank == r) w->moduleStep(step);
     w->close();
     if (!w->error().empty()) throw std::runtime_error(shards[r] + ": " + w->error());
   }

@@ -74,6 +74,7 @@ class ShardWriter final : public events::Recorder {
   void input(events::InputRecord input) override;
   void diagnosis(events::DiagnosisRecord d) override;
   void collective(events::CollectiveRecord c) override;
+  void moduleStep(events::ModuleStepRecord s) override;
   void wait(events::WaitRecord w) override;
   void referenceLoss(events::LossRecord loss) override;
   void referenceGradient(events::GradientRecord gradient) override;
@@ -100,6 +101,7 @@ class ShardWriter final : public events::Recorder {
     RecordList<events::InputRecord> inputs;
     RecordList<events::DiagnosisRecord> diagnoses;
     RecordList<events::CollectiveRecord> collectives;
+    RecordList<events::ModuleStepRecord> moduleSteps;
     RecordList<events::WaitRecord> waits;
     RecordList<events::LossRecord> referenceLosses;
     RecordList<events::GradientRecord> referenceGradients;

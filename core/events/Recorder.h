@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/events/Events.h"
+#include "core/events/ModuleStep.h"
 
 namespace stagescope::events {
 
@@ -29,6 +30,8 @@ class Recorder {
   virtual void diagnosis(DiagnosisRecord d) = 0;
   // Collectives of captured jobs; recorders that do not store them drop them.
   virtual void collective(CollectiveRecord) {}
+  // A module's reduction and loss scale of captured jobs (ModuleStep.h); dropped by default.
+  virtual void moduleStep(ModuleStepRecord) {}
   virtual void wait(WaitRecord w) = 0;  // what this rank waited on at a timeout
   // The single-process reference (`run --reference`): its own tables, never per-rank rows.
   virtual void referenceLoss(LossRecord loss) = 0;
@@ -99,6 +102,9 @@ class FilteringRecorder final : public Recorder {
   void diagnosis(DiagnosisRecord d) override { inner_.diagnosis(std::move(d)); }
   void collective(CollectiveRecord c) override {
     if (keeps(c.iteration)) inner_.collective(std::move(c));
+  }
+  void moduleStep(ModuleStepRecord s) override {
+    if (keeps(s.iteration)) inner_.moduleStep(std::move(s));
   }
   void wait(WaitRecord w) override { inner_.wait(std::move(w)); }
   void referenceLoss(LossRecord l) override { inner_.referenceLoss(std::move(l)); }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/events/Events.h"
+#include "core/events/ModuleStep.h"
 
 namespace stagescope::model {
 
@@ -69,6 +70,9 @@ struct RunModel {
   std::vector<events::DiagnosisRecord> diagnoses;  // sorted by (timeNs, rank)
   // Collectives of captured jobs, sorted by (iteration, group, groupSeq, rank).
   std::vector<events::CollectiveRecord> collectives;
+  // Captured jobs' per-module reduction and loss-scale rows (events/ModuleStep.h), sorted by
+  // (iteration, module, rank).
+  std::vector<events::ModuleStepRecord> moduleSteps;
   // What each rank waited on when it timed out (the hang's wait-for edges), sorted by
   // (timeNs, rank).  Empty for runs without a timeout and for format-1 files.
   std::vector<events::WaitRecord> waits;

@@ -68,14 +68,18 @@ class MegatronNumerics(MegatronCase):
 
     def test_megatron_numerics(self):
         # §7.1: megatron-core 0.19.2's per-module finalize (each DDP averages over its own dp)
-        out = self.assert_fails("own_dp", ["--finalize", "own_dp"], level="full")
+        # (with overlap_grad_reduce: DDP reduces from the backward hooks, before finalize; the
+        # gradients before the reduction are recorded in each bucket group's start_grad_sync)
+        out = self.assert_fails("own_dp", ["--finalize", "own_dp", "--overlap-grad-reduce", "1"],
+                                level="full")
         self.assertIn("gradient audit: vision iteration 0: the reduced gradients are 0.5 x the sum "
                       "over its 2 replicas / llm's dp 1 (llm's loss is a mean) in all 2 parameters "
                       "(by values); cause: vision averaged over its own dp 2 instead of llm's dp 1: "
                       "the factor d_L/d_E = 1/2 (docs/schedule.md §7.1", out)
         self.assertNotIn("normalise the loss differently", out)
         # ... fixed: scaled by d_E/d_L after finalize (Megatron-Bridge PR #4066)
-        fixed = self.assert_passes("own_dp_fixed", ["--finalize", "module_local"], 8)
+        fixed = self.assert_passes("own_dp_fixed", ["--finalize", "module_local",
+                                                    "--overlap-grad-reduce", "1"], 8)
         self.assertIn("(8 by element sums (level stats records no values))", fixed)
 
         # PR #5555: llm per-token, vision mean, corrected as if vision summed like the llm:

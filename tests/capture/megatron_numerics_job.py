@@ -6,7 +6,7 @@ flags reproduce three upstream bugs of 2026 on CPU, each next to its fix:
     python -m torch.distributed.run --standalone --nproc-per-node=3 megatron_numerics_job.py \\
         --backend stagescope|gloo --out DIR [--finalize own_dp|language_branch|module_local]
         [--llm-per-token 0|1] [--vision-per-token 0|1] [--fp16 --scalers independent|synced
-        --overflow-at ITER]
+        --overflow-at ITER] [--overlap-grad-reduce 1]
 
 Layout: vision tp1·pp1·dp2 (ranks 0, 1) -> llm tp1·pp1·dp1 (rank 2), a 2 -> 1 fan-in.  Each
 module stage is one Linear(8, 8) + tanh; the llm's loss is the squared error against the batch's
@@ -29,6 +29,8 @@ finalize_model_grads per module):
                    encoder-only overflow the scalers differ (Megatron-Bridge PR #5591).
   synced           the fix described in PR #5591: snapshot the scalers, prepare the gradients,
                    reduce found-inf over the world, restore and replay one update with it.
+--overlap-grad-reduce 1: DDP launches each bucket group's reduction from the last microbatch's
+backward hooks (asynchronously), as real jobs do.
 --overflow-at I plants an Inf into one vision gradient on rank 0 in iteration I (what an fp16
 overflow in the encoder's backward leaves); the step is skipped.
 
@@ -58,6 +60,9 @@ def parse_args():
     ap.add_argument("--fp16", action="store_true")
     ap.add_argument("--scalers", choices=["independent", "synced"], default="synced")
     ap.add_argument("--overflow-at", type=int, default=-1)
+    ap.add_argument("--overlap-grad-reduce", type=int, default=0,
+                    help="DistributedDataParallelConfig.overlap_grad_reduce (1: the reduction is "
+                         "launched from the backward hooks, asynchronously)")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--microbatches", type=int, default=2)
     ap.add_argument("--mbs", type=int, default=2)
@@ -149,7 +154,8 @@ def main():
         pgc.tp_ep_pp = pgc.mp
         ddp = DistributedDataParallel(
             module_config(name),
-            DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+            DistributedDataParallelConfig(grad_reduce_in_fp32=True,
+                                          overlap_grad_reduce=bool(args.overlap_grad_reduce),
                                           use_distributed_optimizer=False),
             layer, pg_collection=pgc)
         stages[name], pgs[name] = ddp, pgc

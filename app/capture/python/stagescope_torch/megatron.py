@@ -356,17 +356,40 @@ def _recording():
     return stagescope_torch._C.started() and stagescope_torch.level() != "off"
 
 
-def _record_grads(modules, replicas, phase, microbatch):
+def _record_grads(name, module, replicas, phase, microbatch, params=None):
+    """Records `params` ((name, parameter) pairs; default: all of `module`'s) of module `name`."""
     import stagescope_torch
-    for name, module in modules.items():
-        tp, pp = _coordinate(module, "tp_group"), _coordinate(module, "pp_group")
-        dp = replicas.get(name, _coordinate(module, "dp_group"))
-        for pname, p in module.named_parameters():
-            grad = _grad_of(p)
-            if grad is not None:
-                stagescope_torch._C.record_gradient(f"{name}.pp{pp}.{pname.removeprefix('module.')}",
-                                                    grad.detach(), phase, name, int(microbatch),
-                                                    tp, pp, int(dp))
+    tp, pp = _coordinate(module, "tp_group"), _coordinate(module, "pp_group")
+    dp = replicas.get(name, _coordinate(module, "dp_group"))
+    for pname, p in params if params is not None else module.named_parameters():
+        grad = _grad_of(p)
+        if grad is not None:
+            stagescope_torch._C.record_gradient(f"{name}.pp{pp}.{pname.removeprefix('module.')}",
+                                                grad.detach(), phase, name, int(microbatch),
+                                                tp, pp, int(dp))
+
+
+def _watch_grad_syncs(name, module, replicas, microbatch):
+    """Megatron DDP reduces each bucket group in its start_grad_sync(): from finalize without
+    overlap_grad_reduce, from the last microbatch's backward hook with it (then the gradients
+    are scaled and reduced in place before finalize runs).  Each of the module's bucket groups
+    gets a recording start_grad_sync (an instance attribute of the job's DDP object) that
+    records the group's gradients before they are scaled and reduced.  False when `module` has
+    no bucket groups (not a Megatron DDP): then finalize's entry is the moment before."""
+    groups = [g for attr in ("bucket_groups", "expert_parallel_bucket_groups")
+              for g in (getattr(module, attr, None) or [])]
+    if not groups:
+        return False
+    names = {id(p): n for n, p in module.named_parameters()}
+    for group in groups:
+        def start_grad_sync(*args, _start=group.start_grad_sync, _group=group, **kwargs):
+            if _recording():
+                params = [(names[id(p)], p) for b in _group.buckets for p in b.params_list
+                          if id(p) in names]
+                _record_grads(name, module, replicas, "accumulated", microbatch, params)
+            return _start(*args, **kwargs)
+        group.start_grad_sync = start_grad_sync
+    return True
 
 
 def audited_finalize(finalize, modules, language_model="llm", num_microbatches=-1,
@@ -375,8 +398,10 @@ def audited_finalize(finalize, modules, language_model="llm", num_microbatches=-
     multimodule finalizer; same signature) so that each call records, per module of this rank
     (`modules`: {name: the module's Megatron DDP}):
 
-    - every parameter's gradient before the call (phase "accumulated", microbatch = the last one:
-      this replica's own sum over the iteration's microbatches) and after it (phase "reduced"):
+    - every parameter's gradient before the reduction (phase "accumulated", microbatch = the last
+      one: this replica's own sum over the iteration's microbatches; a Megatron DDP's taken in
+      each bucket group's start_grad_sync, which with overlap_grad_reduce runs in the backward,
+      before finalize) and after the call (phase "reduced"):
       `main_grad` where DDP keeps one, else `.grad`, named "<module>.pp<stage>.<parameter>" with
       the rank's tp/pp/dp coordinates (from the DDP's groups; `replicas` {name: dp index}
       overrides dp);
@@ -397,15 +422,20 @@ def audited_finalize(finalize, modules, language_model="llm", num_microbatches=-
     import stagescope_torch
 
     replicas = dict(replicas or {})
+    last = num_microbatches - 1 if num_microbatches > 0 else -1
+    watched = {name for name, module in modules.items()
+               if _watch_grad_syncs(name, module, replicas, last)}
 
     def audited(model, num_tokens, *args, **kwargs):
         if not _recording():
             return finalize(model, num_tokens, *args, **kwargs)
         local_tokens = int(num_tokens) if num_tokens is not None else -1
-        _record_grads(modules, replicas, "accumulated",
-                      num_microbatches - 1 if num_microbatches > 0 else -1)
+        for name, module in modules.items():
+            if name not in watched:
+                _record_grads(name, module, replicas, "accumulated", last)
         result = finalize(model, num_tokens, *args, **kwargs)
-        _record_grads(modules, replicas, "reduced", -1)
+        for name, module in modules.items():
+            _record_grads(name, module, replicas, "reduced", -1)
         for name, module in modules.items():
             lm = name == language_model and num_tokens is not None
             stagescope_torch._C.record_module_step(

@@ -153,6 +153,18 @@ TEST(GradientAudit, APerTokenMismatchIsNotMistakenForSection71) {
   EXPECT_NEAR(twice.findings[0].factor, 2.0, 1e-6);
 }
 
+TEST(GradientAudit, APerTokenLossNeverDividedByItsTokenCountIsNamed) {
+  // both per-token, vision summed over its replicas and never divided by the 16 tokens
+  // (megatron-core 0.19.2's per-module finalize on an encoder rank: its num_tokens is 0)
+  const auto rep =
+      auditGradients(fanIn(16.0, LossNormalisation::PerToken, LossNormalisation::PerToken), kRule);
+  ASSERT_EQ(rep.findings.size(), 1u);
+  EXPECT_EQ(rep.findings[0].cause, "tokens") << rep.findings[0].sentence;
+  EXPECT_NE(rep.findings[0].sentence.find("never divided by the global token count 16"),
+            std::string::npos)
+      << rep.findings[0].sentence;
+}
+
 TEST(GradientAudit, LevelStatsJudgesByElementSumsAndSaysSo) {
   const auto ok =
       auditGradients(fanIn(1.0, LossNormalisation::Mean, LossNormalisation::Mean, false), kRule);

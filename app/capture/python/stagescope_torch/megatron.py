@@ -63,6 +63,7 @@ Import needs `triton` (torch's pinned version: megatron.core imports it uncondit
 """
 
 import contextlib
+import types
 
 import torch
 import torch.distributed as dist
@@ -238,8 +239,10 @@ def cpu_patches():
 
 
 def _owner_name(owner):
-    return owner.__name__ if isinstance(owner, type(contextlib)) else \
-        f"{owner.__module__}.{owner.__qualname__}"
+    """"megatron.core.x.y" for a module, "megatron.core.x.y.Class" for a class."""
+    if isinstance(owner, types.ModuleType):
+        return owner.__name__
+    return f"{owner.__module__}.{owner.__qualname__}"
 
 
 def enable_cpu():

@@ -35,7 +35,6 @@ std::string num(double v) {
 // What one (iteration, module) recorded about its reduction.
 struct ModuleReduction {
   LossNormalisation normalisation = LossNormalisation::Unknown;
-  bool mixed = false;  // replicas recorded different normalisations
   int microbatches = -1;
   int64_t globalTokens = -1;
 };
@@ -45,9 +44,7 @@ std::map<std::pair<int, std::string>, ModuleReduction> reductionsOf(const model:
   for (const auto& s : run.moduleSteps) {
     if (!s.hasReduction()) continue;
     auto& r = out[{s.iteration, s.module.str()}];
-    if (r.normalisation != LossNormalisation::Unknown && r.normalisation != s.normalisation)
-      r.mixed = true;
-    r.normalisation = s.normalisation;
+    r.normalisation = s.normalisation;  // one module config: every replica records the same
     r.microbatches = std::max(r.microbatches, s.microbatches);
     r.globalTokens = std::max(r.globalTokens, s.globalTokens);
   }

@@ -118,6 +118,17 @@ class MegatronNumerics(MegatronCase):
                       "Inf/NaN, every module skipped the step", out)
         self.assertEqual(self.loss_scales(self.runs["fixed"], 2), {"vision": 4.0, "llm": 4.0})
 
+    def test_bad_helper_input_is_one_line(self):
+        """record_module_step refuses a normalisation outside its vocabulary in one line, also
+        when nothing is being recorded."""
+        r = subprocess.run([self.python, "-c", "import stagescope_torch as s; "
+                            "s._C.record_module_step('vision', normalisation='median')"],
+                           env=megatron_env(), capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stderr.strip().splitlines()[-1],
+                         "ValueError: record_module_step(normalisation='median'): expected mean "
+                         "or per_token")
+
     def loss_scales(self, run, iteration):
         with sqlite3.connect(run) as db:
             return {m: s for m, s in db.execute(

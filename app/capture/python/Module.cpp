@@ -81,15 +81,16 @@ void recordGradient(const std::string& param, const at::Tensor& tensor, const st
 void recordModuleStep(const std::string& module, int dp, const std::string& normalisation,
                       int microbatches, int64_t tokens, int64_t globalTokens, double lossScale,
                       double lossScaleAfter, int foundInf, int skipped) {
-  auto& session = CaptureSession::instance();
-  if (session.level() == events::RecordLevel::Off) return;
   events::ModuleStepRecord m;
+  // Bad input is refused whether or not the job records (one line naming the argument).
   if (!normalisation.empty() && (!events::parseLossNormalisation(normalisation, &m.normalisation) ||
                                  m.normalisation == events::LossNormalisation::Unknown)) {
     throw std::invalid_argument("record_module_step(normalisation='" + normalisation +
                                 "'): expected mean or per_token");
   }
   if (module.empty()) throw std::invalid_argument("record_module_step: the module name is empty");
+  auto& session = CaptureSession::instance();
+  if (session.level() == events::RecordLevel::Off) return;
   m.rank = session.rank();
   m.iteration = session.iteration();
   m.module = module;

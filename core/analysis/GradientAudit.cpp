@@ -67,7 +67,7 @@ double elementSum(const GradientRecord& g) {
 
 // The measured relation of one shard's reduced gradient to its expectation.
 struct Measured {
-  enum class Evidence { None, Values, Sums, Norms } evidence = Evidence::None;
+  enum class Evidence { None, Values, Checksums, Sums, Norms } evidence = Evidence::None;
   bool equal = false;
   double factor = NAN;  // reduced / expected, when one uniform factor relates them
   double distance = 0;  // relative distance (values: L2, sums and norms: |f - 1|)
@@ -120,6 +120,18 @@ Measured measure(const Shard& s, double c, double floor, double bound) {
     }
     return m;
   }
+  // One replica and c = 1 (a mean loss, the language model on one replica): the reduction must
+  // leave the bytes as they were, so equal checksums are the verdict (a difference falls through
+  // to the sums, which measure its factor).
+  if (s.before.size() == 1 && c == 1.0) {
+    const GradientRecord& acc = *s.before.begin()->second;
+    if (acc.checksum != 0 && red.checksum != 0 && acc.checksum == red.checksum &&
+        acc.dtype == red.dtype) {
+      m.evidence = E::Checksums;
+      m.equal = true;
+      return m;
+    }
+  }
   double sumBefore = 0;
   bool sums = red.hasStats;
   for (const auto& [dp, acc] : s.before) {
@@ -169,6 +181,8 @@ std::string GradientAuditReport::summary() const {
     << "module's replicas / what the language model's loss normalisation implies";
   std::vector<std::string> how;
   if (byValues) how.push_back(std::to_string(byValues) + " by values");
+  if (byChecksums)
+    how.push_back(std::to_string(byChecksums) + " bitwise by checksums (one replica, c = 1)");
   if (bySums)
     how.push_back(std::to_string(bySums) + " by element sums (level stats records no values)");
   if (byNorms) how.push_back(std::to_string(byNorms) + " by norms (one replica, the fallback)");
@@ -258,7 +272,10 @@ GradientAuditReport auditGradients(const model::RunModel& run, const ToleranceRu
     }
     ++out.judged;
     ++judgedOf[{iteration, module}];
-    (m.evidence == E::Values ? out.byValues : m.evidence == E::Sums ? out.bySums : out.byNorms)++;
+    (m.evidence == E::Values      ? out.byValues
+     : m.evidence == E::Checksums ? out.byChecksums
+     : m.evidence == E::Sums      ? out.bySums
+                                  : out.byNorms)++;
     if (!m.equal) failed[{iteration, module}].push_back({&s, std::get<2>(key), m});
   }
   out.notes.assign(noteSet.begin(), noteSet.end());

@@ -16,8 +16,9 @@
 // Evidence: values at level full (payloads: the sum in float64, relative L2 with a floor of
 // 1e-3 of the module's reduced gradient norm, bound of the run dtype's tolerance rule); at
 // level stats the element sums (mean x numel of each record's statistics: the sum is linear, so
-// the replicas' sums add up), labelled as such; with one replica, norms.  A difference that is
-// one uniform factor f over all of a module's parameters names its cause:
+// the replicas' sums add up), labelled as such; with one replica and c = 1 (a mean loss, a
+// language model of one replica) bitwise by checksums first; with one replica, norms last.
+// A difference that is one uniform factor f over all of a module's parameters names its cause:
 //
 //   - normalisation:   the module's own normalisation differs from the language model's
 //                      (Megatron-Bridge PR #5555): a mean module under a per-token language
@@ -55,6 +56,7 @@ struct AuditFinding {
 struct GradientAuditReport {
   int64_t judged = 0;              // parameter shards judged
   int64_t byValues = 0;            // of them by values (level full)
+  int64_t byChecksums = 0;         // bitwise by checksums: one replica and c = 1
   int64_t bySums = 0;              // by element sums (level stats: no values)
   int64_t byNorms = 0;             // by norms (one replica, no statistics)
   int64_t notJudged = 0;           // a replica missing, non-finite values, no evidence

@@ -178,6 +178,24 @@ TEST(GradientAudit, LevelStatsJudgesByElementSumsAndSaysSo) {
   EXPECT_NE(bad.findings[0].sentence.find("element sums"), std::string::npos);
 }
 
+TEST(GradientAudit, OneReplicaOfAMeanLossIsJudgedBitwiseByChecksums) {
+  auto run = fanIn(1.0, LossNormalisation::Mean, LossNormalisation::Mean, false);
+  for (auto& g : run.gradients)
+    if (g.module.str() == "llm") g.checksum = 0xabcdef;  // the reduction left the bytes alone
+  const auto same = auditGradients(run, kRule);
+  EXPECT_TRUE(same.findings.empty());
+  EXPECT_EQ(same.byChecksums, 1);
+  EXPECT_EQ(same.bySums, 2);  // vision: two replicas, no values
+  EXPECT_NE(same.summary().find("1 bitwise by checksums (one replica, c = 1)"), std::string::npos)
+      << same.summary();
+  // other bytes: the checksums are not the verdict; the sums measure the (here equal) factor
+  for (auto& g : run.gradients)
+    if (g.module.str() == "llm" && g.phase == GradPhase::Reduced) g.checksum = 0x123456;
+  const auto other = auditGradients(run, kRule);
+  EXPECT_EQ(other.byChecksums, 0);
+  EXPECT_EQ(other.bySums, 3);
+}
+
 TEST(GradientAudit, AFactorNothingExplainsIsSaidAsSuch) {
   const auto rep =
       auditGradients(fanIn(3.0, LossNormalisation::Mean, LossNormalisation::Mean), kRule);

@@ -80,7 +80,9 @@ class MegatronNumerics(MegatronCase):
         # ... fixed: scaled by d_E/d_L after finalize (Megatron-Bridge PR #4066)
         fixed = self.assert_passes("own_dp_fixed", ["--finalize", "module_local",
                                                     "--overlap-grad-reduce", "1"], 8)
-        self.assertIn("(8 by element sums (level stats records no values))", fixed)
+        # llm (one replica, a mean loss: c = 1) bitwise by checksums, vision by element sums
+        self.assertIn("(4 bitwise by checksums (one replica, c = 1), 4 by element sums (level "
+                      "stats records no values))", fixed)
 
         # PR #5555: llm per-token, vision mean, corrected as if vision summed like the llm:
         # the same 0.5 here, named by the recorded normalisation (level stats: element sums)

@@ -111,7 +111,7 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
       "ranks",        "plan",   "actions",          "transfers",
       "gradients",    "losses", "inputs",           "diagnoses",
       "collectives",  "waits",  "reference_losses", "reference_gradients",
-      "message_roles"};
+      "message_roles", "module_steps"};
   Transaction tx(db);
   std::string update =
       "UPDATE shards SET state='merged', note=NULL, merged_unix_ms=" + std::to_string(nowUnixMs());

@@ -77,6 +77,7 @@ class Loader {
     if (timeline) readDiagnoses();
     if (messages) readCollectives();
     if (messages) readMessageRoles();
+    if (values) readModuleSteps();
     if (m_.schemaVersion >= 2) {
       if (values) {
         readReferenceLosses();
@@ -1212,6 +1213,38 @@ class Loader {
     }
   }
 
+  // Captured jobs' module steps (events/ModuleStep.h); a file without the table has none.
+  void readModuleSteps() {
+    if (!db_.hasTable("module_steps")) return;
+    Stmt s = db_.prepare(
+        "SELECT rank, iteration, module, dp, normalisation, microbatches, tokens, global_tokens, "
+        "loss_scale, loss_scale_after, found_inf, skipped FROM module_steps ORDER BY rowid");
+    const char* t = "module_steps";
+    while (s.step()) {
+      events::ModuleStepRecord m;
+      m.rank = bounded(s, 0, t, "rank", 0, kLastRank, false);
+      m.iteration = bounded(s, 1, t, "iteration", 0, kLastIteration);
+      m.module = events::Name(s.text(2));
+      m.dp = bounded(s, 3, t, "dp", -1, kLastRank);
+      if (!s.isNull(4)) {
+        m.normalisation = parse<events::LossNormalisation>(
+            t, s.text(4), [](std::string_view v, events::LossNormalisation* o) {
+              return events::parseLossNormalisation(std::string(v), o);
+            });
+        m.microbatches = bounded(s, 5, t, "microbatches", -1, kLastMicrobatch + 1);
+        integer(s, 6, t, "tokens", true);
+        integer(s, 7, t, "global_tokens", true);
+        m.tokens = s.isNull(6) ? -1 : std::max<int64_t>(-1, s.i64(6));
+        m.globalTokens = s.isNull(7) ? -1 : std::max<int64_t>(-1, s.i64(7));
+      }
+      real(t, s, 8, &m.lossScale);
+      real(t, s, 9, &m.lossScaleAfter);
+      if (!s.isNull(10)) m.foundInf = bounded(s, 10, t, "found_inf", 0, 1) ? 1 : 0;
+      if (!s.isNull(11)) m.skipped = bounded(s, 11, t, "skipped", 0, 1) ? 1 : 0;
+      m_.moduleSteps.push_back(std::move(m));
+    }
+  }
+
   void readReferenceLosses() {
     Stmt s =
         db_.prepare("SELECT iteration, microbatch, dp, loss FROM reference_losses ORDER BY rowid");
@@ -1679,6 +1712,10 @@ void sortRest(model::RunModel& m) {
            std::tie(b.iteration, b.group, b.groupSeq, b.rank);
   });
   sortGradients(m.gradients);
+  std::stable_sort(m.moduleSteps.begin(), m.moduleSteps.end(), [](const auto& a, const auto& b) {
+    return std::make_tuple(a.iteration, a.module.str(), a.rank) <
+           std::make_tuple(b.iteration, b.module.str(), b.rank);
+  });
   std::stable_sort(m.losses.begin(), m.losses.end(), [](const auto& a, const auto& b) {
     return std::tie(a.iteration, a.microbatch, a.dp, a.rank) <
            std::tie(b.iteration, b.microbatch, b.dp, b.rank);

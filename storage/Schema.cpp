@@ -227,6 +227,23 @@ std::vector<TableDef> makeTables() {
                 {"call", "TEXT"},
                 shardId},
                true});
+  // Captured jobs: what each module's reduction and optimizer step assumed (loss
+  // normalisation, loss scale, found-inf, skip), core/events/ModuleStep.h.  NULL: not recorded.
+  t.push_back({"module_steps",
+               {{"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"module", "TEXT"},
+                {"dp", "INTEGER"},
+                {"normalisation", "TEXT"},
+                {"microbatches", "INTEGER"},
+                {"tokens", "INTEGER"},
+                {"global_tokens", "INTEGER"},
+                {"loss_scale", "REAL"},
+                {"loss_scale_after", "REAL"},
+                {"found_inf", "INTEGER"},
+                {"skipped", "INTEGER"},
+                shardId},
+               true});
   t.push_back({"waits",
                {{"rank", "INTEGER NOT NULL"},
                 {"iteration", "INTEGER"},
@@ -288,7 +305,8 @@ std::vector<TableDef> makeTables() {
                 {"n_waits", "INTEGER"},
                 {"n_message_roles", "INTEGER"},
                 {"n_reference_losses", "INTEGER"},
-                {"n_reference_gradients", "INTEGER"}},
+                {"n_reference_gradients", "INTEGER"},
+                {"n_module_steps", "INTEGER"}},
                false});
   return t;
 }

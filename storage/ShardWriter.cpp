@@ -84,7 +84,7 @@ struct ShardWriter::Impl {
   Db db;
   Stmt begin, commit;
   TableInsert ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses, collectives,
-      messageRoles, waits, referenceLosses, referenceGradients;
+      messageRoles, waits, referenceLosses, referenceGradients, moduleSteps;
   // Two list texts per row of a multi-row statement: they must all stay valid until its step.
   ListText lists[kRowsPerInsert][2];
   RecordLevel level;
@@ -105,6 +105,7 @@ struct ShardWriter::Impl {
     waits = TableInsert(db, "waits");
     referenceLosses = TableInsert(db, "reference_losses");
     referenceGradients = TableInsert(db, "reference_gradients");
+    moduleSteps = TableInsert(db, "module_steps");
   }
 
   bool keepStats() const { return level >= RecordLevel::Stats; }
@@ -334,6 +335,34 @@ struct ShardWriter::Impl {
     b.text(r.call);
   }
 
+  void bindModuleStep(RowBinder& b, const events::ModuleStepRecord& m) {
+    b.put(m.rank);
+    b.put(m.iteration);
+    b.text(m.module);
+    b.put(m.dp);
+    if (m.hasReduction()) {
+      b.text(events::toString(m.normalisation));
+      b.put(m.microbatches);
+      b.put(m.tokens);
+      b.put(m.globalTokens);
+    } else {
+      for (int i = 0; i < 4; ++i) b.null();
+    }
+    // A scale that was not recorded is NULL; a recorded non-finite one is stored as such.
+    for (double v : {m.lossScale, m.lossScaleAfter}) {
+      if (m.hasLossScale())
+        b.real(v);
+      else
+        b.null();
+    }
+    for (int8_t v : {m.foundInf, m.skipped}) {
+      if (v < 0)
+        b.null();
+      else
+        b.put(static_cast<int32_t>(v));
+    }
+  }
+
   // Writes one batch in one transaction.
   void write(const Batch& batch) {
     begin.run();
@@ -360,6 +389,8 @@ struct ShardWriter::Impl {
       insertAll(messageRoles, batch.messageRoles,
                 [&](RowBinder& b, int, const auto& r) { bindMessageRole(b, r); });
       insertAll(waits, batch.waits, [&](RowBinder& b, int, const auto& w) { bindWait(b, w); });
+      insertAll(moduleSteps, batch.moduleSteps,
+                [&](RowBinder& b, int, const auto& m) { bindModuleStep(b, m); });
       insertAll(referenceLosses, batch.referenceLosses,
                 [&](RowBinder& b, int, const auto& l) { bindReferenceLoss(b, l); });
       insertAll(referenceGradients, batch.referenceGradients,
@@ -385,6 +416,7 @@ void ShardWriter::Batch::clear() {
   diagnoses.clear();
   collectives.clear();
   messageRoles.clear();
+  moduleSteps.clear();
   waits.clear();
   referenceLosses.clear();
   referenceGradients.clear();
@@ -488,6 +520,9 @@ void ShardWriter::collective(events::CollectiveRecord c) {
 }
 void ShardWriter::messageRole(events::MessageRoleRecord r) {
   enqueue(&Batch::messageRoles, std::move(r), 0);
+}
+void ShardWriter::moduleStep(events::ModuleStepRecord s) {
+  enqueue(&Batch::moduleSteps, std::move(s), 0);
 }
 void ShardWriter::transfer(events::TransferRecord t) {
   size_t n = t.payload.size();

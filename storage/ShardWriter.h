@@ -75,6 +75,7 @@ class ShardWriter final : public events::Recorder {
   void diagnosis(events::DiagnosisRecord d) override;
   void collective(events::CollectiveRecord c) override;
   void messageRole(events::MessageRoleRecord r) override;
+  void moduleStep(events::ModuleStepRecord s) override;
   void wait(events::WaitRecord w) override;
   void referenceLoss(events::LossRecord loss) override;
   void referenceGradient(events::GradientRecord gradient) override;
@@ -102,6 +103,7 @@ class ShardWriter final : public events::Recorder {
     RecordList<events::DiagnosisRecord> diagnoses;
     RecordList<events::CollectiveRecord> collectives;
     RecordList<events::MessageRoleRecord> messageRoles;
+    RecordList<events::ModuleStepRecord> moduleSteps;
     RecordList<events::WaitRecord> waits;
     RecordList<events::LossRecord> referenceLosses;
     RecordList<events::GradientRecord> referenceGradients;

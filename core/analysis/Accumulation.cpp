@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/analysis/Format.h"
+#include "core/analysis/GradientAudit.h"
 #include "core/analysis/Values.h"
 
 namespace stagescope::analysis {
@@ -77,6 +78,8 @@ AccumulationReport judgeAccumulation(const model::RunModel& run, const Tolerance
   }
   std::vector<double> sum, v, want;
   for (const auto& [key, red] : reduced) {
+    // A captured job that recorded its loss normalisation: the gradient audit judges it.
+    if (auditedReduction(run, std::get<0>(key), std::get<1>(key))) continue;
     const auto found = last.find(key);
     if (found == last.end()) continue;  // nothing accumulated (forward-only, filtered out)
     const auto& replicas = found->second;

@@ -16,8 +16,10 @@
 
 #include "core/analysis/Analysis.h"
 #include "core/analysis/Compare.h"
+#include "core/analysis/GradientAudit.h"
 #include "core/analysis/Inputs.h"
 #include "core/analysis/MessageRoles.h"
+#include "core/analysis/LossScale.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/OptimizerStep.h"
 #include "core/analysis/PlanConformance.h"
@@ -635,7 +637,33 @@ void checkNonFinite(Ctx& c, CheckResult& r) {
     r.summary += " (losses only: level " + std::string(toString(run.info.level)) +
                  " records no tensor statistics)";
   }
-  const auto records = nonFiniteInCausalOrder(run);
+  // A handled overflow (LossScale.h: every module skipped the step a module found Inf/NaN in)
+  // is an event: its module's gradients of that iteration are reported, not counted.
+  const LossScaleReport scales = judgeLossScales(run);
+  std::vector<NonFiniteRecord> records;
+  int64_t handled = 0;
+  for (const auto& nf : nonFiniteInCausalOrder(run)) {
+    if (nf.kind == NonFiniteRecord::Kind::Gradient &&
+        scales.handledOverflow(nf.iteration, run.gradients[nf.index].module.str())) {
+      ++handled;
+      continue;
+    }
+    records.push_back(nf);
+  }
+  if (handled) {
+    std::ostringstream e;
+    e << "; " << handled << " non-finite gradient" << (handled == 1 ? "" : "s")
+      << " of a handled overflow not counted (an event, not a failure:";
+    const char* sep = " ";
+    for (const auto& o : scales.overflows) {
+      e << sep << "iteration " << o.iteration << ", ";
+      for (size_t i = 0; i < o.modules.size(); ++i) e << (i ? " and " : "") << o.modules[i];
+      e << " found Inf/NaN and every module skipped the step";
+      sep = "; ";
+    }
+    e << ")";
+    r.summary += e.str();
+  }
   for (size_t k = 0; k < records.size(); ++k) {
     const auto& nf = records[k];
     Finding f;
@@ -1130,6 +1158,53 @@ void checkAccumulation(Ctx& c, CheckResult& r) {
   }
 }
 
+// ---- reference_gradient, fifth and sixth parts: a captured job's numbers, without a twin -------
+// The gradient audit (GradientAudit.h: each module's reduction against what the language
+// model's loss normalisation implies, with the cause of a difference) and one loss scale for
+// the whole model (LossScale.h).  Both judge rows only a captured job's helpers write.
+// `wasSkipped`: the class's status before this part added its findings.
+void addPart(CheckResult& r, bool wasSkipped, const std::string& summary, bool failed) {
+  if (summary.empty()) return;
+  if (wasSkipped) {
+    r.status = failed ? CheckStatus::Failed : CheckStatus::Passed;
+    r.summary = summary + "; " + r.summary;
+  } else {
+    r.summary += "; " + summary;
+    if (failed) r.status = CheckStatus::Failed;
+  }
+}
+
+void checkGradientAudit(Ctx& c, CheckResult& r) {
+  const std::string dtype = computeDtypeOf(c.run);
+  const GradientAuditReport rep =
+      auditGradients(c.run, toleranceFor(dtype.empty() ? "float32" : dtype, c.opts.tolerance));
+  const bool wasSkipped = r.status == CheckStatus::Skipped;
+  for (const auto& a : rep.findings) {
+    Finding f;
+    f.rank = a.rank;
+    f.iteration = a.iteration;
+    f.tensor = a.param.empty() ? a.module : a.param;
+    f.message = "gradient audit: " + a.sentence;
+    add(r, c.opts, f);
+  }
+  if (rep.judged == 0 && rep.notJudged == 0 && rep.notes.empty()) return;  // nothing recorded
+  addPart(r, wasSkipped, rep.summary(), !rep.findings.empty());
+}
+
+void checkLossScale(Ctx& c, CheckResult& r) {
+  const LossScaleReport rep = judgeLossScales(c.run);
+  const bool wasSkipped = r.status == CheckStatus::Skipped;
+  for (const auto& x : rep.findings) {
+    Finding f;
+    f.rank = x.rank;
+    f.iteration = x.iteration;
+    f.tensor = "loss scale of " + x.module;
+    f.message = "loss scale: " + x.sentence;
+    add(r, c.opts, f);
+  }
+  addPart(r, wasSkipped, rep.summary(), !rep.findings.empty());
+}
+
 // ---- reference_gradient, fourth part: the inputs against the samples the layout assigns ------
 // Each recorded input row must hold the samples its replica is assigned, with the values the
 // seed draws for them (Inputs.h): the data every gradient above was computed from.
@@ -1222,6 +1297,8 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
     checkReference(c, reference);
     checkAccumulation(c, reference);
     checkInputs(c, reference);
+    checkGradientAudit(c, reference);
+    checkLossScale(c, reference);
   });
   timed(against, [&] { checkAgainst(c, against); });
 

@@ -26,12 +26,15 @@
 //    14   shape_mismatch         send and recv of one message disagree on shape or dtype
 //    15   checksum_mismatch      send and recv of one message disagree on the checksum
 //    16   nonfinite              a NaN/Inf in a transfer, gradient or loss (the FIRST one in
-//                                causal order is named)
+//                                causal order is named); a handled overflow's gradients
+//                                (LossScale.h) are reported as an event, not counted
 //    17   reference_gradient     gathered gradients differ from the single-process reference;
 //                                also the run's own consistency: an optimizer step
 //                                (OptimizerStep.h), a reduced gradient against what its DP
 //                                replicas accumulated (Accumulation.h), an input row against
-//                                the samples the layout assigns its replica (Inputs.h)
+//                                the samples the layout assigns its replica (Inputs.h); a
+//                                captured job's reduction against its loss normalisation
+//                                (GradientAudit.h) and its modules' loss scales (LossScale.h)
 //    18   against                run-to-run difference against another run (--against)
 #pragma once
 

@@ -37,6 +37,26 @@ DpSizes dpSizesOf(const model::RunModel& run) {
   return out;
 }
 
+// "vision mean, llm per_token" when `run` recorded (events/ModuleStep.h) a loss normalisation for
+// `module` that differs from its language model's, else "": then a factor equal to d_L/d_E may
+// as well be that mismatch (GradientAudit.h tells them apart within the run).
+std::string mixedNormalisation(const model::RunModel& run, const std::string& module) {
+  std::string llm;
+  const RunSetup setup = runSetupOf(run);
+  for (const auto& m : setup.settings.modules)
+    if (m.kind == events::ModuleKind::Llm) llm = m.name;
+  auto normalisationOf = [&](const std::string& name) {
+    for (const auto& s : run.moduleSteps)
+      if (s.hasReduction() && s.module.str() == name) return s.normalisation;
+    return events::LossNormalisation::Unknown;
+  };
+  const auto mine = normalisationOf(module), lang = normalisationOf(llm);
+  if (llm.empty() || module == llm || mine == events::LossNormalisation::Unknown ||
+      lang == events::LossNormalisation::Unknown || mine == lang)
+    return "";
+  return module + " " + toString(mine) + ", " + llm + " " + toString(lang);
+}
+
 std::string moduleOf(const std::string& param) {
   return param.substr(0, param.find('.'));
 }
@@ -85,7 +105,15 @@ std::vector<UniformRatio> uniformGradientRatios(const std::vector<GradRow>& rows
     s << u.module << ": A's gradients are " << u.ratio << " x B's in all " << u.parameters
       << " of its parameters in iteration " << u.iteration << " (by norms; the ratios agree to "
       << u.spread << ")";
-    if (u.expected > 0 && std::fabs(u.ratio / u.expected - 1) <= kUniform) {
+    const std::string mixedA = mixedNormalisation(a, u.module);
+    const std::string mixedB = mixedNormalisation(b, u.module);
+    if (u.expected > 0 && std::fabs(u.ratio / u.expected - 1) <= kUniform &&
+        !(mixedA.empty() && mixedB.empty())) {
+      s << " — equal to the data-parallel factor d_L/d_E (" << fraction(fa) << " in A's layout, "
+        << fraction(fb) << " in B's), but the modules normalise the loss differently in "
+        << (mixedA.empty() ? "B (" + mixedB : "A (" + mixedA)
+        << "): not necessarily §7.1; check on that run audits its reduction and names the cause";
+    } else if (u.expected > 0 && std::fabs(u.ratio / u.expected - 1) <= kUniform) {
       s << " — the data-parallel factor d_L/d_E: " << fraction(fa) << " in A's layout, "
         << fraction(fb) << " in B's (§7.1: an encoder's gradients averaged over its own dp "
         << "group instead of summed and divided by the language model's dp)";

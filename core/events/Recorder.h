@@ -12,6 +12,7 @@
 
 #include "core/events/Events.h"
 #include "core/events/MessageRole.h"
+#include "core/events/ModuleStep.h"
 
 namespace stagescope::events {
 
@@ -33,6 +34,8 @@ class Recorder {
   // What a captured message means in the job's call (MessageRole.h); recorders that do not
   // store them drop them.
   virtual void messageRole(MessageRoleRecord) {}
+  // A module's reduction and loss scale of captured jobs (ModuleStep.h); dropped by default.
+  virtual void moduleStep(ModuleStepRecord) {}
   virtual void wait(WaitRecord w) = 0;  // what this rank waited on at a timeout
   // The single-process reference (`run --reference`): its own tables, never per-rank rows.
   virtual void referenceLoss(LossRecord loss) = 0;
@@ -103,6 +106,9 @@ class FilteringRecorder final : public Recorder {
   void diagnosis(DiagnosisRecord d) override { inner_.diagnosis(std::move(d)); }
   void collective(CollectiveRecord c) override {
     if (keeps(c.iteration)) inner_.collective(std::move(c));
+  }
+  void moduleStep(ModuleStepRecord s) override {
+    if (keeps(s.iteration)) inner_.moduleStep(std::move(s));
   }
   void wait(WaitRecord w) override { inner_.wait(std::move(w)); }
   void referenceLoss(LossRecord l) override { inner_.referenceLoss(std::move(l)); }

@@ -16,6 +16,7 @@
 
 #include "core/events/Events.h"
 #include "core/events/MessageRole.h"
+#include "core/events/ModuleStep.h"
 
 namespace stagescope::model {
 
@@ -72,6 +73,9 @@ struct RunModel {
   std::vector<events::CollectiveRecord> collectives;
   // What captured messages mean in the job's calls (events/MessageRole.h), file order.
   std::vector<events::MessageRoleRecord> messageRoles;
+  // Captured jobs' per-module reduction and loss-scale rows (events/ModuleStep.h), sorted by
+  // (iteration, module, rank).
+  std::vector<events::ModuleStepRecord> moduleSteps;
   // What each rank waited on when it timed out (the hang's wait-for edges), sorted by
   // (timeNs, rank).  Empty for runs without a timeout and for format-1 files.
   std::vector<events::WaitRecord> waits;

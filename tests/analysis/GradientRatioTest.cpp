@@ -52,6 +52,26 @@ TEST(GradientRatio, AUniformFactorIsNamedAndMatchedToSection71) {
   EXPECT_NE(out[0].sentence.find("d_L/d_E: 2 in A's layout, 1 in B's (§7.1"), std::string::npos);
 }
 
+TEST(GradientRatio, AFactorThatARecordedNormalisationMismatchExplainsIsNotCalledSection71) {
+  // A: vision records a mean loss, llm a per-token one (Megatron-Bridge PR #5555): its 0.5 is
+  // d_L/d_E here as well, and no longer named §7.1 (issue 38: it was misnamed).
+  auto a = declared(2, 1);
+  events::ModuleStepRecord vision, llm;
+  vision.module = "vision";
+  vision.normalisation = events::LossNormalisation::Mean;
+  llm.module = "llm";
+  llm.normalisation = events::LossNormalisation::PerToken;
+  a.moduleSteps = {llm, vision};
+  const auto found = uniformGradientRatios({row("vision.w", 0.5, 1.0), row("vision.b", 0.25, 0.5)},
+                                           a, declared(1, 1));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].sentence.find("(§7.1"), std::string::npos) << found[0].sentence;
+  EXPECT_NE(found[0].sentence.find("the modules normalise the loss differently in A (vision mean, "
+                                   "llm per_token)"),
+            std::string::npos)
+      << found[0].sentence;
+}
+
 TEST(GradientRatio, AFactorOtherThanTheLayoutsIsAScaleErrorOfItsOwn) {
   const auto found = uniformGradientRatios({row("vision.w", 3.0, 1.0), row("vision.b", 1.5, 0.5)},
                                            declared(2, 1), declared(1, 1));

@@ -187,30 +187,45 @@ class MegatronMultimodule(MegatronCase):
 
     def test_cpu_patches_opt_in(self):
         """Importing stagescope_torch.megatron patches nothing; enable_cpu() patches exactly the
-        listed module attributes (and no torch attribute); disable_cpu() restores them."""
+        listed attributes (and no torch attribute); disable_cpu() restores them."""
         code = """
-import torch, torch.distributed as dist
-from megatron.core.pipeline_parallel import bridge_communicator as b, p2p_communication as p, schedules as s
+import importlib, torch, torch.distributed as dist
+mods = [importlib.import_module("megatron.core." + m) for m in (
+    "pipeline_parallel.bridge_communicator", "pipeline_parallel.schedules",
+    "pipeline_parallel.p2p_communication", "distributed.param_and_grad_buffer",
+    "distributed.distributed_data_parallel", "distributed.finalize_model_grads",
+    "optimizer.optimizer", "optimizer.grad_scaler", "optimizer.clip_grads", "models.mimo.optimizer")]
+b, s, p, buf, ddp, fin, opt, gs, clip, mimo = mods
+f16 = opt.Float16OptimizerWithFloat16Params
 import stagescope_torch.megatron as ssm
-before = (b.dist, b.torch, p.torch, s.torch, torch.cuda.current_device, torch.cuda.synchronize)
-assert (b.dist, b.torch, p.torch, s.torch) == (dist, torch, torch, torch), "patched at import"
+def state():
+    return [b.dist] + [m.torch for m in mods] + [clip.l2_norm_impl, f16.__dict__["__init__"]]
+original = state()
+before = (torch.cuda.current_device, torch.cuda.synchronize, torch.cuda.current_stream)
+assert original[:11] == [dist] + [torch] * 10, "patched at import"
 names = ssm.enable_cpu()
 print(",".join(names))
 assert ssm.enable_cpu() == names  # idempotent
 assert s.torch.zeros([], device="cuda").device.type == "cpu"
 assert p.torch.cuda.current_device() == "cpu" and b.torch.cuda.synchronize() is None
-assert (torch.cuda.current_device, torch.cuda.synchronize) == before[4:], "torch itself patched"
+assert buf.torch.cuda.current_stream().wait_stream(None) is None
+assert (torch.cuda.current_device, torch.cuda.synchronize, torch.cuda.current_stream) == before
 ssm.disable_cpu()
-assert (b.dist, b.torch, p.torch, s.torch) == (dist, torch, torch, torch), "not restored"
+assert state() == original, "not restored"
 print("ok")
 """
         r = subprocess.run([self.python, "-c", code], env=megatron_env(), capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-        self.assertEqual(r.stdout.split(), [
-            "megatron.core.pipeline_parallel.bridge_communicator.dist,"
-            "megatron.core.pipeline_parallel.schedules.torch,"
-            "megatron.core.pipeline_parallel.p2p_communication.torch,"
-            "megatron.core.pipeline_parallel.bridge_communicator.torch", "ok"])
+        core = "megatron.core."
+        self.assertEqual(r.stdout.split(), [",".join(core + n for n in (
+            "pipeline_parallel.bridge_communicator.dist", "pipeline_parallel.schedules.torch",
+            "pipeline_parallel.p2p_communication.torch",
+            "pipeline_parallel.bridge_communicator.torch",
+            "distributed.param_and_grad_buffer.torch",
+            "distributed.distributed_data_parallel.torch", "distributed.finalize_model_grads.torch",
+            "optimizer.optimizer.torch", "optimizer.grad_scaler.torch", "optimizer.clip_grads.torch",
+            "optimizer.clip_grads.l2_norm_impl", "models.mimo.optimizer.torch",
+            "optimizer.optimizer.Float16OptimizerWithFloat16Params.__init__")), "ok"])
 
 
 class MegatronUnequalDepthHang(MegatronCase):

@@ -5,7 +5,7 @@ Usage: test_capture.py CASE    (CASE: p2p_pipeline | planted_shape_bug | planted
                                 pipelining_1f1b | gpipe_vs_1f1b | collectives_view |
                                 buffer_reuse | megatron_1f1b | megatron_multimodule |
                                 megatron_unequal_depth_hang | megatron_fan_in |
-                                torch_build_check | hand_1f1b_plan)
+                                megatron_numerics | torch_build_check | hand_1f1b_plan)
 Environment: STAGESCOPE_BIN (the CLI), STAGESCOPE_PYTHON_DIR (the built stagescope_torch).
 """
 
@@ -303,6 +303,8 @@ def main():
     cases["megatron_multimodule"] = megatron_multimodule_case.MegatronMultimodule
     cases["megatron_unequal_depth_hang"] = megatron_multimodule_case.MegatronUnequalDepthHang
     cases["megatron_fan_in"] = megatron_multimodule_case.MegatronFanIn
+    import megatron_numerics_case  # noqa: E402
+    cases["megatron_numerics"] = megatron_numerics_case.MegatronNumerics
     import plan_check_case  # noqa: E402
     cases["hand_1f1b_plan"] = plan_check_case.HandWritten1F1B
     import crash_case  # noqa: E402

@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cmath>
 #include <stdexcept>
 
 #include "app/capture/CaptureSession.h"
@@ -42,7 +43,7 @@ void configure(const std::string& run, const std::string& level, const std::stri
 
 // One parameter's gradient (or value) of this rank, recorded per the session's level.
 void recordGradient(const std::string& param, const at::Tensor& tensor, const std::string& phase,
-                    const std::string& module, int microbatch) {
+                    const std::string& module, int microbatch, int tp, int pp, int dp) {
   auto& session = CaptureSession::instance();
   const auto level = session.level();
   if (level == events::RecordLevel::Off) return;
@@ -56,6 +57,9 @@ void recordGradient(const std::string& param, const at::Tensor& tensor, const st
   g.microbatch = microbatch;
   g.param = param;
   g.module = module;
+  g.tp = tp;
+  g.pp = pp;
+  g.dp = dp;
   g.shape = stagescope::engine::shapeOf(tensor);
   g.fullShape = g.shape;
   g.dtype = stagescope::engine::dtypeName(tensor);
@@ -86,6 +90,36 @@ void recordLoss(double value, int microbatch, int dp) {
   l.dp = dp;
   l.loss = value;
   session.recorder().loss(l);
+}
+
+// One module replica's reduction or loss-scale facts of the current iteration
+// (core/events/ModuleStep.h): what stagescope_torch.megatron's audited_finalize and
+// audited_step know.  Unknown values: normalisation "", counts -1, scales NaN, flags -1.
+void recordModuleStep(const std::string& module, int dp, const std::string& normalisation,
+                      int microbatches, int64_t tokens, int64_t globalTokens, double lossScale,
+                      double lossScaleAfter, int foundInf, int skipped) {
+  events::ModuleStepRecord m;
+  // Bad input is refused whether or not the job records (one line naming the argument).
+  if (!normalisation.empty() && (!events::parseLossNormalisation(normalisation, &m.normalisation) ||
+                                 m.normalisation == events::LossNormalisation::Unknown)) {
+    throw std::invalid_argument("record_module_step(normalisation='" + normalisation +
+                                "'): expected mean or per_token");
+  }
+  if (module.empty()) throw std::invalid_argument("record_module_step: the module name is empty");
+  auto& session = CaptureSession::instance();
+  if (session.level() == events::RecordLevel::Off) return;
+  m.rank = session.rank();
+  m.iteration = session.iteration();
+  m.module = module;
+  m.dp = dp;
+  m.microbatches = microbatches;
+  m.tokens = tokens;
+  m.globalTokens = globalTokens;
+  m.lossScale = lossScale;
+  m.lossScaleAfter = lossScaleAfter;
+  m.foundInf = static_cast<int8_t>(foundInf < 0 ? -1 : foundInf > 0 ? 1 : 0);
+  m.skipped = static_cast<int8_t>(skipped < 0 ? -1 : skipped > 0 ? 1 : 0);
+  session.recorder().moduleStep(std::move(m));
 }
 
 void finish(const std::string& status, const std::string& reason) {
@@ -145,7 +179,8 @@ PYBIND11_MODULE(_C, m) {
       "step", [](int i) { CaptureSession::instance().step(i); }, py::arg("iteration"));
   m.def("iteration", [] { return CaptureSession::instance().iteration(); });
   m.def("record_gradient", &recordGradient, py::arg("param"), py::arg("tensor"),
-        py::arg("phase") = "reduced", py::arg("module") = "", py::arg("microbatch") = -1);
+        py::arg("phase") = "reduced", py::arg("module") = "", py::arg("microbatch") = -1,
+        py::arg("tp") = 0, py::arg("pp") = 0, py::arg("dp") = 0);
   m.def(
       "expect_role",
       [](uintptr_t dataPtr, const std::string& carries, bool peerIsNext, const std::string& call) {
@@ -163,5 +198,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("clear_roles", [] { CaptureSession::instance().clearRoles(); });
   m.def("record_loss", &recordLoss, py::arg("value"), py::arg("microbatch") = -1,
         py::arg("dp") = 0);
+  m.def("record_module_step", &recordModuleStep, py::arg("module"), py::arg("dp") = -1,
+        py::arg("normalisation") = "", py::arg("microbatches") = -1, py::arg("tokens") = -1,
+        py::arg("global_tokens") = -1, py::arg("loss_scale") = NAN,
+        py::arg("loss_scale_after") = NAN, py::arg("found_inf") = -1, py::arg("skipped") = -1);
   m.def("finish", &finish, py::arg("status") = "completed", py::arg("reason") = "");
 }

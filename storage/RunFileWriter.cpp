@@ -9,6 +9,36 @@
 
 namespace stagescope::storage {
 
+namespace {
+
+// Hands each record of `records` whose rank is `rank` to `add`.
+template <typename Records, typename Add>
+void forRank(const Records& records, int rank, Add add) {
+  for (const auto& x : records)
+    if (x.rank == rank) add(x);
+}
+
+// Rank `r`'s shard: its rows of every per-rank table, as its writer would have recorded them.
+void writeRankShard(const model::RunModel& model, int r, const std::string& shard) {
+  auto w = ShardWriter::open(shard, model.info.level, r);
+  for (const auto& row : model.modulesOf(r)) w->rank(row);
+  if (r < static_cast<int>(model.plan.size()))
+    for (const auto& a : model.plan[r]) w->planned(a);
+  if (r < static_cast<int>(model.actions.size()))
+    for (const auto& a : model.actions[r]) w->action(a);
+  forRank(model.transfers, r, [&](const auto& t) { w->transfer(t); });
+  forRank(model.gradients, r, [&](const auto& g) { w->gradient(g); });
+  forRank(model.losses, r, [&](const auto& l) { w->loss(l); });
+  forRank(model.diagnoses, r, [&](const auto& d) { w->diagnosis(d); });
+  forRank(model.waits, r, [&](const auto& x) { w->wait(x); });
+  forRank(model.moduleSteps, r, [&](const auto& s) { w->moduleStep(s); });
+  forRank(model.messageRoles, r, [&](const auto& x) { w->messageRole(x); });
+  w->close();
+  if (!w->error().empty()) throw std::runtime_error(shard + ": " + w->error());
+}
+
+}  // namespace
+
 void writeRunFile(const model::RunModel& model, const std::string& path) {
   // One shard per rank; a colocated rank's shard holds one `ranks` row per module it holds.
   int world = static_cast<int>(std::max(model.actions.size(), model.plan.size()));
@@ -24,26 +54,7 @@ void writeRunFile(const model::RunModel& model, const std::string& path) {
   events::RunInfo info = model.info;
   info.status = events::RunStatus::Running;
   createRunFile(path, info);
-  for (int r = 0; r < world; ++r) {
-    auto w = ShardWriter::open(shards[r], model.info.level, r);
-    for (const auto& row : model.modulesOf(r)) w->rank(row);
-    if (r < static_cast<int>(model.plan.size()))
-      for (const auto& a : model.plan[r]) w->planned(a);
-    if (r < static_cast<int>(model.actions.size()))
-      for (const auto& a : model.actions[r]) w->action(a);
-    for (const auto& t : model.transfers)
-      if (t.rank == r) w->transfer(t);
-    for (const auto& g : model.gradients)
-      if (g.rank == r) w->gradient(g);
-    for (const auto& l : model.losses)
-      if (l.rank == r) w->loss(l);
-    for (const auto& d : model.diagnoses)
-      if (d.rank == r) w->diagnosis(d);
-    for (const auto& wait : model.waits)
-      if (wait.rank == r) w->wait(wait);
-    w->close();
-    if (!w->error().empty()) throw std::runtime_error(shards[r] + ": " + w->error());
-  }
+  for (int r = 0; r < world; ++r) writeRankShard(model, r, shards[r]);
   // Run-wide diagnoses (rank -1, as the launcher writes them) travel in a shard of their own.
   bool launcher = false;
   for (const auto& d : model.diagnoses) launcher |= d.rank < 0 || d.rank >= world;

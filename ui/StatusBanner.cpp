@@ -60,6 +60,67 @@ const char* statusWord(events::RunStatus s) {
   return "NOT FINISHED";
 }
 
+// How the run ended, in words: the live note, the completed ranks or the recorded reason.
+std::string statusSentence(const LoadedRun& run) {
+  const auto& m = run.model;
+  if (!run.live.empty()) return liveNote(run.live);
+  if (m.info.status == events::RunStatus::Completed)
+    return "all " + std::to_string(m.rankCount()) + " ranks completed " +
+           std::to_string(m.info.iterations) + " iterations";
+  if (!m.info.statusReason.empty()) return m.info.statusReason;
+  if (m.info.status == events::RunStatus::Running)
+    return "the run file says the run is still running (or its launcher died)";
+  return "";
+}
+
+// The data problems, each "  |  N ...; first: ...": partial file, corrupted messages, replica
+// copies that differ, NaN/Inf.
+std::string problemsSentence(const LoadedRun& run) {
+  const auto& m = run.model;
+  const RunProblems& pr = run.problems;
+  std::string text;
+  if (m.partial) text += "  |  PARTIAL: a rank shard is missing or the merge did not finish";
+  if (pr.corruptMessages > 0) {
+    const auto& t = m.transfers[pr.firstCorruptTransfer];
+    text += "  |  " + std::to_string(pr.corruptMessages) +
+            " messages arrived with another checksum/shape than sent; first: " + t.edge + " " +
+            events::toString(t.direction) + " it" + std::to_string(t.iteration) + " mb" +
+            std::to_string(t.microbatch) + " (rank " + std::to_string(t.srcRank) + " -> " +
+            std::to_string(t.dstRank) + ")";
+  }
+  if (pr.replicaMismatches > 0)
+    text += "  |  " + std::to_string(pr.replicaMismatches) +
+            " replica copies differ from their first copy; first: " + pr.firstReplicaMismatch;
+  if (pr.nonFiniteRecords > 0)
+    text += "  |  " + std::to_string(pr.nonFiniteRecords) +
+            " records hold NaN/Inf; first: " + describe(m, pr.firstNonFinite);
+  return text;
+}
+
+// The banner's sentence.  With two runs open the comparison leads (its reason names the
+// causally first divergence), then this run's own status; the data problems follow.
+std::string bannerSentence(const LoadedRun& run, const analysis::Comparison* cmp) {
+  std::string text = statusSentence(run);
+  if (cmp)
+    text = "compared with the other run: " + cmp->verdictReason +
+           "  |  this run: " + statusWord(run.model.info.status) +
+           (text.empty() ? "" : ", " + text);
+  return text + problemsSentence(run);
+}
+
+// The badge's word: LIVE, the comparison's verdict with two runs open, else the status.
+std::string badgeWord(const LoadedRun& run, const analysis::Comparison* cmp, bool completed,
+                      bool nonFinite) {
+  if (!run.live.empty()) return "LIVE";
+  if (cmp) {
+    std::string word = analysis::toString(cmp->verdict);
+    for (char& ch : word) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return word;
+  }
+  if (nonFinite && completed) return "COMPLETED, NaN/Inf";
+  return statusWord(run.model.info.status);
+}
+
 }  // namespace
 
 void App::drawPendingBanner(const ImVec2& pos, const ImVec2& size) {
@@ -134,16 +195,8 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
                       : m.info.status == events::RunStatus::Hung ? theme::fateColour(RankFate::Hung)
                                                                  : theme::kBad;
   probes_.bannerColour = badge;
-  std::string verdictWord;
-  if (cmp) {
-    verdictWord = analysis::toString(cmp->verdict);
-    for (char& ch : verdictWord)
-      ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  }
-  const char* word = !run->live.empty()       ? "LIVE"
-                     : cmp                    ? verdictWord.c_str()
-                     : nonFinite && completed ? "COMPLETED, NaN/Inf"
-                                              : statusWord(m.info.status);
+  const std::string wordText = badgeWord(*run, cmp, completed, nonFinite);
+  const char* word = wordText.c_str();
   const ImVec2 ws = ImGui::CalcTextSize(word);
   const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
   dl->AddRectFilled(b0, b1, badge, 3);
@@ -163,40 +216,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   for (const auto& [label, which] : buttons)
     buttonsW += ImGui::CalcTextSize(label.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x + 6;
 
-  // The sentence: the recorded reason, the partial note, the first non-finite record.
-  std::string text;
-  if (!run->live.empty()) {
-    text = liveNote(run->live);
-  } else if (m.info.status == events::RunStatus::Completed) {
-    text = "all " + std::to_string(m.rankCount()) + " ranks completed " +
-           std::to_string(m.info.iterations) + " iterations";
-  } else if (!m.info.statusReason.empty()) {
-    text = m.info.statusReason;
-  } else if (m.info.status == events::RunStatus::Running) {
-    text = "the run file says the run is still running (or its launcher died)";
-  }
-  if (cmp) {
-    // The comparison first, then this run's own status (the badge is the comparison's).
-    // (the reason of a divergence names the causally first one already)
-    const std::string lead = "compared with the other run: " + cmp->verdictReason;
-    text = lead + "  |  this run: " + std::string(statusWord(m.info.status)) +
-           (text.empty() ? "" : ", " + text);
-  }
-  if (m.partial) text += "  |  PARTIAL: a rank shard is missing or the merge did not finish";
-  if (pr.corruptMessages > 0) {
-    const auto& t = m.transfers[pr.firstCorruptTransfer];
-    text += "  |  " + std::to_string(pr.corruptMessages) +
-            " messages arrived with another checksum/shape than sent; first: " + t.edge + " " +
-            events::toString(t.direction) + " it" + std::to_string(t.iteration) + " mb" +
-            std::to_string(t.microbatch) + " (rank " + std::to_string(t.srcRank) + " -> " +
-            std::to_string(t.dstRank) + ")";
-  }
-  if (pr.replicaMismatches > 0)
-    text += "  |  " + std::to_string(pr.replicaMismatches) +
-            " replica copies differ from their first copy; first: " + pr.firstReplicaMismatch;
-  if (pr.nonFiniteRecords > 0)
-    text += "  |  " + std::to_string(pr.nonFiniteRecords) +
-            " records hold NaN/Inf; first: " + describe(m, pr.firstNonFinite);
+  const std::string text = bannerSentence(*run, cmp);
   probes_.bannerText = text;
   for (const auto& b : buttons) probes_.bannerButtons.push_back(b.first);
   const float textW = end.x - x - buttonsW - 12;

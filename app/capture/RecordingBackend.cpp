@@ -160,6 +160,25 @@ bool isShapePreamble(const std::vector<at::Tensor>& tensors) {
 }
 }  // namespace
 
+namespace {
+// What the job's call means by a message it posts, when its helpers said so (record_roles):
+// a `message_roles` row keyed like the message's transfer row.
+void recordRole(CaptureSession& session, const at::Tensor& tensor, Side side,
+                const CaptureSession::OpIds& ids) {
+  auto role = session.roleOf(tensor.data_ptr());
+  if (!role) return;
+  events::MessageRoleRecord r;
+  r.rank = session.rank();
+  r.iteration = ids.iteration;
+  r.actionSeq = ids.seq;
+  r.side = side;
+  r.carries = role->carries;
+  r.peerIsNext = role->peerIsNext;
+  r.call = std::move(role->call);
+  session.recorder().messageRole(std::move(r));
+}
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::Tensor>& tensors,
                                                      int peerGroupRank, int tag, const Post& post) {
   auto& session = CaptureSession::instance();
@@ -175,20 +194,7 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   const auto ids = shape ? session.nextShapeMessage(group, src, dst, tag)
                          : session.nextMessage(group, src, dst, tag);
 
-  // What the job's call means by this message, when its helpers said so (record_roles).
-  if (!tensors.empty() && !shape) {
-    if (auto role = session.roleOf(tensors[0].data_ptr())) {
-      events::MessageRoleRecord r;
-      r.rank = session.rank();
-      r.iteration = ids.iteration;
-      r.actionSeq = ids.seq;
-      r.side = side;
-      r.carries = role->carries;
-      r.peerIsNext = role->peerIsNext;
-      r.call = std::move(role->call);
-      session.recorder().messageRole(std::move(r));
-    }
-  }
+  if (!tensors.empty() && !shape) recordRole(session, tensors[0], side, ids);
   // Edges are named in the group's rank order; the direction says which way a message goes.
   std::ostringstream edge;
   edge << group << ":stage" << std::min(srcG, dstG) << "->stage" << std::max(srcG, dstG);

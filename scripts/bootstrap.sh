@@ -57,9 +57,10 @@ if ! .venv/bin/python -c "import torch.distributed.pipelining" >/dev/null 2>&1; 
 fi
 # What the docs' Python examples import beyond torch (docs/run-file.md: XXH3 checksums with
 # xxhash, a run file read with pandas); the docs test runs them.
-if ! .venv/bin/python -c "import xxhash, pandas" >/dev/null 2>&1; then
-  echo "bootstrap: installing xxhash and pandas (the docs' Python examples)"
-  .venv/bin/pip install -q --no-warn-conflicts xxhash pandas
+# lizard: the complexity gate's measure (tests/layers/complexity_gate.py).
+if ! .venv/bin/python -c "import xxhash, pandas, lizard" >/dev/null 2>&1; then
+  echo "bootstrap: installing xxhash and pandas (the docs' Python examples) and lizard"
+  .venv/bin/pip install -q --no-warn-conflicts xxhash pandas lizard==1.24.3
 fi
 TORCH_ROOT=$(.venv/bin/python -c "import importlib.util as u,os;print(os.path.dirname(u.find_spec('torch').origin))")
 test -f "$TORCH_ROOT/lib/libtorch_cpu.so" || { echo "bootstrap: $TORCH_ROOT/lib/libtorch_cpu.so missing" >&2; exit 1; }

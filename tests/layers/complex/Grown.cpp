@@ -1,0 +1,46 @@
+// The gate's control: one function past the CCN limit that no allowance covers.
+int grown(int x) {
+  int n = 0;
+  if (x == 0) n += 0;
+  if (x == 1) n += 1;
+  if (x == 2) n += 2;
+  if (x == 3) n += 3;
+  if (x == 4) n += 4;
+  if (x == 5) n += 5;
+  if (x == 6) n += 6;
+  if (x == 7) n += 7;
+  if (x == 8) n += 8;
+  if (x == 9) n += 9;
+  if (x == 10) n += 10;
+  if (x == 11) n += 11;
+  if (x == 12) n += 12;
+  if (x == 13) n += 13;
+  if (x == 14) n += 14;
+  if (x == 15) n += 15;
+  if (x == 16) n += 16;
+  if (x == 17) n += 17;
+  if (x == 18) n += 18;
+  if (x == 19) n += 19;
+  if (x == 20) n += 20;
+  if (x == 21) n += 21;
+  if (x == 22) n += 22;
+  if (x == 23) n += 23;
+  if (x == 24) n += 24;
+  if (x == 25) n += 25;
+  if (x == 26) n += 26;
+  if (x == 27) n += 27;
+  if (x == 28) n += 28;
+  if (x == 29) n += 29;
+  if (x == 30) n += 30;
+  if (x == 31) n += 31;
+  if (x == 32) n += 32;
+  if (x == 33) n += 33;
+  if (x == 34) n += 34;
+  if (x == 35) n += 35;
+  if (x == 36) n += 36;
+  if (x == 37) n += 37;
+  if (x == 38) n += 38;
+  if (x == 39) n += 39;
+  if (x == 40) n += 40;
+  return n;
+}

@@ -127,7 +127,8 @@ struct Judgement {
   int silentRank = -1;  // WorkerRunVerdict::silentRank
 };
 // A failed or timed-out operation recorded by a rank decides the run (hung / failed).
-bool judgeByDiagnoses(const model::RunModel& m, Judgement* j) {
+// `atNs`, when given, gets the deciding diagnosis's time.
+bool judgeByDiagnoses(const model::RunModel& m, Judgement* j, int64_t* atNs = nullptr) {
   for (const auto& d : m.diagnoses) {
     if (d.kind == "timeout" && analysis::completedLate(m, d.rank, d.iteration, d.actionSeq)) {
       continue;  // a captured job's operation reported stuck that completed after all
@@ -136,6 +137,7 @@ bool judgeByDiagnoses(const model::RunModel& m, Judgement* j) {
         d.kind == "config_mismatch" || d.kind == "op_failed") {
       j->status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
       j->reason = "rank " + std::to_string(d.rank) + ": " + d.message;
+      if (atNs) *atNs = d.timeNs;
       return true;
     }
   }
@@ -329,13 +331,17 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     // Every rank must have recorded how it ended (analysis::judgeCaptureEnd): a rank that
     // raised, aborted or left no end leads.  Once every rank left normally, a rank's failed or
     // stuck operation decides; a job killed while hanging left its watchdog's records.
+    // What came first decides: an operation that failed or timed out before any rank raised
+    // (the job then raised c10d's error: a consequence) or a rank that raised first (its
+    // peers' failed operations are the consequences).
     const analysis::CaptureEnd end = analysis::judgeCaptureEnd(m);
-    if (end.status == events::RunStatus::Failed) {
+    Judgement byOps{judged};
+    int64_t opNs = 0;
+    const bool opFailed = judgeByDiagnoses(m, &byOps, &opNs);
+    if (opFailed && (end.failedRanks.empty() || opNs <= end.firstFailedNs)) {
+      judged = byOps;
+    } else if (end.status != events::RunStatus::Completed) {
       judged = {end.status, end.reason};
-    } else if (judged.status == events::RunStatus::Completed ||
-               judged.status == events::RunStatus::Running) {
-      if (!judgeByDiagnoses(m, &judged) && end.status != events::RunStatus::Completed)
-        judged = {end.status, end.reason};
     }
   } else {
     const plan::RunConfig cfg =

@@ -497,8 +497,9 @@ void CaptureSession::finish(RunStatus status, const std::string& reason) {
   if (!writer_ || finished_) return;
   finished_ = true;
   recordEndLocked(status, reason);
-  if (status == RunStatus::Completed && failed_) {
-    // The job ended normally but an operation of this rank did not complete.
+  if (failed_) {
+    // An operation of this rank did not complete: the job then ended normally, or raised c10d's
+    // error (a consequence, said by this rank's rank_failed row); the operation decides.
     return finishLocked(timedOut_ ? RunStatus::Hung : RunStatus::Failed,
                         "rank " + std::to_string(rank_) + ": " + firstFailure_);
   }

@@ -36,6 +36,7 @@ CaptureEnd judgeCaptureEnd(const model::RunModel& m) {
   std::stable_sort(byTime.begin(), byTime.end(),
                    [](const auto* a, const auto* b) { return a->timeNs < b->timeNs; });
   for (const auto* d : byTime) out.failedRanks.push_back(d->rank);
+  if (!byTime.empty()) out.firstFailedNs = byTime.front()->timeNs;
   for (int32_t r = 0; r < m.info.worldSize; ++r)
     if (!ended[static_cast<size_t>(r)] && !failed.count(r)) out.silentRanks.push_back(r);
 

@@ -24,6 +24,7 @@ struct CaptureEnd {
   std::string reason;                // one line; "" when every rank left normally
   std::vector<int32_t> failedRanks;  // recorded rank_failed, earliest first
   std::vector<int32_t> silentRanks;  // recorded no end at all, ascending
+  int64_t firstFailedNs = 0;         // time of the first rank_failed record (failedRanks[0])
 };
 
 // Needs the run's diagnoses and info.worldSize (a status-only load has both).

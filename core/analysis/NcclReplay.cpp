@@ -104,9 +104,28 @@ std::string p2pGroup(const model::RunModel& run, int r, int peer, const std::str
                                    : "bridge:" + other + "->" + module;
 }
 
+// Bytes of the messages one rank recorded for one op: (rank, iteration, action seq, side, peer).
+using OpKey = std::tuple<int, int, int, int, int>;
+std::map<OpKey, int64_t> opBytes(const model::RunModel& run) {
+  std::map<OpKey, int64_t> out;
+  for (const auto& t : run.transfers) {
+    const bool send = t.side == events::Side::Send;
+    out[{t.rank, t.iteration, t.actionSeq, send ? 0 : 1, send ? t.dstRank : t.srcRank}] += t.bytes;
+  }
+  return out;
+}
+int64_t bytesOf(const std::map<OpKey, int64_t>& index, const NcclOp& op) {
+  auto it =
+      index.find({op.rank, op.iteration, op.seq, op.kind == NcclOp::Kind::Send ? 0 : 1, op.peer});
+  return it == index.end() ? -1 : it->second;
+}
+
 NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
+  const auto bytes = opBytes(run);
   NcclProgram p;
-  p.source = "the plan of a stagescope run";
+  p.source = opts.engineCombinedAsBatch
+                 ? "the run's plan (a combined send+receive action: one batch per group)"
+                 : "the run's plan (combined actions: one op after another)";
   const int n = static_cast<int>(run.plan.size());
   p.ops.resize(n);
   p.steps.resize(n);
@@ -196,6 +215,7 @@ NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& o
           op.batch = asBatch ? batch : -1;
           op.iteration = a.iteration;
           op.seq = a.seq;
+          op.bytes = bytesOf(bytes, op);
           const bool activation = side == 0 ? sendsActivation : receivesActivation;
           op.what =
               std::string(activation ? "the activation" : "the gradient") +
@@ -238,13 +258,14 @@ NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& o
         "combined actions replayed as the engine posts them today (one op "
         "after another)");
   }
-  p.unknowns.push_back("boundary broadcasts of bridges not replayed");
+  if (!bridges.empty()) p.unknowns.push_back("boundary broadcasts of bridges not replayed");
   return p;
 }
 
 // ---- the program of a captured job: its recorded operations -----------------------------------
 
 NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
+  const auto bytes = opBytes(run);
   NcclProgram p;
   p.source = "a captured job's recorded operations";
   p.batchesRecorded = false;
@@ -286,6 +307,7 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
         if (op.members.empty()) unknownMembers.insert(op.group);
         op.iteration = a.iteration;
         op.seq = a.seq;
+        op.bytes = bytesOf(bytes, op);
         op.what = std::string("message #") + std::to_string(a.seq) + " (iteration " +
                   std::to_string(a.iteration) + ")";
         items.push_back({a.iteration, a.seq, op, a.startNs, a.endNs});
@@ -378,6 +400,7 @@ struct Comm {
   bool firstByBatch = false;  // its first use is a batch (rule first_batch)
   std::set<int> joined;
   std::map<int, std::deque<Kernel>> queue;
+  std::map<std::pair<int, int>, int> deposits;  // buffered sends per (source, destination)
 };
 
 class Replay {
@@ -529,11 +552,38 @@ class Replay {
     return any;
   }
 
+  // NCCL's connection buffers: a small send at the head of its queue completes into the
+  // buffer; a receive at the head of its queue takes the oldest buffered send of its channel.
+  bool deposit(Comm& c) {
+    bool changed = false;
+    for (auto& [r, q] : c.queue) {
+      if (q.empty() || q.front().collective) continue;
+      Kernel& k = q.front();
+      std::set<std::pair<int, int>> seen;
+      for (size_t j = 0; j < k.ops.size(); ++j) {
+        if (k.matched[j]) continue;
+        const NcclOp& o = op(r, k.ops[j]);
+        if (!seen.insert({static_cast<int>(o.kind), o.peer}).second) continue;
+        if (o.kind == Kind::Send && o.bytes >= 0 && o.bytes <= o_.bufferedSendBytes) {
+          ++c.deposits[{r, o.peer}];
+          k.matched[j] = 1;
+          changed = true;
+        } else if (o.kind == Kind::Recv && c.deposits[{o.peer, r}] > 0) {
+          --c.deposits[{o.peer, r}];
+          k.matched[j] = 1;
+          changed = true;
+        }
+      }
+    }
+    return changed;
+  }
+
   // Progress of the kernels at the head of each member's queue on one communicator.
   bool advance(Comm& c) {
     bool any = false, changed = true;
     while (changed) {
       changed = false;
+      if (o_.bufferedSendBytes > 0) changed |= deposit(c);
       for (auto& [r, q] : c.queue) {
         if (q.empty() || q.front().collective) continue;
         Kernel& k = q.front();
@@ -542,6 +592,7 @@ class Replay {
           if (k.matched[j]) continue;
           const NcclOp& o = op(r, k.ops[j]);
           if (!seen.insert({static_cast<int>(o.kind), o.peer}).second) continue;
+          if (o.kind == Kind::Send && c.deposits[{r, o.peer}] > 0) continue;  // FIFO after them
           auto pq = c.queue.find(o.peer);
           if (pq == c.queue.end() || pq->second.empty() || pq->second.front().collective) continue;
           Kernel& other = pq->second.front();
@@ -884,15 +935,15 @@ NcclVerdict ncclVerdict(const model::RunModel& run) {
     return v;
   }
   v.replay = replayNccl(p, opts);
-  std::string model = "lazy communicators, no buffering";
   std::string unknowns;
   for (const auto& u : p.unknowns) unknowns += "; " + u;
   std::ostringstream what;
   what << p.opCount() << " operations of " << v.replay.ranks << " ranks on "
-       << v.replay.communicators << " communicators (" << p.source << "; " << model << ")";
+       << v.replay.communicators << " communicators, from " << p.source;
   if (v.replay.completed) {
     v.kind = NcclVerdict::Kind::Completes;
-    v.summary = "every rank completes under NCCL's rules: " + what.str() + unknowns;
+    v.summary = "every rank completes under NCCL's rules (lazy communicators, no buffering): " +
+                what.str() + unknowns;
     return v;
   }
   if (!p.batchesRecorded) {
@@ -908,6 +959,18 @@ NcclVerdict ncclVerdict(const model::RunModel& run) {
                   "which this file does not record";
       return v;
     }
+  }
+  // NCCL buffers small sends in practice: a hang that needs unbuffered sends is a risk that
+  // grows with the messages, not a certainty at these sizes.
+  NcclReplayOptions buffered = opts;
+  buffered.bufferedSendBytes = kNcclDefaultBufferBytes;
+  if (replayNccl(p, buffered).completed) {
+    v.kind = NcclVerdict::Kind::CompletesIfBuffered;
+    v.summary =
+        "completes only because NCCL buffers sends of up to 4 MiB (NCCL_BUFFSIZE), "
+        "which its documented semantics do not promise; unbuffered, it " +
+        v.replay.headline + unknowns;
+    return v;
   }
   v.kind = NcclVerdict::Kind::Hangs;
   v.summary = v.replay.headline;

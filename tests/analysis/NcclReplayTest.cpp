@@ -37,6 +37,7 @@ struct Prog {
     o.op = name;
     o.batch = batch;
     o.what = kind == Kind::Collective ? name : "message " + std::to_string(p.ops[r].size());
+    o.bytes = kind == Kind::Collective ? -1 : bytes;
     p.ops[r].push_back(o);
     return static_cast<int>(p.ops[r].size()) - 1;
   }
@@ -69,6 +70,7 @@ struct Prog {
   }
   std::map<int, int> waited;
   int nextBatch = 100;
+  int64_t bytes = -1;  // of the point-to-point ops added from now on
 };
 
 NcclReplayResult nccl(const Prog& g, bool eager = false) {
@@ -128,6 +130,30 @@ TEST(NcclReplay, NonBlockingSendsFirstOnBothRanksHangOnlyOnNccl) {
   for (int r : {0, 1})
     twin.batch(r, {{Kind::Send, 1 - r}, {Kind::Recv, 1 - r}}, "pp", {0, 1}).waitAll(r);
   EXPECT_TRUE(nccl(twin).completed) << text(nccl(twin));
+}
+
+// The same exchange with NCCL's connection buffers: sends of up to 4 MiB complete before their
+// receive runs, so at these sizes it completes; 8 MiB messages still hang.  The verdict of
+// check passes such a run and says it completes only because of the buffering.
+TEST(NcclReplay, SendsFirstCompleteOnlyWhileNcclBuffersThem) {
+  for (int64_t bytes : {int64_t{64} << 10, int64_t{8} << 20}) {
+    Prog g(2);
+    g.bytes = bytes;
+    for (int r : {0, 1}) g.post(r, Kind::Send, 1 - r).post(r, Kind::Recv, 1 - r).waitAll(r);
+    NcclReplayOptions o;
+    o.bufferedSendBytes = kNcclDefaultBufferBytes;
+    EXPECT_FALSE(nccl(g).completed);
+    EXPECT_EQ(replayNccl(g.p, o).completed, bytes <= kNcclDefaultBufferBytes) << bytes;
+  }
+  // Buffering never helps a communicator nobody initialised.
+  Prog cyclic(3);
+  cyclic.bytes = 1024;
+  for (int r : {0, 1, 2}) {
+    cyclic.post(r, Kind::Send, (r + 1) % 3).post(r, Kind::Recv, (r + 2) % 3).waitAll(r);
+  }
+  NcclReplayOptions o;
+  o.bufferedSendBytes = kNcclDefaultBufferBytes;
+  EXPECT_FALSE(replayNccl(cyclic.p, o).completed);
 }
 
 // A batch that is fine: one rank batches, its peer posts plain ops in the matching order.

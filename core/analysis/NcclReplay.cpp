@@ -308,8 +308,8 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
         op.iteration = a.iteration;
         op.seq = a.seq;
         op.bytes = bytesOf(bytes, op);
-        op.what = std::string("message #") + std::to_string(a.seq) + " (iteration " +
-                  std::to_string(a.iteration) + ")";
+        op.what = "message #" + std::to_string(a.microbatch) + " of group " + a.module + " (op #" +
+                  std::to_string(a.seq) + ", iteration " + std::to_string(a.iteration) + ")";
         items.push_back({a.iteration, a.seq, op, a.startNs, a.endNs});
       }
     }
@@ -324,8 +324,8 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
       op.op = c.op;
       op.iteration = c.iteration;
       op.seq = c.seq;
-      op.what = c.op + " #" + std::to_string(c.groupSeq) + " (iteration " +
-                std::to_string(c.iteration) + ")";
+      op.what = c.op + " #" + std::to_string(c.groupSeq) + " (op #" + std::to_string(c.seq) +
+                ", iteration " + std::to_string(c.iteration) + ")";
       items.push_back({c.iteration, c.seq, op, c.startNs, c.endNs});
     }
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
@@ -644,6 +644,14 @@ class Replay {
            (o.kind == Kind::Send ? " to rank " : " from rank ") + std::to_string(o.peer);
   }
 
+  // An op in a few words: "send to rank 4 (group pp)", "broadcast on group bridge".
+  std::string shortOp(int r, int i) const {
+    const NcclOp& o = op(r, i);
+    if (o.kind == Kind::Collective) return o.op + " on group " + o.group;
+    return std::string(o.kind == Kind::Send ? "send to rank " : "receive from rank ") +
+           std::to_string(o.peer) + " (group " + o.group + ")";
+  }
+
   // What rank m is doing, as a clause: "is blocked initialising ...", "has finished".
   std::string stateOf(int m) const {
     if (m >= static_cast<int>(p_.steps.size()) || p_.steps[m].empty()) {
@@ -767,6 +775,11 @@ class Replay {
         }
       }
       std::string group = op(r, s.ops[0]).group;
+      b.brief = R + " creates " +
+                (c.pair ? "its communicator with rank " + std::to_string(op(r, s.ops[0]).peer) +
+                              " in group " + op(r, s.ops[0]).group
+                        : "group " + op(r, s.ops[0]).group + "'s communicator") +
+                " at its first use and waits there for rank " + std::to_string(b.waitsOn);
       b.sentence = R + " would initialise " + c.label + " at its first use (its " +
                    describe(r, s.ops[0]) + ") and wait there for rank " +
                    std::to_string(b.waitsOn) + ", which " + stateOf(b.waitsOn);
@@ -799,6 +812,7 @@ class Replay {
       b.waitsOn = op(r, i).peer;
       b.sentence = R + " waits for its " + describe(r, i) + "; rank " + std::to_string(b.waitsOn) +
                    " never posts the send: it " + stateOf(b.waitsOn);
+      b.brief = R + " waits for its " + shortOp(r, i) + ", never sent";
       return b;
     }
     const Kernel& head = q->second.front();
@@ -831,6 +845,13 @@ class Replay {
       }
     }
     b.sentence = prefix + "; " + why;
+    b.brief = R + " waits for its " + shortOp(r, i);
+    if (blocking != i) {
+      b.brief += (b.rule == NcclRule::BatchTogether ? ", whose batch waits for its "
+                                                    : ", queued behind its ") +
+                 shortOp(r, blocking);
+    }
+    if (b.waitsOn >= 0) b.brief += ", which needs rank " + std::to_string(b.waitsOn);
     fixes_[r] = fix;
     return b;
   }
@@ -888,7 +909,7 @@ class Replay {
     } else {
       h << ": " << res.blocked.size() << " rank(s) blocked";
     }
-    h << " (" << toString(first.rule) << "): " << first.sentence;
+    h << " [" << toString(first.rule) << "]: " << first.brief;
     res.headline = h.str();
     if (res.headline.size() > 200) res.headline = res.headline.substr(0, 197) + "...";
     for (const auto& b : res.blocked) {

@@ -106,6 +106,7 @@ struct NcclBlocked {
   NcclRule rule = NcclRule::NoBuffering;
   int waitsOn = -1;      // the rank it waits for (-1: none can be named)
   std::string sentence;  // "rank 3 waits to send the activation of microbatch 0 to rank 4 ..."
+  std::string brief;     // the same in a few words, for the headline
 };
 
 struct NcclReplayResult {

@@ -305,6 +305,8 @@ def main():
     cases["megatron_fan_in"] = megatron_multimodule_case.MegatronFanIn
     import plan_check_case  # noqa: E402
     cases["hand_1f1b_plan"] = plan_check_case.HandWritten1F1B
+    import nccl_replay_case  # noqa: E402
+    cases["nccl_replay"] = nccl_replay_case.NcclFirstUse
     if case not in cases:
         print(f"usage: {sys.argv[0]} CASE  (CASE: {' | '.join(cases)}); got {case!r}")
         return 2

@@ -304,6 +304,9 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
             break;
           }
         }
+        if (op.members.empty() && op.group == "world") {  // the default group: every rank
+          for (int m = 0; m < n; ++m) op.members.push_back(m);
+        }
         if (op.members.empty()) unknownMembers.insert(op.group);
         op.iteration = a.iteration;
         op.seq = a.seq;

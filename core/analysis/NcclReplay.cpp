@@ -409,15 +409,28 @@ struct Comm {
 class Replay {
  public:
   Replay(const NcclProgram& p, const NcclReplayOptions& o) : p_(p), o_(o) {
-    const int n = static_cast<int>(p.ops.size());
+    // Every rank an op names (a peer, a group member) gets a program, empty when it recorded
+    // nothing: a file whose peers lie past its last rank is judged, never read out of bounds.
+    size_t ranks = p_.ops.size();
+    for (const auto& rank : p_.ops) {
+      for (const auto& op : rank) {
+        if (op.peer >= 0) ranks = std::max(ranks, static_cast<size_t>(op.peer) + 1);
+        for (int m : op.members) {
+          if (m >= 0) ranks = std::max(ranks, static_cast<size_t>(m) + 1);
+        }
+      }
+    }
+    p_.ops.resize(ranks);
+    p_.steps.resize(std::max(ranks, p_.steps.size()));
+    const int n = static_cast<int>(p_.ops.size());
     pc_.assign(n, 0);
     joining_.assign(n, -1);
     done_.resize(n);
     commOf_.resize(n);
     for (int r = 0; r < n; ++r) {
-      done_[r].assign(p.ops[r].size(), 0);
-      commOf_[r].assign(p.ops[r].size(), -1);
-      for (size_t i = 0; i < p.ops[r].size(); ++i) commOf_[r][i] = commFor(p.ops[r][i]);
+      done_[r].assign(p_.ops[r].size(), 0);
+      commOf_[r].assign(p_.ops[r].size(), -1);
+      for (size_t i = 0; i < p_.ops[r].size(); ++i) commOf_[r][i] = commFor(p_.ops[r][i]);
     }
     if (o_.eager || o_.glooModel) {
       for (auto& c : comms_) c.initialised = true;
@@ -923,7 +936,7 @@ class Replay {
     if (!res.fix.empty()) res.details.push_back("to complete: " + res.fix);
   }
 
-  const NcclProgram& p_;
+  NcclProgram p_;  // a copy: sized to every rank it names
   const NcclReplayOptions& o_;
   std::vector<Comm> comms_;
   std::map<std::string, int> index_;

@@ -410,6 +410,16 @@ TEST(NcclReplay, ACapturedBridgeFirstUseSkewIsPredictedAHang) {
   EXPECT_EQ(ncclVerdict(twin.run).kind, NcclVerdict::Kind::Completes);
 }
 
+// A damaged or foreign file: a peer past the last rank.  Judged (that rank records nothing, so
+// nothing can meet the send), never read out of bounds.
+TEST(NcclReplay, APeerPastTheLastRankIsJudgedNotReadOutOfBounds) {
+  Capture c(2);
+  c.p2p(0, true, 7).waitAll(0).p2p(1, false, 0).waitAll(1);
+  NcclVerdict v = ncclVerdict(c.run);
+  EXPECT_EQ(v.kind, NcclVerdict::Kind::Hangs) << v.summary;
+  EXPECT_NE(v.summary.find("rank 7"), std::string::npos) << v.summary;
+}
+
 TEST(NcclReplay, NothingToReplayIsSaid) {
   Capture c(2);
   EXPECT_EQ(ncclVerdict(c.run).kind, NcclVerdict::Kind::NothingToReplay);

@@ -100,8 +100,11 @@ std::string p2pGroup(const model::RunModel& run, int r, int peer, const std::str
   for (const auto& row : run.modulesOf(r)) {
     if (run.rankInfo(peer, row.module)) return row.module + "/pp";
   }
-  return feeds(run, module, other) ? "bridge:" + module + "->" + other
-                                   : "bridge:" + other + "->" + module;
+  // Both ends must name one group: from the module that feeds the other, else (a file without
+  // its modules table) in name order.
+  if (feeds(run, module, other)) return "bridge:" + module + "->" + other;
+  if (feeds(run, other, module)) return "bridge:" + other + "->" + module;
+  return "bridge:" + std::min(module, other) + "->" + std::max(module, other);
 }
 
 // Bytes of the messages one rank recorded for one op: (rank, iteration, action seq, side, peer).

@@ -986,20 +986,6 @@ NcclVerdict ncclVerdict(const model::RunModel& run) {
                 what.str() + unknowns;
     return v;
   }
-  if (!p.batchesRecorded) {
-    // The hang may only be the unknown batching: replay the ops posted together as batches.
-    NcclReplayOptions b = opts;
-    b.captureCandidateBatches = true;
-    NcclProgram pb = ncclProgramOf(run, b);
-    NcclReplayResult rb = replayNccl(pb, b);
-    if (rb.completed) {
-      v.kind = NcclVerdict::Kind::Undetermined;
-      v.summary = "skipped: cannot judge: replayed op by op, the job " + v.replay.headline +
-                  "; it completes if the ops it posted together were one batch_isend_irecv, "
-                  "which this file does not record";
-      return v;
-    }
-  }
   // NCCL buffers small sends in practice: a hang that needs unbuffered sends is a risk that
   // grows with the messages, not a certainty at these sizes.
   NcclReplayOptions buffered = opts;
@@ -1008,9 +994,25 @@ NcclVerdict ncclVerdict(const model::RunModel& run) {
     v.kind = NcclVerdict::Kind::CompletesIfBuffered;
     v.summary =
         "completes only because NCCL buffers sends of up to 4 MiB (NCCL_BUFFSIZE), "
-        "which its documented semantics do not promise; unbuffered, it " +
-        v.replay.headline + unknowns;
+        "which its documented semantics do not promise" +
+        std::string(p.batchesRecorded ? ""
+                                      : " (or because ops it posted together were one "
+                                        "batch_isend_irecv, which this file does not record)") +
+        "; unbuffered, op by op, it " + v.replay.headline + unknowns;
     return v;
+  }
+  if (!p.batchesRecorded) {
+    // The hang may only be the unknown batching: replay the ops posted together as batches.
+    NcclReplayOptions b = opts;
+    b.captureCandidateBatches = true;
+    NcclProgram pb = ncclProgramOf(run, b);
+    if (replayNccl(pb, b).completed) {
+      v.kind = NcclVerdict::Kind::Undetermined;
+      v.summary = "skipped: cannot judge: replayed op by op, the job " + v.replay.headline +
+                  "; it completes if the ops it posted together were one batch_isend_irecv, "
+                  "which this file does not record";
+      return v;
+    }
   }
   v.kind = NcclVerdict::Kind::Hangs;
   v.summary = v.replay.headline;

@@ -334,9 +334,16 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
                 ", iteration " + std::to_string(c.iteration) + ")";
       items.push_back({c.iteration, c.seq, op, c.startNs, c.endNs});
     }
+    // Posting order: the post times of one rank's clock when every op has one (`seq` restarts
+    // at stagescope_torch.step(), so an op posted before the first step shares seq 0 with the
+    // first op after it), else (iteration, seq).
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
       return std::tie(a.iteration, a.seq) < std::tie(b.iteration, b.seq);
     });
+    if (std::all_of(items.begin(), items.end(), [](const Item& x) { return x.startNs > 0; })) {
+      std::stable_sort(items.begin(), items.end(),
+                       [](const Item& a, const Item& b) { return a.startNs < b.startNs; });
+    }
     auto& ops = p.ops[r];
     auto& steps = p.steps[r];
     std::vector<int> outstanding;

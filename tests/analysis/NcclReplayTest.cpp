@@ -365,6 +365,11 @@ struct Capture {
   }
 };
 
+// The first point-to-point op of rank r gets seq 0, as after a step() that restarted it.
+void run0Seq(Capture& c, int r) {
+  c.run.actions[r].front().seq = 0;
+}
+
 // Each rank sends (and waits: a blocking send, which Gloo completes into its buffers) to the
 // next before it receives from the previous: on NCCL each waits in the creation of a different
 // pair's communicator.  Posted as isend + irecv with no wait between, the same ops could have
@@ -408,6 +413,19 @@ TEST(NcclReplay, ACapturedBridgeFirstUseSkewIsPredictedAHang) {
   twin.p2p(0, true, 1, "pp").collective(0, "broadcast", "bridge", {0, 1}).waitAll(0);
   twin.p2p(1, false, 0, "pp").collective(1, "broadcast", "bridge", {0, 1}).waitAll(1);
   EXPECT_EQ(ncclVerdict(twin.run).kind, NcclVerdict::Kind::Completes);
+}
+
+// stagescope_torch.step() restarts `seq`: a barrier posted before the first step and the first
+// receive after it both carry seq 0 of iteration 0 (Megatron-Core's conforming multimodule job
+// does this).  The posting order is the post times, so the barrier comes first and all is well;
+// ordered by (iteration, seq) alone the receive jumped ahead and a hang was predicted.
+TEST(NcclReplay, PostTimesOrderOpsWhoseSeqRestartedAtTheFirstStep) {
+  Capture c(3);
+  for (int r : {0, 1, 2}) c.collective(r, "barrier", "world", {0, 1, 2}).waitAll(r);
+  c.p2p(1, true, 2, "pp").waitAll(1);
+  c.p2p(2, false, 1, "pp").waitAll(2);
+  run0Seq(c, 2);  // rank 2 only: its receive now ties with its barrier
+  EXPECT_EQ(ncclVerdict(c.run).kind, NcclVerdict::Kind::Completes) << ncclVerdict(c.run).summary;
 }
 
 // A damaged or foreign file: a peer past the last rank.  Judged (that rank records nothing, so

@@ -215,6 +215,16 @@ std::vector<TableDef> makeTables() {
                        {"payload", "BLOB"},
                        shardId}),
                true});
+  // Captured point-to-point ops posted by one batch_isend_irecv (events::BatchMemberRecord);
+  // added without moving the format: a file without the table records no batches.
+  t.push_back({"p2p_batches",
+               {{"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"seq", "INTEGER"},
+                {"batch", "INTEGER"},
+                {"group_ranks", "TEXT"},
+                shardId},
+               true});
   t.push_back({"waits",
                {{"rank", "INTEGER NOT NULL"},
                 {"iteration", "INTEGER"},
@@ -275,7 +285,8 @@ std::vector<TableDef> makeTables() {
                 {"merged_unix_ms", "INTEGER"},
                 {"n_waits", "INTEGER"},
                 {"n_reference_losses", "INTEGER"},
-                {"n_reference_gradients", "INTEGER"}},
+                {"n_reference_gradients", "INTEGER"},
+                {"n_p2p_batches", "INTEGER"}},
                false});
   return t;
 }

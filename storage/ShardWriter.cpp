@@ -84,7 +84,7 @@ struct ShardWriter::Impl {
   Db db;
   Stmt begin, commit;
   TableInsert ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses, collectives,
-      waits, referenceLosses, referenceGradients;
+      waits, referenceLosses, referenceGradients, batchMembers;
   // Two list texts per row of a multi-row statement: they must all stay valid until its step.
   ListText lists[kRowsPerInsert][2];
   RecordLevel level;
@@ -102,6 +102,7 @@ struct ShardWriter::Impl {
     diagnoses = TableInsert(db, "diagnoses");
     collectives = TableInsert(db, "collectives");
     waits = TableInsert(db, "waits");
+    batchMembers = TableInsert(db, "p2p_batches");
     referenceLosses = TableInsert(db, "reference_losses");
     referenceGradients = TableInsert(db, "reference_gradients");
   }
@@ -347,6 +348,13 @@ struct ShardWriter::Impl {
       insertAll(collectives, batch.collectives,
                 [&](RowBinder& b, int k, const auto& c) { bindCollective(b, k, c); });
       insertAll(waits, batch.waits, [&](RowBinder& b, int, const auto& w) { bindWait(b, w); });
+      insertAll(batchMembers, batch.batchMembers, [&](RowBinder& b, int k, const auto& m) {
+        b.put(m.rank);
+        b.put(m.iteration);
+        b.put(m.seq);
+        b.put(m.batch);
+        b.text(lists[k][0].of(m.groupRanks));
+      });
       insertAll(referenceLosses, batch.referenceLosses,
                 [&](RowBinder& b, int, const auto& l) { bindReferenceLoss(b, l); });
       insertAll(referenceGradients, batch.referenceGradients,
@@ -372,6 +380,7 @@ void ShardWriter::Batch::clear() {
   diagnoses.clear();
   collectives.clear();
   waits.clear();
+  batchMembers.clear();
   referenceLosses.clear();
   referenceGradients.clear();
   rows = 0;
@@ -489,6 +498,9 @@ void ShardWriter::input(events::InputRecord in) {
 }
 void ShardWriter::diagnosis(events::DiagnosisRecord d) {
   enqueue(&Batch::diagnoses, std::move(d), 0);
+}
+void ShardWriter::batchMember(events::BatchMemberRecord b) {
+  enqueue(&Batch::batchMembers, std::move(b), 0);
 }
 void ShardWriter::wait(events::WaitRecord w) {
   enqueue(&Batch::waits, std::move(w), 0);

@@ -74,6 +74,7 @@ class ShardWriter final : public events::Recorder {
   void input(events::InputRecord input) override;
   void diagnosis(events::DiagnosisRecord d) override;
   void collective(events::CollectiveRecord c) override;
+  void batchMember(events::BatchMemberRecord b) override;
   void wait(events::WaitRecord w) override;
   void referenceLoss(events::LossRecord loss) override;
   void referenceGradient(events::GradientRecord gradient) override;
@@ -101,6 +102,7 @@ class ShardWriter final : public events::Recorder {
     RecordList<events::DiagnosisRecord> diagnoses;
     RecordList<events::CollectiveRecord> collectives;
     RecordList<events::WaitRecord> waits;
+    RecordList<events::BatchMemberRecord> batchMembers;
     RecordList<events::LossRecord> referenceLosses;
     RecordList<events::GradientRecord> referenceGradients;
     std::vector<int32_t> replacedRanks;  // their committed `ranks` rows are deleted first

@@ -271,7 +271,10 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
   const auto bytes = opBytes(run);
   NcclProgram p;
   p.source = "a captured job's recorded operations";
-  p.batchesRecorded = false;
+  p.batchesRecorded = run.batchesRecorded;
+  // The batch_isend_irecv call of each recorded op: (rank, iteration, seq) -> batch.
+  std::map<std::tuple<int, int, int>, const events::BatchMemberRecord*> recordedBatch;
+  for (const auto& b : run.batchMembers) recordedBatch[{b.rank, b.iteration, b.seq}] = &b;
   int n = std::max<int>(run.info.worldSize, static_cast<int>(run.actions.size()));
   for (const auto& c : run.collectives) n = std::max(n, c.rank + 1);
   p.ops.resize(n);
@@ -314,6 +317,14 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
         op.iteration = a.iteration;
         op.seq = a.seq;
         op.bytes = bytesOf(bytes, op);
+        if (auto it = recordedBatch.find({r, a.iteration, a.seq}); it != recordedBatch.end()) {
+          op.batch = it->second->batch;
+          if (!it->second->groupRanks.empty()) {  // the group's members, as the backend knew them
+            op.members.assign(it->second->groupRanks.begin(), it->second->groupRanks.end());
+            std::sort(op.members.begin(), op.members.end());
+            unknownMembers.erase(op.group);
+          }
+        }
         op.what = "message #" + std::to_string(a.microbatch) + " of group " + a.module + " (op #" +
                   std::to_string(a.seq) + ", iteration " + std::to_string(a.iteration) + ")";
         items.push_back({a.iteration, a.seq, op, a.startNs, a.endNs});
@@ -360,11 +371,18 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
       int i = static_cast<int>(ops.size());
       NcclOp op = it.op;
       // A candidate batch: consecutive p2p ops on one group, posted with no wait between.
-      const bool joins = opts.captureCandidateBatches && op.kind != Kind::Collective &&
-                         lastBatchOp >= 0 && waited.empty() &&
+      const bool joins = opts.captureCandidateBatches && !p.batchesRecorded &&
+                         op.kind != Kind::Collective && lastBatchOp >= 0 && waited.empty() &&
                          ops[lastBatchOp].kind != Kind::Collective &&
                          ops[lastBatchOp].group == op.group && !steps.empty() && !steps.back().wait;
-      if (joins) {
+      // A recorded batch: the ops one batch_isend_irecv posted are one step.
+      const bool sameCall = p.batchesRecorded && op.batch >= 0 && lastBatchOp >= 0 &&
+                            ops[lastBatchOp].batch == op.batch && !steps.empty() &&
+                            !steps.back().wait;
+      if (sameCall) {
+        ops.push_back(op);
+        steps.back().ops.push_back(i);
+      } else if (joins) {
         if (ops[lastBatchOp].batch < 0) ops[lastBatchOp].batch = batchId++;
         op.batch = ops[lastBatchOp].batch;
         ops.push_back(op);
@@ -378,8 +396,9 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
     }
     if (!outstanding.empty()) steps.push_back({true, outstanding});
   }
-  // A candidate batch of one op is no batch.
+  // A candidate batch of one op is no batch (a recorded one is: one group call).
   for (auto& ops : p.ops) {
+    if (p.batchesRecorded) break;
     std::map<int, int> size;
     for (const auto& o : ops) {
       if (o.batch >= 0) ++size[o.batch];
@@ -388,9 +407,11 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
       if (o.batch >= 0 && size[o.batch] < 2) o.batch = -1;
     }
   }
-  p.unknowns.push_back(opts.captureCandidateBatches
-                           ? "batches not recorded: ops posted together taken as one batch"
-                           : "batches not recorded: every op replayed as posted alone");
+  if (!p.batchesRecorded) {
+    p.unknowns.push_back(opts.captureCandidateBatches
+                             ? "batches not recorded: ops posted together taken as one batch"
+                             : "batches not recorded: every op replayed as posted alone");
+  }
   for (const auto& g : unknownMembers) {
     p.unknowns.push_back("members of group " + g + " not recorded (no collective on it)");
   }

@@ -29,6 +29,8 @@ class Recorder {
   virtual void diagnosis(DiagnosisRecord d) = 0;
   // Collectives of captured jobs; recorders that do not store them drop them.
   virtual void collective(CollectiveRecord) {}
+  // Which captured point-to-point ops one batch_isend_irecv posted; others drop them.
+  virtual void batchMember(BatchMemberRecord) {}
   virtual void wait(WaitRecord w) = 0;  // what this rank waited on at a timeout
   // The single-process reference (`run --reference`): its own tables, never per-rank rows.
   virtual void referenceLoss(LossRecord loss) = 0;

@@ -402,6 +402,28 @@ TEST(NcclReplay, ACapturedExchangeThatNeedsABatchIsUndeterminedWithoutBatchIds) 
   EXPECT_EQ(ncclVerdict(ok.run).kind, NcclVerdict::Kind::Completes) << ncclVerdict(ok.run).summary;
 }
 
+// The same exchange from a capture that records its batch_isend_irecv calls (p2p_batches): one
+// call per rank completes; posted as plain isend + irecv it is a hang, judged as such now that
+// the file says they were not one call.
+TEST(NcclReplay, RecordedBatchesDecideWhatTheFileUsedToLeaveOpen) {
+  for (bool batched : {true, false}) {
+    Capture c(2);
+    for (int r : {0, 1}) c.p2p(r, true, 1 - r, "pp").p2p(r, false, 1 - r, "pp").waitAll(r);
+    c.run.batchesRecorded = true;
+    if (batched) {
+      for (int r : {0, 1}) {
+        for (const auto& a : c.run.actions[r]) {
+          c.run.batchMembers.push_back({r, a.iteration, a.seq, 0, {0, 1}});
+        }
+      }
+    }
+    NcclVerdict v = ncclVerdict(c.run);
+    EXPECT_EQ(v.kind, batched ? NcclVerdict::Kind::Completes : NcclVerdict::Kind::Hangs)
+        << batched << ": " << v.summary;
+    EXPECT_EQ(v.summary.find("batches not recorded"), std::string::npos) << v.summary;
+  }
+}
+
 TEST(NcclReplay, ACapturedBridgeFirstUseSkewIsPredictedAHang) {
   Capture c(2);  // rank 0: isend, then the bridge; rank 1: the bridge, then irecv
   c.p2p(0, true, 1, "pp").collective(0, "broadcast", "bridge", {0, 1}).waitAll(0);

@@ -2,9 +2,12 @@
 nccl_first_use_job.py completes on Gloo under the recording backend in both orders; `check`
 predicts that the skewed order would deadlock on NCCL (nccl_replay, exit 20, the cycle and the
 lazy_init rule naming the bridge group), with the lines docs/nccl-replay.md's tutorial prints,
-and passes the fixed twin."""
+and passes the fixed twin.  tests/capture/nccl_first_batch_job.py: a group's first
+batch_isend_irecv joined by two of its three members - recorded as batches (p2p_batches), predicted
+(first_batch); the same exchanges as plain ops pass."""
 
 import os
+import sqlite3
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -13,6 +16,7 @@ from test_capture import CaptureCase, torchrun, job_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "nccl_first_use_job.py")
+BATCH_JOB = os.path.join(HERE, "nccl_first_batch_job.py")
 DOC = os.path.join(HERE, "..", "..", "docs", "nccl-replay.md")
 
 
@@ -29,9 +33,9 @@ def replay_lines(text):
 
 
 class NcclFirstUse(CaptureCase):
-    def capture(self, order):
+    def capture(self, order, job=JOB, nproc=2):
         run = os.path.join(self.tmp, f"{order}.db")
-        r = torchrun(JOB, 2, ["--backend", "stagescope", "--order", order], job_env(run))
+        r = torchrun(job, nproc, ["--backend", "stagescope", "--order", order], job_env(run))
         self.assertEqual(r.returncode, 0, f"the {order} job failed on Gloo:\n{r.stderr[-3000:]}")
         m = stagescope("merge", run)
         self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
@@ -51,5 +55,23 @@ class NcclFirstUse(CaptureCase):
         self.assertEqual(replay_lines(c.stdout), replay_lines(printed),
                          "docs/nccl-replay.md's tutorial no longer prints what check says")
         fixed = self.capture("fixed")
+        self.assertEqual(fixed.returncode, 0, fixed.stdout + fixed.stderr)
+        self.assertIn("PASS  nccl_replay", fixed.stdout)
+
+    def test_first_batch_not_joined_by_every_member_is_predicted_and_plain_ops_are_clean(self):
+        c = self.capture("batched", BATCH_JOB, 3)
+        self.assertEqual(c.returncode, 20, c.stdout + c.stderr)
+        line = next(ln for ln in c.stdout.splitlines() if "nccl_replay" in ln)
+        self.assertIn("FAIL", line)
+        self.assertIn("[first_batch]", line)
+        self.assertIn("group pp's communicator", line)
+        self.assertIn("join its first batch_isend_irecv", c.stdout)
+        self.assertNotIn("batches not recorded", c.stdout)
+
+        con = sqlite3.connect(f"file:{os.path.join(self.tmp, 'batched.db')}?mode=ro", uri=True)
+        n = con.execute("SELECT count(*) FROM p2p_batches").fetchone()[0]
+        con.close()
+        self.assertEqual(n, 4)  # rank 0: 1, rank 1: 2, rank 2: 1 op, each its own call
+        fixed = self.capture("fixed", BATCH_JOB, 3)
         self.assertEqual(fixed.returncode, 0, fixed.stdout + fixed.stderr)
         self.assertIn("PASS  nccl_replay", fixed.stdout)

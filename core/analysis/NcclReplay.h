@@ -20,8 +20,9 @@
 // action lists the engine executes; combined send+receive actions are one batch), a captured
 // job from its recorded operations (actions rows of its point-to-point ops and its collectives
 // rows, in the order of their post times on the rank's clock; it waited for an operation before
-// posting the next when the operation's end precedes that post).  What the file cannot tell (which
-// captured operations one batch_isend_irecv posted, a group's members) is said in `unknowns`.
+// posting the next when the operation's end precedes that post).  What the file cannot tell (in
+// files without the p2p_batches table, which captured operations one batch_isend_irecv posted; a
+// group's members) is said in `unknowns`.
 #pragma once
 
 #include <cstdint>

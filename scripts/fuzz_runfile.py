@@ -2,7 +2,7 @@
 """Cell-level fuzzer for run files: each round copies a real run file, changes one cell of one
 table (or every row of one column, or deletes one row) through SQLite, and runs the chosen
 commands on the copy.  A round is a problem when a command dies of a signal, exits with a code
-outside the documented set (0, 1, 2, 10-19), prints `terminate called`/`what():`/an assertion,
+outside the documented set (0, 1, 2, 10-20), prints `terminate called`/`what():`/an assertion,
 writes more than two lines on stderr (gui excepted), runs past --timeout, or changes its input.
 
 It found the viewer crash on a run file whose details could not be read, and (with --show-pass)
@@ -17,7 +17,7 @@ Exit 0 when no round had a problem, 1 otherwise.
 import argparse, hashlib, os, random, shutil, sqlite3, subprocess, sys, tempfile
 from collections import Counter
 
-ALLOWED = {0, 1, 2} | set(range(10, 20))
+ALLOWED = {0, 1, 2} | set(range(10, 21))
 VALUES = [None, -1, 0, 1, 2, 7, 2**31, 2**62, -2**63, 2**63 - 1, 1e308, -1e308, float("inf"),
           float("nan"), 0.5, -0.0, "", "x", "nan", "[", "[1,2", "{", "\x00", b"", b"\x00" * 3,
           b"\xff" * 17, "9" * 40, "-1", "llm", "[[]]", "[-1]", "[1e9]"]

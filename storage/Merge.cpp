@@ -111,7 +111,7 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
       "ranks",        "plan",   "actions",          "transfers",
       "gradients",    "losses", "inputs",           "diagnoses",
       "collectives",  "waits",  "reference_losses", "reference_gradients",
-      "message_roles", "module_steps"};
+      "message_roles", "module_steps", "p2p_batches"};
   Transaction tx(db);
   std::string update =
       "UPDATE shards SET state='merged', note=NULL, merged_unix_ms=" + std::to_string(nowUnixMs());
@@ -137,7 +137,12 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
     }
     const int64_t n = db.changes();
     total += n;
-    update += std::string(", n_") + name + "=" + std::to_string(n);
+    // A run file made before a count column existed keeps its shards table as it was.
+    if (db.queryInt(
+            std::string("SELECT count(*) FROM pragma_table_info('shards') WHERE name = 'n_") +
+            name + "'") > 0) {
+      update += std::string(", n_") + name + "=" + std::to_string(n);
+    }
   }
   // Run-wide facts: the run file's own row (createRunFile) wins over a shard's copy.
   db.exec("INSERT OR IGNORE INTO main.run SELECT * FROM " + alias + ".run");

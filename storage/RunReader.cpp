@@ -78,6 +78,7 @@ class Loader {
     if (messages) readCollectives();
     if (messages) readMessageRoles();
     if (values) readModuleSteps();
+    if (messages) readBatchMembers();
     if (m_.schemaVersion >= 2) {
       if (values) {
         readReferenceLosses();
@@ -1283,6 +1284,28 @@ class Loader {
     }
   }
 
+  // Which captured point-to-point ops one batch_isend_irecv posted (docs/run-file.md
+  // "p2p_batches"); a file without the table records none and says so (batchesRecorded).
+  void readBatchMembers() {
+    if (!db_.hasTable("p2p_batches")) return;
+    m_.batchesRecorded = true;
+    Stmt s = db_.prepare(
+        "SELECT rank, iteration, seq, batch, group_ranks FROM p2p_batches ORDER BY rowid");
+    while (s.step()) {
+      events::BatchMemberRecord b;
+      b.rank = bounded(s, 0, "p2p_batches", "rank", 0, kLastRank);
+      b.iteration = bounded(s, 1, "p2p_batches", "iteration", 0, kLastIteration);
+      b.seq = bounded(s, 2, "p2p_batches", "seq", 0, kInt32Max);
+      b.batch = bounded(s, 3, "p2p_batches", "batch", 0, kInt32Max);
+      list("p2p_batches", s.text(4), &b.groupRanks);
+      for (int r : b.groupRanks) {
+        if (r < 0 || r > kLastRank) bad("p2p_batches", "group rank " + std::to_string(r));
+      }
+      m_.batchMembers.push_back(b);
+      tick();
+    }
+  }
+
   void readWaits() {
     Stmt s = db_.prepare(
         "SELECT rank, iteration, action_seq, action, microbatch, peer, op, edge, direction, "
@@ -1729,6 +1752,9 @@ void sortRest(model::RunModel& m) {
   });
   std::stable_sort(m.waits.begin(), m.waits.end(), [](const auto& a, const auto& b) {
     return std::tie(a.timeNs, a.rank) < std::tie(b.timeNs, b.rank);
+  });
+  std::stable_sort(m.batchMembers.begin(), m.batchMembers.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.rank, a.iteration, a.seq) < std::tie(b.rank, b.iteration, b.seq);
   });
   std::stable_sort(m.referenceLosses.begin(), m.referenceLosses.end(),
                    [](const auto& a, const auto& b) {

@@ -244,6 +244,16 @@ std::vector<TableDef> makeTables() {
                 {"skipped", "INTEGER"},
                 shardId},
                true});
+  // Captured point-to-point ops posted by one batch_isend_irecv (events::BatchMemberRecord);
+  // added without moving the format: a file without the table records no batches.
+  t.push_back({"p2p_batches",
+               {{"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"seq", "INTEGER"},
+                {"batch", "INTEGER"},
+                {"group_ranks", "TEXT"},
+                shardId},
+               true});
   t.push_back({"waits",
                {{"rank", "INTEGER NOT NULL"},
                 {"iteration", "INTEGER"},
@@ -306,7 +316,8 @@ std::vector<TableDef> makeTables() {
                 {"n_message_roles", "INTEGER"},
                 {"n_reference_losses", "INTEGER"},
                 {"n_reference_gradients", "INTEGER"},
-                {"n_module_steps", "INTEGER"}},
+                {"n_module_steps", "INTEGER"},
+                {"n_p2p_batches", "INTEGER"}},
                false});
   return t;
 }

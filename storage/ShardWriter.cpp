@@ -84,7 +84,7 @@ struct ShardWriter::Impl {
   Db db;
   Stmt begin, commit;
   TableInsert ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses, collectives,
-      messageRoles, waits, referenceLosses, referenceGradients, moduleSteps;
+      messageRoles, waits, referenceLosses, referenceGradients, moduleSteps, batchMembers;
   // Two list texts per row of a multi-row statement: they must all stay valid until its step.
   ListText lists[kRowsPerInsert][2];
   RecordLevel level;
@@ -103,6 +103,7 @@ struct ShardWriter::Impl {
     collectives = TableInsert(db, "collectives");
     messageRoles = TableInsert(db, "message_roles");
     waits = TableInsert(db, "waits");
+    batchMembers = TableInsert(db, "p2p_batches");
     referenceLosses = TableInsert(db, "reference_losses");
     referenceGradients = TableInsert(db, "reference_gradients");
     moduleSteps = TableInsert(db, "module_steps");
@@ -391,6 +392,13 @@ struct ShardWriter::Impl {
       insertAll(waits, batch.waits, [&](RowBinder& b, int, const auto& w) { bindWait(b, w); });
       insertAll(moduleSteps, batch.moduleSteps,
                 [&](RowBinder& b, int, const auto& m) { bindModuleStep(b, m); });
+      insertAll(batchMembers, batch.batchMembers, [&](RowBinder& b, int k, const auto& m) {
+        b.put(m.rank);
+        b.put(m.iteration);
+        b.put(m.seq);
+        b.put(m.batch);
+        b.text(lists[k][0].of(m.groupRanks));
+      });
       insertAll(referenceLosses, batch.referenceLosses,
                 [&](RowBinder& b, int, const auto& l) { bindReferenceLoss(b, l); });
       insertAll(referenceGradients, batch.referenceGradients,
@@ -418,6 +426,7 @@ void ShardWriter::Batch::clear() {
   messageRoles.clear();
   moduleSteps.clear();
   waits.clear();
+  batchMembers.clear();
   referenceLosses.clear();
   referenceGradients.clear();
   rows = 0;
@@ -541,6 +550,9 @@ void ShardWriter::input(events::InputRecord in) {
 }
 void ShardWriter::diagnosis(events::DiagnosisRecord d) {
   enqueue(&Batch::diagnoses, std::move(d), 0);
+}
+void ShardWriter::batchMember(events::BatchMemberRecord b) {
+  enqueue(&Batch::batchMembers, std::move(b), 0);
 }
 void ShardWriter::wait(events::WaitRecord w) {
   enqueue(&Batch::waits, std::move(w), 0);

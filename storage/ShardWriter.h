@@ -76,6 +76,7 @@ class ShardWriter final : public events::Recorder {
   void collective(events::CollectiveRecord c) override;
   void messageRole(events::MessageRoleRecord r) override;
   void moduleStep(events::ModuleStepRecord s) override;
+  void batchMember(events::BatchMemberRecord b) override;
   void wait(events::WaitRecord w) override;
   void referenceLoss(events::LossRecord loss) override;
   void referenceGradient(events::GradientRecord gradient) override;
@@ -105,6 +106,7 @@ class ShardWriter final : public events::Recorder {
     RecordList<events::MessageRoleRecord> messageRoles;
     RecordList<events::ModuleStepRecord> moduleSteps;
     RecordList<events::WaitRecord> waits;
+    RecordList<events::BatchMemberRecord> batchMembers;
     RecordList<events::LossRecord> referenceLosses;
     RecordList<events::GradientRecord> referenceGradients;
     std::vector<int32_t> replacedRanks;  // their committed `ranks` rows are deleted first

@@ -418,6 +418,21 @@ std::optional<CaptureSession::ExpectedRole> CaptureSession::roleOf(const void* d
   return it->second;
 }
 
+void CaptureSession::beginBatch() {
+  std::lock_guard lock(mu_);
+  batch_ = batches_++;
+}
+
+void CaptureSession::endBatch() {
+  std::lock_guard lock(mu_);
+  batch_ = -1;
+}
+
+int CaptureSession::currentBatch() const {
+  std::lock_guard lock(mu_);
+  return batch_;
+}
+
 CaptureSession::OpIds CaptureSession::nextCollective(const std::string& group) {
   std::lock_guard lock(mu_);
   return {iteration_, seq_++, collectives_[group]++};

@@ -103,6 +103,12 @@ class CaptureSession {
   // payloads).
   void setShapePreambles(bool on);
   bool shapePreambles() const;
+  // One torch.distributed.batch_isend_irecv call (stagescope_torch wraps it): the point-to-point
+  // ops posted between beginBatch() and endBatch() get a p2p_batches row with this process's
+  // batch number (0, 1, ... per rank); currentBatch() is -1 outside a call.
+  void beginBatch();
+  void endBatch();
+  int currentBatch() const;
 
   // Message roles (events/MessageRole.h): the capture helpers announce what the tensor at
   // `dataPtr` means before the call that posts it (stagescope_torch.megatron.record_roles);
@@ -176,6 +182,7 @@ class CaptureSession {
   CaptureConfig cfg_;
   bool configured_ = false;
   bool shapePreambles_ = false;
+  int batch_ = -1, batches_ = 0;
   std::string declaredLayout_;  // declareLayout's text, appended to the run's config_text
   // The declared layout's modules and microbatches: the run's `modules` rows and
   // run.microbatches (none declared: one module "job" of kind "captured", 0 microbatches).

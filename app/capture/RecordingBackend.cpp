@@ -245,6 +245,13 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   action.stage = me;
   action.peers = {side == Side::Send ? dst : src};
   action.startNs = start;
+  // Posted by a batch_isend_irecv (stagescope_torch wraps it): which call, as data for the NCCL
+  // replay (NCCL runs the batch as one group call; Gloo, and so this backend, sees single ops).
+  if (const int batch = session.currentBatch(); batch >= 0) {
+    events::BatchMemberRecord member{session.rank(), ids.iteration, ids.seq, batch, {}};
+    for (int g = 0; g < getSize(); ++g) member.groupRanks.push_back(globalRank(g));
+    session.recorder().batchMember(std::move(member));
+  }
 
   // What this rank waits on while the operation is pending (the hang watchdog's row).
   events::WaitRecord wait;

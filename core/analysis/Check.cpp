@@ -20,6 +20,7 @@
 #include "core/analysis/Inputs.h"
 #include "core/analysis/MessageRoles.h"
 #include "core/analysis/LossScale.h"
+#include "core/analysis/NcclReplay.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/OptimizerStep.h"
 #include "core/analysis/PlanConformance.h"
@@ -1227,6 +1228,45 @@ void checkInputs(Ctx& c, CheckResult& r) {
   }
 }
 
+// ---- nccl_replay ----------------------------------------------------------------------------
+// A completed run's communication replayed under NCCL's rules (NcclReplay.h): a predicted hang
+// fails, one finding per blocked rank; a run that stopped is judged by run_status instead.
+void checkNcclReplay(const Ctx& c, CheckResult& r) {
+  if (c.run.info.status != RunStatus::Completed || c.run.partial) {
+    r.status = CheckStatus::Skipped;
+    r.summary = "skipped: the run did not complete (see run_status)";
+    return;
+  }
+  NcclVerdict v = ncclVerdict(c.run);
+  r.summary = v.summary;
+  if (v.kind == NcclVerdict::Kind::Completes || v.kind == NcclVerdict::Kind::CompletesIfBuffered) {
+    return;
+  }
+  if (v.kind != NcclVerdict::Kind::Hangs) {
+    r.status = CheckStatus::Skipped;
+    return;
+  }
+  r.status = CheckStatus::Failed;
+  r.total = static_cast<int64_t>(v.replay.blocked.size());
+  for (const auto& b : v.replay.blocked) {
+    Finding f;
+    f.name = r.name;
+    f.exitCode = r.exitCode;
+    f.rank = b.rank;
+    f.peerRank = b.waitsOn;
+    f.action = toString(b.rule);
+    f.message = "predicted on NCCL [" + std::string(toString(b.rule)) + "]: " + b.sentence;
+    if (r.findings.size() < c.opts.maxFindings) r.findings.push_back(std::move(f));
+  }
+  if (!v.replay.fix.empty() && r.findings.size() < c.opts.maxFindings) {
+    Finding f;
+    f.name = r.name;
+    f.exitCode = r.exitCode;
+    f.message = "to complete on NCCL: " + v.replay.fix;
+    r.findings.push_back(std::move(f));
+  }
+}
+
 bool enabled(const CheckOptions& o, const std::string& name) {
   return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
 }
@@ -1258,6 +1298,7 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
   CheckResult nonfinite = make("nonfinite", exit_code::kNonFinite);
   CheckResult reference = make("reference_gradient", exit_code::kReferenceGradient);
   CheckResult against = make("against", exit_code::kAgainst);
+  CheckResult nccl = make("nccl_replay", exit_code::kNcclReplay);
 
   auto timed = [&](CheckResult& r, auto&& fn) {
     if (!enabled(opts, r.name)) {
@@ -1301,8 +1342,10 @@ CheckReport checkRun(const RunModel& run, const CheckOptions& opts) {
     checkLossScale(c, reference);
   });
   timed(against, [&] { checkAgainst(c, against); });
+  timed(nccl, [&] { checkNcclReplay(c, nccl); });
 
-  rep.checks = {status, unmatched, order, count, shape, checksum, nonfinite, reference, against};
+  rep.checks = {status,   unmatched, order,     count,   shape,
+                checksum, nonfinite, reference, against, nccl};
   for (const auto& r : rep.checks) {
     if (r.status == CheckStatus::Failed && (rep.exitCode == 0 || r.exitCode < rep.exitCode)) {
       rep.exitCode = r.exitCode;

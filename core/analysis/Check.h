@@ -36,6 +36,9 @@
 //                                captured job's reduction against its loss normalisation
 //                                (GradientAudit.h) and its modules' loss scales (LossScale.h)
 //    18   against                run-to-run difference against another run (--against)
+//    20   nccl_replay            the run's communication replayed under NCCL's rules would not
+//                                complete: a hang predicted for GPUs (NcclReplay.h), with the
+//                                wait-for cycle, the rule blocking each rank and what to move
 #pragma once
 
 #include <string>
@@ -60,6 +63,7 @@ inline constexpr int kNonFinite = 16;
 inline constexpr int kReferenceGradient = 17;
 inline constexpr int kAgainst = 18;
 inline constexpr int kIncomplete = 19;  // compare: a run is incomplete (Compare.h)
+inline constexpr int kNcclReplay = 20;
 }  // namespace exit_code
 
 // One failure.  Fields that do not apply are -1 / "".

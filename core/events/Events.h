@@ -299,6 +299,18 @@ struct CollectiveRecord {
   std::vector<uint8_t> payload;  // first output tensor's bytes, level full only
 };
 
+// A point-to-point operation of a captured job that one batch_isend_irecv posted together with
+// others (app/capture): its (rank, iteration, seq) names the op's `actions` row; ops of one rank
+// with one `batch` were one call (NCCL: one group call, progressing together).  Batch ids count
+// from 0 per rank.  `groupRanks`: the global ranks of the op's group (the members its first
+// batch needs).  A file without these rows says nothing about batches (docs/run-file.md).
+struct BatchMemberRecord {
+  int32_t rank = -1;
+  int32_t iteration = -1, seq = -1;
+  int32_t batch = -1;
+  std::vector<int32_t> groupRanks;
+};
+
 // A diagnosis record (hang wait-for edge, fault, first failure) written by ranks or launcher.
 struct DiagnosisRecord {
   int32_t rank = -1;

@@ -36,6 +36,8 @@ class Recorder {
   virtual void messageRole(MessageRoleRecord) {}
   // A module's reduction and loss scale of captured jobs (ModuleStep.h); dropped by default.
   virtual void moduleStep(ModuleStepRecord) {}
+  // Which captured point-to-point ops one batch_isend_irecv posted; others drop them.
+  virtual void batchMember(BatchMemberRecord) {}
   virtual void wait(WaitRecord w) = 0;  // what this rank waited on at a timeout
   // The single-process reference (`run --reference`): its own tables, never per-rank rows.
   virtual void referenceLoss(LossRecord loss) = 0;

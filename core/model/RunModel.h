@@ -79,6 +79,10 @@ struct RunModel {
   // What each rank waited on when it timed out (the hang's wait-for edges), sorted by
   // (timeNs, rank).  Empty for runs without a timeout and for format-1 files.
   std::vector<events::WaitRecord> waits;
+  // Captured point-to-point ops one batch_isend_irecv posted, sorted by (rank, iteration, seq);
+  // batchesRecorded is false for a file without the p2p_batches table (nothing is known).
+  std::vector<events::BatchMemberRecord> batchMembers;
+  bool batchesRecorded = false;
   // True when the reader subtracted RankInfo::clockOffsetNs from every time above (it does
   // by default); consumers never subtract it again.
   bool clockOffsetsApplied = false;

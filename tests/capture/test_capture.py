@@ -311,6 +311,8 @@ def main():
     cases["crashed_jobs"] = crash_case.CrashedJobs
     import megatron_roles_case  # noqa: E402
     cases["megatron_message_roles"] = megatron_roles_case.MegatronMessageRoles
+    import nccl_replay_case  # noqa: E402
+    cases["nccl_replay"] = nccl_replay_case.NcclFirstUse
     if case not in cases:
         print(f"usage: {sys.argv[0]} CASE  (CASE: {' | '.join(cases)}); got {case!r}")
         return 2

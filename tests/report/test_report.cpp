@@ -72,7 +72,7 @@ TEST(Check, CleanRunPasses) {
   auto rep = checkRun(run);
   EXPECT_EQ(rep.exitCode, 0) << renderCheckText(rep);
   EXPECT_TRUE(rep.passed());
-  EXPECT_EQ(rep.checks.size(), 9u);
+  EXPECT_EQ(rep.checks.size(), 10u);
   for (const auto& c : rep.checks) {
     EXPECT_NE(c.status, CheckStatus::Failed) << c.name;
   }
@@ -369,16 +369,16 @@ TEST(Check, JUnitIsWellFormedWithRightCounts) {
     p = e + 1;
   }
   EXPECT_TRUE(stack.empty());
-  EXPECT_EQ(testcases, 9);
+  EXPECT_EQ(testcases, 10);
   EXPECT_EQ(failures, 1);
   EXPECT_EQ(skipped, 1);  // against
-  EXPECT_NE(xml.find("<testsuite name=\"stagescope.check\" tests=\"9\" failures=\"1\""),
+  EXPECT_NE(xml.find("<testsuite name=\"stagescope.check\" tests=\"10\" failures=\"1\""),
             std::string::npos);
   EXPECT_NE(xml.find("name=\"checksum_mismatch\""), std::string::npos);
   // JSON and text writers agree.
   auto j = nlohmann::json::parse(renderCheckJson(rep));
   EXPECT_EQ(j["exit_code"], exit_code::kChecksumMismatch);
-  EXPECT_EQ(j["checks"].size(), 9u);
+  EXPECT_EQ(j["checks"].size(), 10u);
   EXPECT_NE(renderCheckText(rep).find("FAIL  checksum_mismatch"), std::string::npos);
 }
 

@@ -173,6 +173,8 @@ PYBIND11_MODULE(_C, m) {
       [](const std::string& text) { CaptureSession::instance().declareLayout(text); },
       py::arg("config_text"));
   m.def("started", [] { return CaptureSession::instance().started(); });
+  m.def("begin_batch", [] { CaptureSession::instance().beginBatch(); });
+  m.def("end_batch", [] { CaptureSession::instance().endBatch(); });
   m.def("level", [] { return std::string(events::toString(CaptureSession::instance().level())); });
   m.def("rank", [] { return CaptureSession::instance().rank(); });
   m.def(

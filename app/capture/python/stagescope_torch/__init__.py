@@ -193,6 +193,24 @@ def _create_backend(opts, backend_options):
     return _C.RecordingBackend(inner, list(opts.global_ranks_in_group), opts.timeout)
 
 
+_batch_isend_irecv = getattr(dist.batch_isend_irecv, "_stagescope_inner", dist.batch_isend_irecv)
+
+
+def _recorded_batch_isend_irecv(p2p_op_list):
+    """torch.distributed.batch_isend_irecv, its ops recorded as one batch (p2p_batches rows):
+    NCCL runs them as one group call, while Gloo, and so the recording backend, receives them
+    one by one.  The NCCL replay (docs/nccl-replay.md) needs to know which ops were one call."""
+    _C.begin_batch()
+    try:
+        return _batch_isend_irecv(p2p_op_list)
+    finally:
+        _C.end_batch()
+
+
+_recorded_batch_isend_irecv._stagescope_inner = _batch_isend_irecv
+dist.batch_isend_irecv = _recorded_batch_isend_irecv
+dist.distributed_c10d.batch_isend_irecv = _recorded_batch_isend_irecv
+
 if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu"])
 if os.environ.get("STAGESCOPE_INNER", "gloo") != "gloo":

@@ -1,0 +1,405 @@
+// The programs the NCCL replay runs (NcclReplay.h): what each rank posted, in its order, built
+// from a stagescope run's plan or a captured job's recorded operations.
+#include "core/analysis/NcclReplay.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace stagescope::analysis {
+
+using events::ActionKind;
+using Kind = NcclOp::Kind;
+
+size_t NcclProgram::opCount() const {
+  size_t n = 0;
+  for (const auto& r : ops) n += r.size();
+  return n;
+}
+
+namespace {
+
+// ---- the program of a stagescope run: its plan -------------------------------------------------
+
+bool isSend(ActionKind k) {
+  return k == ActionKind::SendForward || k == ActionKind::SendBackward;
+}
+bool isRecv(ActionKind k) {
+  return k == ActionKind::RecvForward || k == ActionKind::RecvBackward;
+}
+bool isCombined(ActionKind k) {
+  return k == ActionKind::SendForwardRecvBackward || k == ActionKind::SendBackwardRecvForward;
+}
+
+// The ranks that share `r`'s coordinates in `module` except `free` ("tp", "pp" or "dp"): the
+// members of r's tp, pp or dp group of that module, ascending.
+std::vector<int> gridGroup(const model::RunModel& run, int r, const std::string& module,
+                           char free) {
+  const events::RankInfo* me = run.rankInfo(r, module);
+  std::vector<int> out;
+  if (!me) return out;
+  for (const auto& x : run.ranks) {
+    if (x.module != module || x.cp != me->cp) continue;
+    if (free != 't' && x.tp != me->tp) continue;
+    if (free != 'p' && x.pp != me->pp) continue;
+    if (free != 'd' && x.dp != me->dp) continue;
+    out.push_back(x.rank);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// The module at the other end of a message from `module` on rank `peer`.
+std::string peerModule(const model::RunModel& run, int peer, const std::string& module) {
+  if (run.rankInfo(peer, module)) return module;
+  auto rows = run.modulesOf(peer);
+  return rows.empty() ? std::string() : rows.front().module;
+}
+
+bool feeds(const model::RunModel& run, const std::string& from, const std::string& to) {
+  for (const auto& m : run.info.modules) {
+    if (m.name == from) {
+      return std::find(m.downstream.begin(), m.downstream.end(), to) != m.downstream.end();
+    }
+  }
+  return false;
+}
+
+// The c10d group of a message between rank r (in `module`) and `peer`: the pipeline group of a
+// module both hold (a colocated rank's message to its peer in the llm is on the llm's), else the
+// bridge between their modules.
+std::string p2pGroup(const model::RunModel& run, int r, int peer, const std::string& module) {
+  std::string other = peerModule(run, peer, module);
+  if (other == module) return module + "/pp";
+  for (const auto& row : run.modulesOf(r)) {
+    if (run.rankInfo(peer, row.module)) return row.module + "/pp";
+  }
+  // Both ends must name one group: from the module that feeds the other, else (a file without
+  // its modules table) in name order.
+  if (feeds(run, module, other)) return "bridge:" + module + "->" + other;
+  if (feeds(run, other, module)) return "bridge:" + other + "->" + module;
+  return "bridge:" + std::min(module, other) + "->" + std::max(module, other);
+}
+
+// Bytes of the messages one rank recorded for one op: (rank, iteration, action seq, side, peer).
+using OpKey = std::tuple<int, int, int, int, int>;
+std::map<OpKey, int64_t> opBytes(const model::RunModel& run) {
+  std::map<OpKey, int64_t> out;
+  for (const auto& t : run.transfers) {
+    const bool send = t.side == events::Side::Send;
+    out[{t.rank, t.iteration, t.actionSeq, send ? 0 : 1, send ? t.dstRank : t.srcRank}] += t.bytes;
+  }
+  return out;
+}
+int64_t bytesOf(const std::map<OpKey, int64_t>& index, const NcclOp& op) {
+  auto it =
+      index.find({op.rank, op.iteration, op.seq, op.kind == NcclOp::Kind::Send ? 0 : 1, op.peer});
+  return it == index.end() ? -1 : it->second;
+}
+
+NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
+  const auto bytes = opBytes(run);
+  NcclProgram p;
+  p.source = opts.engineCombinedAsBatch
+                 ? "the run's plan (a combined send+receive action: one batch per group)"
+                 : "the run's plan (combined actions: one op after another)";
+  const int n = static_cast<int>(run.plan.size());
+  p.ops.resize(n);
+  p.steps.resize(n);
+  // Members of each bridge group: every rank that exchanges on it.
+  std::map<std::string, std::set<int>> bridges;
+  for (int r = 0; r < n; ++r) {
+    for (const auto& a : run.plan[r]) {
+      for (int peer : a.peers) {
+        if (peer == r) continue;
+        std::string g = p2pGroup(run, r, peer, a.module);
+        if (g.rfind("bridge:", 0) == 0) bridges[g].insert({r, peer});
+      }
+    }
+  }
+  auto members = [&](int r, const std::string& g) {
+    if (g.rfind("bridge:", 0) == 0) {
+      const auto& s = bridges[g];
+      return std::vector<int>(s.begin(), s.end());
+    }
+    return gridGroup(run, r, g.substr(0, g.size() - 3), 'p');  // "<module>/pp"
+  };
+  int batch = 0;
+  for (int r = 0; r < n; ++r) {
+    auto& ops = p.ops[r];
+    auto& steps = p.steps[r];
+    std::vector<int> unwaitedSends;
+    int iteration = -1;
+    auto flushSends = [&] {  // Communicator::finishSends at the end of an iteration
+      if (!unwaitedSends.empty()) steps.push_back({true, unwaitedSends});
+      unwaitedSends.clear();
+    };
+    auto collective = [&](const events::ActionRecord& a, const std::string& module, char free,
+                          const char* what) {
+      std::vector<int> g = gridGroup(run, r, module, free);
+      if (g.size() < 2) return;  // a group of one rank has no backend (ProcessGroups.h)
+      NcclOp op;
+      op.kind = Kind::Collective;
+      op.rank = r;
+      op.group = module + "/" + std::string(free == 't' ? "tp" : free == 'p' ? "pp" : "dp");
+      op.members = g;
+      op.op = "all_reduce";
+      op.iteration = a.iteration;
+      op.seq = a.seq;
+      op.what = std::string(what) + " (" + events::toString(a.kind) + " mb " +
+                std::to_string(a.microbatch) + ")";
+      int i = static_cast<int>(ops.size());
+      ops.push_back(op);
+      steps.push_back({false, {i}});
+      steps.push_back({true, {i}});
+    };
+    for (const auto& a : run.plan[r]) {
+      if (a.iteration != iteration) flushSends();
+      iteration = a.iteration;
+      if (a.kind == ActionKind::Forward || a.kind == ActionKind::Backward) {
+        collective(a, a.module, 't', "tensor-parallel all_reduce");
+        continue;
+      }
+      if (a.kind == ActionKind::DpReduce) {
+        if (!a.module.empty()) {
+          collective(a, a.module, 'd', "data-parallel gradient all_reduce");
+        } else {
+          for (const auto& row : run.modulesOf(r)) {
+            collective(a, row.module, 'd', "data-parallel gradient all_reduce");
+          }
+        }
+        continue;
+      }
+      const bool sends = isSend(a.kind) || isCombined(a.kind);
+      const bool recvs = isRecv(a.kind) || isCombined(a.kind);
+      if (!sends && !recvs) continue;
+      const bool sendsActivation =
+          a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward;
+      const bool receivesActivation =
+          a.kind == ActionKind::RecvForward || a.kind == ActionKind::SendBackwardRecvForward;
+      const bool asBatch = isCombined(a.kind) && opts.engineCombinedAsBatch;
+      std::vector<int> posted, received;
+      for (int side = 0; side < 2; ++side) {  // the plan posts sends before receives
+        if ((side == 0 && !sends) || (side == 1 && !recvs)) continue;
+        for (int peer : a.peers) {
+          if (peer == r) continue;  // a local hand-off never touches the wire
+          NcclOp op;
+          op.kind = side == 0 ? Kind::Send : Kind::Recv;
+          op.rank = r;
+          op.peer = peer;
+          op.group = p2pGroup(run, r, peer, a.module);
+          op.members = members(r, op.group);
+          op.batch = asBatch ? batch : -1;
+          op.iteration = a.iteration;
+          op.seq = a.seq;
+          op.bytes = bytesOf(bytes, op);
+          const bool activation = side == 0 ? sendsActivation : receivesActivation;
+          op.what =
+              std::string(activation ? "the activation" : "the gradient") +
+              (isCombined(a.kind) && side == 1 ? ""
+                                               : " of microbatch " + std::to_string(a.microbatch)) +
+              " (iteration " + std::to_string(a.iteration) + ", " + events::toString(a.kind) + ")";
+          int i = static_cast<int>(ops.size());
+          ops.push_back(op);
+          posted.push_back(i);
+          (side == 0 ? unwaitedSends : received).push_back(i);
+          if (!asBatch) steps.push_back({false, {i}});
+        }
+      }
+      if (posted.empty()) continue;
+      if (asBatch) {  // one batch per group (PyTorch coalesces per process group)
+        std::vector<std::string> order;
+        for (int i : posted) {
+          if (std::find(order.begin(), order.end(), ops[i].group) == order.end()) {
+            order.push_back(ops[i].group);
+          }
+        }
+        for (const auto& g : order) {
+          NcclStep st{false, {}};
+          for (int i : posted) {
+            if (ops[i].group == g) {
+              ops[i].batch = batch;
+              st.ops.push_back(i);
+            }
+          }
+          steps.push_back(st);
+          ++batch;
+        }
+      }
+      if (!received.empty()) steps.push_back({true, received});
+    }
+    flushSends();
+  }
+  if (!opts.engineCombinedAsBatch) {
+    p.unknowns.push_back(
+        "combined actions replayed as the engine posts them today (one op "
+        "after another)");
+  }
+  if (!bridges.empty()) p.unknowns.push_back("boundary broadcasts of bridges not replayed");
+  return p;
+}
+
+// ---- the program of a captured job: its recorded operations -----------------------------------
+
+NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
+  const auto bytes = opBytes(run);
+  NcclProgram p;
+  p.source = "a captured job's recorded operations";
+  p.batchesRecorded = run.batchesRecorded;
+  // The batch_isend_irecv call of each recorded op: (rank, iteration, seq) -> batch.
+  std::map<std::tuple<int, int, int>, const events::BatchMemberRecord*> recordedBatch;
+  for (const auto& b : run.batchMembers) recordedBatch[{b.rank, b.iteration, b.seq}] = &b;
+  int n = std::max<int>(run.info.worldSize, static_cast<int>(run.actions.size()));
+  for (const auto& c : run.collectives) n = std::max(n, c.rank + 1);
+  p.ops.resize(n);
+  p.steps.resize(n);
+  // Each group name's member sets, from its collectives.
+  std::map<std::string, std::set<std::vector<int>>> groups;
+  for (const auto& c : run.collectives) {
+    std::vector<int> g = c.groupRanks;
+    std::sort(g.begin(), g.end());
+    if (!g.empty()) groups[c.group].insert(g);
+  }
+  std::set<std::string> unknownMembers;
+  struct Item {
+    int iteration, seq;
+    NcclOp op;
+    int64_t startNs, endNs;
+  };
+  for (int r = 0; r < n; ++r) {
+    std::vector<Item> items;
+    if (r < static_cast<int>(run.actions.size())) {
+      for (const auto& a : run.actions[r]) {
+        if (!isSend(a.kind) && !isRecv(a.kind)) continue;
+        if (a.peers.empty() || a.peers[0] == r) continue;
+        NcclOp op;
+        op.kind = isSend(a.kind) ? Kind::Send : Kind::Recv;
+        op.rank = r;
+        op.peer = a.peers[0];
+        op.group = a.module;
+        for (const auto& g : groups[op.group]) {
+          if (std::binary_search(g.begin(), g.end(), r) &&
+              std::binary_search(g.begin(), g.end(), op.peer)) {
+            op.members = g;
+            break;
+          }
+        }
+        if (op.members.empty() && op.group == "world") {  // the default group: every rank
+          for (int m = 0; m < n; ++m) op.members.push_back(m);
+        }
+        if (op.members.empty()) unknownMembers.insert(op.group);
+        op.iteration = a.iteration;
+        op.seq = a.seq;
+        op.bytes = bytesOf(bytes, op);
+        if (auto it = recordedBatch.find({r, a.iteration, a.seq}); it != recordedBatch.end()) {
+          op.batch = it->second->batch;
+          if (!it->second->groupRanks.empty()) {  // the group's members, as the backend knew them
+            op.members.assign(it->second->groupRanks.begin(), it->second->groupRanks.end());
+            std::sort(op.members.begin(), op.members.end());
+            unknownMembers.erase(op.group);
+          }
+        }
+        op.what = "message #" + std::to_string(a.microbatch) + " of group " + a.module + " (op #" +
+                  std::to_string(a.seq) + ", iteration " + std::to_string(a.iteration) + ")";
+        items.push_back({a.iteration, a.seq, op, a.startNs, a.endNs});
+      }
+    }
+    for (const auto& c : run.collectives) {
+      if (c.rank != r) continue;
+      NcclOp op;
+      op.kind = Kind::Collective;
+      op.rank = r;
+      op.group = c.group;
+      op.members = c.groupRanks;
+      std::sort(op.members.begin(), op.members.end());
+      op.op = c.op;
+      op.iteration = c.iteration;
+      op.seq = c.seq;
+      op.what = c.op + " #" + std::to_string(c.groupSeq) + " (op #" + std::to_string(c.seq) +
+                ", iteration " + std::to_string(c.iteration) + ")";
+      items.push_back({c.iteration, c.seq, op, c.startNs, c.endNs});
+    }
+    // Posting order: the post times of one rank's clock when every op has one (`seq` restarts
+    // at stagescope_torch.step(), so an op posted before the first step shares seq 0 with the
+    // first op after it), else (iteration, seq).
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return std::tie(a.iteration, a.seq) < std::tie(b.iteration, b.seq);
+    });
+    if (std::all_of(items.begin(), items.end(), [](const Item& x) { return x.startNs > 0; })) {
+      std::stable_sort(items.begin(), items.end(),
+                       [](const Item& a, const Item& b) { return a.startNs < b.startNs; });
+    }
+    auto& ops = p.ops[r];
+    auto& steps = p.steps[r];
+    std::vector<int> outstanding;
+    int batchId = 0, lastBatchOp = -1;
+    for (const auto& it : items) {
+      // The job saw every earlier op complete before this post: it waited for it.
+      std::vector<int> waited, still;
+      for (int i : outstanding) {
+        const Item& prev = items[i];
+        (prev.endNs > 0 && prev.endNs <= it.startNs ? waited : still).push_back(i);
+      }
+      if (!waited.empty()) steps.push_back({true, waited});
+      outstanding = still;
+      int i = static_cast<int>(ops.size());
+      NcclOp op = it.op;
+      // A candidate batch: consecutive p2p ops on one group, posted with no wait between.
+      const bool joins = opts.captureCandidateBatches && !p.batchesRecorded &&
+                         op.kind != Kind::Collective && lastBatchOp >= 0 && waited.empty() &&
+                         ops[lastBatchOp].kind != Kind::Collective &&
+                         ops[lastBatchOp].group == op.group && !steps.empty() && !steps.back().wait;
+      // A recorded batch: the ops one batch_isend_irecv posted are one step.
+      const bool sameCall = p.batchesRecorded && op.batch >= 0 && lastBatchOp >= 0 &&
+                            ops[lastBatchOp].batch == op.batch && !steps.empty() &&
+                            !steps.back().wait;
+      if (sameCall) {
+        ops.push_back(op);
+        steps.back().ops.push_back(i);
+      } else if (joins) {
+        if (ops[lastBatchOp].batch < 0) ops[lastBatchOp].batch = batchId++;
+        op.batch = ops[lastBatchOp].batch;
+        ops.push_back(op);
+        steps.back().ops.push_back(i);
+      } else {
+        ops.push_back(op);
+        steps.push_back({false, {i}});
+      }
+      lastBatchOp = i;
+      outstanding.push_back(i);
+    }
+    if (!outstanding.empty()) steps.push_back({true, outstanding});
+  }
+  // A candidate batch of one op is no batch (a recorded one is: one group call).
+  for (auto& ops : p.ops) {
+    if (p.batchesRecorded) break;
+    std::map<int, int> size;
+    for (const auto& o : ops) {
+      if (o.batch >= 0) ++size[o.batch];
+    }
+    for (auto& o : ops) {
+      if (o.batch >= 0 && size[o.batch] < 2) o.batch = -1;
+    }
+  }
+  if (!p.batchesRecorded) {
+    p.unknowns.push_back(opts.captureCandidateBatches
+                             ? "batches not recorded: ops posted together taken as one batch"
+                             : "batches not recorded: every op replayed as posted alone");
+  }
+  for (const auto& g : unknownMembers) {
+    p.unknowns.push_back("members of group " + g + " not recorded (no collective on it)");
+  }
+  return p;
+}
+
+}  // namespace
+
+NcclProgram ncclProgramOf(const model::RunModel& run, const NcclReplayOptions& opts) {
+  bool planned =
+      std::any_of(run.plan.begin(), run.plan.end(), [](const auto& r) { return !r.empty(); });
+  return planned ? engineProgram(run, opts) : captureProgram(run, opts);
+}
+
+}  // namespace stagescope::analysis

@@ -149,6 +149,21 @@ bool isCapturedRun(const model::RunModel& m) {
   return events::isCapturedConfig(m.info.configText);
 }
 
+// A captured job's status.  Every rank must have recorded how it ended
+// (analysis::judgeCaptureEnd); what came first decides: an operation that failed or timed out
+// before any rank raised (the job then raised c10d's error: a consequence), or a rank that raised
+// first (its peers' failed operations are the consequences).  A job killed while hanging left
+// its watchdog's records.  `stored`: what rank 0 wrote at its own exit.
+Judgement judgeCapturedRun(const model::RunModel& m, const Judgement& stored) {
+  const analysis::CaptureEnd end = analysis::judgeCaptureEnd(m);
+  Judgement byOps{stored};
+  int64_t opNs = 0;
+  const bool opFailed = judgeByDiagnoses(m, &byOps, &opNs);
+  if (opFailed && (end.failedRanks.empty() || opNs <= end.firstFailedNs)) return byOps;
+  if (end.status != events::RunStatus::Completed) return {end.status, end.reason};
+  return stored;
+}
+
 Judgement judgeByRecords(const model::RunModel& m, const plan::RunConfig& cfg) {
   // Root cause first, as `stagescope run` orders it (killed > error > timeouts).
   const WorkerRunVerdict v = judgeWorkerRun(m, cfg);
@@ -328,21 +343,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   // The config the run file recorded (the one given to --config when it was just created).
   Judgement judged{m.info.status, m.info.statusReason};
   if (isCapturedRun(m) && !create) {
-    // Every rank must have recorded how it ended (analysis::judgeCaptureEnd): a rank that
-    // raised, aborted or left no end leads.  Once every rank left normally, a rank's failed or
-    // stuck operation decides; a job killed while hanging left its watchdog's records.
-    // What came first decides: an operation that failed or timed out before any rank raised
-    // (the job then raised c10d's error: a consequence) or a rank that raised first (its
-    // peers' failed operations are the consequences).
-    const analysis::CaptureEnd end = analysis::judgeCaptureEnd(m);
-    Judgement byOps{judged};
-    int64_t opNs = 0;
-    const bool opFailed = judgeByDiagnoses(m, &byOps, &opNs);
-    if (opFailed && (end.failedRanks.empty() || opNs <= end.firstFailedNs)) {
-      judged = byOps;
-    } else if (end.status != events::RunStatus::Completed) {
-      judged = {end.status, end.reason};
-    }
+    judged = judgeCapturedRun(m, judged);
   } else {
     const plan::RunConfig cfg =
         create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);

@@ -179,6 +179,17 @@ void recordRole(CaptureSession& session, const at::Tensor& tensor, Side side,
 }
 }  // namespace
 
+// Posted by a batch_isend_irecv (stagescope_torch wraps it): which call, as data for the NCCL
+// replay (NCCL runs the batch as one group call; Gloo, and so this backend, sees single ops).
+void RecordingBackend::recordBatchMember(CaptureSession& session,
+                                         const CaptureSession::OpIds& ids) const {
+  const int batch = session.currentBatch();
+  if (batch < 0) return;
+  events::BatchMemberRecord member{session.rank(), ids.iteration, ids.seq, batch, {}};
+  for (int g = 0; g < getSize(); ++g) member.groupRanks.push_back(globalRank(g));
+  session.recorder().batchMember(std::move(member));
+}
+
 c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::Tensor>& tensors,
                                                      int peerGroupRank, int tag, const Post& post) {
   auto& session = CaptureSession::instance();
@@ -193,8 +204,8 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   const bool shape = session.shapePreambles() && isShapePreamble(tensors);
   const auto ids = shape ? session.nextShapeMessage(group, src, dst, tag)
                          : session.nextMessage(group, src, dst, tag);
-
-  if (!tensors.empty() && !shape) recordRole(session, tensors[0], side, ids);
+  if (!tensors.empty() && !shape) recordRole(session, tensors[0], side, ids);  // what it means
+  recordBatchMember(session, ids);  // the batch_isend_irecv that posted it, if any
   // Edges are named in the group's rank order; the direction says which way a message goes.
   std::ostringstream edge;
   edge << group << ":stage" << std::min(srcG, dstG) << "->stage" << std::max(srcG, dstG);
@@ -245,13 +256,6 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
   action.stage = me;
   action.peers = {side == Side::Send ? dst : src};
   action.startNs = start;
-  // Posted by a batch_isend_irecv (stagescope_torch wraps it): which call, as data for the NCCL
-  // replay (NCCL runs the batch as one group call; Gloo, and so this backend, sees single ops).
-  if (const int batch = session.currentBatch(); batch >= 0) {
-    events::BatchMemberRecord member{session.rank(), ids.iteration, ids.seq, batch, {}};
-    for (int g = 0; g < getSize(); ++g) member.groupRanks.push_back(globalRank(g));
-    session.recorder().batchMember(std::move(member));
-  }
 
   // What this rank waits on while the operation is pending (the hang watchdog's row).
   events::WaitRecord wait;

@@ -109,6 +109,8 @@ class RecordingBackend final : public c10d::Backend {
 
  private:
   using Post = std::function<c10::intrusive_ptr<c10d::Work>()>;
+  // The p2p_batches row of an op posted inside a batch_isend_irecv (none outside one).
+  void recordBatchMember(CaptureSession& session, const CaptureSession::OpIds& ids) const;
   c10::intrusive_ptr<c10d::Work> p2p(events::Side side, std::vector<at::Tensor>& tensors,
                                      int peerGroupRank, int tag, const Post& post);
   // `inputs` are digested at post time, `outputs` at completion; root is a group rank or -1.

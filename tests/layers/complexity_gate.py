@@ -7,7 +7,8 @@ Measured with lizard (PyPI; the bootstrap installs it into .venv): `length` is t
 lines from its signature to its closing brace, CCN its cyclomatic complexity.  ALLOW lists the
 functions already past a limit when the gate was set (one per line: `file function length ccn`):
 each may stay, but may not grow; one that shrinks under both limits must leave the list.  Data
-tables (a function that is one long initializer, CCN 1) are listed there too, with the reason.
+tables (a function that is one long initializer, CCN 1) are listed there too, with the reason, and
+may grow in length as long as they stay CCN 1.
 Exit 0 when every function keeps its limits; 1 listing each one that does not (FILE:LINE name,
 its length and CCN against the limit or its allowance); 77 (SKIP) when lizard is not installed.
 """
@@ -53,6 +54,8 @@ def main():
             if key in allowed:
                 seen.add(key)
                 a_len, a_ccn = allowed[key]
+                if a_ccn == 1 and ccn == 1:
+                    continue  # a data table (one initializer): it grows with the data, not in logic
                 if length > a_len or ccn > a_ccn:
                     problems.append(f"{rel}:{fn.start_line} {fn.name}: {length} lines, CCN {ccn}; "
                                     f"allowed {a_len} lines, CCN {a_ccn} (it may not grow: split it)")

@@ -35,6 +35,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from megatron_rank_model import RankModel
+
 HIDDEN = 8
 SEQ = {"vision": 4, "audio": 3}  # per-encoder sequence length (any other name: 2)
 
@@ -64,22 +66,6 @@ def parse_args():
         if args.mbs % dp:
             ap.error(f"--mbs {args.mbs} is not divisible by {name}'s dp {dp}")
     return args
-
-
-class RankModel(torch.nn.Module):
-    """This rank's stages: {module name: Linear}, with the `config` and `set_input_tensor`
-    Megatron's schedule asks of a model."""
-
-    def __init__(self, config, stages):
-        super().__init__()
-        self.config = config
-        self.stages = torch.nn.ModuleDict(stages)
-        self.inputs = {}
-
-    def set_input_tensor(self, input_tensor):
-        # the schedule passes [{module: tensor}]; P2P receives come as one-element lists
-        inputs = input_tensor[0] if isinstance(input_tensor, list) else input_tensor
-        self.inputs = {k: v[0] if isinstance(v, list) else v for k, v in (inputs or {}).items()}
 
 
 def main():

@@ -46,6 +46,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from megatron_rank_model import RankModel
+
 HIDDEN, SEQ = 8, 4
 
 
@@ -67,21 +69,6 @@ def parse_args():
     ap.add_argument("--microbatches", type=int, default=2)
     ap.add_argument("--mbs", type=int, default=2)
     return ap.parse_args()
-
-
-class RankModel(torch.nn.Module):
-    """This rank's module stages (each a Megatron DDP), with the `config` and `set_input_tensor`
-    Megatron's schedule asks of a model."""
-
-    def __init__(self, config, stages):
-        super().__init__()
-        self.config = config
-        self.stages = torch.nn.ModuleDict(stages)
-        self.inputs = {}
-
-    def set_input_tensor(self, input_tensor):
-        inputs = input_tensor[0] if isinstance(input_tensor, list) else input_tensor
-        self.inputs = {k: v[0] if isinstance(v, list) else v for k, v in (inputs or {}).items()}
 
 
 def main():

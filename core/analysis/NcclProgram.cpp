@@ -83,6 +83,48 @@ std::string p2pGroup(const model::RunModel& run, int r, int peer, const std::str
   return "bridge:" + std::min(module, other) + "->" + std::max(module, other);
 }
 
+const events::ModuleInfo* moduleInfo(const model::RunModel& run, const std::string& name) {
+  for (const auto& m : run.info.modules)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+// Whether an action exchanges with the next stage (activation out, gradient in) rather than the
+// previous one (activation in, gradient out).
+bool towardNext(ActionKind k) {
+  return k == ActionKind::SendForward || k == ActionKind::RecvBackward ||
+         k == ActionKind::SendForwardRecvBackward;
+}
+
+// The c10d group of the messages of action `a` of rank r (in module a.module, at stage a.stage)
+// with `peer`, named the same from both ends: the module's pipeline group inside it; at its last
+// stage toward the next the bridge to the module it feeds, at its first stage toward the previous
+// the bridge from the module feeding it (the one the peer holds).  Both ends of a bridge message
+// agree even when every rank holds both modules (colocation), where the peer's modules cannot
+// tell.  A file without its modules table: p2pGroup's guess.
+std::string p2pGroupOf(const model::RunModel& run, int r, int peer, const events::ActionRecord& a) {
+  const events::ModuleInfo* m = moduleInfo(run, a.module);
+  if (!m || a.stage < 0) return p2pGroup(run, r, peer, a.module);
+  const bool next = towardNext(a.kind);
+  if (next ? a.stage < m->pp - 1 : a.stage > 0) return a.module + "/pp";
+  std::vector<std::string> across;  // the modules at the other end of the bridge
+  if (next) {
+    across = m->downstream;
+  } else {
+    for (const auto& u : run.info.modules)
+      if (std::find(u.downstream.begin(), u.downstream.end(), a.module) != u.downstream.end())
+        across.push_back(u.name);
+  }
+  if (across.empty()) return p2pGroup(run, r, peer, a.module);
+  std::string other = across.front();
+  for (const auto& o : across)
+    if (run.rankInfo(peer, o)) {
+      other = o;
+      break;
+    }
+  return next ? "bridge:" + a.module + "->" + other : "bridge:" + other + "->" + a.module;
+}
+
 // Bytes of the messages one rank recorded for one op: (rank, iteration, action seq, side, peer).
 using OpKey = std::tuple<int, int, int, int, int>;
 std::map<OpKey, int64_t> opBytes(const model::RunModel& run) {
@@ -102,6 +144,7 @@ int64_t bytesOf(const std::map<OpKey, int64_t>& index, const NcclOp& op) {
 NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
   const auto bytes = opBytes(run);
   NcclProgram p;
+  p.fromPlan = true;
   p.source = opts.engineCombinedAsBatch
                  ? "the run's plan (a combined send+receive action: one batch per group)"
                  : "the run's plan (combined actions: one op after another)";
@@ -114,7 +157,7 @@ NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& o
     for (const auto& a : run.plan[r]) {
       for (int peer : a.peers) {
         if (peer == r) continue;
-        std::string g = p2pGroup(run, r, peer, a.module);
+        std::string g = p2pGroupOf(run, r, peer, a);
         if (g.rfind("bridge:", 0) == 0) bridges[g].insert({r, peer});
       }
     }
@@ -189,7 +232,7 @@ NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& o
           op.kind = side == 0 ? Kind::Send : Kind::Recv;
           op.rank = r;
           op.peer = peer;
-          op.group = p2pGroup(run, r, peer, a.module);
+          op.group = p2pGroupOf(run, r, peer, a);
           op.members = members(r, op.group);
           op.batch = asBatch ? batch : -1;
           op.iteration = a.iteration;

@@ -71,6 +71,7 @@ struct NcclProgram {
   std::string source;                        // "the plan of a stagescope run", ...
   std::vector<std::string> unknowns;         // what the file does not record, in words
   bool batchesRecorded = true;  // false: a capture, whose batch_isend_irecv calls are unknown
+  bool fromPlan = false;        // a stagescope run's plan (combined actions taken as batches)
   size_t opCount() const;
 };
 

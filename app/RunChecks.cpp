@@ -58,10 +58,12 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
       opts.againstFilter = analysis::recordFilterOf(other);
     }
     analysis::CheckReport rep = analysis::checkRun(run, opts);
-    std::fputs(report::renderCheckText(rep).c_str(), files.text);
-    std::fflush(files.text);
+    // The report files first: one that cannot be written fails the command before the text
+    // is printed, not after it.
     if (!files.junit.empty()) report::writeJUnit(rep, files.junit);
     if (!files.json.empty()) report::writeCheckJson(rep, files.json);
+    std::fputs(report::renderCheckText(rep).c_str(), files.text);
+    std::fflush(files.text);
     keepUntilExit(std::move(run));
     keepUntilExit(std::move(other));
     return rep.exitCode;

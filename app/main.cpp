@@ -85,6 +85,11 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   std::vector<std::vector<events::ActionRecord>>().swap(ra.plan);
   std::vector<std::vector<events::ActionRecord>>().swap(rb.plan);
   analysis::Comparison c = analysis::compareRuns(ra, rb, opts);
+  // The report files first: one that cannot be written (a read-only folder, a full disk) fails
+  // the command before anything is printed, not after the whole report scrolled by.
+  if (!html.empty()) report::writeHtml(c, html);
+  if (!md.empty()) report::writeMarkdown(c, md);
+  if (!json.empty()) report::writeJson(c, json);
   if (!c.refused.empty()) {
     // Refused in one line: a report of two unrelated runs would only list their differences.
     std::fprintf(stderr, "compare: %s\n",
@@ -95,9 +100,6 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
     std::fputs(report::renderMarkdown(c).c_str(), claimed.humanText());
   }
   std::fflush(claimed.humanText());
-  if (!html.empty()) report::writeHtml(c, html);
-  if (!md.empty()) report::writeMarkdown(c, md);
-  if (!json.empty()) report::writeJson(c, json);
   keepUntilExit(std::move(ra));
   keepUntilExit(std::move(rb));
   return analysis::exitCodeOf(c.verdict);

@@ -168,6 +168,7 @@ struct Prepared {
   bool withoutFileOverride = false;  // see dropFileOverride()
   bool twice = false;
   int maxLines = 2;
+  bool quietStdout = false;  // nothing on stdout (quiet-stdout): a failed command printed no report
   std::vector<std::string> mayChange;
   std::vector<std::pair<std::string, std::string>> env;  // set in the command's environment
   int signal = 0, signalAfterMs = 0;                     // sent to the command (signal:)
@@ -317,6 +318,8 @@ Prepared prepare(const HostileCase& c, const std::string& sandbox, const Fixture
       makeSpecial(path, kind == "device");
     } else if (kind == "link") {
       fs::create_symlink(expand(value, sandbox), path);
+    } else if (kind == "quiet-stdout") {
+      p.quietStdout = true;
     } else if (kind == "mayChange") {
       p.mayChange.push_back(name);
     } else if (kind == "fsize") {
@@ -457,6 +460,10 @@ void judgeRun(const HostileCase& c, const Prepared& p, const CaseRun& r, bool mu
   if (static_cast<int>(errLines.size()) > p.maxLines) {
     failures.push_back(std::to_string(errLines.size()) + " lines on stderr, at most " +
                        std::to_string(p.maxLines) + " allowed" + tag);
+  }
+  if (!mustSucceed && p.quietStdout && !r.out.empty()) {
+    failures.push_back("stdout holds " + std::to_string(r.out.size()) +
+                       " bytes before the failure (expected nothing): " + r.out.substr(0, 120));
   }
   if (!mustSucceed && !c.expect.empty() && r.err.find(c.expect) == std::string::npos) {
     failures.push_back("stderr does not contain '" + c.expect + "'");

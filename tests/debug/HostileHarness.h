@@ -35,6 +35,7 @@
 //             mayChange:NAME     NAME may be replaced by the command (e.g. `run --force`)
 //             fsize:BYTES        RLIMIT_FSIZE of the command (a "disk" that is full)
 //             lines:N            allow N lines on stderr instead of 2
+//             quiet-stdout:      nothing on stdout (a command that fails prints no report first)
 //             env:NAME=VALUE     set NAME in the command's environment ("{d}" and "\n"
 //                                expand in VALUE)
 //             append:NAME=TEXT   TEXT added at the end of NAME (e.g. of a copied config);

@@ -10,11 +10,10 @@ Run by torchrun on 3 ranks with --backend gloo or stagescope (the recording back
 Gloo inside), or nccl on a machine with three GPUs (one per rank) to confirm the prediction: the
 batched order then ends by the group timeout (--timeout seconds, every wait has it)."""
 
-import argparse
-import datetime
-
 import torch
 import torch.distributed as dist
+
+from nccl_job_setup import parse_args, start
 
 
 def exchange(ops, batched):
@@ -28,21 +27,8 @@ def exchange(ops, batched):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--backend", choices=["gloo", "stagescope", "nccl"], required=True)
-    ap.add_argument("--order", choices=["batched", "fixed"], required=True)
-    ap.add_argument("--timeout", type=float, default=60)
-    args = ap.parse_args()
-    if args.backend == "stagescope":
-        import stagescope_torch  # noqa: F401  registers the backend, records batch_isend_irecv
-    timeout = datetime.timedelta(seconds=args.timeout)
-    dist.init_process_group(args.backend, timeout=timeout)
-    rank = dist.get_rank()
-    assert dist.get_world_size() == 3, "run on 3 ranks"
-    device = torch.device("cpu")
-    if args.backend == "nccl":  # lazy communicators: no device_id given
-        device = torch.device("cuda", rank)
-        torch.cuda.set_device(device)
+    args = parse_args(("batched", "fixed"))
+    rank, device, timeout = start(args, 3)
     pp = dist.new_group([0, 1, 2], group_desc="pp", timeout=timeout)
     link = dist.new_group([1, 2], group_desc="link", timeout=timeout)
     batched = args.order == "batched"

@@ -11,29 +11,15 @@ Run by torchrun on 2 ranks with --backend gloo or stagescope (the recording back
 Gloo inside), or nccl on a machine with two GPUs (one per rank) to confirm the prediction: the
 skewed order then ends by the group timeout (--timeout seconds, every wait has it)."""
 
-import argparse
-import datetime
-
 import torch
 import torch.distributed as dist
 
+from nccl_job_setup import parse_args, start
+
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--backend", choices=["gloo", "stagescope", "nccl"], required=True)
-    ap.add_argument("--order", choices=["skewed", "fixed"], required=True)
-    ap.add_argument("--timeout", type=float, default=60)
-    args = ap.parse_args()
-    if args.backend == "stagescope":
-        import stagescope_torch  # noqa: F401  registers the backend
-    timeout = datetime.timedelta(seconds=args.timeout)
-    dist.init_process_group(args.backend, timeout=timeout)
-    rank = dist.get_rank()
-    assert dist.get_world_size() == 2, "run on 2 ranks"
-    device = torch.device("cpu")
-    if args.backend == "nccl":  # lazy communicators: no device_id given
-        device = torch.device("cuda", rank)
-        torch.cuda.set_device(device)
+    args = parse_args(("skewed", "fixed"))
+    rank, device, timeout = start(args, 2)
     pp = dist.new_group([0, 1], group_desc="pp", timeout=timeout)
     bridge = dist.new_group([0, 1], group_desc="bridge", timeout=timeout)
 

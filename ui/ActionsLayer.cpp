@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {

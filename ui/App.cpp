@@ -1,4 +1,5 @@
 #include "ui/App.h"
+#include "ui/Theme.h"
 
 #include <algorithm>
 #include <chrono>

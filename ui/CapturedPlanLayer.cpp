@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "ui/App.h"
+#include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "ui/App.h"
+#include "ui/Formatting.h"
+#include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {

@@ -3,6 +3,7 @@
 
 #include "core/analysis/Format.h"
 #include "ui/App.h"
+#include "ui/Formatting.h"
 
 namespace stagescope::ui {
 

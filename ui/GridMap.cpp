@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <map>
 
+#include "ui/ActionTransfers.h"
 #include "ui/App.h"
+#include "ui/Theme.h"
 
 namespace stagescope::ui {
 

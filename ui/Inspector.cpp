@@ -7,7 +7,10 @@
 #include "core/analysis/Format.h"
 #include "core/analysis/Values.h"
 #include "core/events/CapturedLayout.h"
+#include "ui/ActionTransfers.h"
 #include "ui/App.h"
+#include "ui/Formatting.h"
+#include "ui/Theme.h"
 
 namespace stagescope::ui {
 namespace {

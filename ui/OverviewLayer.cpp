@@ -6,6 +6,7 @@
 
 #include "ui/App.h"
 #include "ui/IterationLines.h"
+#include "ui/Theme.h"
 
 namespace stagescope::ui {
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/Theme.h"
 
 namespace stagescope::ui {
 

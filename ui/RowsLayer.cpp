@@ -8,6 +8,7 @@
 
 #include "ui/App.h"
 #include "ui/FitText.h"
+#include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {

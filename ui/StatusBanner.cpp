@@ -8,6 +8,7 @@
 
 #include "ui/App.h"
 #include "ui/FitText.h"
+#include "ui/Theme.h"
 
 namespace stagescope::ui {
 namespace {

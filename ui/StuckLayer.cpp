@@ -9,6 +9,8 @@
 
 #include "ui/App.h"
 #include "ui/FitText.h"
+#include "ui/Formatting.h"
+#include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {

@@ -1,9 +1,8 @@
-#include <cinttypes>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
+// The viewer's palette and fonts (Theme.h).
+#include "ui/Theme.h"
 
-#include "ui/App.h"
+#include <cmath>
+#include <filesystem>
 
 namespace stagescope::ui {
 namespace theme {
@@ -139,54 +138,5 @@ ImU32 textOn(ImU32 bg) {
 }
 
 }  // namespace theme
-
-std::string formatDuration(double ns) {
-  char buf[64];
-  double a = std::fabs(ns);
-  if (a < 1e3)
-    std::snprintf(buf, sizeof buf, "%.0f ns", ns);
-  else if (a < 1e6)
-    std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
-  else if (a < 1e9)
-    std::snprintf(buf, sizeof buf, "%.3f ms", ns / 1e6);
-  else
-    std::snprintf(buf, sizeof buf, "%.3f s", ns / 1e9);
-  return buf;
-}
-
-std::string formatBytes(int64_t bytes) {
-  char buf[64];
-  if (bytes < 1024)
-    std::snprintf(buf, sizeof buf, "%" PRId64 " B", bytes);
-  else if (bytes < (1 << 20))
-    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-  else
-    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
-  return buf;
-}
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
-std::vector<int64_t> transfersOfAction(const model::RunModel& model, int rank, int64_t action) {
-  std::vector<int64_t> out;
-  if (rank < 0 || rank >= static_cast<int>(model.actions.size())) return out;
-  if (action < 0 || action >= static_cast<int64_t>(model.actions[rank].size())) return out;
-  const auto& a = model.actions[rank][action];
-  const auto& t = model.transfers;
-  // Transfers are sorted by (iteration, microbatch, ...): binary-search the block.
-  auto lo = std::lower_bound(t.begin(), t.end(), std::make_pair(a.iteration, a.microbatch),
-                             [](const events::TransferRecord& x, const std::pair<int, int>& k) {
-                               return std::make_pair(x.iteration, x.microbatch) < k;
-                             });
-  for (auto it = lo;
-       it != t.end() && it->iteration == a.iteration && it->microbatch == a.microbatch; ++it) {
-    if (it->rank == rank && it->actionSeq == a.seq) out.push_back(it - t.begin());
-  }
-  return out;
-}
 
 }  // namespace stagescope::ui

@@ -8,6 +8,8 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/Formatting.h"
+#include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {

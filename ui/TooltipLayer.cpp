@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ui/App.h"
+#include "ui/Formatting.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {

@@ -28,6 +28,7 @@
 #include "tests/support/SyntheticRun.h"
 #include "ui/App.h"
 #include "ui/ScriptRunner.h"
+#include "ui/Theme.h"
 
 namespace stagescope::ui {
 namespace {

@@ -16,6 +16,7 @@
 #include "storage/RunFileWriter.h"
 #include "tests/support/SyntheticRun.h"
 #include "ui/App.h"
+#include "ui/Theme.h"
 
 using namespace stagescope::ui;
 using namespace stagescope::testing;

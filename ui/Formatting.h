@@ -1,0 +1,16 @@
+// How the viewer writes durations, byte counts and hashes in its panels and tooltips.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/analysis/Format.h"
+
+namespace stagescope::ui {
+
+std::string formatDuration(double ns);
+std::string formatBytes(int64_t bytes);
+using analysis::formatShape;  // one rule for shapes: core/analysis/Format.h
+std::string hex64(uint64_t v);
+
+}  // namespace stagescope::ui

@@ -3,21 +3,18 @@
 // calls between NewFrame and Render, so bench_gui can drive it without a window.
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "imgui.h"
 #include "storage/Overview.h"
-#include "ui/ClippedText.h"
+#include "ui/FrameProbes.h"
 #include "ui/LoadedRun.h"
 #include "ui/RunComparison.h"
+#include "ui/RunSlot.h"
 #include "ui/ScriptVerbs.h"
 #include "ui/TimeIndex.h"
 #include "ui/ViewerState.h"
@@ -29,179 +26,6 @@ struct TimelineHover;
 struct TimelineArrow;
 struct CollectiveBars;  // CollectiveLayer.cpp
 struct GridMapContext;  // GridMap.cpp
-
-// One run being loaded on background threads, in phases (LoadedRun.h): the timeline (then
-// `run` is set: interactive), the details, the verdicts (then run->detailsLoaded).  The details
-// are read on a second thread started together with the timeline's (separate SQLite
-// connections; only the hand-over of results is shared, under `mutex_`); the verdicts run on a
-// thread started once the details are merged.  poll(), on the UI thread, takes a finished phase
-// over (the details only after the timeline) and starts the next, so that only the UI thread
-// ever modifies the run, and only while no other thread reads it.
-class RunSlot {
- public:
-  ~RunSlot();
-  // Loads `path`; with `compareWith`, also compares it against that run (the compare slot: one
-  // phase, the whole run, then the comparison).
-  void load(const std::string& path, std::shared_ptr<const LoadedRun> compareWith = {});
-  enum class Change {
-    None,
-    Opened,   // `run` is set (the timeline: interactive; the compare slot: the whole run)
-    Details,  // run->detailsLoaded became true
-    Failed,   // `error` is set (`run` stays as it was when the details failed)
-  };
-  // Takes a finished phase over and starts the next.  While `holdTimeline` a finished first
-  // phase is not taken over; while `holdDetails` finished details are not (for tests of those
-  // states, which otherwise last as long as the load happens to take).
-  Change poll(bool holdTimeline = false, bool holdDetails = false);
-  // True from load() until poll() has taken the last phase over (not merely until a loading
-  // thread finished): a script command must never run between the two.
-  bool loading() const { return phase_ != Phase::Idle; }
-  // The timeline is in and the details are still loading.
-  bool detailsPending() const { return run && !run->detailsLoaded && loading(); }
-  // The current phase's progress in [0, 1]: the timeline's read and index; then the details'
-  // read (0 to 0.9, already advanced while the timeline loaded) and their judging (0.95).
-  float progress() const { return phase_ == Phase::Details ? detailsProgress_ : progress_; }
-  void close();
-  // Called from the loading thread when a phase has finished (the host wakes its event loop,
-  // which may be waiting for input); set before load().
-  std::function<void()> wake;
-
-  std::string path;
-  std::shared_ptr<const LoadedRun> run;
-  std::shared_ptr<const analysis::Comparison> comparison;  // compare slot: against the main run
-  std::shared_ptr<const LoadedRun> comparedWith;  // the main run `comparison` was computed for
-  std::string error;
-
- private:
-  enum class Phase { Idle, Timeline, Details, Verdicts };
-  // Stops the running phase and the details read (their threads end at their next progress
-  // report) and joins them.
-  void stop();
-  void start(Phase phase, std::function<void()> work);
-  // Starts reading the details of `path` on detailsThread_ (LoadedRun.h readDetails).
-  void startDetails(const std::string& path);
-  // Runs `work`, returning "" or what it threw as one line ("cancelled" when stopped).
-  std::string attempt(const std::function<void()>& work);
-
-  Phase phase_ = Phase::Idle;
-  std::shared_ptr<LoadedRun> owned_;  // == run: the slot's own handle, the only one that writes
-  std::thread thread_;
-  std::atomic<float> progress_{0};
-  std::atomic<bool> finished_{false}, cancel_{false};
-  std::thread detailsThread_;  // the details read, from load() until the details phase ends
-  std::atomic<float> detailsProgress_{0};
-  std::atomic<bool> detailsFinished_{false};
-  std::string resultDetailsError_;
-  std::mutex mutex_;
-  std::shared_ptr<LoadedRun> result_;
-  std::shared_ptr<const analysis::Comparison> resultComparison_;
-  std::optional<model::RunModel> resultDetails_;
-  std::optional<RunProblems> resultProblems_;
-  std::string resultError_;
-  std::chrono::steady_clock::time_point detailsStart_;
-};
-
-// Rectangles of what the last frame drew, for the GUI test's pixel checks.
-struct FrameProbes {
-  ImVec4 timeline, inspector, gridMap, bottom, banner;  // x0, y0, x1, y1
-  ImU32 bannerColour = 0;                               // the status badge's fill
-  std::string bannerText;                               // the banner's sentence
-  std::string bannerShown;  // what of it fits beside the buttons (ends in "..." when cut)
-  std::vector<std::string> bannerButtons;  // its problem buttons, left to right
-  // Panels that said "loading details…" (or why the details are missing) instead of drawing
-  // what needs them: "plots", "find", "inspector", "compare".
-  std::vector<std::string> detailsPendingPanels;
-  struct Item {
-    int rank;
-    int64_t action;
-    ImVec4 rect;
-    ImU32 colour;
-  };
-  std::vector<Item> items;  // a few single (unfolded) forward/backward blocks
-  struct Marked {
-    int rank;
-    ImVec4 rect;
-    ImU32 colour;
-  };
-  std::vector<int> stuckBreaks;  // ranks whose stuck action is drawn cut, with a break
-  std::vector<Marked> stuck;     // the stuck (never completed) action drawn after a rank's last
-  // A captured job's plan overlay: each planned action's bracket (green: as planned; red:
-  // where the rank deviated or stopped).
-  std::vector<Marked> planSpans;
-  std::vector<Marked> cells;  // grid-map cells of ranks that did not complete
-  struct Wait {
-    int rank, waitsOn;
-    ImVec2 from, to;
-    bool inCycle;
-  };
-  std::vector<Wait> waits;  // wait-for arrows drawn on the timeline
-  // Colocated ranks: forward/backward blocks drawn in a lane of a split row (the lane's
-  // module and colour), grid cells that show a rank shared with another module, and the loop
-  // arrows of local hand-offs (from the send to the receive, in the arrow's colour).
-  struct LaneItem {
-    int rank, lane, moduleIndex;
-    ImVec4 rect;
-    ImU32 colour;
-  };
-  std::vector<LaneItem> laneItems;
-  std::vector<Marked> sharedCells;
-  struct Local {
-    int rank;
-    ImVec2 from, to;
-    ImU32 colour;
-  };
-  std::vector<Local> locals;
-  // Timeline rows drawn zoomed out as a busy share per pixel column (drawBusyRow): the rank
-  // and the shaded rectangle (x0, y0, x1, y1).
-  struct BusyRow {
-    int rank;
-    ImVec4 rect;
-  };
-  std::vector<BusyRow> busyRows;
-  // A rank row's label: where its text ends and where the fate badge beside it begins (the
-  // label column's right edge when the rank has no badge).
-  struct RowLabel {
-    int rank;
-    float textRight, badgeLeft;
-  };
-  std::vector<RowLabel> rowLabels;
-  // The overview drawn while a run loads (OverviewLayer.cpp): per rank, its row and the
-  // rectangles drawn left to right as (x where it ends, shade 0 idle .. 32 busy); the
-  // iteration lines.
-  struct OverviewRow {
-    int rank;
-    ImVec4 rect;
-    std::vector<std::pair<float, int>> runs;
-  };
-  std::vector<OverviewRow> overviewRows;
-  int overviewIterationLines = 0;
-  // Full-height iteration lines drawn across the timeline's rows this frame
-  // (ui/IterationLines.h: none once they are closer than a few pixels).
-  int timelineIterationLines = 0;
-  // Captured collectives (CollectiveLayer.cpp): each member's bar, and the band tying an
-  // instance's members together (a vertical line from `from` to `to`).
-  struct CollectiveBar {
-    int32_t instance;
-    int rank;
-    ImVec4 rect;
-    ImU32 colour;
-  };
-  std::vector<CollectiveBar> collectives;
-  struct CollectiveBand {
-    int32_t instance;
-    ImVec2 from, to;
-    ImU32 colour;
-  };
-  std::vector<CollectiveBand> collectiveBands;
-  // Text laid out wider than its window or table column (ui/ClippedText.h), the timeline's
-  // canvas left out.
-  std::vector<ClippedText> clippedText;
-  // The grid map's content: where it ends (x, y, unscrolled screen coordinates) and how far
-  // its panel scrolls (x, y): all of it is reachable when end - panel edge <= scroll range.
-  ImVec4 gridMapContent;
-  // The plots' labels of non-finite markers (x0, y0, x1, y1).
-  std::vector<ImVec4> plotLabels;
-};
 
 class App {
  public:
@@ -420,15 +244,5 @@ class App {
   std::vector<float> payloadValues_;
   std::string payloadNote_;
 };
-
-// Settings file location: $XDG_CONFIG_HOME/stagescope or ~/.config/stagescope.
-std::string configDir();
-// Why the viewer's own settings file `path` (viewer.ini, imgui.ini) may not be read and
-// replaced ("" when it may: missing, or a regular file of at most kMaxSettingsBytes).  A FIFO
-// would block the viewer on open, a device such as /dev/zero would never end, and a symbolic
-// link or another kind of file is not the viewer's to replace (docs/commands.md "Output files",
-// "The viewer's settings").
-constexpr uintmax_t kMaxSettingsBytes = 1 << 20;
-std::string settingsFileProblem(const std::string& path);
 
 }  // namespace stagescope::ui

@@ -7,7 +7,6 @@
 #include "core/events/Printable.h"
 
 #include "ui/App.h"
-#include "ui/Viewer.h"
 
 namespace stagescope::ui {
 

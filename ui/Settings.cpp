@@ -13,6 +13,7 @@
 
 #include "core/events/Printable.h"
 #include "ui/App.h"
+#include "ui/Settings.h"
 
 namespace stagescope::ui {
 

@@ -18,6 +18,7 @@
 #include "ui/App.h"
 #include "ui/ScreenshotFile.h"
 #include "ui/ScriptRunner.h"
+#include "ui/Settings.h"
 #include "ui/Theme.h"
 #include "ui/ViewerTiming.h"
 

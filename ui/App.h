@@ -13,6 +13,7 @@
 #include "storage/Overview.h"
 #include "ui/FrameProbes.h"
 #include "ui/LoadedRun.h"
+#include "ui/Navigator.h"
 #include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
 #include "ui/ScriptVerbs.h"
@@ -56,9 +57,7 @@ class App {
   const LoadedRun* compareRun() const { return other_.run.get(); }
   // The comparison of the compare run with the open main run (none while it is realigned with
   // a main run opened since).
-  const analysis::Comparison* comparison() const {
-    return other_.comparedWith == main_.run ? other_.comparison.get() : nullptr;
-  }
+  const analysis::Comparison* comparison() const { return nav_.comparison(); }
   const std::string& compareError() const { return other_.error; }
   const std::string& loadError() const { return main_.error; }
   // True once a frame drew the run's overview while the run itself was still loading.
@@ -108,22 +107,6 @@ class App {
   // Draws detailsNote() in a panel that needs the details; true when it did (the panel stops).
   bool drawDetailsPending(const char* panel);
 
-  // Timeline helpers.
-  void zoomFit();
-  // The view a run opens at (App.cpp): the whole run, or a captured job's schedule.
-  void zoomOpening();
-  void zoomTo(double t0, double t1);
-  void focusAction(int rank, int64_t action);
-  // Zooms to a transfer's send and receive; `step` also moves the replay to its receive.
-  void focusTransfer(int64_t index, bool step);
-  void select(const Selection& s, bool navigate);
-  void stepTo(int64_t step);
-  // Select and show a problem; false when the run has none of that kind.
-  bool showNonFinite();   // the causally first NaN/Inf record
-  bool showStuck();       // the root of the wait-for graph / first unfinished rank
-  bool showDivergence();  // the first divergence from the compare run
-  void showFirstProblem();
-  void advancePlayback(float dt);
   void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
   // The run file's overview (OverviewLayer.cpp), drawn while the run loads.
   void drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
@@ -171,7 +154,6 @@ class App {
   void transferTooltip(const TimelineContext& ctx, int64_t index);
   void stuckTooltip(const TimelineContext& ctx, int rank);
   void collectiveTooltip(int64_t index);
-  void focusCollective(int64_t index);
 
   // Inspector sections.
   void inspectAction(int rank, int64_t index);
@@ -216,6 +198,7 @@ class App {
     return {view_.viewStart, view_.viewEnd, view_.step, view_.selection};
   }
   ViewerState view_;
+  Navigator nav_{view_, main_, other_};
   FrameProbes probes_;
   std::vector<DrawItem> drawScratch_;
   // drawBusyRow: per rank, the busy shares of the last columns drawn and what they were for.

@@ -149,16 +149,6 @@ void App::collectiveTooltip(int64_t index) {
   ImGui::EndTooltip();
 }
 
-void App::focusCollective(int64_t index) {
-  const LoadedRun* run = main_.run.get();
-  if (!run || index < 0 || index >= static_cast<int64_t>(run->collectives.instances.size())) return;
-  const auto& c = run->collectives.instances[static_cast<size_t>(index)];
-  const double t0 = static_cast<double>(c.firstStartNs);
-  const double t1 = static_cast<double>(run->collectives.endOf(c));
-  const double pad = std::max(0.5 * (t1 - t0), 2e5);
-  zoomTo(t0 - pad, t1 + pad);
-}
-
 void App::inspectCollective(int64_t index) {
   const LoadedRun* run = main_.run.get();
   if (!run || index < 0 || index >= static_cast<int64_t>(run->collectives.instances.size())) return;

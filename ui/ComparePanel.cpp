@@ -212,7 +212,7 @@ void App::drawCompare() {
   ImGui::SameLine(0, 20);
   if (c->first) {
     ImGui::BeginDisabled(c->first->a < 0);
-    if (ImGui::Button("Jump to first divergence")) showDivergence();
+    if (ImGui::Button("Jump to first divergence")) nav_.showDivergence();
     ImGui::EndDisabled();
     ImGui::SameLine();
     ImGui::PushStyleColor(ImGuiCol_Text, kAmber);

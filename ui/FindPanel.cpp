@@ -214,7 +214,7 @@ void App::drawFind() {
       std::snprintf(label, sizeof label, "r%d##f%d", h.rank, r);
       const Selection s = selectionOf(h);
       if (ImGui::Selectable(label, view_.selection == s, ImGuiSelectableFlags_SpanAllColumns))
-        select(s, true);
+        nav_.select(s, true);
       ImGui::TableSetColumnIndex(1);
       if (h.what == FindWhat::Actions)
         actionCells(model, h);

@@ -277,7 +277,7 @@ void App::drawGridCell(GridMapContext& g, size_t module, int rank, ImVec2 c0, co
   if (ImGui::InvisibleButton("##cell", ImVec2(g.cellW, g.cellH)) && rank >= 0) {
     RankReplayState st = g.run->replay.stateAt(rank, g.step);
     int64_t a = std::min<int64_t>(st.done, static_cast<int64_t>(model.actions[rank].size()) - 1);
-    if (a >= 0) select({Selection::Kind::Action, rank, a}, true);
+    if (a >= 0) nav_.select({Selection::Kind::Action, rank, a}, true);
   }
   if (cs.fate) {
     dl->AddRect(ImVec2(c0.x - 2, c0.y - 2), ImVec2(c1.x + 2, c1.y + 2), cs.fill, 4, 0, 2.5f);

@@ -339,12 +339,12 @@ void App::inspectAction(int rank, int64_t index) {
     ImGui::EndTable();
   }
   if (ImGui::Button("Go to begin"))
-    stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), false) + 1);
+    nav_.stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), false) + 1);
   ImGui::SameLine();
   if (ImGui::Button("Go to end"))
-    stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), true) + 1);
+    nav_.stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), true) + 1);
   ImGui::SameLine();
-  if (ImGui::Button("Zoom")) focusAction(rank, index);
+  if (ImGui::Button("Zoom")) nav_.focusAction(rank, index);
   auto transfers = transfersOfAction(model, rank, index);
   if (!transfers.empty()) {
     ImGui::Spacing();
@@ -357,7 +357,7 @@ void App::inspectAction(int rank, int64_t index) {
       std::snprintf(label, sizeof label, "%s %s  r%d -> r%d  %s##t%lld", events::toString(t.side),
                     t.edge.c_str(), t.srcRank, t.dstRank, ok ? "" : "MISMATCH",
                     static_cast<long long>(ti));
-      if (ImGui::Selectable(label)) select({Selection::Kind::Transfer, t.rank, ti}, false);
+      if (ImGui::Selectable(label)) nav_.select({Selection::Kind::Transfer, t.rank, ti}, false);
     }
   }
 }
@@ -384,13 +384,13 @@ void App::inspectTransfer(int64_t index) {
   if (p >= 0) {
     const PairActions& pa = run->pairActions[p];
     if (pa.sendAction >= 0 && ImGui::Button("Send action"))
-      select({Selection::Kind::Action, pa.sendRank, pa.sendAction}, true);
+      nav_.select({Selection::Kind::Action, pa.sendRank, pa.sendAction}, true);
     ImGui::SameLine();
     if (pa.recvAction >= 0 && ImGui::Button("Receive action"))
-      select({Selection::Kind::Action, pa.recvRank, pa.recvAction}, true);
+      nav_.select({Selection::Kind::Action, pa.recvRank, pa.recvAction}, true);
     ImGui::SameLine();
     if (pa.recvAction >= 0 && ImGui::Button("Go to step"))
-      stepTo(run->replay.positionOf(pa.recvRank, pa.recvAction, true) + 1);
+      nav_.stepTo(run->replay.positionOf(pa.recvRank, pa.recvAction, true) + 1);
   }
   if (payloadFor_ != index) {
     payloadFor_ = index;

@@ -23,25 +23,25 @@ void App::drawReplayBar(const ImVec2& pos, const ImVec2& size) {
     ImGui::SameLine(0, 3);
     return r;
   };
-  if (button("|<", "First step (Home)")) stepTo(0);
+  if (button("|<", "First step (Home)")) nav_.stepTo(0);
   if (button("<<", "Previous iteration (Ctrl+Left)") && replay)
-    stepTo(replay->prevIteration(view_.step));
+    nav_.stepTo(replay->prevIteration(view_.step));
   if (button("<m", "Previous microbatch (Shift+Left)") && replay)
-    stepTo(replay->prevMicrobatch(view_.step));
-  if (button("<", "Step back (Left)")) stepTo(view_.step - 1);
+    nav_.stepTo(replay->prevMicrobatch(view_.step));
+  if (button("<", "Step back (Left)")) nav_.stepTo(view_.step - 1);
   ImGui::PushStyleColor(ImGuiCol_Button, view_.playing ? ImVec4(0.55f, 0.42f, 0.1f, 1)
                                                        : ImVec4(0.2f, 0.38f, 0.25f, 1));
   if (button(view_.playing ? " Pause " : " Play  ", "Play / pause (Space)")) {
-    if (!view_.playing && view_.step >= total) stepTo(0);
+    if (!view_.playing && view_.step >= total) nav_.stepTo(0);
     view_.playing = !view_.playing;
   }
   ImGui::PopStyleColor();
-  if (button(">", "Step forward (Right)")) stepTo(view_.step + 1);
+  if (button(">", "Step forward (Right)")) nav_.stepTo(view_.step + 1);
   if (button("m>", "Next microbatch (Shift+Right)") && replay)
-    stepTo(replay->nextMicrobatch(view_.step));
+    nav_.stepTo(replay->nextMicrobatch(view_.step));
   if (button(">>", "Next iteration (Ctrl+Right)") && replay)
-    stepTo(replay->nextIteration(view_.step));
-  if (button(">|", "Last step (End)")) stepTo(total);
+    nav_.stepTo(replay->nextIteration(view_.step));
+  if (button(">|", "Last step (End)")) nav_.stepTo(total);
   ImGui::SameLine(0, 10);
   ImGui::SetNextItemWidth(110);
   ImGui::SliderFloat("##speed", &view_.speed, 1, 2000, "%.0f steps/s",
@@ -71,7 +71,7 @@ void App::drawReplayBar(const ImVec2& pos, const ImVec2& size) {
     if (total > 0) {
       if (ImGui::IsItemActive()) {
         float f = std::clamp((ImGui::GetIO().MousePos.x - b0.x) / (b1.x - b0.x), 0.0f, 1.0f);
-        stepTo(static_cast<int64_t>(f * static_cast<float>(total) + 0.5f));
+        nav_.stepTo(static_cast<int64_t>(f * static_cast<float>(total) + 0.5f));
       }
       float fx = b0.x + (b1.x - b0.x) * static_cast<float>(view_.step) / static_cast<float>(total);
       dl->AddRectFilled(b0, ImVec2(fx, b1.y), theme::kReplayProgress, 3);

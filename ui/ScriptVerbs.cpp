@@ -58,28 +58,34 @@ std::vector<ScriptVerb> App::navigationVerbs() {
        [](App& a, Call& c) {
          int64_t n = 0;
          return c.need(static_cast<bool>(c.in >> n), "expected a step number") &&
-                (a.stepTo(n), true);
+                (a.nav_.stepTo(n), true);
        }},
       {"next-mb", "", "move the replay", kRun,
-       [](App& a, Call& c) { return a.stepTo(c.run->replay.nextMicrobatch(a.view_.step)), true; }},
+       [](App& a, Call& c) {
+         return a.nav_.stepTo(c.run->replay.nextMicrobatch(a.view_.step)), true;
+       }},
       {"next-iter", "", "move the replay", kRun,
-       [](App& a, Call& c) { return a.stepTo(c.run->replay.nextIteration(a.view_.step)), true; }},
-      {"first", "", "move the replay", kRun, [](App& a, Call&) { return a.stepTo(0), true; }},
+       [](App& a, Call& c) {
+         return a.nav_.stepTo(c.run->replay.nextIteration(a.view_.step)), true;
+       }},
+      {"first", "", "move the replay", kRun, [](App& a, Call&) { return a.nav_.stepTo(0), true; }},
       {"last", "", "move the replay", kRun,
-       [](App& a, Call& c) { return a.stepTo(static_cast<int64_t>(c.run->replay.size())), true; }},
+       [](App& a, Call& c) {
+         return a.nav_.stepTo(static_cast<int64_t>(c.run->replay.size())), true;
+       }},
       {"play", "", "replay playback", kRun,
        [](App& a, Call&) { return a.view_.playing = true, true; }},
       {"pause", "", "replay playback", kRun,
        [](App& a, Call&) { return a.view_.playing = false, true; }},
       {"zoom-fit", "", "timeline range (A, B in ms from the run's start)", kRun,
-       [](App& a, Call&) { return a.zoomFit(), true; }},
+       [](App& a, Call&) { return a.nav_.zoomFit(), true; }},
       {"zoom", "A B", "timeline range (A, B in ms from the run's start)", kRun,
        [](App& a, Call& c) {
          double t0 = 0, t1 = 0;
          if (!c.need(static_cast<bool>(c.in >> t0 >> t1), "expected start and end in ms"))
            return false;
          const double base = static_cast<double>(c.run->model.minTimeNs);
-         a.zoomTo(base + t0 * 1e6, base + t1 * 1e6);
+         a.nav_.zoomTo(base + t0 * 1e6, base + t1 * 1e6);
          return true;
        }},
       {"plan", "", "planned-schedule overlay, follow the replay", kRun,
@@ -93,7 +99,7 @@ std::vector<ScriptVerb> App::navigationVerbs() {
 std::vector<ScriptVerb> App::selectionVerbs() {
   // Selects `s`, moving the view to it (`navigate`); always succeeds.
   static constexpr auto pick = [](App& a, const Selection& s, bool navigate) {
-    a.select(s, navigate);
+    a.nav_.select(s, navigate);
     return true;
   };
   return {
@@ -175,16 +181,20 @@ std::vector<ScriptVerb> App::jumpVerbs() {
   };
   return {
       {"jump-nonfinite", "", "select the causally first NaN/Inf record", kRun,
-       [](App& a, Call& c) { return c.need(a.showNonFinite(), "the run has no NaN/Inf record"); }},
+       [](App& a, Call& c) {
+         return c.need(a.nav_.showNonFinite(), "the run has no NaN/Inf record");
+       }},
       {"jump-divergence", "", "select the first divergence from the compare run", kRun,
        [](App& a, Call& c) {
-         return c.need(a.showDivergence(), "no compare run or no divergence");
+         return c.need(a.nav_.showDivergence(), "no compare run or no divergence");
        }},
       {"jump-stuck", "",
        "select the stuck operation of the root rank (a killed rank\n"
        "first) and explain it in the inspector",
        kRun,
-       [](App& a, Call& c) { return c.need(a.showStuck(), "no rank is stuck or unfinished"); }},
+       [](App& a, Call& c) {
+         return c.need(a.nav_.showStuck(), "no rank is stuck or unfinished");
+       }},
       {"find", "", "open Find (with that filter)", kRun,
        [](App& a, Call&) { return findWith(a, FindQuery{}, false); }},
       {"find-mismatch", "", "open Find (with that filter)", kRun,

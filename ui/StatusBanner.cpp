@@ -239,14 +239,14 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     ImGui::SetCursorScreenPos(ImVec2(bx, pos.y + 3));
     ImGui::PushID(which);
     if (ImGui::Button(label.c_str())) {
-      if (which == 0) showNonFinite();
-      if (which == 1) showStuck();
-      if (which == 2) showDivergence();
+      if (which == 0) nav_.showNonFinite();
+      if (which == 1) nav_.showStuck();
+      if (which == 2) nav_.showDivergence();
       if (which == 3) {
-        select({Selection::Kind::Transfer, m.transfers[pr.firstCorruptTransfer].rank,
-                pr.firstCorruptTransfer},
-               false);
-        focusTransfer(pr.firstCorruptTransfer, false);
+        nav_.select({Selection::Kind::Transfer, m.transfers[pr.firstCorruptTransfer].rank,
+                     pr.firstCorruptTransfer},
+                    false);
+        nav_.focusTransfer(pr.firstCorruptTransfer, false);
       }
     }
     ImGui::PopID();

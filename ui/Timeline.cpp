@@ -129,7 +129,7 @@ bool App::timelineInput(TimelineContext& ctx) {
     } else {
       double f = std::pow(0.8, io.MouseWheel);
       double anchor = ctx.mouse.x >= ctx.area0.x ? mouseT : view_.viewStart;
-      zoomTo(anchor - (anchor - view_.viewStart) * f, anchor + (view_.viewEnd - anchor) * f);
+      nav_.zoomTo(anchor - (anchor - view_.viewStart) * f, anchor + (view_.viewEnd - anchor) * f);
       ctx.nsPerPx = (view_.viewEnd - view_.viewStart) / ctx.areaW;
     }
   }
@@ -150,7 +150,7 @@ bool App::timelineInput(TimelineContext& ctx) {
   if (rangeSelecting_ && !ImGui::IsMouseDown(ImGuiMouseButton_Right)) {
     rangeSelecting_ = false;
     if (std::fabs(mouseT - rangeStartNs_) > 4 * ctx.nsPerPx)
-      zoomTo(std::min(mouseT, rangeStartNs_), std::max(mouseT, rangeStartNs_));
+      nav_.zoomTo(std::min(mouseT, rangeStartNs_), std::max(mouseT, rangeStartNs_));
   }
   ctx.nsPerPx = (view_.viewEnd - view_.viewStart) / ctx.areaW;
   ctx.viewStart = view_.viewStart;
@@ -200,7 +200,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     ImGui::EndChild();
     return;
   }
-  if (view_.fitPending) zoomOpening();
+  if (view_.fitPending) nav_.zoomOpening();
   TimelineContext ctx = timelineLayout(dl, pos, size);
   const bool clicked = timelineInput(ctx);
   const ImVec2 area0 = ctx.area0, area1 = ctx.area1;
@@ -230,9 +230,9 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
   drawTimelineTooltip(ctx, hover);
   if (clicked) {
     if (hover.what.kind != Selection::Kind::None && !hover.folded)
-      select(hover.what, false);
+      nav_.select(hover.what, false);
     else if (hover.folded)
-      zoomTo(static_cast<double>(hover.foldStart), static_cast<double>(hover.foldEnd));
+      nav_.zoomTo(static_cast<double>(hover.foldStart), static_cast<double>(hover.foldEnd));
     else
       view_.selection = {};
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "ui/ScriptVerbs.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
@@ -39,6 +40,10 @@ void App::openCompare(const std::string& path) {
   else
     other_.load(path, main_.run);
   nav_.showTab(BottomTab::Compare);
+}
+
+bool App::runCommand(const std::string& command, std::string* error) {
+  return runScriptCommand(*this, command, error);
 }
 
 std::string App::takeScreenshotRequest() {

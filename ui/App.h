@@ -16,7 +16,7 @@
 #include "ui/Navigator.h"
 #include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
-#include "ui/ScriptVerbs.h"
+#include "ui/ScriptTarget.h"
 #include "ui/TimeIndex.h"
 #include "ui/ViewerState.h"
 
@@ -28,19 +28,18 @@ struct TimelineArrow;
 struct CollectiveBars;  // CollectiveLayer.cpp
 struct GridMapContext;  // GridMap.cpp
 
-class App {
+class App : public ScriptTarget {
  public:
   App();
-  ~App();
+  ~App() override;
 
-  void open(const std::string& path);
-  void openCompare(const std::string& path);
+  void open(const std::string& path) override;
+  void openCompare(const std::string& path) override;
   // Draws one frame of UI (call between ImGui::NewFrame and ImGui::Render).
   void frame(float deltaSeconds);
-  // Script: returns false with *error set when the command is unknown or fails.
+  // Script: returns false with *error set when the command is unknown or fails
+  // (runScriptCommand, ui/ScriptVerbs.h).
   bool runCommand(const std::string& command, std::string* error);
-  // The script verbs, in --help order (ScriptVerbs.cpp).
-  static const std::vector<ScriptVerb>& scriptVerbs();
   // Loading, or a compare run waits for the main run: script commands wait.
   // (Details held by holdDetails do not count: scripts then run on the interactive run.)
   bool busy() const {
@@ -48,18 +47,23 @@ class App {
            !pendingCompare_.empty();
   }
   bool quitRequested() const { return quit_; }
+  // The rest of what a script verb may do (ScriptTarget.h).
+  bool loading() const override { return main_.loading(); }
+  Navigator& navigator() override { return nav_; }
+  void requestScreenshot(const std::string& path) override { screenshotRequest_ = path; }
+  void quit() override { quit_ = true; }
   // A screenshot the host should write after rendering this frame ("" if none).
   std::string takeScreenshotRequest();
   const FrameProbes& probes() const { return probes_; }
   void saveSettings() const;
-  ViewerState& state() { return view_; }
-  const LoadedRun* run() const { return main_.run.get(); }
+  ViewerState& state() override { return view_; }
+  const LoadedRun* run() const override { return main_.run.get(); }
   const LoadedRun* compareRun() const { return other_.run.get(); }
   // The comparison of the compare run with the open main run (none while it is realigned with
   // a main run opened since).
   const analysis::Comparison* comparison() const { return nav_.comparison(); }
   const std::string& compareError() const { return other_.error; }
-  const std::string& loadError() const { return main_.error; }
+  const std::string& loadError() const override { return main_.error; }
   // True once a frame drew the run's overview while the run itself was still loading.
   bool overviewShown() const { return overviewShown_; }
   // While held, a finished load is not taken over (the frames keep showing the loading state:
@@ -167,13 +171,6 @@ class App {
   // A rank that did not complete: its fate, the operation it never completed, whom it waits
   // on, since when and for how long, and why (its own record).
   void inspectStuck(int rank);
-
-  // The script verbs by group, each in --help order (ScriptVerbs.cpp).
-  static std::vector<ScriptVerb> fileVerbs();
-  static std::vector<ScriptVerb> navigationVerbs();
-  static std::vector<ScriptVerb> selectionVerbs();
-  static std::vector<ScriptVerb> jumpVerbs();
-  static std::vector<ScriptVerb> windowVerbs();
 
   void loadSettings();
   bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced

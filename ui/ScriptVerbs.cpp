@@ -1,11 +1,11 @@
-// The script verbs' table (ScriptVerbs.h): App::runCommand dispatches through it and
+// The script verbs' table (ScriptVerbs.h): runScriptCommand dispatches through it and
 // scriptCommandHelp() is written from it.
 #include "ui/ScriptVerbs.h"
 
 #include <algorithm>
 #include <string_view>
 
-#include "ui/App.h"
+#include "ui/ScriptTarget.h"
 #include "ui/Viewer.h"
 
 namespace stagescope::ui {
@@ -25,86 +25,85 @@ std::string noRunNote(const std::string& loadError) {
   return loadError.empty() ? std::string() : " (" + loadError + ")";
 }
 
-}  // namespace
-
 // Opening runs, and the script runner's own verb.
-std::vector<ScriptVerb> App::fileVerbs() {
+std::vector<ScriptVerb> fileVerbs() {
   return {
       {"frames", "N", "draw N frames before the next command", kNoRun, nullptr},
       {"open", "PATH", "open a run file", kNoRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          std::string p;
          c.in >> p;
-         a.open(p);
+         v.open(p);
          return c.need(!p.empty(), "expected a path");
        }},
       {"open-compare", "PATH", "open a second run and align it with the open run", kNoRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          std::string p;
          if (!readPath(c, &p)) return false;
-         if (!c.need(a.main_.run || a.main_.loading(),
-                     "no run is open to compare with" + noRunNote(a.main_.error)))
+         if (!c.need(v.run() || v.loading(),
+                     "no run is open to compare with" + noRunNote(v.loadError())))
            return false;
-         a.openCompare(p);
+         v.openCompare(p);
          return true;
        }},
   };
 }
 
 // The replay and the timeline's range.
-std::vector<ScriptVerb> App::navigationVerbs() {
+std::vector<ScriptVerb> navigationVerbs() {
   return {
       {"step", "N", "move the replay", kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          int64_t n = 0;
          return c.need(static_cast<bool>(c.in >> n), "expected a step number") &&
-                (a.nav_.stepTo(n), true);
+                (v.navigator().stepTo(n), true);
        }},
       {"next-mb", "", "move the replay", kRun,
-       [](App& a, Call& c) {
-         return a.nav_.stepTo(c.run->replay.nextMicrobatch(a.view_.step)), true;
+       [](ScriptTarget& v, Call& c) {
+         return v.navigator().stepTo(c.run->replay.nextMicrobatch(v.state().step)), true;
        }},
       {"next-iter", "", "move the replay", kRun,
-       [](App& a, Call& c) {
-         return a.nav_.stepTo(c.run->replay.nextIteration(a.view_.step)), true;
+       [](ScriptTarget& v, Call& c) {
+         return v.navigator().stepTo(c.run->replay.nextIteration(v.state().step)), true;
        }},
-      {"first", "", "move the replay", kRun, [](App& a, Call&) { return a.nav_.stepTo(0), true; }},
+      {"first", "", "move the replay", kRun,
+       [](ScriptTarget& v, Call&) { return v.navigator().stepTo(0), true; }},
       {"last", "", "move the replay", kRun,
-       [](App& a, Call& c) {
-         return a.nav_.stepTo(static_cast<int64_t>(c.run->replay.size())), true;
+       [](ScriptTarget& v, Call& c) {
+         return v.navigator().stepTo(static_cast<int64_t>(c.run->replay.size())), true;
        }},
       {"play", "", "replay playback", kRun,
-       [](App& a, Call&) { return a.view_.playing = true, true; }},
+       [](ScriptTarget& v, Call&) { return v.state().playing = true, true; }},
       {"pause", "", "replay playback", kRun,
-       [](App& a, Call&) { return a.view_.playing = false, true; }},
+       [](ScriptTarget& v, Call&) { return v.state().playing = false, true; }},
       {"zoom-fit", "", "timeline range (A, B in ms from the run's start)", kRun,
-       [](App& a, Call&) { return a.nav_.zoomFit(), true; }},
+       [](ScriptTarget& v, Call&) { return v.navigator().zoomFit(), true; }},
       {"zoom", "A B", "timeline range (A, B in ms from the run's start)", kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          double t0 = 0, t1 = 0;
          if (!c.need(static_cast<bool>(c.in >> t0 >> t1), "expected start and end in ms"))
            return false;
          const double base = static_cast<double>(c.run->model.minTimeNs);
-         a.nav_.zoomTo(base + t0 * 1e6, base + t1 * 1e6);
+         v.navigator().zoomTo(base + t0 * 1e6, base + t1 * 1e6);
          return true;
        }},
       {"plan", "", "planned-schedule overlay, follow the replay", kRun,
-       [](App& a, Call&) { return a.view_.showPlan = true, true; }},
+       [](ScriptTarget& v, Call&) { return v.state().showPlan = true, true; }},
       {"follow", "", "planned-schedule overlay, follow the replay", kRun,
-       [](App& a, Call&) { return a.view_.followReplay = true, true; }},
+       [](ScriptTarget& v, Call&) { return v.state().followReplay = true, true; }},
   };
 }
 
 // Selecting a record.
-std::vector<ScriptVerb> App::selectionVerbs() {
+std::vector<ScriptVerb> selectionVerbs() {
   // Selects `s`, moving the view to it (`navigate`); always succeeds.
-  static constexpr auto pick = [](App& a, const Selection& s, bool navigate) {
-    a.nav_.select(s, navigate);
+  static constexpr auto pick = [](ScriptTarget& v, const Selection& s, bool navigate) {
+    v.navigator().select(s, navigate);
     return true;
   };
   return {
       {"select-action", "RANK I", "select action I of RANK (and zoom to it)", kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          int rank = -1;
          int64_t i = -1;
          c.in >> rank >> i;
@@ -112,48 +111,48 @@ std::vector<ScriptVerb> App::selectionVerbs() {
          return c.need(rank >= 0 && rank < static_cast<int>(actions.size()) && i >= 0 &&
                            i < static_cast<int64_t>(actions[rank].size()),
                        "no such action") &&
-                pick(a, {Selection::Kind::Action, rank, i}, true);
+                pick(v, {Selection::Kind::Action, rank, i}, true);
        }},
       {"select-transfer", "I", "select a record by index", kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          int64_t i = -1;
          c.in >> i;
          const auto& transfers = c.run->model.transfers;
          return c.need(i >= 0 && i < static_cast<int64_t>(transfers.size()), "no such transfer") &&
-                pick(a, {Selection::Kind::Transfer, transfers[i].rank, i}, true);
+                pick(v, {Selection::Kind::Transfer, transfers[i].rank, i}, true);
        }},
       {"select-gradient", "I", "select a record by index", kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          int64_t i = -1;
          c.in >> i;
          const auto& gradients = c.run->model.gradients;
          return c.need(i >= 0 && i < static_cast<int64_t>(gradients.size()), "no such gradient") &&
-                pick(a, {Selection::Kind::Gradient, gradients[i].rank, i}, false);
+                pick(v, {Selection::Kind::Gradient, gradients[i].rank, i}, false);
        }},
       {"select-collective", "I",
        "select collective instance I (captured runs; order:\n"
        "iteration, group, members, number) and zoom to it",
        kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          int64_t i = -1;
          c.in >> i;
          const auto& all = c.run->collectives.instances;
          if (!c.need(i >= 0 && i < static_cast<int64_t>(all.size()), "no such collective"))
            return false;
          const auto& first = c.run->model.collectives[all[static_cast<size_t>(i)].members.front()];
-         return pick(a, {Selection::Kind::Collective, first.rank, i}, true);
+         return pick(v, {Selection::Kind::Collective, first.rank, i}, true);
        }},
       {"select-mismatch", "", "select the first transfer whose checksums differ", kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          for (const auto& p : c.run->model.pairs)
            if (p.recv >= 0 && !p.checksumMatches)
              return pick(
-                 a, {Selection::Kind::Transfer, c.run->model.transfers[p.recv].rank, p.recv}, true);
+                 v, {Selection::Kind::Transfer, c.run->model.transfers[p.recv].rank, p.recv}, true);
          return c.need(false, "no transfer with mismatching checksums");
        }},
       {"select-local", "[N]", "select the N-th (default 0) local hand-off (colocated modules)",
        kRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          // A local hand-off: a send between two modules of one colocated rank.
          int64_t n = 0;
          c.in >> n;
@@ -161,7 +160,7 @@ std::vector<ScriptVerb> App::selectionVerbs() {
          for (size_t i = 0; i < transfers.size(); ++i) {
            const auto& t = transfers[i];
            if (t.side != events::Side::Send || !model::isLocalHandOff(t) || n-- > 0) continue;
-           return pick(a, {Selection::Kind::Transfer, t.rank, static_cast<int64_t>(i)}, true);
+           return pick(v, {Selection::Kind::Transfer, t.rank, static_cast<int64_t>(i)}, true);
          }
          return c.need(false, "no such local hand-off");
        }},
@@ -169,82 +168,82 @@ std::vector<ScriptVerb> App::selectionVerbs() {
 }
 
 // Jumping to a problem, or listing problems in Find.
-std::vector<ScriptVerb> App::jumpVerbs() {
-  static constexpr auto findWith = [](App& a, FindQuery query, bool replace) {
+std::vector<ScriptVerb> jumpVerbs() {
+  static constexpr auto findWith = [](ScriptTarget& v, FindQuery query, bool replace) {
     if (replace) {
-      a.view_.find = query;
-      a.view_.findDirty = true;
+      v.state().find = query;
+      v.state().findDirty = true;
     }
-    a.view_.tab = BottomTab::Find;
-    a.view_.tabRequested = true;
+    v.navigator().showTab(BottomTab::Find);
     return true;
   };
   return {
       {"jump-nonfinite", "", "select the causally first NaN/Inf record", kRun,
-       [](App& a, Call& c) {
-         return c.need(a.nav_.showNonFinite(), "the run has no NaN/Inf record");
+       [](ScriptTarget& v, Call& c) {
+         return c.need(v.navigator().showNonFinite(), "the run has no NaN/Inf record");
        }},
       {"jump-divergence", "", "select the first divergence from the compare run", kRun,
-       [](App& a, Call& c) {
-         return c.need(a.nav_.showDivergence(), "no compare run or no divergence");
+       [](ScriptTarget& v, Call& c) {
+         return c.need(v.navigator().showDivergence(), "no compare run or no divergence");
        }},
       {"jump-stuck", "",
        "select the stuck operation of the root rank (a killed rank\n"
        "first) and explain it in the inspector",
        kRun,
-       [](App& a, Call& c) {
-         return c.need(a.nav_.showStuck(), "no rank is stuck or unfinished");
+       [](ScriptTarget& v, Call& c) {
+         return c.need(v.navigator().showStuck(), "no rank is stuck or unfinished");
        }},
       {"find", "", "open Find (with that filter)", kRun,
-       [](App& a, Call&) { return findWith(a, FindQuery{}, false); }},
+       [](ScriptTarget& v, Call&) { return findWith(v, FindQuery{}, false); }},
       {"find-mismatch", "", "open Find (with that filter)", kRun,
-       [](App& a, Call&) {
+       [](ScriptTarget& v, Call&) {
          FindQuery q;
          q.mismatch = true;
-         return findWith(a, q, true);
+         return findWith(v, q, true);
        }},
       {"find-nonfinite", "", "open Find (with that filter)", kRun,
-       [](App& a, Call&) {
+       [](ScriptTarget& v, Call&) {
          FindQuery q;
          q.nanInf = true;
-         return findWith(a, q, true);
+         return findWith(v, q, true);
        }},
   };
 }
 
 // The window: its tabs, screenshots, closing it.
-std::vector<ScriptVerb> App::windowVerbs() {
-  static constexpr auto showTab = [](App& a, BottomTab tab) {
-    a.view_.tab = tab;
-    a.view_.tabRequested = true;
+std::vector<ScriptVerb> windowVerbs() {
+  static constexpr auto showTab = [](ScriptTarget& v, BottomTab tab) {
+    v.navigator().showTab(tab);
     return true;
   };
   return {
       {"tab", "grid|plots|compare|find|info", "show a bottom tab", kNoRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          std::string t;
          c.in >> t;
          static const char* names[] = {"grid", "plots", "compare", "find", "info"};
          for (int i = 0; i < 5; ++i)
-           if (t == names[i]) return showTab(a, static_cast<BottomTab>(i));
+           if (t == names[i]) return showTab(v, static_cast<BottomTab>(i));
          return c.need(false, "tab is one of grid, plots, compare, find, info");
        }},
       {"screenshot", "PATH", "write a PNG of the window (and PATH.probes)", kNoRun,
-       [](App& a, Call& c) {
+       [](ScriptTarget& v, Call& c) {
          std::string p;
          c.in >> p;
-         a.screenshotRequest_ = p;
+         v.requestScreenshot(p);
          return c.need(!p.empty(), "expected a path");
        }},
       {"quit", "", "close the viewer", kNoRun,
-       [](App& a, Call&) {
-         a.quit_ = true;
+       [](ScriptTarget& v, Call&) {
+         v.quit();
          return true;
        }},
   };
 }
 
-const std::vector<ScriptVerb>& App::scriptVerbs() {
+}  // namespace
+
+const std::vector<ScriptVerb>& scriptVerbs() {
   static const std::vector<ScriptVerb> verbs = [] {
     std::vector<ScriptVerb> all;
     for (auto group : {fileVerbs, navigationVerbs, selectionVerbs, jumpVerbs, windowVerbs}) {
@@ -256,18 +255,19 @@ const std::vector<ScriptVerb>& App::scriptVerbs() {
   return verbs;
 }
 
-bool App::runCommand(const std::string& command, std::string* error) {
+bool runScriptCommand(ScriptTarget& target, const std::string& command, std::string* error) {
   std::istringstream in(command);
   std::string verb;
   in >> verb;
-  ScriptCall call{in, command, error, main_.run.get()};
+  ScriptCall call{in, command, error, target.run()};
   const auto& verbs = scriptVerbs();
   const auto it = std::find_if(verbs.begin(), verbs.end(),
                                [&](const ScriptVerb& v) { return v.run && verb == v.name; });
   const ScriptVerb* v = it == verbs.end() ? nullptr : &*it;
-  if (v && !v->needsRun) return v->run(*this, call);
-  if (!call.need(call.run != nullptr, "no run is open" + noRunNote(main_.error))) return false;
-  if (v) return v->run(*this, call);
+  if (v && !v->needsRun) return v->run(target, call);
+  if (!call.need(call.run != nullptr, "no run is open" + noRunNote(target.loadError())))
+    return false;
+  if (v) return v->run(target, call);
   return call.need(false, "unknown command");
 }
 
@@ -275,7 +275,7 @@ const char* scriptCommandHelp() {
   static const std::string help = [] {
     std::string out =
         "script commands (--script CMD, repeatable; each waits until loading has finished):\n";
-    const auto& verbs = App::scriptVerbs();
+    const auto& verbs = scriptVerbs();
     for (size_t i = 0; i < verbs.size();) {
       // Consecutive verbs with the same help: one line, "a ARGS | b | c".
       std::string usage;

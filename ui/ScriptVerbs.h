@@ -1,6 +1,7 @@
 // The viewer's script verbs (`gui --script CMD`) in one table: each verb's name, arguments,
-// help line and handler.  App::runCommand looks the verb up in it, and scriptCommandHelp()
-// (ui/Viewer.h: `gui --help`) is written from it.
+// help line and handler.  runScriptCommand looks the verb up in it, and scriptCommandHelp()
+// (ui/Viewer.h: `gui --help`) is written from it.  The verbs act on a ScriptTarget
+// (ui/ScriptTarget.h), never on the App itself.
 #pragma once
 
 #include <sstream>
@@ -9,7 +10,7 @@
 
 namespace stagescope::ui {
 
-class App;
+class ScriptTarget;
 struct LoadedRun;
 
 // One command being run: its words after the verb, and where a failure is reported.
@@ -31,8 +32,14 @@ struct ScriptVerb {
   // What it does, for --help; consecutive verbs with the same help share one line, and a
   // "\n" continues it on the next line.
   const char* help;
-  bool needsRun;                            // fails with "no run is open" without one
-  bool (*run)(App& app, ScriptCall& call);  // null: the ScriptRunner's own ("frames N")
+  bool needsRun;                                        // fails with "no run is open" without one
+  bool (*run)(ScriptTarget& target, ScriptCall& call);  // null: the ScriptRunner's own ("frames N")
 };
+
+// The script verbs, in --help order.
+const std::vector<ScriptVerb>& scriptVerbs();
+// Runs one script command (its verb and arguments) on `target`: false with *error set to one
+// line when the verb is unknown, needs a run and none is open, or fails.
+bool runScriptCommand(ScriptTarget& target, const std::string& command, std::string* error);
 
 }  // namespace stagescope::ui

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "ui/DetailsPending.h"
 #include "ui/ScriptVerbs.h"
+#include "ui/StatusBanner.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
@@ -135,7 +137,7 @@ void App::frame(float dt) {
   const float middleH = avail.y - bannerH - replayH - statusH - view_.bottomHeight - splitter;
   const float timelineW = avail.x - view_.inspectorWidth - splitter;
 
-  if (bannerH > 0) drawStatusBanner(origin, ImVec2(avail.x, bannerH));
+  if (bannerH > 0) drawStatusBanner(panel_, origin, ImVec2(avail.x, bannerH));
   drawReplayBar(ImVec2(origin.x, origin.y + bannerH), ImVec2(avail.x, replayH));
   ImVec2 mid(origin.x, origin.y + bannerH + replayH);
   drawTimeline(mid, ImVec2(timelineW, middleH));
@@ -240,7 +242,7 @@ void App::drawStatusBar(const ImVec2& pos, const ImVec2& size) {
     for (const auto& a : r->model.actions) events += a.size();
     ImGui::Text("%zu actions and transfers   %zu ranks   timeline in %.2f s (+%.2f s index)   %s",
                 events, static_cast<size_t>(r->model.rankCount()), r->loadSeconds, r->indexSeconds,
-                detailsNote().c_str());
+                detailsNote(main_).c_str());
     if (main_.detailsPending()) {
       ImGui::SameLine();
       ImGui::ProgressBar(main_.progress(), ImVec2(200, 16));

@@ -14,6 +14,7 @@
 #include "ui/FrameProbes.h"
 #include "ui/LoadedRun.h"
 #include "ui/Navigator.h"
+#include "ui/PanelContext.h"
 #include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
 #include "ui/ScriptTarget.h"
@@ -103,13 +104,6 @@ class App : public ScriptTarget {
   void drawStatusBar(const ImVec2& pos, const ImVec2& size);
   void drawOpenPopup();
   void drawErrorBanner(const ImVec2& pos, const ImVec2& size);
-  void drawStatusBanner(const ImVec2& pos, const ImVec2& size);
-  // The banner while the details load (or failed to): the recorded status, no verdict.
-  void drawPendingBanner(const ImVec2& pos, const ImVec2& size);
-  // "" once the details are in; else what a panel that needs them says instead.
-  std::string detailsNote() const;
-  // Draws detailsNote() in a panel that needs the details; true when it did (the panel stops).
-  bool drawDetailsPending(const char* panel);
 
   void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
   // The run file's overview (OverviewLayer.cpp), drawn while the run loads.
@@ -197,6 +191,7 @@ class App : public ScriptTarget {
   ViewerState view_;
   Navigator nav_{view_, main_, other_};
   FrameProbes probes_;
+  PanelContext panel_{main_, other_, view_, probes_, nav_};  // what each panel is handed
   std::vector<DrawItem> drawScratch_;
   // drawBusyRow: per rank, the busy shares of the last columns drawn and what they were for.
   struct BusyCache {

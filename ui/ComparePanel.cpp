@@ -7,6 +7,7 @@
 
 #include "core/analysis/Format.h"
 #include "ui/App.h"
+#include "ui/DetailsPending.h"
 #include "ui/FitText.h"
 
 namespace stagescope::ui {
@@ -195,7 +196,8 @@ void App::drawCompare() {
     ImGui::TextDisabled("Open a run first.");
     return;
   }
-  if (!pendingCompare_.empty() && drawDetailsPending("compare")) return;  // compares whole runs
+  if (!pendingCompare_.empty() && drawDetailsPending(panel_, "compare"))
+    return;  // compares whole runs
   if (other_.loading() || !pendingCompare_.empty()) {
     ImGui::Text("Loading and comparing %s",
                 pendingCompare_.empty() ? other_.path.c_str() : pendingCompare_.c_str());

@@ -3,6 +3,7 @@
 
 #include "core/analysis/Format.h"
 #include "ui/App.h"
+#include "ui/DetailsPending.h"
 #include "ui/Formatting.h"
 
 namespace stagescope::ui {
@@ -192,7 +193,7 @@ void App::drawFind() {
   FindQuery& q = view_.find;
   if (findFilters(model, q, &focusFind_)) view_.findDirty = true;
   // Gradients, and NaN/Inf in causal order (gradients and losses take part), are details.
-  if ((q.what == FindWhat::Gradients || q.nanInf) && drawDetailsPending("find")) return;
+  if ((q.what == FindWhat::Gradients || q.nanInf) && drawDetailsPending(panel_, "find")) return;
   if (view_.findDirty) {
     view_.findHits = findItems(model, q, 20000, &view_.findTotal, &run->replay);
     view_.findDirty = false;

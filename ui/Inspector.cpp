@@ -9,6 +9,7 @@
 #include "core/events/CapturedLayout.h"
 #include "ui/ActionTransfers.h"
 #include "ui/App.h"
+#include "ui/DetailsPending.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
 
@@ -330,7 +331,7 @@ void App::inspectAction(int rank, int64_t index) {
                            events::toString(p.kind), p.microbatch);
     } else if (!run->detailsLoaded) {  // the plan is a detail
       probes_.detailsPendingPanels.push_back("inspector");
-      row("plan", "%s", detailsNote().c_str());
+      row("plan", "%s", detailsNote(main_).c_str());
     }
     int64_t b = run->replay.positionOf(rank, static_cast<int32_t>(index), false);
     int64_t e = run->replay.positionOf(rank, static_cast<int32_t>(index), true);

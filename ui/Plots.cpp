@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ui/App.h"
+#include "ui/DetailsPending.h"
 #include "ui/FitText.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
@@ -267,7 +268,7 @@ void App::drawPlots() {
     ImGui::TextDisabled("No run open.");
     return;
   }
-  if (drawDetailsPending("plots")) return;  // losses and gradients are details
+  if (drawDetailsPending(panel_, "plots")) return;  // losses and gradients are details
   const auto& model = run->model;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();

@@ -1,12 +1,14 @@
 // The status banner under the menu bar: how the run ended (completed / failed / hung / killed,
 // with the recorded reason), whether values went non-finite, and one-click buttons to the
 // problems in causal order: the first NaN/Inf, the stuck rank, the first divergence.
+#include "ui/StatusBanner.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <string>
 
-#include "ui/App.h"
+#include "ui/DetailsPending.h"
 #include "ui/FitText.h"
 #include "ui/Theme.h"
 
@@ -122,52 +124,37 @@ std::string badgeWord(const LoadedRun& run, const analysis::Comparison* cmp, boo
   return statusWord(run.model.info.status);
 }
 
-}  // namespace
-
-void App::drawPendingBanner(const ImVec2& pos, const ImVec2& size) {
-  const auto& m = main_.run->model;
+// The banner while the details load (or failed to): the recorded status, no verdict.
+void drawPendingBanner(PanelContext& p, const ImVec2& pos, const ImVec2& size) {
+  const auto& m = p.main.run->model;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 end(pos.x + size.x, pos.y + size.y);
   dl->AddRectFilled(pos, end, theme::kBannerBackground);
   // The status the run file records (not a verdict of ours), in a neutral colour.
-  const char* word = main_.run->live.empty() ? statusWord(m.info.status) : "LIVE";
+  const char* word = p.main.run->live.empty() ? statusWord(m.info.status) : "LIVE";
   const ImVec2 ws = ImGui::CalcTextSize(word);
   const ImVec2 b0(pos.x + 8, pos.y + 5), b1(pos.x + 20 + ws.x, end.y - 5);
-  probes_.bannerColour = theme::kBadgeNeutral;
-  dl->AddRectFilled(b0, b1, probes_.bannerColour, 3);
+  p.probes.bannerColour = theme::kBadgeNeutral;
+  dl->AddRectFilled(b0, b1, p.probes.bannerColour, 3);
   dl->AddText(ImVec2(b0.x + 6, pos.y + (size.y - ws.y) / 2), theme::kText, word);
-  const std::string text = (main_.run->live.empty() ? "" : liveNote(main_.run->live) + "  |  ") +
-                           detailsNote() +
+  const std::string text = (p.main.run->live.empty() ? "" : liveNote(p.main.run->live) + "  |  ") +
+                           detailsNote(p.main) +
                            "  |  the timeline, grid map and replay are ready; fates, stuck ranks, "
                            "NaN/Inf and corrupted messages follow once the whole run is in";
-  probes_.bannerText = text;
-  probes_.bannerShown = elideEnd(text, std::max(0.0f, end.x - 260 - (b1.x + 10)));
+  p.probes.bannerText = text;
+  p.probes.bannerShown = elideEnd(text, std::max(0.0f, end.x - 260 - (b1.x + 10)));
   dl->AddText(ImVec2(b1.x + 10, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2), theme::kTextDim,
-              probes_.bannerShown.c_str());
-  if (main_.detailsPending()) {
+              p.probes.bannerShown.c_str());
+  if (p.main.detailsPending()) {
     ImGui::SetCursorScreenPos(ImVec2(end.x - 250, pos.y + 7));
-    ImGui::ProgressBar(main_.progress(), ImVec2(240, size.y - 14));
+    ImGui::ProgressBar(p.main.progress(), ImVec2(240, size.y - 14));
   }
 }
 
-std::string App::detailsNote() const {
-  const LoadedRun* r = main_.run.get();
-  if (!r || r->detailsLoaded) return "";
-  if (main_.detailsPending()) return "loading details... (plan, gradients, losses)";
-  return "details not loaded: " + (main_.error.empty() ? std::string("(stopped)") : main_.error);
-}
+}  // namespace
 
-bool App::drawDetailsPending(const char* panel) {
-  const std::string note = detailsNote();
-  if (note.empty()) return false;
-  probes_.detailsPendingPanels.push_back(panel);
-  ImGui::TextDisabled("%s", note.c_str());
-  if (main_.detailsPending()) ImGui::ProgressBar(main_.progress(), ImVec2(300, 0));
-  return true;
-}
-
-void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
-  const LoadedRun* run = main_.run.get();
+void drawStatusBanner(PanelContext& p, const ImVec2& pos, const ImVec2& size) {
+  const LoadedRun* run = p.main.run.get();
   if (!run) return;
   const auto& m = run->model;
   const RunProblems& pr = run->problems;
@@ -178,14 +165,14 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
                          pr.replicaMismatches > 0;  // a data problem
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 end(pos.x + size.x, pos.y + size.y);
-  probes_.banner = ImVec4(pos.x, pos.y, end.x, end.y);
+  p.probes.banner = ImVec4(pos.x, pos.y, end.x, end.y);
   if (!run->detailsLoaded) {
     // No verdict before the whole model is in: the recorded status and what is loading.
-    drawPendingBanner(pos, size);
+    drawPendingBanner(p, pos, size);
     return;
   }
   // With two runs open the comparison's verdict leads: it is why two runs are open.
-  const analysis::Comparison* cmp = comparison();
+  const analysis::Comparison* cmp = p.nav.comparison();
   const bool cmpBad = cmp && (cmp->verdict == analysis::Verdict::Diverged ||
                               cmp->verdict == analysis::Verdict::Incomplete);
   const bool good = completed && !nonFinite && !cmpBad;
@@ -195,7 +182,7 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
   const ImU32 badge = good                                       ? theme::kGood
                       : m.info.status == events::RunStatus::Hung ? theme::fateColour(RankFate::Hung)
                                                                  : theme::kBad;
-  probes_.bannerColour = badge;
+  p.probes.bannerColour = badge;
   const std::string wordText = badgeWord(*run, cmp, completed, nonFinite);
   const char* word = wordText.c_str();
   const ImVec2 ws = ImGui::CalcTextSize(word);
@@ -218,13 +205,13 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     buttonsW += ImGui::CalcTextSize(label.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x + 6;
 
   const std::string text = bannerSentence(*run, cmp);
-  probes_.bannerText = text;
-  for (const auto& b : buttons) probes_.bannerButtons.push_back(b.first);
+  p.probes.bannerText = text;
+  for (const auto& b : buttons) p.probes.bannerButtons.push_back(b.first);
   const float textW = end.x - x - buttonsW - 12;
   // Cut visibly ("..."), the whole sentence on hover.
-  probes_.bannerShown = elideEnd(text, std::max(0.0f, textW));
+  p.probes.bannerShown = elideEnd(text, std::max(0.0f, textW));
   dl->AddText(ImVec2(x, pos.y + (size.y - ImGui::GetTextLineHeight()) / 2),
-              good ? theme::kText : theme::kBannerBadText, probes_.bannerShown.c_str());
+              good ? theme::kText : theme::kBannerBadText, p.probes.bannerShown.c_str());
   ImGui::SetCursorScreenPos(ImVec2(x, pos.y));
   ImGui::InvisibleButton("##bannertext", ImVec2(std::max(1.0f, textW), size.y));
   if (ImGui::IsItemHovered() && !text.empty()) {
@@ -239,14 +226,14 @@ void App::drawStatusBanner(const ImVec2& pos, const ImVec2& size) {
     ImGui::SetCursorScreenPos(ImVec2(bx, pos.y + 3));
     ImGui::PushID(which);
     if (ImGui::Button(label.c_str())) {
-      if (which == 0) nav_.showNonFinite();
-      if (which == 1) nav_.showStuck();
-      if (which == 2) nav_.showDivergence();
+      if (which == 0) p.nav.showNonFinite();
+      if (which == 1) p.nav.showStuck();
+      if (which == 2) p.nav.showDivergence();
       if (which == 3) {
-        nav_.select({Selection::Kind::Transfer, m.transfers[pr.firstCorruptTransfer].rank,
-                     pr.firstCorruptTransfer},
-                    false);
-        nav_.focusTransfer(pr.firstCorruptTransfer, false);
+        p.nav.select({Selection::Kind::Transfer, m.transfers[pr.firstCorruptTransfer].rank,
+                      pr.firstCorruptTransfer},
+                     false);
+        p.nav.focusTransfer(pr.firstCorruptTransfer, false);
       }
     }
     ImGui::PopID();

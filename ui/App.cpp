@@ -71,7 +71,7 @@ void App::frame(float dt) {
         return v;
       }();
       payloadFor_ = -2;
-      plotsFor_ = nullptr;
+      plots_.forget();
       busyCache_.clear();  // shares of the previous run
       nav_.zoomOpening();
       viewAtOpen_ = currentView();

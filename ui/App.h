@@ -15,6 +15,7 @@
 #include "ui/LoadedRun.h"
 #include "ui/Navigator.h"
 #include "ui/PanelContext.h"
+#include "ui/Plots.h"
 #include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
 #include "ui/ScriptTarget.h"
@@ -96,7 +97,6 @@ class App : public ScriptTarget {
   void drawGridCell(GridMapContext& g, size_t module, int rank, ImVec2 c0, const char* head);
   void drawSharedCellDots(const GridMapContext& g, size_t module, int rank, ImVec2 c0, ImVec2 c1,
                           ImU32 tc);
-  void drawPlots();
   void drawCompare();
   void drawCompareOpen();  // no compare run yet: where to open one (ComparePanel.cpp)
   void drawFind();
@@ -210,10 +210,7 @@ class App : public ScriptTarget {
   // Range selection on the timeline (right drag).
   bool rangeSelecting_ = false;
   double rangeStartNs_ = 0;
-  // Cached plot series.
-  const LoadedRun* plotsFor_ = nullptr;
-  std::vector<std::string> plotParams_;
-  std::vector<float> lossMean_, lossMb_;
+  Plots plots_;
   // Payload cache for the inspector.
   int64_t payloadFor_ = -2;
   std::vector<float> payloadValues_;

@@ -31,7 +31,7 @@ void App::drawBottom(const ImVec2& pos, const ImVec2& size) {
             drawGridMap();
             break;
           case BottomTab::Plots:
-            drawPlots();
+            plots_.draw(panel_);
             break;
           case BottomTab::Compare:
             drawCompare();

@@ -1,5 +1,7 @@
 // Plots drawn with ImDrawList: loss per iteration and microbatch, gradient norm per parameter
 // over iterations, and per-rank time split with the measured vs expected bubble.
+#include "ui/Plots.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "ui/App.h"
 #include "ui/DetailsPending.h"
 #include "ui/FitText.h"
 #include "ui/Formatting.h"
@@ -262,35 +263,35 @@ void drawTimePlot(ImDrawList* dl, const LoadedRun& run, ImVec2 p, ImVec2 size) {
 
 }  // namespace
 
-void App::drawPlots() {
-  const LoadedRun* run = main_.run.get();
+void Plots::draw(PanelContext& p) {
+  const LoadedRun* run = p.main.run.get();
   if (!run) {
     ImGui::TextDisabled("No run open.");
     return;
   }
-  if (drawDetailsPending(panel_, "plots")) return;  // losses and gradients are details
+  if (drawDetailsPending(p, "plots")) return;  // losses and gradients are details
   const auto& model = run->model;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float w = (avail.x - 20) / 3, h = avail.y - 6;
-  if (plotsFor_ != run) {
-    plotsFor_ = run;
-    plotParams_.clear();
+  if (drawnFor_ != run) {
+    drawnFor_ = run;
+    params_.clear();
     std::map<std::string, int> seen;
     for (const auto& g : model.gradients)
       if (g.phase == events::GradPhase::Reduced && seen.emplace(g.param, 0).second)
-        plotParams_.push_back(g.param);
-    view_.plotParam =
-        std::clamp(view_.plotParam, 0, std::max(0, static_cast<int>(plotParams_.size()) - 1));
+        params_.push_back(g.param);
+    p.view.plotParam =
+        std::clamp(p.view.plotParam, 0, std::max(0, static_cast<int>(params_.size()) - 1));
   }
-  probes_.plotLabels = drawLossPlot(dl, model, origin, ImVec2(w, h));
+  p.probes.plotLabels = drawLossPlot(dl, model, origin, ImVec2(w, h));
   const ImVec2 gradientAt(origin.x + w + 10, origin.y);
-  const std::string* param = plotParams_.empty() ? nullptr : &plotParams_[view_.plotParam];
+  const std::string* param = params_.empty() ? nullptr : &params_[p.view.plotParam];
   for (const ImVec4& r :
        drawGradientPlot(dl, gradientNorms(model, param), gradientAt, ImVec2(w, h)))
-    probes_.plotLabels.push_back(r);
-  parameterCombo(plotParams_, &view_.plotParam, ImVec2(gradientAt.x + 56, gradientAt.y + h - 22),
+    p.probes.plotLabels.push_back(r);
+  parameterCombo(params_, &p.view.plotParam, ImVec2(gradientAt.x + 56, gradientAt.y + h - 22),
                  w - 70);
   drawTimePlot(dl, *run, ImVec2(origin.x + 2 * (w + 10), origin.y), ImVec2(w, h));
   ImGui::SetCursorScreenPos(origin);

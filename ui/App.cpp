@@ -70,7 +70,7 @@ void App::frame(float dt) {
         v.scrollY = 0;
         return v;
       }();
-      payloadFor_ = -2;
+      inspector_.forget();
       plots_.forget();
       busyCache_.clear();  // shares of the previous run
       nav_.zoomOpening();
@@ -150,7 +150,8 @@ void App::frame(float dt) {
   ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(mid.x + timelineW, mid.y),
                                             ImVec2(mid.x + timelineW + splitter, mid.y + middleH),
                                             theme::kSplitter);
-  drawInspector(ImVec2(mid.x + timelineW + splitter, mid.y), ImVec2(view_.inspectorWidth, middleH));
+  inspector_.draw(panel_, ImVec2(mid.x + timelineW + splitter, mid.y),
+                  ImVec2(view_.inspectorWidth, middleH));
   // Horizontal splitter above the bottom panels.
   ImVec2 hs(origin.x, mid.y + middleH);
   ImGui::SetCursorScreenPos(hs);

@@ -12,6 +12,7 @@
 #include "imgui.h"
 #include "storage/Overview.h"
 #include "ui/FrameProbes.h"
+#include "ui/Inspector.h"
 #include "ui/LoadedRun.h"
 #include "ui/Navigator.h"
 #include "ui/PanelContext.h"
@@ -88,7 +89,6 @@ class App : public ScriptTarget {
   void drawMenuBar();
   void drawReplayBar(const ImVec2& pos, const ImVec2& size);
   void drawTimeline(const ImVec2& pos, const ImVec2& size);
-  void drawInspector(const ImVec2& pos, const ImVec2& size);
   void drawBottom(const ImVec2& pos, const ImVec2& size);
   void drawGridMap();
   // The grid map's painters (GridMap.cpp): a module's box of cells, one cell (`head`: its
@@ -153,19 +153,6 @@ class App : public ScriptTarget {
   void stuckTooltip(const TimelineContext& ctx, int rank);
   void collectiveTooltip(int64_t index);
 
-  // Inspector sections.
-  void inspectAction(int rank, int64_t index);
-  void inspectTransfer(int64_t index);
-  void inspectGradient(int64_t index);
-  void inspectLoss(int64_t index);
-  // With a comparison open: run B's side of the selected record of run A (its aligned item),
-  // next to A's, the rows that differ highlighted (Inspector.cpp).
-  void inspectCompared(analysis::ItemKind kind, int64_t index);
-  void inspectCollective(int64_t index);
-  // A rank that did not complete: its fate, the operation it never completed, whom it waits
-  // on, since when and for how long, and why (its own record).
-  void inspectStuck(int rank);
-
   void loadSettings();
   bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced
   void addRecent(const std::string& path);
@@ -211,10 +198,7 @@ class App : public ScriptTarget {
   bool rangeSelecting_ = false;
   double rangeStartNs_ = 0;
   Plots plots_;
-  // Payload cache for the inspector.
-  int64_t payloadFor_ = -2;
-  std::vector<float> payloadValues_;
-  std::string payloadNote_;
+  Inspector inspector_;
 };
 
 }  // namespace stagescope::ui

@@ -13,6 +13,7 @@
 #include <cstdio>
 
 #include "ui/App.h"
+#include "ui/CollectiveLayer.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
@@ -149,8 +150,8 @@ void App::collectiveTooltip(int64_t index) {
   ImGui::EndTooltip();
 }
 
-void App::inspectCollective(int64_t index) {
-  const LoadedRun* run = main_.run.get();
+void inspectCollective(PanelContext& panel, int64_t index) {
+  const LoadedRun* run = panel.main.run.get();
   if (!run || index < 0 || index >= static_cast<int64_t>(run->collectives.instances.size())) return;
   const auto& c = run->collectives.instances[static_cast<size_t>(index)];
   const auto& model = run->model;
@@ -215,9 +216,9 @@ void App::inspectCollective(int64_t index) {
       ImGui::TableSetColumnIndex(0);
       char label[32];
       std::snprintf(label, sizeof label, "r%d (g%d)", r.rank, r.groupRank);
-      if (ImGui::Selectable(label, view_.selection.rank == r.rank,
+      if (ImGui::Selectable(label, panel.view.selection.rank == r.rank,
                             ImGuiSelectableFlags_SpanAllColumns))
-        view_.selection.rank = r.rank;
+        panel.view.selection.rank = r.rank;
       ImGui::TableSetColumnIndex(1);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(unfinished(r) ? theme::kBad : theme::kText),
                          "%s", r.state.c_str());

@@ -1,4 +1,6 @@
 // The inspector: details of the selected action, transfer, gradient or loss.
+#include "ui/Inspector.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +10,7 @@
 #include "core/analysis/Values.h"
 #include "core/events/CapturedLayout.h"
 #include "ui/ActionTransfers.h"
-#include "ui/App.h"
+#include "ui/CollectiveLayer.h"
 #include "ui/DetailsPending.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
@@ -213,77 +215,10 @@ void drawPayload(const std::vector<float>& values, const std::string& note) {
   ImGui::TextWrapped("first values: %s", first.c_str());
 }
 
-}  // namespace
+void inspectCompared(PanelContext& panel, analysis::ItemKind kind, int64_t index);
 
-void App::drawInspector(const ImVec2& pos, const ImVec2& size) {
-  probes_.inspector = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, theme::kInspectorBackground);
-  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(10, 8));
-  ImGui::BeginChild("##inspector", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
-  ImGui::PopStyleVar();
-  ImGui::TextDisabled("INSPECTOR");
-  ImGui::Separator();
-  const LoadedRun* run = main_.run.get();
-  const Selection& s = view_.selection;
-  if (!run || s.kind == Selection::Kind::None) {
-    ImGui::TextWrapped(
-        "Click an action or a transfer arrow on the timeline, a rank in the grid map, "
-        "or a row in Find / Compare.");
-    if (run) {
-      ImGui::Spacing();
-      header("Run", theme::kInfo);
-      const auto& info = run->model.info;
-      if (beginKv("##runkv")) {
-        row("run id", "%s", info.runId.c_str());
-        row("status", "%s %s", events::toString(info.status), info.statusReason.c_str());
-        row("world", "%d ranks, %zu modules", info.worldSize, info.modules.size());
-        const bool captured = events::isCapturedConfig(info.configText);
-        if (captured && info.microbatches == 0)
-          row("schedule", "%d iterations (microbatches: no layout declared)", info.iterations);
-        else
-          row("schedule", "%d iterations x %d microbatches", info.iterations, info.microbatches);
-        row("level", "%s", events::toString(info.level));
-        if (captured)  // the capture sees the job's messages, not its forward/backward compute
-          row("bubble", "%s", "not measured (a captured job records communication only)");
-        else
-          row("bubble", "measured %.1f %%  expected %.1f %%", 100 * run->time.measuredBubble,
-              100 * run->time.expectedBubble);
-        if (captured) row("plan", "%s", planSummary(*run).c_str());
-        row("replay", "%zu steps", run->replay.size());
-        ImGui::EndTable();
-      }
-    }
-  } else {
-    switch (s.kind) {
-      case Selection::Kind::Action:
-        inspectAction(s.rank, s.index);
-        break;
-      case Selection::Kind::Transfer:
-        inspectTransfer(s.index);
-        break;
-      case Selection::Kind::Gradient:
-        inspectGradient(s.index);
-        break;
-      case Selection::Kind::Loss:
-        inspectLoss(s.index);
-        break;
-      case Selection::Kind::Collective:
-        inspectCollective(s.index);
-        break;
-      case Selection::Kind::Stuck:
-        inspectStuck(s.rank);
-        break;
-      default:
-        break;
-    }
-  }
-  ImGui::EndChild();
-  ImGui::PopStyleColor();
-}
-
-void App::inspectAction(int rank, int64_t index) {
-  const LoadedRun* run = main_.run.get();
+void inspectAction(PanelContext& panel, int rank, int64_t index) {
+  const LoadedRun* run = panel.main.run.get();
   const auto& model = run->model;
   if (rank < 0 || rank >= static_cast<int>(model.actions.size()) || index < 0 ||
       index >= static_cast<int64_t>(model.actions[rank].size()))
@@ -330,8 +265,8 @@ void App::inspectAction(int rank, int64_t index) {
         ImGui::TextColored(ImVec4(0.5f, 0.85f, 0.55f, 1), "%s mb%d  (as planned)",
                            events::toString(p.kind), p.microbatch);
     } else if (!run->detailsLoaded) {  // the plan is a detail
-      probes_.detailsPendingPanels.push_back("inspector");
-      row("plan", "%s", detailsNote(main_).c_str());
+      panel.probes.detailsPendingPanels.push_back("inspector");
+      row("plan", "%s", detailsNote(panel.main).c_str());
     }
     int64_t b = run->replay.positionOf(rank, static_cast<int32_t>(index), false);
     int64_t e = run->replay.positionOf(rank, static_cast<int32_t>(index), true);
@@ -340,12 +275,12 @@ void App::inspectAction(int rank, int64_t index) {
     ImGui::EndTable();
   }
   if (ImGui::Button("Go to begin"))
-    nav_.stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), false) + 1);
+    panel.nav.stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), false) + 1);
   ImGui::SameLine();
   if (ImGui::Button("Go to end"))
-    nav_.stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), true) + 1);
+    panel.nav.stepTo(run->replay.positionOf(rank, static_cast<int32_t>(index), true) + 1);
   ImGui::SameLine();
-  if (ImGui::Button("Zoom")) nav_.focusAction(rank, index);
+  if (ImGui::Button("Zoom")) panel.nav.focusAction(rank, index);
   auto transfers = transfersOfAction(model, rank, index);
   if (!transfers.empty()) {
     ImGui::Spacing();
@@ -358,13 +293,14 @@ void App::inspectAction(int rank, int64_t index) {
       std::snprintf(label, sizeof label, "%s %s  r%d -> r%d  %s##t%lld", events::toString(t.side),
                     t.edge.c_str(), t.srcRank, t.dstRank, ok ? "" : "MISMATCH",
                     static_cast<long long>(ti));
-      if (ImGui::Selectable(label)) nav_.select({Selection::Kind::Transfer, t.rank, ti}, false);
+      if (ImGui::Selectable(label))
+        panel.nav.select({Selection::Kind::Transfer, t.rank, ti}, false);
     }
   }
 }
 
-void App::inspectTransfer(int64_t index) {
-  const LoadedRun* run = main_.run.get();
+void inspectTransfer(PanelContext& panel, int64_t index, InspectorPayload& payload) {
+  const LoadedRun* run = panel.main.run.get();
   const auto& model = run->model;
   if (index < 0 || index >= static_cast<int64_t>(model.transfers.size())) return;
   const int32_t p = run->transferPair[index];
@@ -385,24 +321,24 @@ void App::inspectTransfer(int64_t index) {
   if (p >= 0) {
     const PairActions& pa = run->pairActions[p];
     if (pa.sendAction >= 0 && ImGui::Button("Send action"))
-      nav_.select({Selection::Kind::Action, pa.sendRank, pa.sendAction}, true);
+      panel.nav.select({Selection::Kind::Action, pa.sendRank, pa.sendAction}, true);
     ImGui::SameLine();
     if (pa.recvAction >= 0 && ImGui::Button("Receive action"))
-      nav_.select({Selection::Kind::Action, pa.recvRank, pa.recvAction}, true);
+      panel.nav.select({Selection::Kind::Action, pa.recvRank, pa.recvAction}, true);
     ImGui::SameLine();
     if (pa.recvAction >= 0 && ImGui::Button("Go to step"))
-      nav_.stepTo(run->replay.positionOf(pa.recvRank, pa.recvAction, true) + 1);
+      panel.nav.stepTo(run->replay.positionOf(pa.recvRank, pa.recvAction, true) + 1);
   }
-  if (payloadFor_ != index) {
-    payloadFor_ = index;
-    readPayload(*run, index, payloadValues_, payloadNote_);
+  if (payload.index != index) {
+    payload.index = index;
+    readPayload(*run, index, payload.values, payload.note);
   }
-  drawPayload(payloadValues_, payloadNote_);
-  inspectCompared(analysis::ItemKind::Transfer, index);
+  drawPayload(payload.values, payload.note);
+  inspectCompared(panel, analysis::ItemKind::Transfer, index);
 }
 
-void App::inspectGradient(int64_t index) {
-  const LoadedRun* run = main_.run.get();
+void inspectGradient(PanelContext& panel, int64_t index) {
+  const LoadedRun* run = panel.main.run.get();
   const auto& model = run->model;
   if (index < 0 || index >= static_cast<int64_t>(model.gradients.size())) return;
   const auto& g = model.gradients[index];
@@ -460,10 +396,8 @@ void App::inspectGradient(int64_t index) {
     }
     ImGui::EndTable();
   }
-  inspectCompared(analysis::ItemKind::Gradient, index);
+  inspectCompared(panel, analysis::ItemKind::Gradient, index);
 }
-
-namespace {
 
 // Why the run hung, as far as it concerns `rank` (root cause first), in the rank's fate colour.
 void stuckCauses(const RunProblems::Causes& causes, ImU32 colour) {
@@ -475,10 +409,10 @@ void stuckCauses(const RunProblems::Causes& causes, ImU32 colour) {
   ImGui::Spacing();
 }
 
-}  // namespace
-
-void App::inspectStuck(int rank) {
-  const LoadedRun* run = main_.run.get();
+// A rank that did not complete: its fate, the operation it never completed, whom it waits
+// on, since when and for how long, and why (its own record).
+void inspectStuck(PanelContext& panel, int rank) {
+  const LoadedRun* run = panel.main.run.get();
   const RankProblem* fate = run ? run->fateOf(rank) : nullptr;
   if (!fate || fate->fate == RankFate::Completed) return;
   const auto& model = run->model;
@@ -519,8 +453,8 @@ void App::inspectStuck(int rank) {
       ImGui::TextWrapped("%s", w.sentence.c_str());
 }
 
-void App::inspectLoss(int64_t index) {
-  const LoadedRun* run = main_.run.get();
+void inspectLoss(PanelContext& panel, int64_t index) {
+  const LoadedRun* run = panel.main.run.get();
   const auto& model = run->model;
   if (index < 0 || index >= static_cast<int64_t>(model.losses.size())) return;
   const auto& l = model.losses[index];
@@ -531,13 +465,15 @@ void App::inspectLoss(int64_t index) {
     row("iteration", "%d   microbatch %d", l.iteration, l.microbatch);
     ImGui::EndTable();
   }
-  inspectCompared(analysis::ItemKind::Loss, index);
+  inspectCompared(panel, analysis::ItemKind::Loss, index);
 }
 
-void App::inspectCompared(analysis::ItemKind kind, int64_t index) {
-  const analysis::Comparison* c = comparison();
-  const LoadedRun* a = main_.run.get();
-  const LoadedRun* b = compareRun();
+// With a comparison open: run B's side of the selected record of run A (its aligned item),
+// next to A's, the rows that differ highlighted.
+void inspectCompared(PanelContext& panel, analysis::ItemKind kind, int64_t index) {
+  const analysis::Comparison* c = panel.nav.comparison();
+  const LoadedRun* a = panel.main.run.get();
+  const LoadedRun* b = panel.other.run.get();
   if (!c || !a || !b) return;
   // A transfer is aligned by its send side: a selected receive stands for its message.
   int64_t key = index;
@@ -620,6 +556,75 @@ void App::inspectCompared(analysis::ItemKind kind, int64_t index) {
     ImGui::TextColored(differ ? bad : amber, "relative distance %.3g %s tolerance %.3g",
                        item->distance, differ ? ">" : "<=", item->tolerance);
   }
+}
+
+}  // namespace
+
+void Inspector::draw(PanelContext& panel, const ImVec2& pos, const ImVec2& size) {
+  panel.probes.inspector = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, theme::kInspectorBackground);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(10, 8));
+  ImGui::BeginChild("##inspector", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+  ImGui::PopStyleVar();
+  ImGui::TextDisabled("INSPECTOR");
+  ImGui::Separator();
+  const LoadedRun* run = panel.main.run.get();
+  const Selection& s = panel.view.selection;
+  if (!run || s.kind == Selection::Kind::None) {
+    ImGui::TextWrapped(
+        "Click an action or a transfer arrow on the timeline, a rank in the grid map, "
+        "or a row in Find / Compare.");
+    if (run) {
+      ImGui::Spacing();
+      header("Run", theme::kInfo);
+      const auto& info = run->model.info;
+      if (beginKv("##runkv")) {
+        row("run id", "%s", info.runId.c_str());
+        row("status", "%s %s", events::toString(info.status), info.statusReason.c_str());
+        row("world", "%d ranks, %zu modules", info.worldSize, info.modules.size());
+        const bool captured = events::isCapturedConfig(info.configText);
+        if (captured && info.microbatches == 0)
+          row("schedule", "%d iterations (microbatches: no layout declared)", info.iterations);
+        else
+          row("schedule", "%d iterations x %d microbatches", info.iterations, info.microbatches);
+        row("level", "%s", events::toString(info.level));
+        if (captured)  // the capture sees the job's messages, not its forward/backward compute
+          row("bubble", "%s", "not measured (a captured job records communication only)");
+        else
+          row("bubble", "measured %.1f %%  expected %.1f %%", 100 * run->time.measuredBubble,
+              100 * run->time.expectedBubble);
+        if (captured) row("plan", "%s", planSummary(*run).c_str());
+        row("replay", "%zu steps", run->replay.size());
+        ImGui::EndTable();
+      }
+    }
+  } else {
+    switch (s.kind) {
+      case Selection::Kind::Action:
+        inspectAction(panel, s.rank, s.index);
+        break;
+      case Selection::Kind::Transfer:
+        inspectTransfer(panel, s.index, payload_);
+        break;
+      case Selection::Kind::Gradient:
+        inspectGradient(panel, s.index);
+        break;
+      case Selection::Kind::Loss:
+        inspectLoss(panel, s.index);
+        break;
+      case Selection::Kind::Collective:
+        inspectCollective(panel, s.index);
+        break;
+      case Selection::Kind::Stuck:
+        inspectStuck(panel, s.rank);
+        break;
+      default:
+        break;
+    }
+  }
+  ImGui::EndChild();
+  ImGui::PopStyleColor();
 }
 
 }  // namespace stagescope::ui

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "ui/App.h"
+#include "ui/ActionsLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
@@ -144,25 +144,25 @@ const char* shortActionName(events::ActionKind k) {
   }
 }
 
-void App::drawBusyRow(const TimelineContext& ctx, int rank, const RankReplayState& st,
-                      const ImVec2& p0, const ImVec2& p1) {
+void ActionsLayer::drawBusyRow(const TimelineContext& ctx, int rank, const RankReplayState& st,
+                               const ImVec2& p0, const ImVec2& p1) {
   const LoadedRun& run = *ctx.run;
   const double nsPerPx = ctx.nsPerPx;
   const TimeColumns& times = run.actionTimes[rank];
   const auto& model = run.model;
   // Only the run's span is shaded: before a rank's first action inside it is a bubble too.
-  const double from = std::max(view_.viewStart, static_cast<double>(model.minTimeNs));
-  const double to = std::min(view_.viewEnd, static_cast<double>(model.maxTimeNs));
+  const double from = std::max(ctx.view->viewStart, static_cast<double>(model.minTimeNs));
+  const double to = std::min(ctx.view->viewEnd, static_cast<double>(model.maxTimeNs));
   if (to <= from) return;
-  const int c0 = static_cast<int>(std::floor((from - view_.viewStart) / nsPerPx));
-  const int c1 = std::min(static_cast<int>(std::ceil((to - view_.viewStart) / nsPerPx)),
+  const int c0 = static_cast<int>(std::floor((from - ctx.view->viewStart) / nsPerPx));
+  const int c1 = std::min(static_cast<int>(std::ceil((to - ctx.view->viewStart) / nsPerPx)),
                           static_cast<int>(p1.x - p0.x));
   if (c1 <= c0) return;
   // The shares depend only on the run, the rank and the columns' times: a frame that shows the
   // same columns as the last one (hover, replay, a static view) reuses them.
   if (busyCache_.size() <= static_cast<size_t>(rank)) busyCache_.resize(rank + 1);
   BusyCache& cache = busyCache_[rank];
-  const double colT0 = view_.viewStart + c0 * nsPerPx;
+  const double colT0 = ctx.view->viewStart + c0 * nsPerPx;
   if (cache.run != &run || cache.t0 != colT0 || cache.nsPerPx != nsPerPx ||
       cache.columns != c1 - c0) {
     busyPerColumn(times, colT0, nsPerPx, c1 - c0, cache.busy);
@@ -171,18 +171,18 @@ void App::drawBusyRow(const TimelineContext& ctx, int rank, const RankReplayStat
     cache.nsPerPx = nsPerPx;
     cache.columns = c1 - c0;
   }
-  const std::vector<float>& busyScratch_ = cache.busy;
+  const std::vector<float>& busy = cache.busy;
   // The replay: actions from st.done on have not run yet at this step (dimmed).
   int pendingCol = c1;
   if (st.done >= 0 && static_cast<size_t>(st.done) < times.size())
-    pendingCol = std::clamp(
-        static_cast<int>(std::floor(
-            (static_cast<double>(times.startNs[static_cast<size_t>(st.done)]) - view_.viewStart) /
-            nsPerPx)),
-        c0, c1);
+    pendingCol = std::clamp(static_cast<int>(std::floor(
+                                (static_cast<double>(times.startNs[static_cast<size_t>(st.done)]) -
+                                 ctx.view->viewStart) /
+                                nsPerPx)),
+                            c0, c1);
   // Neighbouring columns of the same shade (steps of 1/32) and replay state are one rectangle.
   const auto level = [&](int c) {
-    return static_cast<int>(busyScratch_[static_cast<size_t>(c - c0)] * 32 + 0.5f);
+    return static_cast<int>(busy[static_cast<size_t>(c - c0)] * 32 + 0.5f);
   };
   for (int c = c0; c < c1;) {
     const int l = level(c);
@@ -195,11 +195,12 @@ void App::drawBusyRow(const TimelineContext& ctx, int rank, const RankReplayStat
                           ImVec2(p0.x + static_cast<float>(e), p1.y), colour);
     c = e;
   }
-  probes_.busyRows.push_back(
+  ctx.probes->busyRows.push_back(
       {rank, ImVec4(p0.x + static_cast<float>(c0), p0.y, p0.x + static_cast<float>(c1), p1.y)});
 }
 
-TimelineHover App::drawDenseRow(const TimelineContext& ctx, size_t i, const RankReplayState& st) {
+TimelineHover ActionsLayer::drawDenseRow(const TimelineContext& ctx, size_t i,
+                                         const RankReplayState& st) {
   // More actions in view than could each be kMinItemPx wide: the row is its busy share per
   // pixel column (at most one primitive per column), bubbles dark, busy stretches bright.
   const int rank = ctx.run->rows[i].rank;
@@ -208,7 +209,7 @@ TimelineHover App::drawDenseRow(const TimelineContext& ctx, size_t i, const Rank
   drawBusyRow(ctx, rank, st, ImVec2(ctx.area0.x, y + 2), ImVec2(ctx.area1.x, y + rowHt - 2));
   TimelineHover hover;
   if (ctx.rowHovered(i)) {
-    const double c0 = view_.viewStart + std::floor(ctx.mouse.x - ctx.area0.x) * ctx.nsPerPx;
+    const double c0 = ctx.view->viewStart + std::floor(ctx.mouse.x - ctx.area0.x) * ctx.nsPerPx;
     const IndexRange under = visibleRange(times, static_cast<int64_t>(c0),
                                           static_cast<int64_t>(std::ceil(c0 + ctx.nsPerPx)));
     if (under.size() > 0) {
@@ -219,9 +220,10 @@ TimelineHover App::drawDenseRow(const TimelineContext& ctx, size_t i, const Rank
     }
   }
   const auto& acts = ctx.model().actions[rank];
-  if (view_.selection.kind == Selection::Kind::Action && view_.selection.rank == rank &&
-      view_.selection.index >= 0 && view_.selection.index < static_cast<int64_t>(acts.size())) {
-    const auto& a = acts[view_.selection.index];
+  if (ctx.view->selection.kind == Selection::Kind::Action && ctx.view->selection.rank == rank &&
+      ctx.view->selection.index >= 0 &&
+      ctx.view->selection.index < static_cast<int64_t>(acts.size())) {
+    const auto& a = acts[ctx.view->selection.index];
     const float x0 = ctx.xOf(static_cast<double>(a.startNs));
     const float x1 = std::max(ctx.xOf(static_cast<double>(a.endNs)), x0 + 3.0f);
     ctx.dl->AddRect(ImVec2(x0 - 2, y), ImVec2(x1 + 2, y + rowHt), theme::kSelected, 0, 0, 2);
@@ -229,14 +231,14 @@ TimelineHover App::drawDenseRow(const TimelineContext& ctx, size_t i, const Rank
   return hover;
 }
 
-bool App::drawActionItem(const TimelineContext& ctx, size_t i, const RankReplayState& st,
-                         const DrawItem& d, float* prevX1) {
+bool ActionsLayer::drawActionItem(const TimelineContext& ctx, size_t i, const RankReplayState& st,
+                                  const DrawItem& d, float* prevX1) {
   ImDrawList* dl = ctx.dl;
   const int rank = ctx.run->rows[i].rank;
   const auto& a = ctx.model().actions[rank][d.first];
   ItemBox b = itemBox(ctx, i, st, d);
   const float y = ctx.rowY[i], rowHt = ctx.heightOf(i);
-  if (view_.showIdle && b.x0 - *prevX1 > 6 && *prevX1 > ctx.area0.x - 1e6f)
+  if (ctx.view->showIdle && b.x0 - *prevX1 > 6 && *prevX1 > ctx.area0.x - 1e6f)
     dl->AddRectFilled(ImVec2(*prevX1, y + rowHt - 4), ImVec2(b.x0, y + rowHt - 1), theme::kIdleGap);
   *prevX1 = b.x1;
   if (d.folded()) {
@@ -247,18 +249,18 @@ bool App::drawActionItem(const TimelineContext& ctx, size_t i, const RankReplayS
     dl->AddRectFilled(ImVec2(b.x0, b.top), ImVec2(b.x1, b.bottom),
                       theme::actionColour(b.mi, static_cast<int>(a.kind), alpha), 1.5f);
     drawActionLabel(dl, a, b);
-    probeAction(probes_, ctx, i, d.first, a, b);
+    probeAction(*ctx.probes, ctx, i, d.first, a, b);
     const auto& plans = ctx.model().plan;
     const auto* plan = rank < static_cast<int>(plans.size()) ? &plans[rank] : nullptr;
-    if (view_.showPlan && plan && d.first < plan->size())
+    if (ctx.view->showPlan && plan && d.first < plan->size())
       drawPlannedAction(dl, a, (*plan)[d.first], b);
   }
   if (b.running)
     dl->AddRect(ImVec2(b.x0 - 1, b.laneY + 1), ImVec2(b.x1 + 1, b.laneY + b.laneH - 1),
                 theme::kAccent, 0, 0, 2);
-  if (view_.selection.kind == Selection::Kind::Action && view_.selection.rank == rank &&
-      view_.selection.index >= static_cast<int64_t>(d.first) &&
-      view_.selection.index < static_cast<int64_t>(d.last))
+  if (ctx.view->selection.kind == Selection::Kind::Action && ctx.view->selection.rank == rank &&
+      ctx.view->selection.index >= static_cast<int64_t>(d.first) &&
+      ctx.view->selection.index < static_cast<int64_t>(d.last))
     dl->AddRect(ImVec2(b.x0 - 2, b.laneY), ImVec2(b.x1 + 2, b.laneY + b.laneH), theme::kSelected, 0,
                 0, 2);
   const ImVec2 m = ctx.mouse;
@@ -266,7 +268,8 @@ bool App::drawActionItem(const TimelineContext& ctx, size_t i, const RankReplayS
          m.y < b.laneY + b.laneH;
 }
 
-TimelineHover App::drawActionRow(const TimelineContext& ctx, size_t i, const RankReplayState& st) {
+TimelineHover ActionsLayer::drawRow(const TimelineContext& ctx, size_t i,
+                                    const RankReplayState& st) {
   const int rank = ctx.run->rows[i].rank;
   const TimeColumns& times = ctx.run->actionTimes[rank];
   const IndexRange range = visibleRange(times, ctx.vStart, ctx.vEnd);
@@ -287,7 +290,7 @@ TimelineHover App::drawActionRow(const TimelineContext& ctx, size_t i, const Ran
   return hover;
 }
 
-void App::drawReplayCursor(const TimelineContext& ctx, size_t i, const RankReplayState& st) {
+void drawReplayCursor(const TimelineContext& ctx, size_t i, const RankReplayState& st) {
   const auto& acts = ctx.model().actions[ctx.run->rows[i].rank];
   if (ctx.step <= 0 || acts.empty()) return;
   const int64_t t = st.running ? acts[st.done].startNs

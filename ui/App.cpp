@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ui/DetailsPending.h"
+#include "ui/OverviewLayer.h"
 #include "ui/ScriptVerbs.h"
 #include "ui/StatusBanner.h"
 #include "ui/Theme.h"
@@ -72,7 +73,7 @@ void App::frame(float dt) {
       }();
       inspector_.forget();
       plots_.forget();
-      busyCache_.clear();  // shares of the previous run
+      timeline_.forget();  // shares of the previous run
       nav_.zoomOpening();
       viewAtOpen_ = currentView();
       break;
@@ -166,6 +167,36 @@ void App::frame(float dt) {
   ImGui::End();
   drawOpenPopup();
   probes_.clippedText = findClippedText({"##timeline"});
+}
+
+void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::BeginChild("##timeline", size, false,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  probes_.timeline = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kBackground);
+  if (main_.run)
+    timeline_.draw(panel_, dl, pos, size);
+  else
+    drawTimelineEmpty(dl, pos, size);
+  if (!bannerError_.empty()) drawErrorBanner(pos, size);
+  ImGui::EndChild();
+}
+
+void App::drawTimelineEmpty(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
+  if (overview_ && main_.loading()) {
+    if (drawOverview(dl, *overview_, main_.progress(), pos, size, probes_)) overviewShown_ = true;
+    return;
+  }
+  const char* hint =
+      main_.loading() ? "Loading..." : "Open a run: File > Open, or drop a file here";
+  ImVec2 ts = ImGui::CalcTextSize(hint);
+  dl->AddText(ImVec2(pos.x + (size.x - ts.x) / 2, pos.y + size.y / 2 - 20), theme::kTextDim, hint);
+  if (main_.loading()) {
+    ImGui::SetCursorScreenPos(ImVec2(pos.x + size.x / 2 - 160, pos.y + size.y / 2));
+    ImGui::ProgressBar(main_.progress(), ImVec2(320, 18));
+  }
 }
 
 void App::drawMenuBar() {

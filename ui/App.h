@@ -20,15 +20,11 @@
 #include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
 #include "ui/ScriptTarget.h"
-#include "ui/TimeIndex.h"
+#include "ui/Timeline.h"
 #include "ui/ViewerState.h"
 
 namespace stagescope::ui {
 
-struct TimelineContext;  // ui/TimelineContext.h
-struct TimelineHover;
-struct TimelineArrow;
-struct CollectiveBars;  // CollectiveLayer.cpp
 struct GridMapContext;  // GridMap.cpp
 
 class App : public ScriptTarget {
@@ -105,53 +101,9 @@ class App : public ScriptTarget {
   void drawOpenPopup();
   void drawErrorBanner(const ImVec2& pos, const ImVec2& size);
 
-  void drawTimeRuler(ImDrawList* dl, const ImVec2& p0, const ImVec2& p1, double nsPerPx);
-  // The run file's overview (OverviewLayer.cpp), drawn while the run loads.
-  void drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
-
-  // The timeline (Timeline.cpp) and its layers, one painter each in the file named after its
-  // layer (TimelineContext.h lists them).  A painter returns what the mouse is on in its layer;
-  // drawTimelineLayers picks the hover among them.
+  // The timeline's place: the timeline, or while no run is open the overview of the one
+  // loading, the progress, or a hint; the error banner over either (App.cpp).
   void drawTimelineEmpty(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
-  TimelineContext timelineLayout(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
-  bool timelineInput(TimelineContext& ctx);  // true when the rows were clicked
-  TimelineHover drawTimelineLayers(const TimelineContext& ctx);
-  void drawRowBackgrounds(const TimelineContext& ctx);
-  void drawRowLabels(const TimelineContext& ctx);
-  void drawIterationLines(const TimelineContext& ctx);
-  TimelineHover drawActionRow(const TimelineContext& ctx, size_t row, const RankReplayState& st);
-  TimelineHover drawDenseRow(const TimelineContext& ctx, size_t row, const RankReplayState& st);
-  // One drawn item of a row; true when the mouse is on it.
-  bool drawActionItem(const TimelineContext& ctx, size_t row, const RankReplayState& st,
-                      const DrawItem& d, float* prevX1);
-  // One timeline row zoomed out: its busy share per pixel column between p0.x and p1.x.
-  void drawBusyRow(const TimelineContext& ctx, int rank, const RankReplayState& st,
-                   const ImVec2& p0, const ImVec2& p1);
-  void drawReplayCursor(const TimelineContext& ctx, size_t row, const RankReplayState& st);
-  // Records the drawn block in stuckRect[rank].
-  Selection drawStuck(const TimelineContext& ctx, size_t row, const RankReplayState& st,
-                      std::vector<ImVec4>& stuckRect);
-  void drawWaits(const TimelineContext& ctx, const std::vector<ImVec4>& stuckRect);
-  Selection drawArrows(const TimelineContext& ctx);
-  // Both return the mouse's distance from the arrow (far when it is outside the rows).
-  float drawLocalLoop(const TimelineContext& ctx, const TimelineArrow& arrow,
-                      const events::TransferRecord& t, float* lastLabel);
-  float drawStraightArrow(const TimelineContext& ctx, const TimelineArrow& arrow,
-                          const events::TransferRecord& t);
-  // A captured job's plan overlay (CapturedPlanLayer.cpp): the plan's actions over the
-  // operations that carried them, deviations in red.
-  void drawCapturedPlan(const TimelineContext& ctx);
-  // Captured collectives (CollectiveLayer.cpp): bars per member, bands across the group.  On
-  // a band (not a bar) the returned hover's rank is -1: the rank under it is kept.
-  Selection drawCollectives(const TimelineContext& ctx);
-  CollectiveBars drawCollectiveBars(const TimelineContext& ctx, int32_t instance, bool selected,
-                                    Selection* hover);
-  void drawTimeCursors(const TimelineContext& ctx);
-  void drawTimelineTooltip(const TimelineContext& ctx, const TimelineHover& hover);
-  void actionTooltip(const TimelineContext& ctx, const TimelineHover& hover);
-  void transferTooltip(const TimelineContext& ctx, int64_t index);
-  void stuckTooltip(const TimelineContext& ctx, int rank);
-  void collectiveTooltip(int64_t index);
 
   void loadSettings();
   bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced
@@ -179,25 +131,14 @@ class App : public ScriptTarget {
   Navigator nav_{view_, main_, other_};
   FrameProbes probes_;
   PanelContext panel_{main_, other_, view_, probes_, nav_};  // what each panel is handed
-  std::vector<DrawItem> drawScratch_;
-  // drawBusyRow: per rank, the busy shares of the last columns drawn and what they were for.
-  struct BusyCache {
-    const LoadedRun* run = nullptr;
-    double t0 = 0, nsPerPx = 0;
-    int columns = 0;
-    std::vector<float> busy;
-  };
-  std::vector<BusyCache> busyCache_;
   std::string screenshotRequest_;
   std::string openPathBuffer_;
   bool openPopup_ = false, openCompareMode_ = false;
   bool quit_ = false;
   bool focusFind_ = false;  // Ctrl+F: the Find panel's first field takes the keyboard
   std::string bannerError_;
-  // Range selection on the timeline (right drag).
-  bool rangeSelecting_ = false;
-  double rangeStartNs_ = 0;
   Plots plots_;
+  Timeline timeline_;
   Inspector inspector_;
 };
 

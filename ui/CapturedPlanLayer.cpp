@@ -10,7 +10,7 @@
 // action none of whose messages was recorded is drawn after the rank's last operation.
 #include <algorithm>
 
-#include "ui/App.h"
+#include "ui/CapturedPlanLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
@@ -45,7 +45,7 @@ bool spanTimes(const std::vector<events::ActionRecord>& acts, const analysis::Pl
 
 }  // namespace
 
-void App::drawCapturedPlan(const TimelineContext& ctx) {
+void drawCapturedPlan(const TimelineContext& ctx) {
   const LoadedRun* run = ctx.run;
   if (!run || !run->detailsLoaded || !run->problems.planConformance.judged) return;
   const auto& model = run->model;
@@ -83,7 +83,7 @@ void App::drawCapturedPlan(const TimelineContext& ctx) {
       const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
       if (!s.matched || ts.x + 4 < x1 - x0)
         dl->AddText(ImVec2(x0 + 2, y + 3), s.matched ? theme::kTextDim : c, label.c_str());
-      probes_.planSpans.push_back({rank, ImVec4(x0, y, x1, y + rowH), c});
+      ctx.probes->planSpans.push_back({rank, ImVec4(x0, y, x1, y + rowH), c});
     }
   }
 }

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "ui/App.h"
 #include "ui/CollectiveLayer.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
@@ -44,8 +43,10 @@ struct CollectiveBars {
   float firstEndX = 1e9f;
 };
 
-CollectiveBars App::drawCollectiveBars(const TimelineContext& ctx, int32_t i, bool sel,
-                                       Selection* hover) {
+namespace {
+
+CollectiveBars drawCollectiveBars(const TimelineContext& ctx, int32_t i, bool sel,
+                                  Selection* hover) {
   const LoadedRun* run = ctx.run;
   const auto& ix = run->collectives;
   const auto& c = ix.instances[static_cast<size_t>(i)];
@@ -79,8 +80,8 @@ CollectiveBars App::drawCollectiveBars(const TimelineContext& ctx, int32_t i, bo
     }
     if (bad || sel)
       dl->AddRect(b0, b1, sel ? theme::kSelected : theme::kBad, 2, 0, sel ? 2.0f : 2.5f);
-    if (probes_.collectives.size() < 64)
-      probes_.collectives.push_back(
+    if (ctx.probes->collectives.size() < 64)
+      ctx.probes->collectives.push_back(
           {i, r.rank, ImVec4(x0, y0, x1, y1), open ? theme::kBad : theme::kCollective});
     const ImVec2 mouse = ctx.mouse;
     if (ctx.mouseInArea() && mouse.x >= x0 && mouse.x <= x1 && mouse.y >= y0 && mouse.y <= y1)
@@ -90,7 +91,9 @@ CollectiveBars App::drawCollectiveBars(const TimelineContext& ctx, int32_t i, bo
   return bars;
 }
 
-Selection App::drawCollectives(const TimelineContext& ctx) {
+}  // namespace
+
+Selection drawCollectives(const TimelineContext& ctx) {
   const auto& ix = ctx.run->collectives;
   Selection hover;
   if (ix.instances.empty()) return hover;
@@ -99,7 +102,7 @@ Selection App::drawCollectives(const TimelineContext& ctx) {
   // Too many to tie together legibly: bars only (zoom in for the bands).
   const bool dense = static_cast<float>(visible.size()) > (ctx.area1.x - ctx.area0.x) / 8;
   const int64_t selected =
-      view_.selection.kind == Selection::Kind::Collective ? view_.selection.index : -1;
+      ctx.view->selection.kind == Selection::Kind::Collective ? ctx.view->selection.index : -1;
   float lastLabelRight = -1e9f;
   for (int32_t i : visible) {
     const auto& c = ix.instances[static_cast<size_t>(i)];
@@ -115,8 +118,8 @@ Selection App::drawCollectives(const TimelineContext& ctx) {
       dl->AddRectFilled(ImVec2(xj, bars.top), ImVec2(xe, bars.bottom), theme::kCollectiveBand);
       dl->AddLine(ImVec2(xj, bars.top), ImVec2(xj, bars.bottom), lineCol, sel ? 3.0f : 2.0f);
       for (const float y : bars.dotYs) dl->AddCircleFilled(ImVec2(xj, y), 3.5f, lineCol);
-      if (probes_.collectiveBands.size() < 32)
-        probes_.collectiveBands.push_back(
+      if (ctx.probes->collectiveBands.size() < 32)
+        ctx.probes->collectiveBands.push_back(
             {i, ImVec2(xj, bars.top), ImVec2(xj, bars.bottom), lineCol});
     }
     const std::string label = title(c) + (c.complete() ? "" : "  (incomplete)");
@@ -129,7 +132,7 @@ Selection App::drawCollectives(const TimelineContext& ctx) {
       lastLabelRight = at.x + ts.x;
     }
     // On the band (not on a bar): the collective, at the rank of what is under it (-1: keep
-    // the rank of the hover beneath, App::drawTimeline).
+    // the rank of the hover beneath, Timeline::draw).
     if (ctx.mouseInArea() && std::fabs(ctx.mouse.x - xj) < 4 && ctx.mouse.y >= bars.top &&
         ctx.mouse.y <= bars.bottom)
       hover = {Selection::Kind::Collective, hover.rank, i};
@@ -137,8 +140,8 @@ Selection App::drawCollectives(const TimelineContext& ctx) {
   return hover;
 }
 
-void App::collectiveTooltip(int64_t index) {
-  const LoadedRun* run = main_.run.get();
+void collectiveTooltip(const TimelineContext& ctx, int64_t index) {
+  const LoadedRun* run = ctx.run;
   if (!run || index < 0 || index >= static_cast<int64_t>(run->collectives.instances.size())) return;
   const auto& c = run->collectives.instances[static_cast<size_t>(index)];
   ImGui::BeginTooltip();

@@ -4,14 +4,14 @@
 #include <cmath>
 #include <string>
 
-#include "ui/App.h"
+#include "ui/CursorLayer.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {
 
-void App::drawTimeCursors(const TimelineContext& ctx) {
+void drawTimeCursors(const TimelineContext& ctx, const TimeRangeDrag& range) {
   ImDrawList* dl = ctx.dl;
   const auto& steps = ctx.run->replay.steps();
   // Global time of the current step.
@@ -22,11 +22,11 @@ void App::drawTimeCursors(const TimelineContext& ctx) {
     for (float yy = ctx.area0.y; yy < ctx.area1.y; yy += 8)
       dl->AddLine(ImVec2(x, yy), ImVec2(x, std::min(yy + 4, ctx.area1.y)), theme::kReplayLine);
   }
-  if (!rangeSelecting_) return;
-  const float xa = ctx.xOf(rangeStartNs_), xb = ctx.mouse.x;
+  if (!range.active) return;
+  const float xa = ctx.xOf(range.startNs), xb = ctx.mouse.x;
   dl->AddRectFilled(ImVec2(std::min(xa, xb), ctx.area0.y), ImVec2(std::max(xa, xb), ctx.area1.y),
                     theme::kRangeSelection);
-  const std::string d = formatDuration(std::fabs(ctx.mouseT - rangeStartNs_));
+  const std::string d = formatDuration(std::fabs(ctx.mouseT - range.startNs));
   dl->AddText(ImVec2(std::max(xa, xb) + 4, ctx.area0.y + 4), theme::kText, d.c_str());
 }
 

@@ -4,14 +4,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "ui/App.h"
 #include "ui/IterationLines.h"
+#include "ui/IterationLinesLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
 namespace stagescope::ui {
 
-void App::drawIterationLines(const TimelineContext& ctx) {
+void drawIterationLines(const TimelineContext& ctx) {
   const auto& starts = ctx.run->iterationStartNs;
   std::vector<float> iterationXs;
   for (size_t it = 0; it < starts.size(); ++it) {
@@ -19,11 +19,11 @@ void App::drawIterationLines(const TimelineContext& ctx) {
     const float x = ctx.xOf(static_cast<double>(starts[it]));
     if (x >= ctx.area0.x && x <= ctx.area1.x) iterationXs.push_back(x);
   }
-  probes_.timelineIterationLines = 0;
+  ctx.probes->timelineIterationLines = 0;
   if (!drawsIterationLines(iterationXs.size(), ctx.area1.x - ctx.area0.x)) return;
   for (const float x : iterationXs)
     ctx.dl->AddLine(ImVec2(x, ctx.area0.y), ImVec2(x, ctx.area1.y), theme::kIterationLine, 1.5f);
-  probes_.timelineIterationLines = static_cast<int>(iterationXs.size());
+  ctx.probes->timelineIterationLines = static_cast<int>(iterationXs.size());
 }
 
 }  // namespace stagescope::ui

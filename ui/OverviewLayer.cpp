@@ -4,26 +4,19 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "ui/App.h"
 #include "ui/IterationLines.h"
+#include "ui/OverviewLayer.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
 
-ImU32 theme::heatColour(float busy) {
-  const float b = std::clamp(busy, 0.0f, 1.0f);
-  // Idle: the row background with a red tint (a bubble); busy: bright blue-white.
-  const auto mix = [b](int idle, int full) { return static_cast<int>(idle + (full - idle) * b); };
-  return IM_COL32(mix(70, 150), mix(30, 200), mix(34, 255), 255);
-}
-
-void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
-  const storage::RunOverview& o = *overview_;
+bool drawOverview(ImDrawList* dl, const storage::RunOverview& o, float progress, const ImVec2& pos,
+                  const ImVec2& size, FrameProbes& probes) {
   const float labelW = 200, top = 48;
   const ImVec2 area0(pos.x + labelW, pos.y + top);
   const ImVec2 area1(pos.x + size.x, pos.y + size.y);
   const size_t rows = o.rows.size();
-  if (rows == 0 || o.buckets <= 0) return;
+  if (rows == 0 || o.buckets <= 0) return false;
   const float rowH = std::clamp((area1.y - area0.y) / static_cast<float>(rows), 2.0f, 40.0f);
   const float cellW = (area1.x - area0.x) / static_cast<float>(o.buckets);
   const double bucketNs = o.bucketNs();
@@ -49,7 +42,7 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
       probe.runs.emplace_back(std::max(x1, x0 + 1.0f), level);
       b = e;
     }
-    probes_.overviewRows.push_back(std::move(probe));
+    probes.overviewRows.push_back(std::move(probe));
     if (rowH >= 12) {
       char label[32];
       std::snprintf(label, sizeof label, "rank %d", row.rank);
@@ -67,18 +60,17 @@ void App::drawOverview(ImDrawList* dl, const ImVec2& pos, const ImVec2& size) {
           area0.x +
           static_cast<float>((static_cast<double>(start - o.startNs)) / span) * (area1.x - area0.x);
       dl->AddLine(ImVec2(x, area0.y), ImVec2(x, area1.y), theme::kOverviewIterationLine, 1.0f);
-      ++probes_.overviewIterationLines;
+      ++probes.overviewIterationLines;
     }
   }
   char title[160];
-  std::snprintf(title, sizeof title,
-                "Overview of %lld actions, %zu iterations: loading details %d%%",
-                static_cast<long long>(o.items), o.iterationStartNs.size(),
-                static_cast<int>(main_.progress() * 100));
+  std::snprintf(
+      title, sizeof title, "Overview of %lld actions, %zu iterations: loading details %d%%",
+      static_cast<long long>(o.items), o.iterationStartNs.size(), static_cast<int>(progress * 100));
   dl->AddText(ImVec2(pos.x + 8, pos.y + 6), theme::kText, title);
   ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 24));
-  ImGui::ProgressBar(main_.progress(), ImVec2(std::min(400.0f, size.x - 16), 16));
-  overviewShown_ = true;
+  ImGui::ProgressBar(progress, ImVec2(std::min(400.0f, size.x - 16), 16));
+  return true;
 }
 
 }  // namespace stagescope::ui

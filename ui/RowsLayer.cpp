@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "ui/App.h"
 #include "ui/FitText.h"
+#include "ui/RowsLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
@@ -97,7 +97,7 @@ std::string fittedLabel(const std::string& label, float width) {
 
 }  // namespace
 
-void App::drawRowBackgrounds(const TimelineContext& ctx) {
+void drawRowBackgrounds(const TimelineContext& ctx) {
   ImDrawList* dl = ctx.dl;
   const float x0 = ctx.pos.x, x1 = ctx.area1.x;
   for (size_t i = 0; i < ctx.run->rows.size(); ++i) {
@@ -118,7 +118,7 @@ void App::drawRowBackgrounds(const TimelineContext& ctx) {
   }
 }
 
-void App::drawRowLabels(const TimelineContext& ctx) {
+void drawRowLabels(const TimelineContext& ctx) {
   ImDrawList* dl = ctx.dl;
   const float x0 = ctx.pos.x;
   for (size_t i = 0; i < ctx.run->rows.size(); ++i) {
@@ -130,7 +130,7 @@ void App::drawRowLabels(const TimelineContext& ctx) {
     dl->AddRectFilled(ImVec2(x0, y), ImVec2(x0 + kTimelineLabelWidth, y + rowHt),
                       (i & 1) ? theme::kLabelRowB : theme::kLabelRowA);
     ImU32 tc = theme::kText;
-    if (view_.selection.rank == rank) tc = theme::kAccent;
+    if (ctx.view->selection.rank == rank) tc = theme::kAccent;
     // Where the running dot goes: the label's right end; a split row's badge's bottom.
     ImVec2 dot(x0 + kTimelineLabelWidth - 10, y + rowHt / 2);
     if (row.shared()) {
@@ -143,7 +143,7 @@ void App::drawRowLabels(const TimelineContext& ctx) {
                         theme::moduleColour(row.moduleIndex, false));
       const std::string label = fittedLabel(row.label, badgeLeft - 4 - (x0 + 10));
       dl->AddText(ImVec2(x0 + 10, y + (ctx.rowH - 15) / 2), tc, label.c_str());
-      probes_.rowLabels.push_back(
+      ctx.probes->rowLabels.push_back(
           {rank, x0 + 10 + ImGui::CalcTextSize(label.c_str()).x, badgeLeft});
     }
     if (st.running) dl->AddCircleFilled(dot, 4, theme::kAccent);

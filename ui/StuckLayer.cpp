@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <string>
 
-#include "ui/App.h"
 #include "ui/FitText.h"
 #include "ui/Formatting.h"
+#include "ui/StuckLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 
@@ -60,8 +60,8 @@ void drawCycleLabel(ImDrawList* dl, const ImVec2& from, const ImVec2& to, const 
 
 }  // namespace
 
-Selection App::drawStuck(const TimelineContext& ctx, size_t i, const RankReplayState& st,
-                         StuckRects& stuckRect) {
+Selection drawStuck(const TimelineContext& ctx, size_t i, const RankReplayState& st,
+                    StuckRects& stuckRect) {
   const auto& model = ctx.model();
   const int rank = ctx.run->rows[i].rank;
   const RankProblem* fate = stuckFate(*ctx.run, rank, st);
@@ -94,7 +94,7 @@ Selection App::drawStuck(const TimelineContext& ctx, size_t i, const RankReplayS
                   theme::kBackground, 4.0f);
       dl->AddLine(ImVec2(bx + off - 4, s1.y + 2), ImVec2(bx + off + 4, s0.y - 2), fc, 1.5f);
     }
-    probes_.stuckBreaks.push_back(rank);
+    ctx.probes->stuckBreaks.push_back(rank);
   }
   // The label and the arrows start at the visible part of the block; a label longer than that
   // part ends in "..." ("hung in SF_" read as a whole word), the inspector says it all.
@@ -108,15 +108,15 @@ Selection App::drawStuck(const TimelineContext& ctx, size_t i, const RankReplayS
                 theme::kStuckText, label.c_str());
   dl->PopClipRect();
   stuckRect[rank] = ImVec4(visibleX0, s0.y, s1.x, s1.y);
-  probes_.stuck.push_back({rank, stuckRect[rank], fc});
-  if (view_.selection.kind == Selection::Kind::Stuck && view_.selection.rank == rank)
+  ctx.probes->stuck.push_back({rank, stuckRect[rank], fc});
+  if (ctx.view->selection.kind == Selection::Kind::Stuck && ctx.view->selection.rank == rank)
     dl->AddRect(ImVec2(s0.x - 2, s0.y - 2), ImVec2(s1.x + 2, s1.y + 2), theme::kSelected, 0, 0, 2);
   if (ctx.rowHovered(i) && ctx.mouse.x >= s0.x && ctx.mouse.x <= s1.x)
     return {Selection::Kind::Stuck, rank, -1};
   return {};
 }
 
-void App::stuckTooltip(const TimelineContext& ctx, int rank) {
+void stuckTooltip(const TimelineContext& ctx, int rank) {
   const RankProblem& fate = *ctx.run->fateOf(rank);
   const int64_t from = stuckFrom(ctx.model(), rank);
   ImGui::BeginTooltip();
@@ -125,7 +125,7 @@ void App::stuckTooltip(const TimelineContext& ctx, int rank) {
   ImGui::EndTooltip();
 }
 
-void App::drawWaits(const TimelineContext& ctx, const StuckRects& stuckRect) {
+void drawWaits(const TimelineContext& ctx, const StuckRects& stuckRect) {
   // The wait-for graph: an arrow from each stuck action to the rank it waits on (to that
   // rank's stuck action, or to the end of its last action).
   const auto& model = ctx.model();
@@ -160,7 +160,7 @@ void App::drawWaits(const TimelineContext& ctx, const StuckRects& stuckRect) {
     arrowHead(dl, c2, to, colour, 11);
     dl->AddCircleFilled(from, 4, colour);
     if (!w.cycleLabel.empty()) drawCycleLabel(dl, from, to, w.cycleLabel);
-    probes_.waits.push_back({w.rank, w.waitsOn, from, to, w.inCycle});
+    ctx.probes->waits.push_back({w.rank, w.waitsOn, from, to, w.inCycle});
   }
 }
 

@@ -1,6 +1,7 @@
 // The viewer's palette and fonts (Theme.h).
 #include "ui/Theme.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -135,6 +136,13 @@ ImU32 textOn(ImU32 bg) {
   float b = ((bg >> IM_COL32_B_SHIFT) & 0xff) / 255.0f;
   return 0.299f * r + 0.587f * g + 0.114f * b > 0.55f ? IM_COL32(20, 20, 24, 255)
                                                       : IM_COL32(240, 242, 246, 255);
+}
+
+ImU32 heatColour(float busy) {
+  const float b = std::clamp(busy, 0.0f, 1.0f);
+  // Idle: the row background with a red tint (a bubble); busy: bright blue-white.
+  const auto mix = [b](int idle, int full) { return static_cast<int>(idle + (full - idle) * b); };
+  return IM_COL32(mix(70, 150), mix(30, 200), mix(34, 255), 255);
 }
 
 }  // namespace theme

@@ -1,8 +1,10 @@
 // What every layer of the timeline needs to draw one frame, computed once per frame by
-// App::drawTimeline and handed to one painter per layer (the way Tracy takes its timeline
+// Timeline::draw and handed to one painter per layer (the way Tracy takes its timeline
 // apart): where the panel and its rows' area are, the view's time range and scale, each row's
-// y position and height, the run, and the mouse.  A painter draws its layer and returns what
-// the mouse is on in it (its hover candidate); drawTimeline picks the hover among them.
+// y position and height, the run, the view, the mouse, and where to record what was drawn.
+// A painter draws its layer and returns what the mouse is on in it (its hover candidate);
+// Timeline::draw picks the hover among them.  Painters are free functions (one header per
+// layer) but for the actions layer, an object that keeps its caches (ActionsLayer.h).
 //
 //   RowsLayer.cpp            row backgrounds, module headers, the labels column
 //   IterationLinesLayer.cpp  full-height lines at iterations' starts
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "imgui.h"
+#include "ui/FrameProbes.h"
 #include "ui/LoadedRun.h"
 #include "ui/ViewerState.h"
 
@@ -32,9 +35,11 @@ constexpr float kTimelineHeaderHeight = 18;
 struct TimelineContext {
   ImDrawList* dl = nullptr;
   const LoadedRun* run = nullptr;
-  ImVec2 pos, size;     // the panel
-  ImVec2 area0, area1;  // the rows' area: right of the labels, below the ruler
-  float areaW = 10;     // area1.x - area0.x, at least 10
+  const ViewerState* view = nullptr;  // the selection, the toggles (arrows, plan, idle gaps)
+  FrameProbes* probes = nullptr;      // where a painter records what it drew, for the tests
+  ImVec2 pos, size;                   // the panel
+  ImVec2 area0, area1;                // the rows' area: right of the labels, below the ruler
+  float areaW = 10;                   // area1.x - area0.x, at least 10
   double viewStart = 0, viewEnd = 1, nsPerPx = 1;
   int64_t vStart = 0, vEnd = 1;  // the view's range in whole ns (for the time indexes)
   float rowH = 24;               // one lane's height (a colocated rank's row has several)

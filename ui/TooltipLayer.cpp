@@ -1,15 +1,19 @@
-// The timeline's tooltip: what the mouse is on (App::drawTimeline picks it among the layers'
+// The timeline's tooltip: what the mouse is on (Timeline::draw picks it among the layers'
 // hover candidates): an action or a folded run of them, a collective, a transfer; a stuck
 // block's explanation comes first when the mouse is on one.
 #include <string>
 
-#include "ui/App.h"
+#include "ui/CollectiveLayer.h"
 #include "ui/Formatting.h"
+#include "ui/StuckLayer.h"
 #include "ui/TimelineContext.h"
+#include "ui/TooltipLayer.h"
 
 namespace stagescope::ui {
 
-void App::actionTooltip(const TimelineContext& ctx, const TimelineHover& hover) {
+namespace {
+
+void actionTooltip(const TimelineContext& ctx, const TimelineHover& hover) {
   const auto& model = ctx.model();
   const auto& a = model.actions[hover.what.rank][hover.what.index];
   ImGui::BeginTooltip();
@@ -38,7 +42,7 @@ void App::actionTooltip(const TimelineContext& ctx, const TimelineHover& hover) 
   ImGui::EndTooltip();
 }
 
-void App::transferTooltip(const TimelineContext& ctx, int64_t index) {
+void transferTooltip(const TimelineContext& ctx, int64_t index) {
   const auto& t = ctx.model().transfers[index];
   ImGui::BeginTooltip();
   ImGui::Text("%s %s  it%d mb%d%s", t.edge.c_str(), events::toString(t.direction), t.iteration,
@@ -48,7 +52,9 @@ void App::transferTooltip(const TimelineContext& ctx, int64_t index) {
   ImGui::EndTooltip();
 }
 
-void App::drawTimelineTooltip(const TimelineContext& ctx, const TimelineHover& hover) {
+}  // namespace
+
+void drawTimelineTooltip(const TimelineContext& ctx, const TimelineHover& hover) {
   if (hover.stuckRank >= 0) stuckTooltip(ctx, hover.stuckRank);
   if (!ctx.hovered) return;
   switch (hover.what.kind) {
@@ -56,7 +62,7 @@ void App::drawTimelineTooltip(const TimelineContext& ctx, const TimelineHover& h
       actionTooltip(ctx, hover);
       break;
     case Selection::Kind::Collective:
-      collectiveTooltip(hover.what.index);
+      collectiveTooltip(ctx, hover.what.index);
       break;
     case Selection::Kind::Transfer:
       transferTooltip(ctx, hover.what.index);

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ui/App.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
+#include "ui/TransfersLayer.h"
 
 namespace stagescope::ui {
 namespace {
@@ -102,11 +102,51 @@ void arrowHead(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float size) {
                         ImVec2(base.x + dy * size * 0.5f, base.y - dx * size * 0.5f), col);
 }
 
-Selection App::drawArrows(const TimelineContext& ctx) {
+namespace {
+
+// drawLocalLoop and drawStraightArrow return the mouse's distance from the arrow (far when it
+// is outside the rows).
+float drawLocalLoop(const TimelineContext& ctx, const TimelineArrow& arrow,
+                    const events::TransferRecord& t, float* lastLabel) {
+  // A local hand-off never left the rank: a loop on its row from the sender's lane to the
+  // receiver's, labelled.
+  ImDrawList* dl = ctx.dl;
+  const ImVec2 a = arrow.a, b = arrow.b;
+  const float bulge = std::max(18.0f, std::fabs(b.y - a.y) * 0.6f);
+  const float right = std::max(a.x, b.x) + bulge;
+  const ImVec2 c1(right, a.y), c2(right, b.y);
+  dl->AddBezierCubic(a, c1, c2, b, arrow.col, arrow.thick + 0.8f);
+  arrowHead(dl, c2, b, arrow.col, 7);
+  const ImVec2 at(right - bulge * 0.25f + 2, (a.y + b.y) / 2 - ImGui::GetTextLineHeight() / 2);
+  if (at.x - *lastLabel > 80 || arrow.inFlight || arrow.selected) {
+    dl->AddText(at, arrow.col, "local");
+    *lastLabel = at.x;
+  }
+  if (ctx.probes->locals.size() < 16 && a.x > ctx.area0.x && right + 40 < ctx.area1.x)
+    ctx.probes->locals.push_back({t.rank, a, b, arrow.col});
+  if (!ctx.mouseInArea()) return 1e9f;
+  const ImVec2 mid(0.125f * a.x + 0.375f * c1.x + 0.375f * c2.x + 0.125f * b.x,
+                   0.125f * a.y + 0.375f * c1.y + 0.375f * c2.y + 0.125f * b.y);
+  return std::min(segmentDistance(ctx.mouse, a, mid), segmentDistance(ctx.mouse, mid, b));
+}
+
+float drawStraightArrow(const TimelineContext& ctx, const TimelineArrow& arrow,
+                        const events::TransferRecord& t) {
+  if (t.edgeKind == events::EdgeKind::Bridge)
+    dashedLine(ctx.dl, arrow.a, arrow.b, arrow.col, arrow.thick + 0.6f);
+  else
+    ctx.dl->AddLine(arrow.a, arrow.b, arrow.col, arrow.thick);
+  arrowHead(ctx.dl, arrow.a, arrow.b, arrow.col, 7);
+  return ctx.mouseInArea() ? segmentDistance(ctx.mouse, arrow.a, arrow.b) : 1e9f;
+}
+
+}  // namespace
+
+Selection drawArrows(const TimelineContext& ctx) {
   const LoadedRun* run = ctx.run;
   const auto& model = ctx.model();
   const int64_t selectedTransfer =
-      view_.selection.kind == Selection::Kind::Transfer ? view_.selection.index : -1;
+      ctx.view->selection.kind == Selection::Kind::Transfer ? ctx.view->selection.index : -1;
   const int32_t selectedPair = selectedTransfer >= 0 ? run->transferPair[selectedTransfer] : -1;
   const ArrowRange range = arrowRange(ctx, selectedPair);
   const bool dense = range.dense;
@@ -119,7 +159,7 @@ Selection App::drawArrows(const TimelineContext& ctx) {
     const PairActions& pa = run->pairActions[p];
     const auto& sa = model.actions[pa.sendRank][pa.sendAction];
     const auto& ra = model.actions[pa.recvRank][pa.recvAction];
-    if (static_cast<double>(ra.endNs) < view_.viewStart) continue;
+    if (static_cast<double>(ra.endNs) < ctx.view->viewStart) continue;
     TimelineArrow arrow{};
     arrow.inFlight = step > 0 && run->replay.positionOf(pa.sendRank, pa.sendAction, false) < step &&
                      run->replay.positionOf(pa.recvRank, pa.recvAction, true) >= step;
@@ -158,40 +198,6 @@ Selection App::drawArrows(const TimelineContext& ctx) {
                     theme::kTextDim, msg);
   }
   return hover.what;
-}
-
-float App::drawLocalLoop(const TimelineContext& ctx, const TimelineArrow& arrow,
-                         const events::TransferRecord& t, float* lastLabel) {
-  // A local hand-off never left the rank: a loop on its row from the sender's lane to the
-  // receiver's, labelled.
-  ImDrawList* dl = ctx.dl;
-  const ImVec2 a = arrow.a, b = arrow.b;
-  const float bulge = std::max(18.0f, std::fabs(b.y - a.y) * 0.6f);
-  const float right = std::max(a.x, b.x) + bulge;
-  const ImVec2 c1(right, a.y), c2(right, b.y);
-  dl->AddBezierCubic(a, c1, c2, b, arrow.col, arrow.thick + 0.8f);
-  arrowHead(dl, c2, b, arrow.col, 7);
-  const ImVec2 at(right - bulge * 0.25f + 2, (a.y + b.y) / 2 - ImGui::GetTextLineHeight() / 2);
-  if (at.x - *lastLabel > 80 || arrow.inFlight || arrow.selected) {
-    dl->AddText(at, arrow.col, "local");
-    *lastLabel = at.x;
-  }
-  if (probes_.locals.size() < 16 && a.x > ctx.area0.x && right + 40 < ctx.area1.x)
-    probes_.locals.push_back({t.rank, a, b, arrow.col});
-  if (!ctx.mouseInArea()) return 1e9f;
-  const ImVec2 mid(0.125f * a.x + 0.375f * c1.x + 0.375f * c2.x + 0.125f * b.x,
-                   0.125f * a.y + 0.375f * c1.y + 0.375f * c2.y + 0.125f * b.y);
-  return std::min(segmentDistance(ctx.mouse, a, mid), segmentDistance(ctx.mouse, mid, b));
-}
-
-float App::drawStraightArrow(const TimelineContext& ctx, const TimelineArrow& arrow,
-                             const events::TransferRecord& t) {
-  if (t.edgeKind == events::EdgeKind::Bridge)
-    dashedLine(ctx.dl, arrow.a, arrow.b, arrow.col, arrow.thick + 0.6f);
-  else
-    ctx.dl->AddLine(arrow.a, arrow.b, arrow.col, arrow.thick);
-  arrowHead(ctx.dl, arrow.a, arrow.b, arrow.col, 7);
-  return ctx.mouseInArea() ? segmentDistance(ctx.mouse, arrow.a, arrow.b) : 1e9f;
 }
 
 }  // namespace stagescope::ui

@@ -8,6 +8,7 @@
 
 #include "ui/DetailsPending.h"
 #include "ui/OverviewLayer.h"
+#include "ui/ReplayPanel.h"
 #include "ui/ScriptVerbs.h"
 #include "ui/StatusBanner.h"
 #include "ui/Theme.h"
@@ -72,7 +73,7 @@ void App::frame(float dt) {
         return v;
       }();
       inspector_.forget();
-      plots_.forget();
+      bottom_.forget();
       timeline_.forget();  // shares of the previous run
       nav_.zoomOpening();
       viewAtOpen_ = currentView();
@@ -139,7 +140,7 @@ void App::frame(float dt) {
   const float timelineW = avail.x - view_.inspectorWidth - splitter;
 
   if (bannerH > 0) drawStatusBanner(panel_, origin, ImVec2(avail.x, bannerH));
-  drawReplayBar(ImVec2(origin.x, origin.y + bannerH), ImVec2(avail.x, replayH));
+  drawReplayBar(panel_, ImVec2(origin.x, origin.y + bannerH), ImVec2(avail.x, replayH));
   ImVec2 mid(origin.x, origin.y + bannerH + replayH);
   drawTimeline(mid, ImVec2(timelineW, middleH));
   // Vertical splitter between timeline and inspector.
@@ -162,7 +163,7 @@ void App::frame(float dt) {
     ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
   ImGui::GetWindowDrawList()->AddRectFilled(hs, ImVec2(hs.x + avail.x, hs.y + splitter),
                                             theme::kSplitter);
-  drawBottom(ImVec2(origin.x, hs.y + splitter), ImVec2(avail.x, view_.bottomHeight));
+  bottom_.draw(panel_, ImVec2(origin.x, hs.y + splitter), ImVec2(avail.x, view_.bottomHeight));
   drawStatusBar(ImVec2(origin.x, origin.y + avail.y - statusH), ImVec2(avail.x, statusH));
   ImGui::End();
   drawOpenPopup();
@@ -224,7 +225,7 @@ void App::drawMenuBar() {
     if (ImGui::MenuItem("Zoom to fit", "F")) nav_.zoomFit();
     if (ImGui::MenuItem("Find...", "Ctrl+F")) {
       nav_.showTab(BottomTab::Find);
-      focusFind_ = true;
+      bottom_.focusFind();
     }
     ImGui::MenuItem("Transfer arrows", "X", &view_.showArrows);
     ImGui::MenuItem("Planned schedule overlay", "P", &view_.showPlan);
@@ -314,19 +315,19 @@ void App::drawOpenPopup() {
                                             : "Run file (.db)");
     if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
     char buf[1024];
-    std::snprintf(buf, sizeof buf, "%s", openPathBuffer_.c_str());
+    std::snprintf(buf, sizeof buf, "%s", view_.openPath.c_str());
     bool enter = ImGui::InputText("##path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
-    openPathBuffer_ = buf;
+    view_.openPath = buf;
     if (!view_.recent.empty()) {
       ImGui::TextDisabled("Recent");
       for (const auto& r : view_.recent)
-        if (ImGui::Selectable(r.c_str())) openPathBuffer_ = r;
+        if (ImGui::Selectable(r.c_str())) view_.openPath = r;
     }
     if (ImGui::Button("Open") || enter) {
       if (openCompareMode_)
-        openCompare(openPathBuffer_);
+        openCompare(view_.openPath);
       else
-        open(openPathBuffer_);
+        open(view_.openPath);
       ImGui::CloseCurrentPopup();
     }
     ImGui::SameLine();
@@ -360,7 +361,7 @@ void App::handleKeys() {
   if (io.KeyCtrl && ImGui::IsKeyPressed('Q')) quit_ = true;
   if (io.KeyCtrl && ImGui::IsKeyPressed('F')) {
     nav_.showTab(BottomTab::Find);
-    focusFind_ = true;
+    bottom_.focusFind();
   }
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) {
     if (io.KeyCtrl)

@@ -11,12 +11,12 @@
 
 #include "imgui.h"
 #include "storage/Overview.h"
+#include "ui/BottomPanel.h"
 #include "ui/FrameProbes.h"
 #include "ui/Inspector.h"
 #include "ui/LoadedRun.h"
 #include "ui/Navigator.h"
 #include "ui/PanelContext.h"
-#include "ui/Plots.h"
 #include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
 #include "ui/ScriptTarget.h"
@@ -25,8 +25,6 @@
 
 namespace stagescope::ui {
 
-struct GridMapContext;  // GridMap.cpp
-
 class App : public ScriptTarget {
  public:
   App();
@@ -34,6 +32,7 @@ class App : public ScriptTarget {
 
   void open(const std::string& path) override;
   void openCompare(const std::string& path) override;
+  const std::string& pendingCompare() const override { return pendingCompare_; }
   // Draws one frame of UI (call between ImGui::NewFrame and ImGui::Render).
   void frame(float deltaSeconds);
   // Script: returns false with *error set when the command is unknown or fails
@@ -83,20 +82,7 @@ class App : public ScriptTarget {
  private:
   // Panels (one file each).
   void drawMenuBar();
-  void drawReplayBar(const ImVec2& pos, const ImVec2& size);
   void drawTimeline(const ImVec2& pos, const ImVec2& size);
-  void drawBottom(const ImVec2& pos, const ImVec2& size);
-  void drawGridMap();
-  // The grid map's painters (GridMap.cpp): a module's box of cells, one cell (`head`: its
-  // first line), a colocated rank's dots naming its other modules.
-  void drawGridModule(GridMapContext& g, size_t module);
-  void drawGridCell(GridMapContext& g, size_t module, int rank, ImVec2 c0, const char* head);
-  void drawSharedCellDots(const GridMapContext& g, size_t module, int rank, ImVec2 c0, ImVec2 c1,
-                          ImU32 tc);
-  void drawCompare();
-  void drawCompareOpen();  // no compare run yet: where to open one (ComparePanel.cpp)
-  void drawFind();
-  void drawRunInfo();
   void drawStatusBar(const ImVec2& pos, const ImVec2& size);
   void drawOpenPopup();
   void drawErrorBanner(const ImVec2& pos, const ImVec2& size);
@@ -130,14 +116,12 @@ class App : public ScriptTarget {
   ViewerState view_;
   Navigator nav_{view_, main_, other_};
   FrameProbes probes_;
-  PanelContext panel_{main_, other_, view_, probes_, nav_};  // what each panel is handed
+  PanelContext panel_{main_, other_, view_, probes_, nav_, *this};  // what each panel is handed
   std::string screenshotRequest_;
-  std::string openPathBuffer_;
   bool openPopup_ = false, openCompareMode_ = false;
   bool quit_ = false;
-  bool focusFind_ = false;  // Ctrl+F: the Find panel's first field takes the keyboard
   std::string bannerError_;
-  Plots plots_;
+  BottomPanel bottom_;
   Timeline timeline_;
   Inspector inspector_;
 };

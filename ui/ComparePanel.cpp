@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "core/analysis/Format.h"
-#include "ui/App.h"
+#include "ui/ComparePanel.h"
 #include "ui/DetailsPending.h"
 #include "ui/FitText.h"
 
@@ -168,53 +168,54 @@ void gradientTable(const analysis::Comparison& c, bool differencesOnly, float wi
   ImGui::EndTable();
 }
 
-}  // namespace
-
 // No compare run yet: a path field, the recent runs, the last error.
-void App::drawCompareOpen() {
+void drawCompareOpen(PanelContext& panel) {
   ImGui::TextUnformatted(
       "Compare this run with a second run (any layout of the same model and seed).");
   char buf[1024];
-  std::snprintf(buf, sizeof buf, "%s", openPathBuffer_.c_str());
+  std::snprintf(buf, sizeof buf, "%s", panel.view.openPath.c_str());
   ImGui::SetNextItemWidth(420);
   bool enter = ImGui::InputTextWithHint("##cmp", "path to a run file (.db)", buf, sizeof buf,
                                         ImGuiInputTextFlags_EnterReturnsTrue);
-  openPathBuffer_ = buf;
+  panel.view.openPath = buf;
   ImGui::SameLine();
-  if (ImGui::Button("Open for compare") || enter) openCompare(openPathBuffer_);
-  for (const auto& r : view_.recent) {
-    if (r == main_.path) continue;
-    if (ImGui::SmallButton(r.c_str())) openCompare(r);
+  if (ImGui::Button("Open for compare") || enter) panel.opener.openCompare(panel.view.openPath);
+  for (const auto& r : panel.view.recent) {
+    if (r == panel.main.path) continue;
+    if (ImGui::SmallButton(r.c_str())) panel.opener.openCompare(r);
     ImGui::SameLine();
   }
   ImGui::NewLine();
-  if (!other_.error.empty()) ImGui::TextColored(kRed, "%s", other_.error.c_str());
+  if (!panel.other.error.empty()) ImGui::TextColored(kRed, "%s", panel.other.error.c_str());
 }
 
-void App::drawCompare() {
-  if (!main_.run) {
+}  // namespace
+
+void drawCompare(PanelContext& panel) {
+  if (!panel.main.run) {
     ImGui::TextDisabled("Open a run first.");
     return;
   }
-  if (!pendingCompare_.empty() && drawDetailsPending(panel_, "compare"))
+  if (!panel.opener.pendingCompare().empty() && drawDetailsPending(panel, "compare"))
     return;  // compares whole runs
-  if (other_.loading() || !pendingCompare_.empty()) {
-    ImGui::Text("Loading and comparing %s",
-                pendingCompare_.empty() ? other_.path.c_str() : pendingCompare_.c_str());
-    ImGui::ProgressBar(other_.progress(), ImVec2(300, 0));
+  if (panel.other.loading() || !panel.opener.pendingCompare().empty()) {
+    ImGui::Text("Loading and comparing %s", panel.opener.pendingCompare().empty()
+                                                ? panel.other.path.c_str()
+                                                : panel.opener.pendingCompare().c_str());
+    ImGui::ProgressBar(panel.other.progress(), ImVec2(300, 0));
     return;
   }
-  const analysis::Comparison* c = comparison();
-  if (!other_.run || !c) {
-    drawCompareOpen();
+  const analysis::Comparison* c = panel.nav.comparison();
+  if (!panel.other.run || !c) {
+    drawCompareOpen(panel);
     return;
   }
   comparisonSummary(*c);
-  ImGui::Checkbox("differences only", &view_.compareDifferencesOnly);
+  ImGui::Checkbox("differences only", &panel.view.compareDifferencesOnly);
   ImGui::SameLine(0, 20);
   if (c->first) {
     ImGui::BeginDisabled(c->first->a < 0);
-    if (ImGui::Button("Jump to first divergence")) nav_.showDivergence();
+    if (ImGui::Button("Jump to first divergence")) panel.nav.showDivergence();
     ImGui::EndDisabled();
     ImGui::SameLine();
     ImGui::PushStyleColor(ImGuiCol_Text, kAmber);
@@ -226,9 +227,9 @@ void App::drawCompare() {
 
   // Losses and the gradients that differ most, side by side.
   const float half = (ImGui::GetContentRegionAvail().x - 8) / 2;
-  lossTable(*c, view_.compareDifferencesOnly, half);
+  lossTable(*c, panel.view.compareDifferencesOnly, half);
   ImGui::SameLine(0, 8);
-  gradientTable(*c, view_.compareDifferencesOnly, half);
+  gradientTable(*c, panel.view.compareDifferencesOnly, half);
 }
 
 }  // namespace stagescope::ui

@@ -1,59 +1,12 @@
-// Find: filter actions, transfers or gradients; the bottom panel's tab bar; run information.
+// Find: filter actions, transfers or gradients, and list the hits.
 #include <cstdio>
 
 #include "core/analysis/Format.h"
-#include "ui/App.h"
 #include "ui/DetailsPending.h"
+#include "ui/FindPanel.h"
 #include "ui/Formatting.h"
 
 namespace stagescope::ui {
-
-void App::drawBottom(const ImVec2& pos, const ImVec2& size) {
-  probes_.bottom = ImVec4(pos.x, pos.y, pos.x + size.x, pos.y + size.y);
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 4));
-  ImGui::BeginChild("##bottom", size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
-  ImGui::PopStyleVar();
-  static const char* names[] = {"Grid map", "Plots", "Compare", "Find", "Run info"};
-  if (ImGui::BeginTabBar("##tabs")) {
-    for (int i = 0; i < static_cast<int>(BottomTab::Count); ++i) {
-      ImGuiTabItemFlags f = (view_.tabRequested && static_cast<int>(view_.tab) == i)
-                                ? ImGuiTabItemFlags_SetSelected
-                                : 0;
-      if (ImGui::BeginTabItem(names[i], nullptr, f)) {
-        if (!view_.tabRequested) view_.tab = static_cast<BottomTab>(i);
-        // The grid map of a wide layout scrolls sideways too; the other tabs wrap their text.
-        ImGui::BeginChild(
-            "##tabbody", ImVec2(0, 0), false,
-            i == static_cast<int>(BottomTab::GridMap) ? ImGuiWindowFlags_HorizontalScrollbar : 0);
-        switch (static_cast<BottomTab>(i)) {
-          case BottomTab::GridMap:
-            drawGridMap();
-            break;
-          case BottomTab::Plots:
-            plots_.draw(panel_);
-            break;
-          case BottomTab::Compare:
-            drawCompare();
-            break;
-          case BottomTab::Find:
-            drawFind();
-            break;
-          case BottomTab::RunInfo:
-            drawRunInfo();
-            break;
-          default:
-            break;
-        }
-        ImGui::EndChild();
-        ImGui::EndTabItem();
-      }
-    }
-    view_.tabRequested = false;
-    ImGui::EndTabBar();
-  }
-  ImGui::EndChild();
-}
 
 namespace {
 
@@ -183,39 +136,39 @@ bool beginHitsTable() {
 
 }  // namespace
 
-void App::drawFind() {
-  const LoadedRun* run = main_.run.get();
+void FindPanel::draw(PanelContext& p) {
+  const LoadedRun* run = p.main.run.get();
   if (!run) {
     ImGui::TextDisabled("No run open.");
     return;
   }
   const auto& model = run->model;
-  FindQuery& q = view_.find;
-  if (findFilters(model, q, &focusFind_)) view_.findDirty = true;
+  FindQuery& q = p.view.find;
+  if (findFilters(model, q, &focus_)) p.view.findDirty = true;
   // Gradients, and NaN/Inf in causal order (gradients and losses take part), are details.
-  if ((q.what == FindWhat::Gradients || q.nanInf) && drawDetailsPending(panel_, "find")) return;
-  if (view_.findDirty) {
-    view_.findHits = findItems(model, q, 20000, &view_.findTotal, &run->replay);
-    view_.findDirty = false;
+  if ((q.what == FindWhat::Gradients || q.nanInf) && drawDetailsPending(p, "find")) return;
+  if (p.view.findDirty) {
+    p.view.findHits = findItems(model, q, 20000, &p.view.findTotal, &run->replay);
+    p.view.findDirty = false;
   }
-  ImGui::TextDisabled("%zu matches%s  (-1 = any)%s", view_.findTotal,
-                      view_.findTotal > view_.findHits.size() ? ", first 20000 listed" : "",
+  ImGui::TextDisabled("%zu matches%s  (-1 = any)%s", p.view.findTotal,
+                      p.view.findTotal > p.view.findHits.size() ? ", first 20000 listed" : "",
                       q.nanInf && q.what != FindWhat::Actions
                           ? "  in causal order: the first row is where NaN/Inf appeared"
                           : "");
   if (!beginHitsTable()) return;
   ImGuiListClipper clip;
-  clip.Begin(static_cast<int>(view_.findHits.size()));
+  clip.Begin(static_cast<int>(p.view.findHits.size()));
   while (clip.Step()) {
     for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
-      const FindHit& h = view_.findHits[r];
+      const FindHit& h = p.view.findHits[r];
       ImGui::TableNextRow();
       ImGui::TableSetColumnIndex(0);
       char label[32];
       std::snprintf(label, sizeof label, "r%d##f%d", h.rank, r);
       const Selection s = selectionOf(h);
-      if (ImGui::Selectable(label, view_.selection == s, ImGuiSelectableFlags_SpanAllColumns))
-        nav_.select(s, true);
+      if (ImGui::Selectable(label, p.view.selection == s, ImGuiSelectableFlags_SpanAllColumns))
+        p.nav.select(s, true);
       ImGui::TableSetColumnIndex(1);
       if (h.what == FindWhat::Actions)
         actionCells(model, h);
@@ -226,37 +179,6 @@ void App::drawFind() {
     }
   }
   ImGui::EndTable();
-}
-
-void App::drawRunInfo() {
-  const LoadedRun* run = main_.run.get();
-  if (!run) {
-    ImGui::TextDisabled("No run open.");
-    return;
-  }
-  const auto& m = run->model;
-  const auto& info = m.info;
-  ImGui::Columns(2, "##info", true);
-  ImGui::Text("run %s   schema %d", info.runId.c_str(), m.schemaVersion);
-  ImGui::TextWrapped("status %s  %s", events::toString(info.status), info.statusReason.c_str());
-  if (!run->live.empty()) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s", run->live.c_str());
-  ImGui::Text("stagescope %s  torch %s  sqlite %s", info.versionStagescope.c_str(),
-              info.versionTorch.c_str(), info.versionSqlite.c_str());
-  ImGui::Text("config hash %s", info.configHash.c_str());
-  if (m.partial) ImGui::TextColored(ImVec4(1, 0.5f, 0.3f, 1), "partial run");
-  for (const auto& n : m.notes) ImGui::BulletText("%s", n.c_str());
-  if (!m.diagnoses.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.5f, 0.3f, 1), "Diagnoses");
-    for (const auto& d : m.diagnoses) {
-      const std::string where = analysis::diagnosisWhere(d);
-      ImGui::Bullet();
-      ImGui::TextWrapped("%s: %s", where.c_str(), d.message.c_str());
-    }
-  }
-  ImGui::NextColumn();
-  ImGui::TextDisabled("config");
-  ImGui::TextUnformatted(info.configText.empty() ? "(not recorded)" : info.configText.c_str());
-  ImGui::Columns(1);
 }
 
 }  // namespace stagescope::ui

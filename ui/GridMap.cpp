@@ -7,7 +7,7 @@
 #include <map>
 
 #include "ui/ActionTransfers.h"
-#include "ui/App.h"
+#include "ui/GridMap.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
@@ -231,10 +231,10 @@ ImVec2 drawLegend(const GridMapContext& g) {
   return ImVec2(right, ly);
 }
 
-}  // namespace
-
-void App::drawSharedCellDots(const GridMapContext& g, size_t module, int rank, ImVec2 c0, ImVec2 c1,
-                             ImU32 tc) {
+// The painters: a module's box of cells, one cell (`head`: its first line), a colocated
+// rank's dots naming its other modules.
+void drawSharedCellDots(PanelContext& panel, const GridMapContext& g, size_t module, int rank,
+                        ImVec2 c0, ImVec2 c1, ImU32 tc) {
   // Shared with the rank's other modules: a dot in each one's colour at the top right corner,
   // their names on a third line.
   const auto& m = g.modules()[module];
@@ -247,7 +247,7 @@ void App::drawSharedCellDots(const GridMapContext& g, size_t module, int rank, I
     g.dl->AddRectFilled(ImVec2(dot.x, dot.y), ImVec2(dot.z, dot.w), oc, 2);
     g.dl->AddRect(ImVec2(dot.x - 1, dot.y - 1), ImVec2(dot.z + 1, dot.w + 1), theme::kDotOutline,
                   2);
-    if (probes_.sharedCells.size() < 32) probes_.sharedCells.push_back({rank, dot, oc});
+    if (panel.probes.sharedCells.size() < 32) panel.probes.sharedCells.push_back({rank, dot, oc});
     dx -= 11;
     others += (others.empty() ? "" : ",") + o.module;
   }
@@ -256,13 +256,14 @@ void App::drawSharedCellDots(const GridMapContext& g, size_t module, int rank, I
   g.dl->PopClipRect();
 }
 
-void App::drawGridCell(GridMapContext& g, size_t module, int rank, ImVec2 c0, const char* head) {
+void drawGridCell(PanelContext& panel, GridMapContext& g, size_t module, int rank, ImVec2 c0,
+                  const char* head) {
   ImDrawList* dl = g.dl;
   const auto& model = g.model();
   const ImVec2 c1(c0.x + g.cellW, c0.y + g.cellH);
   const CellState cs = cellState(g, rank, static_cast<int>(module));
   dl->AddRectFilled(c0, c1, cs.fill, 3);
-  const bool sel = rank >= 0 && view_.selection.rank == rank;
+  const bool sel = rank >= 0 && panel.view.selection.rank == rank;
   dl->AddRect(c0, c1, sel ? theme::kAccent : theme::kCellBorder, 3, 0, sel ? 2.0f : 1.0f);
   const ImU32 tc = theme::textOn(cs.fill);
   dl->AddText(ImVec2(c0.x + 4, c0.y + 2), tc, head);
@@ -271,17 +272,17 @@ void App::drawGridCell(GridMapContext& g, size_t module, int rank, ImVec2 c0, co
   drawStoredPips(g, c0, stored, tc);
   if (rank >= 0)
     g.cellCentre[{rank, static_cast<int>(module)}] = ImVec2(c0.x + g.cellW / 2, c0.y + g.cellH / 2);
-  if (rank >= 0 && model.colocated(rank)) drawSharedCellDots(g, module, rank, c0, c1, tc);
+  if (rank >= 0 && model.colocated(rank)) drawSharedCellDots(panel, g, module, rank, c0, c1, tc);
   ImGui::SetCursorScreenPos(c0);
   ImGui::PushID(rank);
   if (ImGui::InvisibleButton("##cell", ImVec2(g.cellW, g.cellH)) && rank >= 0) {
     RankReplayState st = g.run->replay.stateAt(rank, g.step);
     int64_t a = std::min<int64_t>(st.done, static_cast<int64_t>(model.actions[rank].size()) - 1);
-    if (a >= 0) nav_.select({Selection::Kind::Action, rank, a}, true);
+    if (a >= 0) panel.nav.select({Selection::Kind::Action, rank, a}, true);
   }
   if (cs.fate) {
     dl->AddRect(ImVec2(c0.x - 2, c0.y - 2), ImVec2(c1.x + 2, c1.y + 2), cs.fill, 4, 0, 2.5f);
-    probes_.cells.push_back({rank, ImVec4(c0.x, c0.y, c1.x, c1.y), cs.fill});
+    panel.probes.cells.push_back({rank, ImVec4(c0.x, c0.y, c1.x, c1.y), cs.fill});
   }
   if (ImGui::IsItemHovered() && rank >= 0)
     ImGui::SetTooltip(
@@ -293,7 +294,7 @@ void App::drawGridCell(GridMapContext& g, size_t module, int rank, ImVec2 c0, co
   ImGui::PopID();
 }
 
-void App::drawGridModule(GridMapContext& g, size_t i) {
+void drawGridModule(PanelContext& panel, GridMapContext& g, size_t i) {
   const auto& m = g.modules()[i];
   const ImVec4 b = g.boxes[i];
   g.dl->AddRectFilled(ImVec2(b.x, b.y), ImVec2(b.z, b.w), theme::kGridModuleBox, 4);
@@ -313,14 +314,16 @@ void App::drawGridModule(GridMapContext& g, size_t i) {
         const float y0 = b.y + 26 + (d * m.tp + t) * (g.cellH + g.gap) + d * 6;
         char head[48];
         std::snprintf(head, sizeof head, "r%d  t%d p%d d%d", rank, t, p, d);
-        drawGridCell(g, i, rank, ImVec2(x0, y0), head);
+        drawGridCell(panel, g, i, rank, ImVec2(x0, y0), head);
       }
     }
   }
 }
 
-void App::drawGridMap() {
-  const LoadedRun* run = main_.run.get();
+}  // namespace
+
+void drawGridMap(PanelContext& panel) {
+  const LoadedRun* run = panel.main.run.get();
   if (!run) {
     ImGui::TextDisabled("No run open.");
     return;
@@ -329,16 +332,17 @@ void App::drawGridMap() {
   g.dl = ImGui::GetWindowDrawList();
   g.run = run;
   g.origin = ImGui::GetCursorScreenPos();
-  g.step = view_.step;
-  probes_.gridMap = ImVec4(g.origin.x, g.origin.y, g.origin.x + ImGui::GetContentRegionAvail().x,
-                           g.origin.y + ImGui::GetContentRegionAvail().y);
+  g.step = panel.view.step;
+  panel.probes.gridMap =
+      ImVec4(g.origin.x, g.origin.y, g.origin.x + ImGui::GetContentRegionAvail().x,
+             g.origin.y + ImGui::GetContentRegionAvail().y);
   bool anyShared = false;
   for (const auto& ri : run->model.ranks) anyShared |= run->model.colocated(ri.rank);
   // Cells of a run with colocated ranks are larger: a third line names the other modules.
   g.cellW = anyShared ? 150 : 92;
   g.cellH = anyShared ? 60 : 46;
   layoutGrid(g);
-  for (size_t i = 0; i < g.modules().size(); ++i) drawGridModule(g, i);
+  for (size_t i = 0; i < g.modules().size(); ++i) drawGridModule(panel, g, i);
   drawBridges(g);
   // The map's extent (module boxes, the bridge labels below them, the legend) is laid out as
   // one item, so that a grid taller or wider than the panel scrolls instead of running off it.
@@ -347,7 +351,7 @@ void App::drawGridMap() {
   extent.y += ImGui::GetTextLineHeightWithSpacing() + 4;  // a bridge's label under its box
   ImGui::SetCursorScreenPos(g.origin);
   ImGui::Dummy(ImVec2(extent.x - g.origin.x + 8, extent.y - g.origin.y));
-  probes_.gridMapContent =
+  panel.probes.gridMapContent =
       ImVec4(extent.x, extent.y, ImGui::GetScrollMaxX(), ImGui::GetScrollMaxY());
 }
 

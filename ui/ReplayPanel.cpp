@@ -2,17 +2,17 @@
 // a one-line description of the current step.
 #include <cstdio>
 
-#include "ui/App.h"
+#include "ui/ReplayPanel.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
 
-void App::drawReplayBar(const ImVec2& pos, const ImVec2& size) {
+void drawReplayBar(PanelContext& panel, const ImVec2& pos, const ImVec2& size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kBarBackground);
   dl->AddLine(ImVec2(pos.x, pos.y + size.y - 1), ImVec2(pos.x + size.x, pos.y + size.y - 1),
               theme::kGrid);
-  const LoadedRun* run = main_.run.get();
+  const LoadedRun* run = panel.main.run.get();
   ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 7));
   ImGui::BeginDisabled(run == nullptr);
   const auto* replay = run ? &run->replay : nullptr;
@@ -23,38 +23,38 @@ void App::drawReplayBar(const ImVec2& pos, const ImVec2& size) {
     ImGui::SameLine(0, 3);
     return r;
   };
-  if (button("|<", "First step (Home)")) nav_.stepTo(0);
+  if (button("|<", "First step (Home)")) panel.nav.stepTo(0);
   if (button("<<", "Previous iteration (Ctrl+Left)") && replay)
-    nav_.stepTo(replay->prevIteration(view_.step));
+    panel.nav.stepTo(replay->prevIteration(panel.view.step));
   if (button("<m", "Previous microbatch (Shift+Left)") && replay)
-    nav_.stepTo(replay->prevMicrobatch(view_.step));
-  if (button("<", "Step back (Left)")) nav_.stepTo(view_.step - 1);
-  ImGui::PushStyleColor(ImGuiCol_Button, view_.playing ? ImVec4(0.55f, 0.42f, 0.1f, 1)
-                                                       : ImVec4(0.2f, 0.38f, 0.25f, 1));
-  if (button(view_.playing ? " Pause " : " Play  ", "Play / pause (Space)")) {
-    if (!view_.playing && view_.step >= total) nav_.stepTo(0);
-    view_.playing = !view_.playing;
+    panel.nav.stepTo(replay->prevMicrobatch(panel.view.step));
+  if (button("<", "Step back (Left)")) panel.nav.stepTo(panel.view.step - 1);
+  ImGui::PushStyleColor(ImGuiCol_Button, panel.view.playing ? ImVec4(0.55f, 0.42f, 0.1f, 1)
+                                                            : ImVec4(0.2f, 0.38f, 0.25f, 1));
+  if (button(panel.view.playing ? " Pause " : " Play  ", "Play / pause (Space)")) {
+    if (!panel.view.playing && panel.view.step >= total) panel.nav.stepTo(0);
+    panel.view.playing = !panel.view.playing;
   }
   ImGui::PopStyleColor();
-  if (button(">", "Step forward (Right)")) nav_.stepTo(view_.step + 1);
+  if (button(">", "Step forward (Right)")) panel.nav.stepTo(panel.view.step + 1);
   if (button("m>", "Next microbatch (Shift+Right)") && replay)
-    nav_.stepTo(replay->nextMicrobatch(view_.step));
+    panel.nav.stepTo(replay->nextMicrobatch(panel.view.step));
   if (button(">>", "Next iteration (Ctrl+Right)") && replay)
-    nav_.stepTo(replay->nextIteration(view_.step));
-  if (button(">|", "Last step (End)")) nav_.stepTo(total);
+    panel.nav.stepTo(replay->nextIteration(panel.view.step));
+  if (button(">|", "Last step (End)")) panel.nav.stepTo(total);
   ImGui::SameLine(0, 10);
   ImGui::SetNextItemWidth(110);
-  ImGui::SliderFloat("##speed", &view_.speed, 1, 2000, "%.0f steps/s",
+  ImGui::SliderFloat("##speed", &panel.view.speed, 1, 2000, "%.0f steps/s",
                      ImGuiSliderFlags_Logarithmic);
   ImGui::SameLine(0, 10);
 
   // Description of the current step.
   char desc[200] = "";
-  if (run && view_.step > 0) {
-    const ReplayStep& s = replay->steps()[view_.step - 1];
+  if (run && panel.view.step > 0) {
+    const ReplayStep& s = replay->steps()[panel.view.step - 1];
     const auto& a = run->model.actions[s.rank][s.action];
     std::snprintf(desc, sizeof desc, "step %lld/%lld  r%d %s %s it%d mb%d",
-                  static_cast<long long>(view_.step), static_cast<long long>(total), s.rank,
+                  static_cast<long long>(panel.view.step), static_cast<long long>(total), s.rank,
                   s.end ? "ends" : "begins", events::toString(a.kind), a.iteration, a.microbatch);
   } else if (run) {
     std::snprintf(desc, sizeof desc, "step 0/%lld  (before the run)",
@@ -71,9 +71,10 @@ void App::drawReplayBar(const ImVec2& pos, const ImVec2& size) {
     if (total > 0) {
       if (ImGui::IsItemActive()) {
         float f = std::clamp((ImGui::GetIO().MousePos.x - b0.x) / (b1.x - b0.x), 0.0f, 1.0f);
-        nav_.stepTo(static_cast<int64_t>(f * static_cast<float>(total) + 0.5f));
+        panel.nav.stepTo(static_cast<int64_t>(f * static_cast<float>(total) + 0.5f));
       }
-      float fx = b0.x + (b1.x - b0.x) * static_cast<float>(view_.step) / static_cast<float>(total);
+      float fx =
+          b0.x + (b1.x - b0.x) * static_cast<float>(panel.view.step) / static_cast<float>(total);
       dl->AddRectFilled(b0, ImVec2(fx, b1.y), theme::kReplayProgress, 3);
       for (int64_t s = replay->nextIteration(0); s < total; s = replay->nextIteration(s)) {
         float x = b0.x + (b1.x - b0.x) * static_cast<float>(s) / static_cast<float>(total);

@@ -1,5 +1,5 @@
-// What a script verb (ScriptVerbs.h) may do to the viewer: open runs, read and set the view,
-// move it, ask for a screenshot, quit.  The verbs act on this and nothing else of the App,
+// What a script verb (ScriptVerbs.h) may do to the viewer: open runs (RunOpener), read and set the
+// view, move it, ask for a screenshot, quit.  The verbs act on this and nothing else of the App,
 // which implements it.
 #pragma once
 
@@ -7,20 +7,18 @@
 
 #include "ui/LoadedRun.h"
 #include "ui/Navigator.h"
+#include "ui/RunOpener.h"
 #include "ui/ViewerState.h"
 
 namespace stagescope::ui {
 
-class ScriptTarget {
+class ScriptTarget : public RunOpener {
  public:
-  virtual ~ScriptTarget() = default;
   // The open main run (null when none); whether one is being loaded; why the last one could
   // not be opened ("" when it could).
   virtual const LoadedRun* run() const = 0;
   virtual bool loading() const = 0;
   virtual const std::string& loadError() const = 0;
-  virtual void open(const std::string& path) = 0;
-  virtual void openCompare(const std::string& path) = 0;
   virtual ViewerState& state() = 0;
   virtual Navigator& navigator() = 0;
   // A PNG of the window (and PATH.probes) written after this frame is rendered.

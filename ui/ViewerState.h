@@ -59,6 +59,8 @@ struct ViewerState {
   int plotParam = 0;
   bool compareDifferencesOnly = true;
   std::vector<std::string> recent;
+  // The path typed in the Open dialog or the Compare tab's field: one text, shared by both.
+  std::string openPath;
 };
 
 }  // namespace stagescope::ui

@@ -7,16 +7,18 @@
 #include <sstream>
 
 #include "ui/DetailsPending.h"
+#include "ui/ErrorBanner.h"
 #include "ui/OverviewLayer.h"
 #include "ui/ReplayPanel.h"
 #include "ui/ScriptVerbs.h"
 #include "ui/StatusBanner.h"
+#include "ui/StatusBar.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
 
 App::App() {
-  loadSettings();
+  settings_.load(view_);
 }
 
 App::~App() {
@@ -59,7 +61,7 @@ std::string App::takeScreenshotRequest() {
 void App::frame(float dt) {
   switch (main_.poll(holdLoads_, holdDetails_)) {
     case RunSlot::Change::Opened:  // the timeline: interactive
-      addRecent(main_.path);
+      addRecent(view_.recent, main_.path);
       view_ = [&] {
         ViewerState v = view_;
         v.selection = {};
@@ -107,7 +109,7 @@ void App::frame(float dt) {
       break;
     case RunSlot::Change::Opened:
       if (other_.comparedWith == main_.run)
-        addRecent(other_.path);
+        addRecent(view_.recent, other_.path);
       else if (main_.loading())  // the main run changed while this one loaded
         pendingCompare_ = other_.path;
       else if (main_.run && main_.run->detailsLoaded)
@@ -164,9 +166,9 @@ void App::frame(float dt) {
   ImGui::GetWindowDrawList()->AddRectFilled(hs, ImVec2(hs.x + avail.x, hs.y + splitter),
                                             theme::kSplitter);
   bottom_.draw(panel_, ImVec2(origin.x, hs.y + splitter), ImVec2(avail.x, view_.bottomHeight));
-  drawStatusBar(ImVec2(origin.x, origin.y + avail.y - statusH), ImVec2(avail.x, statusH));
+  drawStatusBar(panel_, ImVec2(origin.x, origin.y + avail.y - statusH), ImVec2(avail.x, statusH));
   ImGui::End();
-  drawOpenPopup();
+  openDialog_.draw(panel_);
   probes_.clippedText = findClippedText({"##timeline"});
 }
 
@@ -181,7 +183,7 @@ void App::drawTimeline(const ImVec2& pos, const ImVec2& size) {
     timeline_.draw(panel_, dl, pos, size);
   else
     drawTimelineEmpty(dl, pos, size);
-  if (!bannerError_.empty()) drawErrorBanner(pos, size);
+  if (!bannerError_.empty()) drawErrorBanner(bannerError_, pos, size);
   ImGui::EndChild();
 }
 
@@ -204,12 +206,10 @@ void App::drawMenuBar() {
   if (!ImGui::BeginMenuBar()) return;
   if (ImGui::BeginMenu("File")) {
     if (ImGui::MenuItem("Open run...", "Ctrl+O")) {
-      openPopup_ = true;
-      openCompareMode_ = false;
+      openDialog_.show(false);
     }
     if (ImGui::MenuItem("Open run to compare...", nullptr, false, main_.run != nullptr)) {
-      openPopup_ = true;
-      openCompareMode_ = true;
+      openDialog_.show(true);
     }
     if (ImGui::BeginMenu("Recent", !view_.recent.empty())) {
       for (const auto& r : view_.recent)
@@ -261,103 +261,14 @@ void App::drawMenuBar() {
   ImGui::EndMenuBar();
 }
 
-void App::drawStatusBar(const ImVec2& pos, const ImVec2& size) {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), theme::kStatusBar);
-  ImGui::SetCursorScreenPos(ImVec2(pos.x + 8, pos.y + 3));
-  const LoadedRun* r = main_.run.get();
-  if (main_.loading() && !main_.detailsPending()) {
-    ImGui::Text("Loading %s", main_.path.c_str());
-    ImGui::SameLine();
-    ImGui::ProgressBar(main_.progress(), ImVec2(240, 16));
-  } else if (r && !r->detailsLoaded) {
-    size_t events = r->model.transfers.size();
-    for (const auto& a : r->model.actions) events += a.size();
-    ImGui::Text("%zu actions and transfers   %zu ranks   timeline in %.2f s (+%.2f s index)   %s",
-                events, static_cast<size_t>(r->model.rankCount()), r->loadSeconds, r->indexSeconds,
-                detailsNote(main_).c_str());
-    if (main_.detailsPending()) {
-      ImGui::SameLine();
-      ImGui::ProgressBar(main_.progress(), ImVec2(200, 16));
-    }
-  } else if (r) {
-    size_t events = r->model.transfers.size() + r->model.gradients.size() + r->model.losses.size();
-    for (const auto& a : r->model.actions) events += a.size();
-    ImGui::Text("%zu events   %zu ranks   timeline in %.2f s (+%.2f s index), details %.2f s   %s",
-                events, static_cast<size_t>(r->model.rankCount()), r->loadSeconds, r->indexSeconds,
-                r->detailsSeconds, r->model.partial ? "PARTIAL RUN" : "");
-    if (r->replay.brokenConstraints())
-      ImGui::SameLine(),
-          ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%zu causal constraints could not be met",
-                             r->replay.brokenConstraints());
-  } else {
-    ImGui::TextDisabled("No run open. File > Open, or drop a run file on the window.");
-  }
-  if (other_.loading()) {
-    ImGui::SameLine();
-    ImGui::Text("   compare: loading");
-    ImGui::SameLine();
-    ImGui::ProgressBar(other_.progress(), ImVec2(160, 16));
-  } else if (other_.run) {
-    ImGui::SameLine();
-    ImGui::TextDisabled("   compare: %s", other_.path.c_str());
-  }
-}
-
-void App::drawOpenPopup() {
-  if (openPopup_) {
-    ImGui::OpenPopup("Open run");
-    openPopup_ = false;
-  }
-  ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
-  if (ImGui::BeginPopupModal("Open run", nullptr, ImGuiWindowFlags_NoSavedSettings)) {
-    ImGui::TextUnformatted(openCompareMode_ ? "Run file to compare with the open run:"
-                                            : "Run file (.db)");
-    if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
-    char buf[1024];
-    std::snprintf(buf, sizeof buf, "%s", view_.openPath.c_str());
-    bool enter = ImGui::InputText("##path", buf, sizeof buf, ImGuiInputTextFlags_EnterReturnsTrue);
-    view_.openPath = buf;
-    if (!view_.recent.empty()) {
-      ImGui::TextDisabled("Recent");
-      for (const auto& r : view_.recent)
-        if (ImGui::Selectable(r.c_str())) view_.openPath = r;
-    }
-    if (ImGui::Button("Open") || enter) {
-      if (openCompareMode_)
-        openCompare(view_.openPath);
-      else
-        open(view_.openPath);
-      ImGui::CloseCurrentPopup();
-    }
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
-      ImGui::CloseCurrentPopup();
-    ImGui::EndPopup();
-  }
-}
-
-void App::drawErrorBanner(const ImVec2& pos, const ImVec2& size) {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  ImVec2 p0(pos.x + 24, pos.y + 24);
-  ImVec2 p1(pos.x + size.x - 24, pos.y + 24 + 86);
-  dl->AddRectFilled(p0, p1, theme::kErrorBanner, 3);
-  dl->AddRectFilled(p0, ImVec2(p0.x + 5, p1.y), theme::kBad, 3);
-  dl->AddText(ImVec2(p0.x + 16, p0.y + 10), theme::kErrorTitle, "Could not open the run");
-  dl->AddText(nullptr, 0, ImVec2(p0.x + 16, p0.y + 34), theme::kText, bannerError_.c_str(), nullptr,
-              p1.x - p0.x - 32);
-  ImGui::SetCursorScreenPos(ImVec2(p1.x - 80, p0.y + 8));
-  if (ImGui::SmallButton("Dismiss")) bannerError_.clear();
-}
-
 void App::handleKeys() {
   ImGuiIO& io = ImGui::GetIO();
   if (io.WantTextInput || !main_.run) {
-    if (io.KeyCtrl && ImGui::IsKeyPressed('O')) openPopup_ = true;
+    if (io.KeyCtrl && ImGui::IsKeyPressed('O')) openDialog_.reopen();
     return;
   }
   const auto& replay = main_.run->replay;
-  if (io.KeyCtrl && ImGui::IsKeyPressed('O')) openPopup_ = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed('O')) openDialog_.reopen();
   if (io.KeyCtrl && ImGui::IsKeyPressed('Q')) quit_ = true;
   if (io.KeyCtrl && ImGui::IsKeyPressed('F')) {
     nav_.showTab(BottomTab::Find);

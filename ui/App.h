@@ -16,10 +16,12 @@
 #include "ui/Inspector.h"
 #include "ui/LoadedRun.h"
 #include "ui/Navigator.h"
+#include "ui/OpenDialog.h"
 #include "ui/PanelContext.h"
 #include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
 #include "ui/ScriptTarget.h"
+#include "ui/Settings.h"
 #include "ui/Timeline.h"
 #include "ui/ViewerState.h"
 
@@ -53,7 +55,7 @@ class App : public ScriptTarget {
   // A screenshot the host should write after rendering this frame ("" if none).
   std::string takeScreenshotRequest();
   const FrameProbes& probes() const { return probes_; }
-  void saveSettings() const;
+  void saveSettings() const { settings_.save(view_); }
   ViewerState& state() override { return view_; }
   const LoadedRun* run() const override { return main_.run.get(); }
   const LoadedRun* compareRun() const { return other_.run.get(); }
@@ -83,17 +85,11 @@ class App : public ScriptTarget {
   // Panels (one file each).
   void drawMenuBar();
   void drawTimeline(const ImVec2& pos, const ImVec2& size);
-  void drawStatusBar(const ImVec2& pos, const ImVec2& size);
-  void drawOpenPopup();
-  void drawErrorBanner(const ImVec2& pos, const ImVec2& size);
 
   // The timeline's place: the timeline, or while no run is open the overview of the one
   // loading, the progress, or a hint; the error banner over either (App.cpp).
   void drawTimelineEmpty(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
 
-  void loadSettings();
-  bool settingsUnsaved_ = false;  // viewer.ini is not a regular file: never replaced
-  void addRecent(const std::string& path);
   void handleKeys();
 
   RunSlot main_, other_;
@@ -118,7 +114,8 @@ class App : public ScriptTarget {
   FrameProbes probes_;
   PanelContext panel_{main_, other_, view_, probes_, nav_, *this};  // what each panel is handed
   std::string screenshotRequest_;
-  bool openPopup_ = false, openCompareMode_ = false;
+  OpenDialog openDialog_;
+  ViewerSettings settings_;
   bool quit_ = false;
   std::string bannerError_;
   BottomPanel bottom_;

@@ -1,5 +1,8 @@
 // View settings that outlive a session: a small key=value file next to imgui.ini under
 // $XDG_CONFIG_HOME/stagescope (or ~/.config/stagescope).
+#include "ui/Settings.h"
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +15,6 @@
 #include <unistd.h>
 
 #include "core/events/Printable.h"
-#include "ui/App.h"
 #include "ui/Settings.h"
 
 namespace stagescope::ui {
@@ -59,14 +61,14 @@ std::optional<double> settingNumber(const std::string& text, double lo, double h
 // not a number, a flag other than 0/1) keeps that setting's default and prints one line
 // naming the file, key, value and what was expected; unknown keys are ignored (a newer
 // viewer may have written them).
-void App::loadSettings() {
+void ViewerSettings::load(ViewerState& view) {
   const std::string file = (std::filesystem::path(configDir()) / "viewer.ini").string();
   if (const std::string problem = settingsFileProblem(file); !problem.empty()) {
     std::fprintf(stderr, "%s\n",
                  events::printableLine("viewer: " + file + ": " + problem +
                                        "; the default settings are used and not saved")
                      .c_str());
-    settingsUnsaved_ = true;
+    unsaved_ = true;
     return;
   }
   std::ifstream in(file);
@@ -98,25 +100,25 @@ void App::loadSettings() {
     if (eq == std::string::npos) continue;
     std::string k = line.substr(0, eq), v = line.substr(eq + 1);
     if (k == "recent") {
-      if (view_.recent.size() < 10) view_.recent.push_back(v);
+      if (view.recent.size() < 10) view.recent.push_back(v);
     } else if (k == "row_height") {
-      number(k, v, 14, 60, &view_.rowHeight);
+      number(k, v, 14, 60, &view.rowHeight);
     } else if (k == "arrows") {
-      flag(k, v, &view_.showArrows);
+      flag(k, v, &view.showArrows);
     } else if (k == "plan") {
-      flag(k, v, &view_.showPlan);
+      flag(k, v, &view.showPlan);
     } else if (k == "idle") {
-      flag(k, v, &view_.showIdle);
+      flag(k, v, &view.showIdle);
     } else if (k == "speed") {
-      number(k, v, 1, 5000, &view_.speed);
+      number(k, v, 1, 5000, &view.speed);
     } else if (k == "inspector_width") {
-      number(k, v, 250, 900, &view_.inspectorWidth);
+      number(k, v, 250, 900, &view.inspectorWidth);
     } else if (k == "bottom_height") {
-      number(k, v, 120, 900, &view_.bottomHeight);
+      number(k, v, 120, 900, &view.bottomHeight);
     } else if (k == "tab") {
       const auto n = settingNumber(v, 0, 4);
       if (n && *n == std::floor(*n))
-        view_.tab = static_cast<BottomTab>(static_cast<int>(*n));
+        view.tab = static_cast<BottomTab>(static_cast<int>(*n));
       else
         bad(k, v, "a whole number from 0 to 4");
     }
@@ -126,9 +128,9 @@ void App::loadSettings() {
 // Written to a temporary file beside viewer.ini and renamed over it, so a full disk or a
 // crash mid-write leaves the previous settings whole (the viewer's own file; nothing else is
 // touched). A failed save is silent: settings are a convenience, never worth an error.
-void App::saveSettings() const {
+void ViewerSettings::save(const ViewerState& view) const {
   namespace fs = std::filesystem;
-  if (settingsUnsaved_) return;  // viewer.ini is not the viewer's to replace (loadSettings)
+  if (unsaved_) return;  // viewer.ini is not the viewer's to replace (loadSettings)
   std::error_code ec;
   fs::create_directories(configDir(), ec);
   const fs::path path = fs::path(configDir()) / "viewer.ini";
@@ -136,15 +138,15 @@ void App::saveSettings() const {
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) return;
-    out << "row_height=" << view_.rowHeight << "\n";
-    out << "arrows=" << (view_.showArrows ? 1 : 0) << "\n";
-    out << "plan=" << (view_.showPlan ? 1 : 0) << "\n";
-    out << "idle=" << (view_.showIdle ? 1 : 0) << "\n";
-    out << "speed=" << view_.speed << "\n";
-    out << "inspector_width=" << view_.inspectorWidth << "\n";
-    out << "bottom_height=" << view_.bottomHeight << "\n";
-    out << "tab=" << static_cast<int>(view_.tab) << "\n";
-    for (const auto& r : view_.recent) out << "recent=" << r << "\n";
+    out << "row_height=" << view.rowHeight << "\n";
+    out << "arrows=" << (view.showArrows ? 1 : 0) << "\n";
+    out << "plan=" << (view.showPlan ? 1 : 0) << "\n";
+    out << "idle=" << (view.showIdle ? 1 : 0) << "\n";
+    out << "speed=" << view.speed << "\n";
+    out << "inspector_width=" << view.inspectorWidth << "\n";
+    out << "bottom_height=" << view.bottomHeight << "\n";
+    out << "tab=" << static_cast<int>(view.tab) << "\n";
+    for (const auto& r : view.recent) out << "recent=" << r << "\n";
     out.close();
     if (!out) {
       fs::remove(tmp, ec);  // the temporary file this call created
@@ -155,8 +157,7 @@ void App::saveSettings() const {
   if (ec) fs::remove(tmp, ec);
 }
 
-void App::addRecent(const std::string& path) {
-  auto& r = view_.recent;
+void addRecent(std::vector<std::string>& r, const std::string& path) {
   r.erase(std::remove(r.begin(), r.end(), path), r.end());
   r.insert(r.begin(), path);
   if (r.size() > 10) r.resize(10);

@@ -1,10 +1,7 @@
 #include "ui/App.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "ui/DetailsPending.h"
 #include "ui/ErrorBanner.h"
@@ -58,7 +55,7 @@ std::string App::takeScreenshotRequest() {
   return s;
 }
 
-void App::frame(float dt) {
+void App::takeOverLoads() {
   switch (main_.poll(holdLoads_, holdDetails_)) {
     case RunSlot::Change::Opened:  // the timeline: interactive
       addRecent(view_.recent, main_.path);
@@ -118,6 +115,10 @@ void App::frame(float dt) {
     default:
       break;
   }
+}
+
+void App::frame(float dt) {
+  takeOverLoads();
   nav_.advancePlayback(dt);
   probes_ = FrameProbes{};
 

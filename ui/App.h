@@ -1,13 +1,16 @@
 // The viewer application: two run slots (main and compare), background loading, the
 // window layout and the panels.  Independent of GLFW/OpenGL: frame() only issues ImGui
 // calls between NewFrame and Render, so bench_gui can drive it without a window.
+//
+// A composition: the App owns the runs and the view, lays the window out, and hands each
+// panel a PanelContext (the runs, the view, the probes, the Navigator, itself as RunOpener);
+// each panel keeps its own state (Timeline, Inspector, BottomPanel, OpenDialog).  Scripts
+// reach it through ScriptTarget (ScriptVerbs.h), never its members.
 #pragma once
 
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "imgui.h"
 #include "storage/Overview.h"
@@ -18,7 +21,6 @@
 #include "ui/Navigator.h"
 #include "ui/OpenDialog.h"
 #include "ui/PanelContext.h"
-#include "ui/RunComparison.h"
 #include "ui/RunSlot.h"
 #include "ui/ScriptTarget.h"
 #include "ui/Settings.h"
@@ -82,14 +84,17 @@ class App : public ScriptTarget {
   const std::string& bannerError() const { return bannerError_; }
 
  private:
-  // Panels (one file each).
+  // At the frame's start: takes the runs' finished load phases over (a run opened: the view
+  // resets and the panels forget the previous run; details in: the first problem is shown)
+  // and starts the compare run's alignment when the main run is whole.
+  void takeOverLoads();
   void drawMenuBar();
-  void drawTimeline(const ImVec2& pos, const ImVec2& size);
-
   // The timeline's place: the timeline, or while no run is open the overview of the one
-  // loading, the progress, or a hint; the error banner over either (App.cpp).
+  // loading, the progress, or a hint (drawTimelineEmpty); the error banner over either.
+  void drawTimeline(const ImVec2& pos, const ImVec2& size);
   void drawTimelineEmpty(ImDrawList* dl, const ImVec2& pos, const ImVec2& size);
-
+  // The keys: Ctrl+O/Q/F, the replay (arrows, Space, Home/End), the view (W/S/A/D, F, P, X,
+  // I, L).
   void handleKeys();
 
   RunSlot main_, other_;

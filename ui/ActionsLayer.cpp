@@ -4,11 +4,12 @@
 // module's lane.  With the plan overlay a stagescope run's action carries its planned one
 // (outlined red where they differ); the replay dims what has not run yet, outlines what runs,
 // and puts a cursor under each row.
+#include "ui/ActionsLayer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "ui/ActionsLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 

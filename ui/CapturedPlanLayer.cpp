@@ -8,9 +8,10 @@
 // the plan's action ("SF_RB 2/0"): green where the job posted exactly its messages, red where
 // the rank deviated or stopped (the label then says what the plan expected there). A planned
 // action none of whose messages was recorded is drawn after the rank's last operation.
+#include "ui/CapturedPlanLayer.h"
+
 #include <algorithm>
 
-#include "ui/CapturedPlanLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 

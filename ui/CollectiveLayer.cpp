@@ -8,11 +8,12 @@
 // "op group #k it<i>".  Bars of an instance whose results differ (or whose ops differ) are
 // outlined red; a member that never completed is hatched in red.  The inspector lists the
 // group, its members, bytes and each member's checksums, and says whether they agree.
+#include "ui/CollectiveLayer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "ui/CollectiveLayer.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"

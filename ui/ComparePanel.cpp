@@ -1,12 +1,13 @@
 // Compare: the open run (A) against a second run (B) of any layout of the same model and seed,
 // as analysis::compareRuns judges them (RunComparison.h): the verdict with its reason, what
 // was compared, the first divergent message (one click to it), and the loss and gradient rows.
+#include "ui/ComparePanel.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 
 #include "core/analysis/Format.h"
-#include "ui/ComparePanel.h"
 #include "ui/DetailsPending.h"
 #include "ui/FitText.h"
 

@@ -1,10 +1,11 @@
 // The timeline's cursors: the replay step's moment as a dashed line across the rows, and the
 // time range being selected with a right drag (shaded, with its length).
+#include "ui/CursorLayer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "ui/CursorLayer.h"
 #include "ui/Formatting.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"

@@ -1,9 +1,10 @@
 // Find: filter actions, transfers or gradients, and list the hits.
+#include "ui/FindPanel.h"
+
 #include <cstdio>
 
 #include "core/analysis/Format.h"
 #include "ui/DetailsPending.h"
-#include "ui/FindPanel.h"
 #include "ui/Formatting.h"
 
 namespace stagescope::ui {

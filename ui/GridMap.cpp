@@ -1,13 +1,14 @@
 // The grid map: each module's TP x PP x DP layout at its rank offset, bridges between modules,
 // and every rank's state at the current replay step.  A colocated rank appears in the grid of
 // every module it holds, each cell with a "shared w/" line naming (and coloured as) the others.
+#include "ui/GridMap.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
 
 #include "ui/ActionTransfers.h"
-#include "ui/GridMap.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {

@@ -1,11 +1,12 @@
 // The timeline's iteration lines: where each iteration's first action begins, a line across
 // the rows while they are far enough apart to tell from the rows' shading
 // (ui/IterationLines.h); the ruler marks and labels them either way (Timeline.cpp).
+#include "ui/IterationLinesLayer.h"
+
 #include <cstdint>
 #include <vector>
 
 #include "ui/IterationLines.h"
-#include "ui/IterationLinesLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 

@@ -1,11 +1,12 @@
 // The overview layer: while a run loads, its run file's overview (storage/Overview.h) is drawn
 // in the timeline's place, one heat row per rank (how busy the rank was in each of the
 // overview's time buckets), iteration boundaries as lines, and the load's progress on top.
+#include "ui/OverviewLayer.h"
+
 #include <algorithm>
 #include <cstdio>
 
 #include "ui/IterationLines.h"
-#include "ui/OverviewLayer.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {

@@ -1,8 +1,9 @@
 // The replay bar: step controls, play/pause with speed, scrub bar with iteration marks, and
 // a one-line description of the current step.
+#include "ui/ReplayPanel.h"
+
 #include <cstdio>
 
-#include "ui/ReplayPanel.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {

@@ -3,11 +3,12 @@
 // rank's row is split into one lane per module it holds (each tinted in its module's colour,
 // one label per lane, a "shared" badge).  A rank that did not complete has its fate as a badge
 // in its label; a rank running at the replay step a dot.
+#include "ui/RowsLayer.h"
+
 #include <algorithm>
 #include <cstdio>
 
 #include "ui/FitText.h"
-#include "ui/RowsLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 

@@ -3,13 +3,14 @@
 // of its fate and labelled with what it waited for and for how long; the wait-for graph is an
 // arrow from each stuck action to the rank it waits on, in the cycle colour and named
 // ("cycle r1 -> r2 -> r1") where the waits form a cycle.
+#include "ui/StuckLayer.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "ui/FitText.h"
 #include "ui/Formatting.h"
-#include "ui/StuckLayer.h"
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
 

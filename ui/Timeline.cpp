@@ -3,6 +3,8 @@
 // positions, the mouse), handles the input, and hands the context to one painter per layer,
 // each in the file named after its layer; it picks the hover among the painters' candidates
 // and shows its tooltip.  This file: the composition, the layout, the input, the ruler.
+#include "ui/Timeline.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,7 +16,6 @@
 #include "ui/RowsLayer.h"
 #include "ui/StuckLayer.h"
 #include "ui/Theme.h"
-#include "ui/Timeline.h"
 #include "ui/TimelineContext.h"
 #include "ui/TooltipLayer.h"
 #include "ui/TransfersLayer.h"
@@ -52,7 +53,7 @@ void drawTimeRuler(const TimelineContext& ctx, const ImVec2& p0, const ImVec2& p
     std::string label = formatDuration(t);
     dl->AddText(ImVec2(x + 3, p0.y + 3), theme::kTextDim, label.c_str());
   }
-  // Iteration markers (the lines are drawn across the rows by drawTimeline).
+  // Iteration markers (the lines across the rows are the iteration lines layer's).
   const auto& starts = ctx.run->iterationStartNs;
   float lastLabel = -1e9f;
   for (size_t it = 0; it < starts.size(); ++it) {

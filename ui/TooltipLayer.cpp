@@ -1,13 +1,14 @@
 // The timeline's tooltip: what the mouse is on (Timeline::draw picks it among the layers'
 // hover candidates): an action or a folded run of them, a collective, a transfer; a stuck
 // block's explanation comes first when the mouse is on one.
+#include "ui/TooltipLayer.h"
+
 #include <string>
 
 #include "ui/CollectiveLayer.h"
 #include "ui/Formatting.h"
 #include "ui/StuckLayer.h"
 #include "ui/TimelineContext.h"
-#include "ui/TooltipLayer.h"
 
 namespace stagescope::ui {
 

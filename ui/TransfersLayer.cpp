@@ -4,12 +4,13 @@
 // module's lane and enters the receiver module's; a local hand-off between two modules of one
 // rank is a loop on its row, labelled "local".  Zoomed out only in-flight and selected
 // messages are drawn.
+#include "ui/TransfersLayer.h"
+
 #include <algorithm>
 #include <cmath>
 
 #include "ui/Theme.h"
 #include "ui/TimelineContext.h"
-#include "ui/TransfersLayer.h"
 
 namespace stagescope::ui {
 namespace {

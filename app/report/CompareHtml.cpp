@@ -1,12 +1,12 @@
 // The HTML comparison report: one self-contained page (inline CSS, inline SVG, no scripts).
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <sstream>
 
 #include "app/report/CompareReport.h"
 #include "app/report/Escape.h"
+#include "app/report/ReportFormat.h"
 #include "storage/TextFile.h"
 
 namespace stagescope::report {
@@ -22,15 +22,7 @@ std::string h(const std::string& s) {
   return xmlEscape(s);
 }
 
-std::string fmt(double v, const char* f = "%.6g") {
-  if (std::isnan(v)) return "&ndash;";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-std::string pct(double v) {
-  return fmt(100.0 * v, "%.1f%%");
-}
+constexpr const NumberFormat& fmt = kHtmlNumbers;  // a NaN reads "&ndash;"
 
 // "Nice" tick values over [lo, hi].
 std::vector<double> ticks(double lo, double hi, int target = 5) {
@@ -267,6 +259,12 @@ std::string timeChart(const RunSummary& s, int width = 900) {
   return o.str();
 }
 
+// A run's measured bubble against 1F1B's (p-1)/(m+p-1): "22.2% vs 20.0% (p=2, m=4)".
+std::string bubbleVsExpected(const TimeBreakdown& t) {
+  return fmt.percent(t.measuredBubble) + " vs " + fmt.percent(t.expectedBubble) +
+         " (p=" + std::to_string(t.stages) + ", m=" + std::to_string(t.microbatches) + ")";
+}
+
 const char* kCss = R"CSS(
 :root { --fg:#111827; --muted:#6b7280; --line:#e5e7eb; --bg:#f9fafb; }
 * { box-sizing: border-box; }
@@ -354,11 +352,8 @@ std::string renderHtml(const Comparison& c) {
   row("step time (median / mean)",
       fmt(c.a.time.medianStepMs, "%.3f") + " / " + fmt(c.a.time.meanStepMs, "%.3f") + " ms",
       fmt(c.b.time.medianStepMs, "%.3f") + " / " + fmt(c.b.time.meanStepMs, "%.3f") + " ms");
-  row("bubble measured vs (p&minus;1)/(m+p&minus;1)",
-      pct(c.a.time.measuredBubble) + " vs " + pct(c.a.time.expectedBubble) + " (p=" +
-          std::to_string(c.a.time.stages) + ", m=" + std::to_string(c.a.time.microbatches) + ")",
-      pct(c.b.time.measuredBubble) + " vs " + pct(c.b.time.expectedBubble) + " (p=" +
-          std::to_string(c.b.time.stages) + ", m=" + std::to_string(c.b.time.microbatches) + ")");
+  row("bubble measured vs (p&minus;1)/(m+p&minus;1)", bubbleVsExpected(c.a.time),
+      bubbleVsExpected(c.b.time));
   o << "</table>\n";
   o << "<div class=\"grid2\"><div class=\"card\"><div class=\"muted\">messages compared / "
        "differing</div><div class=\"kpi\">"
@@ -368,7 +363,7 @@ std::string renderHtml(const Comparison& c) {
     << c.transfersOnlyA << ", only in " << h(c.b.label) << ": " << c.transfersOnlyB
     << "</div></div><div class=\"card\"><div class=\"muted\">max relative difference: loss / "
        "gradient norm</div><div class=\"kpi\">"
-    << fmt(c.maxLossRelDiff, "%.3g") << " / " << fmt(c.maxGradRelDiff, "%.3g")
+    << fmt.difference(c.maxLossRelDiff) << " / " << fmt.difference(c.maxGradRelDiff)
     << "</div><div class=\"muted\">" << c.lossesCompared << " losses, " << c.gradsCompared
     << " parameter gradients compared</div></div></div>\n";
 
@@ -390,8 +385,8 @@ std::string renderHtml(const Comparison& c) {
       << ", dp replica " << d.srcDp << " &mdash; reason: <span class=\"bad\">" << h(d.reason)
       << "</span>";
     if (!std::isnan(d.relDiff)) {
-      o << ", relative difference " << fmt(d.relDiff, "%.3g") << " (max abs "
-        << fmt(d.maxAbsDiff, "%.3g") << ")";
+      o << ", relative difference " << fmt.difference(d.relDiff) << " (max abs "
+        << fmt.difference(d.maxAbsDiff) << ")";
     }
     o << "</div><table><tr><th></th><th class=\"a\">" << h(c.a.label) << "</th><th class=\"b\">"
       << h(c.b.label) << "</th></tr>";
@@ -469,7 +464,7 @@ std::string renderHtml(const Comparison& c) {
         << "</td><td class=\"num\">" << (r.dp < 0 ? std::string("mean") : std::to_string(r.dp))
         << "</td><td class=\"num\">" << (r.hasA ? fmt(r.a, "%.9g") : "&ndash;")
         << "</td><td class=\"num\">" << (r.hasB ? fmt(r.b, "%.9g") : "&ndash;")
-        << "</td><td class=\"num" << (differs ? " bad" : "") << "\">" << fmt(r.diff, "%.3g")
+        << "</td><td class=\"num" << (differs ? " bad" : "") << "\">" << fmt.difference(r.diff)
         << "</td></tr>";
     }
     o << "</table>";
@@ -514,7 +509,7 @@ std::string renderHtml(const Comparison& c) {
         << "</td><td class=\"num\">" << (g.hasA ? analysis::formatValue(g.normA, 9) : "&ndash;")
         << "</td><td class=\"num\">" << (g.hasB ? analysis::formatValue(g.normB, 9) : "&ndash;")
         << "</td><td class=\"num" << (g.bitwiseEqual ? "" : " bad") << "\">"
-        << fmt(g.relDiff, "%.3g") << "</td><td>" << h(g.how) << "</td></tr>";
+        << fmt.difference(g.relDiff) << "</td><td>" << h(g.how) << "</td></tr>";
     }
     o << "</table>";
   }
@@ -533,9 +528,9 @@ std::string renderHtml(const Comparison& c) {
     for (const auto* s : {&c.a, &c.b}) {
       o << "<div class=\"card time-chart\"><div><b class=\"" << (s == &c.a ? "a" : "b") << "\">"
         << h(s->label) << "</b> <code>" << h(s->name) << "</code> &mdash; measured bubble "
-        << pct(s->time.measuredBubble)
-        << ", expected (p&minus;1)/(m+p&minus;1) = " << pct(s->time.expectedBubble) << "</div>"
-        << timeChart(*s) << "</div>";
+        << fmt.percent(s->time.measuredBubble)
+        << ", expected (p&minus;1)/(m+p&minus;1) = " << fmt.percent(s->time.expectedBubble)
+        << "</div>" << timeChart(*s) << "</div>";
     }
   }
 

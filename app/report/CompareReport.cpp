@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "app/report/ReportFormat.h"
 #include "core/events/Printable.h"
 #include "storage/TextFile.h"
 
@@ -197,15 +197,7 @@ void writeJson(const Comparison& c, const std::string& path) {
 
 // ---- Markdown -------------------------------------------------------------------------------
 namespace {
-std::string fmt(double v, const char* f = "%.6g") {
-  if (std::isnan(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-std::string pct(double v) {
-  return fmt(100.0 * v, "%.1f%%");
-}
+constexpr const NumberFormat& fmt = kMarkdownNumbers;  // a NaN reads "-"
 // Text from a run file in Markdown: one printable line (events::printableLine: control
 // characters and invalid UTF-8 as \xNN, so it can neither break the table nor drive a
 // terminal the report is printed to), with '|' escaped.
@@ -265,11 +257,11 @@ std::string renderMarkdown(const Comparison& c) {
       std::to_string(c.b.iterations) + " x " + std::to_string(c.b.microbatches));
   row("recording level", c.a.level, c.b.level);
   row("events", std::to_string(c.a.events), std::to_string(c.b.events));
-  row("step time (median)", fmt(c.a.time.medianStepMs, "%.3f ms"),
-      fmt(c.b.time.medianStepMs, "%.3f ms"));
+  row("step time (median)", fmt.milliseconds(c.a.time.medianStepMs),
+      fmt.milliseconds(c.b.time.medianStepMs));
   row("bubble measured / expected",
-      pct(c.a.time.measuredBubble) + " / " + pct(c.a.time.expectedBubble),
-      pct(c.b.time.measuredBubble) + " / " + pct(c.b.time.expectedBubble));
+      fmt.percent(c.a.time.measuredBubble) + " / " + fmt.percent(c.a.time.expectedBubble),
+      fmt.percent(c.b.time.measuredBubble) + " / " + fmt.percent(c.b.time.expectedBubble));
   o << "\n";
   // "differ" means beyond the tolerance rule; not bitwise equal but within it is said apart.
   o << "- Messages: " << c.transfersCompared << " compared, " << c.transfersDiffering << " differ, "
@@ -277,10 +269,10 @@ std::string renderMarkdown(const Comparison& c) {
     << c.a.label << ", " << c.transfersOnlyB << " only in " << c.b.label << "\n";
   o << "- Losses: " << c.lossesCompared << " compared, " << c.lossesDiffering << " differ, "
     << c.lossesWithinTolerance << " within tolerance, max relative difference "
-    << fmt(c.maxLossRelDiff, "%.3g") << "\n";
+    << fmt.difference(c.maxLossRelDiff) << "\n";
   o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
     << c.gradsDiffering << " differ, " << c.gradsWithinTolerance
-    << " within tolerance, max relative difference " << fmt(c.maxGradRelDiff, "%.3g") << "\n";
+    << " within tolerance, max relative difference " << fmt.difference(c.maxGradRelDiff) << "\n";
   for (const auto& r : c.gradientRatios) o << "- Uniform gradient ratio: " << mdEscape(r) << "\n";
   o << "- Config: " << (c.configEqual ? "identical" : "differs (see below)") << "\n";
   o << "- Schedules: " << c.schedule.describe(c.a.label, c.b.label) << "\n";
@@ -294,7 +286,7 @@ std::string renderMarkdown(const Comparison& c) {
     o << mdCode(d.edge) << " " << toString(d.direction) << ", iteration " << d.iteration
       << ", microbatch " << d.microbatch << " (dp " << d.srcDp
       << "), reason: " << mdEscape(d.reason);
-    if (!std::isnan(d.relDiff)) o << ", relative difference " << fmt(d.relDiff, "%.3g");
+    if (!std::isnan(d.relDiff)) o << ", relative difference " << fmt.difference(d.relDiff);
     o << "\n\n| | " << mdEscape(c.a.label) << " | " << mdEscape(c.b.label) << " |\n|---|---|---|\n";
     auto cs = [](const TransferSideInfo& s) {
       if (!s.present) return std::string("(absent)");
@@ -342,7 +334,7 @@ std::string renderMarkdown(const Comparison& c) {
       const auto& g = c.gradTop[i];
       o << "| " << mdCode(g.param) << " | " << g.iteration << " | "
         << (g.hasA ? analysis::formatValue(g.normA) : "-") << " | "
-        << (g.hasB ? analysis::formatValue(g.normB) : "-") << " | " << fmt(g.relDiff, "%.3g")
+        << (g.hasB ? analysis::formatValue(g.normB) : "-") << " | " << fmt.difference(g.relDiff)
         << " |\n";
     }
     o << "\n";
@@ -356,7 +348,7 @@ std::string renderMarkdown(const Comparison& c) {
       o << "| " << r.rank << " | " << mdEscape(r.module) << " | " << r.tp << "/" << r.pp << "/"
         << r.dp << " | " << fmt(r.forwardMs, "%.2f") << " | " << fmt(r.backwardMs, "%.2f") << " | "
         << fmt(r.commMs, "%.2f") << " | " << fmt(r.otherMs, "%.2f") << " | "
-        << fmt(r.idleMs, "%.2f") << " | " << pct(r.bubble) << " |\n";
+        << fmt(r.idleMs, "%.2f") << " | " << fmt.percent(r.bubble) << " |\n";
     }
     o << "\n";
   }

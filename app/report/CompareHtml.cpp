@@ -5,6 +5,7 @@
 
 #include "app/report/CompareReport.h"
 #include "app/report/Escape.h"
+#include "app/report/Headline.h"
 #include "app/report/ReportFormat.h"
 #include "app/report/SvgCharts.h"
 #include "storage/TextFile.h"
@@ -91,18 +92,24 @@ void pageStart(std::ostringstream& o, const Comparison& c) {
     << "</span> vs <span class=\"b\">" << h(legend(c.b)) << "</span></div>\n";
 }
 
-// The verdict (badge and reason), what it rests on, and what is missing.
+// The verdict: its badge and headline (Headline.h; a cut headline's rest below it), what it
+// rests on, and the missing records the headline does not state.  Each is said once: the
+// first divergence has its own card (firstDivergence).
 void verdict(std::ostringstream& o, const Comparison& c) {
   const char* cls = c.verdict == Verdict::Identical         ? "identical"
                     : c.verdict == Verdict::WithinTolerance ? "tolerance"
                                                             : "diverged";
+  const Headline line = headlineOf(c, Restate::Never);
   o << "<div class=\"card verdict\" id=\"verdict\"><span class=\"badge " << cls << "\">"
-    << h(toString(c.verdict)) << "</span><span>" << h(c.verdictReason) << "</span></div>\n";
+    << h(toString(c.verdict)) << "</span><span>" << h(line.text) << "</span></div>\n";
+  if (!line.rest.empty()) o << "<div class=\"card\" id=\"reason\">… " << h(line.rest) << "</div>\n";
   o << "<div class=\"card\" id=\"evidence\"><b>Evidence:</b> " << h(c.evidence)
     << "<br><b>Tolerance:</b> " << h(c.toleranceRule) << "</div>\n";
-  if (!c.missing.empty()) {
-    o << "<div class=\"card\" id=\"missing\"><b>Missing (why not equal):</b><ul>";
-    for (const auto& m : c.missing) o << "<li>" << h(m) << "</li>";
+  if (line.missingStated < c.missing.size()) {
+    o << "<div class=\"card\" id=\"missing\"><b>"
+      << (line.missingStated ? "Also missing:" : "Missing (why not equal):") << "</b><ul>";
+    for (size_t i = line.missingStated; i < c.missing.size(); ++i)
+      o << "<li>" << h(c.missing[i]) << "</li>";
     o << "</ul></div>\n";
   }
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "app/report/CompareReport.h"
+#include "app/report/Headline.h"
 #include "app/report/ReportFormat.h"
 #include "core/events/Printable.h"
 #include "storage/TextFile.h"
@@ -59,18 +60,22 @@ void twoRunTable(std::ostringstream& o, const Comparison& c) {
   o << "| | " << mdEscape(c.a.label) << " | " << mdEscape(c.b.label) << " |\n|---|---|---|\n";
 }
 
-// The title, the verdict and what it rests on (evidence, tolerance, first divergence, gaps).
+// The title, the verdict (its headline: Headline.h) and what it rests on: evidence,
+// tolerance, first divergence and the missing records the headline does not state.
 void headline(std::ostringstream& o, const Comparison& c) {
   const char* badge = c.verdict == Verdict::Identical         ? "IDENTICAL"
                       : c.verdict == Verdict::WithinTolerance ? "EQUAL WITHIN TOLERANCE"
                       : c.verdict == Verdict::Incomplete      ? "INCOMPLETE"
                                                               : "DIVERGED";
+  const Headline line = headlineOf(c, Restate::WhileItFits);
   o << "## stagescope compare: " << mdCode(c.a.name) << " vs " << mdCode(c.b.name) << "\n\n";
-  o << "**Verdict: " << badge << "** — " << mdEscape(c.verdictReason) << "\n\n";
+  o << "**Verdict: " << badge << "** — " << mdEscape(line.text) << "\n\n";
+  if (!line.rest.empty()) o << "- … " << mdEscape(line.rest) << "\n";
   o << "- Evidence: " << mdEscape(c.evidence) << "\n";
   o << "- Tolerance: " << mdEscape(c.toleranceRule) << "\n";
   o << "- First divergence (causal order): " << (c.first ? mdEscape(c.firstText) : "none") << "\n";
-  for (const auto& m : c.missing) o << "- Missing: " << mdEscape(m) << "\n";
+  for (size_t i = line.missingStated; i < c.missing.size(); ++i)
+    o << "- Missing: " << mdEscape(c.missing[i]) << "\n";
   o << "\n";
 }
 

@@ -67,6 +67,18 @@ void repair(model::RunModel& run) {
   run.pairs = pairTransfers(run.transfers);
 }
 
+model::RunModel killedAt(model::RunModel run, int iteration) {
+  run.info.status = events::RunStatus::Killed;
+  run.info.statusReason = "rank 1 was killed";
+  auto late = [iteration](const auto& record) { return record.iteration >= iteration; };
+  std::erase_if(run.transfers, late);
+  std::erase_if(run.gradients, late);
+  std::erase_if(run.losses, late);
+  for (auto& list : run.actions) std::erase_if(list, late);
+  repair(run);
+  return run;
+}
+
 model::RunModel makeRun(const FixtureOptions& o) {
   model::RunModel run;
   const int TP = o.tp, PP = o.pp, DP = o.dp, M = o.microbatches;

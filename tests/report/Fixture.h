@@ -26,6 +26,10 @@ model::RunModel makeRun(const FixtureOptions& opts);
 // Recomputes RunModel::pairs after a test edited transfers.
 void repair(model::RunModel& run);
 
+// A copy of `run` killed as `iteration` began: status killed ("rank 1 was killed"), none of
+// that iteration's or later records, pairs rebuilt.  Compared with `run`: INCOMPLETE.
+model::RunModel killedAt(model::RunModel run, int iteration);
+
 uint64_t fnv1a(const void* data, size_t n);
 
 }  // namespace stagescope::report::testing

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "core/analysis/AlignSteps.h"
+#include "core/analysis/RunSetup.h"
 #include "core/analysis/Samples.h"
 
 namespace stagescope::analysis {
@@ -197,8 +198,9 @@ void findUnalignedModules(AlignContext& c) {
     auto it = c.mb.find(name);
     if (it == c.mb.end()) continue;
     const bool otherSplit = c.layoutsKnown && c.la.perReplica(name) != c.lb.perReplica(name);
-    if (x.pp != it->second.pp || x.dp != it->second.dp || otherSplit) c.unaligned.insert(name);
-    if (x.dp != it->second.dp || otherSplit) c.otherReplicas.insert(name);
+    if (x.pp != it->second.pp || x.dp != it->second.dp || otherSplit)
+      c.grouping.unaligned.insert(name);
+    if (x.dp != it->second.dp || otherSplit) c.grouping.otherReplicas.insert(name);
   }
 }
 
@@ -216,6 +218,17 @@ std::map<int, double> modelNorms(const RunSide& x, const RunSide& y) {
   return out;
 }
 
+// A gradient message's scale in `run` (AlignContext::gradientScaleA): 1 when its sample
+// layout is unknown.
+double gradientMessageScale(const RunModel& run, const SampleLayout& layout) {
+  const RunSetup setup = runSetupOf(run);
+  const auto* llm = setup.llm();
+  if (!layout.known || !llm || layout.microbatches <= 0) return 1;
+  const int perReplica = layout.perReplica(llm->name);
+  if (perReplica <= 0) return 1;
+  return setup.settings.lossScale / (static_cast<double>(layout.microbatches) * perReplica);
+}
+
 }  // namespace
 
 Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& opts) {
@@ -231,6 +244,8 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   c.lb = sampleLayoutOf(b);
   c.layoutsKnown = c.la.known && c.lb.known;
   findUnalignedModules(c);
+  c.gradientScaleA = gradientMessageScale(a, c.la);
+  c.gradientScaleB = gradientMessageScale(b, c.lb);
   decideGlobalBatch(a, b, c.la, c.lb, c.ma, c.mb, out);
   // What alignment needs of each run alone (causal order, message groups, gathered
   // gradients) is independent of the other run: run B's is built on a second thread.
@@ -238,14 +253,14 @@ Alignment alignRuns(const RunModel& a, const RunModel& b, const AlignOptions& op
   std::exception_ptr sideBError;
   std::thread buildB([&] {
     try {
-      sideB.emplace(b, c.unaligned, c.otherReplicas);
+      sideB.emplace(b, c.grouping, c.lb);
     } catch (...) {
       sideBError = std::current_exception();
     }
   });
   std::optional<RunSide> sideA;
   try {
-    sideA.emplace(a, c.unaligned, c.otherReplicas);
+    sideA.emplace(a, c.grouping, c.la);
   } catch (...) {
     buildB.join();
     throw;

@@ -6,9 +6,14 @@
 // Items (logical identity):
 //   transfer  edge + direction + iteration + global microbatch (the sender's replica dp and its
 //             microbatch mb: global = mb * D + dp, D = the sender module's dp size); TP copies of
-//             one message are one item.  Messages of a module whose pp or dp differs between the
-//             runs name different layer boundaries / replicas: NotAligned (not compared, not
-//             missing).
+//             one message are one item.  Messages of a module whose pp, dp or samples per
+//             replica differ between the runs name other layer boundaries / replicas under
+//             that key: where both sample layouts are known and the global batch is the same,
+//             they are aligned instead by (logical edge, direction, iteration, samples) -- a
+//             bridge, or the layer boundary a P2P message crosses ("llm:layer2") -- in blocks
+//             of samples both runs' messages share (AlignTransfers.cpp); a boundary only one
+//             layout cuts is NotAligned (not compared, not missing), as is every such message
+//             when a layout is unknown.
 //   loss      iteration + global microbatch (same numbering; TP copies counted once); the
 //             iteration's mean loss (microbatch -1 rows: every replica holds the global mean)
 //             as iteration + "mean"

@@ -101,7 +101,7 @@ void alignAccumulatedGradients(const AlignContext& c, Alignment& out) {
   for (const auto& [name, x] : c.ma) {
     auto it = c.mb.find(name);
     if (it != c.mb.end() && it->second.dp == x.dp && llmDpA == llmDpB && sameSplit &&
-        !c.otherReplicas.count(name))
+        !c.grouping.otherReplicas.count(name))
       sameReplicas.insert(name);
   }
   using AKey = std::tuple<int, std::string, int, int>;  // iteration, param, dp, microbatch

@@ -40,23 +40,36 @@ struct TGroup {
   std::vector<uint64_t> checksums;  // every side, every TP copy (0 = not recorded); sorted, unique
   bool sidesDisagree = false;       // a receive recorded another checksum than its send
   bool aligned = true;
+  // Of a message not aligned by its key (aligned false) where the run's sample layout is
+  // known: the global samples it carries, [firstSample, firstSample + samples) (Samples.h: a
+  // bridge message carries what its sender's and receiver's replicas share), and for a P2P
+  // message the layer its module is cut before (RunSetup.h, stageFirstLayersOf).  Two layouts'
+  // messages are aligned by these instead (AlignTransfers.cpp).  -1 / 0: unknown.
+  int64_t firstSample = -1;
+  int32_t samples = 0;
+  int32_t boundaryLayer = -1;
 };
 
-// The groups of a run's messages, sorted by key (AlignTransfers.cpp).  `unaligned`: modules
-// whose P2P edges name other boundaries/replicas in the other run; `otherReplicas`: modules
-// whose bridges pair other replicas.
-std::vector<TGroup> transferGroups(const model::RunModel& run,
-                                   const std::set<std::string>& unaligned,
-                                   const std::set<std::string>& otherReplicas);
+// What decides a run's message keys: the modules whose messages are not aligned by key
+// (below), and what places a message by its samples and layer boundary instead.
+struct GroupingRules {
+  // Modules whose pipeline depth or replica count (or samples per replica) differ between the
+  // runs: their P2P edges name other layer boundaries / replicas (`unaligned`), their bridges
+  // other replica pairs (`otherReplicas`).
+  std::set<std::string> unaligned, otherReplicas;
+};
+
+// The groups of a run's messages, sorted by key (AlignTransfers.cpp); `layout`: the run's own.
+std::vector<TGroup> transferGroups(const model::RunModel& run, const GroupingRules& rules,
+                                   const SampleLayout& layout);
 
 // What alignment needs of one run, independent of the other run: its causal order, its
 // message groups and its gradients gathered per parameter.  Holds references into the run:
 // neither copied nor moved.
 struct RunSide {
-  RunSide(const model::RunModel& run, const std::set<std::string>& unaligned,
-          const std::set<std::string>& otherReplicas)
+  RunSide(const model::RunModel& run, const GroupingRules& rules, const SampleLayout& layout)
       : order(run),
-        groups(transferGroups(run, unaligned, otherReplicas)),
+        groups(transferGroups(run, rules, layout)),
         gradients(gatherGradients(run, events::GradPhase::Reduced, true)),
         initial(gatherGradients(run, events::GradPhase::ParamInitial, true)),
         accumulated(gatherAccumulated(run, false)) {}
@@ -81,10 +94,12 @@ struct AlignContext {
   SampleLayout la, lb;
   bool layoutsKnown = false;  // both sample layouts (Samples.h)
   bool sameFunction = true;   // both runs' checksums come from one function
-  // Modules whose pipeline depth or replica count (or samples per replica) differ between the
-  // runs: their P2P edges name other layer boundaries / replicas (`unaligned`), their bridges
-  // other replica pairs (`otherReplicas`).
-  std::set<std::string> unaligned, otherReplicas;
+  GroupingRules grouping;
+  // What a gradient message of each run holds per unit of its samples' loss gradient: the loss
+  // scale over (microbatches x the llm's samples per replica), the engine's normalisation of
+  // each microbatch's mean loss.  Two layouts' gradient messages aligned by samples are
+  // compared divided by it (docs/analysis.md, "Messages of two layouts"); 1 when unknown.
+  double gradientScaleA = 1, gradientScaleB = 1;
   const RunSide* sideA = nullptr;
   const RunSide* sideB = nullptr;
   std::map<int, double> modelNorm;  // per iteration: the larger run's whole-model gradient norm

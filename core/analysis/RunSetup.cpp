@@ -49,4 +49,19 @@ RunSetup runSetupOf(const model::RunModel& run) {
   return s;
 }
 
+std::map<std::string, std::vector<int>> stageFirstLayersOf(const model::RunModel& run) {
+  std::map<std::string, std::vector<int>> out;
+  if (run.info.configText.empty()) return out;
+  try {
+    const plan::RunConfig cfg = plan::parseConfig(run.info.configText, run.path);
+    for (const auto& m : cfg.modules) {
+      auto& firsts = out[m.name];
+      for (int s = 0; s < m.pp; ++s) firsts.push_back(m.firstLayerOfStage(s));
+    }
+  } catch (const std::exception&) {
+    out.clear();  // another version's config: no boundaries, its P2P messages not aligned
+  }
+  return out;
+}
+
 }  // namespace stagescope::analysis

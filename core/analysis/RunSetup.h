@@ -11,7 +11,9 @@
 // did not store either.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "core/model/RunModel.h"
 
@@ -30,5 +32,11 @@ struct RunSetup {
 };
 
 RunSetup runSetupOf(const model::RunModel& run);
+
+// The first layer of each pipeline stage, per module: where a P2P edge "m:ppS->ppT" cuts the
+// module (before layer firstLayer[T]).  The run file's settings do not hold the layer split, so
+// this is read from the stored config text (the second and last place analysis reads it);
+// empty when the run has none (a captured job) or it does not parse.
+std::map<std::string, std::vector<int>> stageFirstLayersOf(const model::RunModel& run);
 
 }  // namespace stagescope::analysis

@@ -654,6 +654,78 @@ TEST(Corpus, NaNAtTheBridgeIsFirstInCausalOrderEverywhere) {
   EXPECT_EQ(c.firstKey, "vision->llm activation it1 gmb2 to dp0") << c.text;
 }
 
+// Two layouts whose messages carry other samples under one key -- the encoder on two replicas
+// (each sends half a microbatch: a fan-in) against one (the whole) -- are aligned by the samples
+// they carry (docs/analysis.md, "Messages of two layouts").  Each bridge activation is compared
+// by values against a reference built here from the run files' rows alone: the two replicas'
+// payloads of the microbatch concatenated along the sample dimension ([patches, samples,
+// hidden]) in replica order, against the other run's one payload.
+TEST(Corpus, MessagesOfTwoLayoutsAlignBySamples) {
+  const auto& k = corpus();
+  storage::LoadOptions lo;
+  lo.payloads = true;
+  auto ra = storage::loadRun(k.dp2, lo), rb = storage::loadRun(k.pp2, lo);
+  const auto c = analysis::compareRuns(ra, rb, {});
+  const auto& al = c.alignment;
+  EXPECT_EQ(al.notAlignedByKind[static_cast<size_t>(analysis::ItemKind::Transfer)], 0u);
+  sqlite3 *da = nullptr, *db = nullptr;
+  ASSERT_EQ(sqlite3_open(k.dp2.c_str(), &da), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(k.pp2.c_str(), &db), SQLITE_OK);
+  auto sendOf = [](sqlite3* d, int iteration, int mb, int srcRank, std::string* shape) {
+    const std::string where =
+        " FROM transfers WHERE edge='vision->llm' AND side='send' AND "
+        "direction='activation' AND iteration=" +
+        std::to_string(iteration) + " AND microbatch=" + std::to_string(mb) +
+        " AND src_rank=" + std::to_string(srcRank) + " LIMIT 1";
+    *shape = scalarText(d, "SELECT shape" + where);
+    return floatsOf(d, "SELECT payload" + where);
+  };
+  int judged = 0;
+  for (const auto& it : al.items) {
+    if (it.kind != analysis::ItemKind::Transfer || it.edge != "vision->llm" ||
+        it.direction != events::Direction::Activation)
+      continue;
+    EXPECT_NE(it.key.find(" samples "), std::string::npos) << it.key;
+    ASSERT_EQ(it.evidence, analysis::Evidence::Values) << it.key;
+    const auto& ta = ra.transfers[it.a];
+    std::string sa0, sa1, sb;
+    const auto a0 = sendOf(da, ta.iteration, ta.microbatch, 0, &sa0);  // vision replica 0
+    const auto a1 = sendOf(da, ta.iteration, ta.microbatch, 1, &sa1);  // vision replica 1
+    const auto b = sendOf(db, ta.iteration, ta.microbatch, 0, &sb);    // the one replica
+    // [patches, 1, hidden] twice against [patches, 2, hidden]: interleave per patch.
+    ASSERT_EQ(a0.size(), a1.size());
+    ASSERT_EQ(a0.size() * 2, b.size()) << sa0 << " " << sb;
+    const size_t patches =
+        static_cast<size_t>(std::stoll(sb.substr(sb.find_first_of("0123456789"))));
+    const size_t hidden = a0.size() / patches;
+    double diff = 0, na = 0, nb = 0;
+    for (size_t p = 0; p < patches; ++p) {
+      for (size_t r = 0; r < 2; ++r) {
+        for (size_t h = 0; h < hidden; ++h) {
+          const double x = (r == 0 ? a0 : a1)[p * hidden + h];
+          const double y = b[(p * 2 + r) * hidden + h];
+          diff += (x - y) * (x - y);
+          na += x * x;
+          nb += y * y;
+        }
+      }
+    }
+    const double reference = std::sqrt(diff) / std::max(std::sqrt(na), std::sqrt(nb));
+    EXPECT_NEAR(it.distance, reference, 1e-9 + 1e-6 * reference) << it.key;
+    EXPECT_TRUE(it.state == analysis::ItemState::Identical ||
+                it.state == analysis::ItemState::WithinTolerance)
+        << it.key;
+    ++judged;
+  }
+  sqlite3_close(da);
+  sqlite3_close(db);
+  EXPECT_EQ(judged, 2 * 4) << "two iterations x four microbatches of the bridge's activations";
+  // The planted NaN on the one-replica layout is the first divergence against the two-replica
+  // one too: the bridge message that carries it, not the losses and gradients after it.
+  auto n = compareEverywhere(k.dp2, k.nan, "nan-across-layouts");
+  EXPECT_EQ(n.firstKey.rfind("vision->llm activation it1 samples ", 0), 0u) << n.text;
+}
+
 // "First" crosses collectives: with the encoder on two TP ranks, a gradient of the member rank
 // (fed through the leader's broadcast, not a recorded message) must never be named before the
 // poisoned bridge send that caused it.

@@ -90,6 +90,8 @@ HangAnalysis analyzeHang(const std::string& runPath) {
     const analysis::WaitGraph g = analysis::waitForGraph(storage::loadRun(runPath));
     out.text = g.text();
     out.verdict = g.empty() ? "no rank recorded what it waited for" : g.verdict();
+    out.headline = g.empty() ? out.verdict : g.headline();
+    out.remedy = g.remedy();
     out.erroredRank = g.erroredRank;
     out.error = g.error;
     for (const auto& e : g.edges) {
@@ -110,9 +112,16 @@ HangAnalysis analyzeHang(const std::string& runPath) {
       h.message = v.sentence + ".";
       out.records.push_back(h);
     }
+    if (!out.remedy.empty()) {  // about the root cause's rank, after its verdict
+      events::DiagnosisRecord h;
+      h.rank = g.verdicts.front().aboutRank;
+      h.kind = "hang";
+      h.message = out.remedy + ".";
+      out.records.push_back(h);
+    }
   } catch (const std::exception& e) {
     out.verdict = std::string("wait-for graph unavailable: ") + e.what();
-    out.text = out.verdict;
+    out.text = out.headline = out.verdict;
   }
   return out;
 }

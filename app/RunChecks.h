@@ -33,8 +33,10 @@ int exitCodeFor(events::RunStatus status);
 // The wait-for graph of a hung run (analysis::waitForGraph: the ranks' structured timeout
 // records and the plan, never their sentences), as terminal text and "hang" diagnoses.
 struct HangAnalysis {
-  std::string text;     // "wait-for graph:" then one sentence per rank, then the verdict
-  std::string verdict;  // one sentence naming the cycle or the missing partner
+  std::string text;      // "wait-for graph:" then one sentence per rank, then the verdict
+  std::string verdict;   // every verdict sentence, root cause first (analysis::WaitGraph)
+  std::string headline;  // the root cause for a first line (WaitGraph::headline)
+  std::string remedy;    // "to change: ..." (WaitGraph::remedy), also recorded as a diagnosis
   std::vector<events::DiagnosisRecord> records;  // kind "hang": one per rank + the verdict
   int erroredRank = -1;  // a rank that recorded an error: the cause, the timeouts follow
   std::string error;

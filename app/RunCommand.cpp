@@ -129,6 +129,7 @@ struct Outcome {
   std::string reason;
   bool corrupt = false;  // a rank stopped on a corrupted transfer (kExitCorruptTransfer)
   int firstRank = -1;    // a hung run: the first rank that timed out
+  std::string remedy{};  // a hung run: what to change ("to change: ..."), printed after it
 };
 
 Outcome outcomeOf(const engine::LaunchResult& r) {
@@ -250,9 +251,17 @@ Outcome launchOnce(const plan::RunConfig& cfg, const std::string& configFile,
     // The root cause leads (the first rank to time out is usually a bystander of it), then
     // what that rank waited on, from its structured wait record (the backend's error text
     // stays in its timeout diagnosis).
-    const auto first = hang.waitSentence.find(outcome.firstRank);
-    outcome.reason = (hang.verdict.empty() ? "" : hang.verdict + "; ") + "first to time out: " +
-                     (first != hang.waitSentence.end() ? first->second : outcome.reason);
+    // One first line: the root cause and who timed out first; every verdict and wait is in the
+    // graph printed above and in the run file's "hang" diagnoses.
+    // No rank waited inside the schedule (a start-up wait ran out): the first rank's own words
+    // say which.
+    if (!hang.waitSentence.empty()) {
+      outcome.reason =
+          (hang.headline.empty() ? "" : hang.headline + "; ") +
+          (outcome.firstRank >= 0 ? "first to time out: rank " + std::to_string(outcome.firstRank)
+                                  : outcome.reason);
+      outcome.remedy = hang.remedy;
+    }
     if (hang.erroredRank >= 0) {  // an error is the cause; the timeouts are its consequence
       outcome.status = events::RunStatus::Failed;
       outcome.reason = "rank " + std::to_string(hang.erroredRank) + " failed: " + hang.error +
@@ -360,6 +369,7 @@ int runCommand(const RunOptions& opts) {
     }
     std::printf("stagescope: run %s%s%s\n", events::toString(outcome.status),
                 outcome.reason.empty() ? "" : ": ", outcome.reason.c_str());
+    if (!outcome.remedy.empty()) std::printf("stagescope: %s\n", outcome.remedy.c_str());
     std::printf("stagescope: run file %s\n", out.c_str());
     if (outcome.status != events::RunStatus::Completed) {
       code = outcome.corrupt ? kExitCorruptTransfer : exitCodeFor(outcome.status);

@@ -370,14 +370,16 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     bool recorded = false;
     for (const auto& d : m.diagnoses) recorded = recorded || d.kind == "hang";
     if (!recorded) recordHangDiagnoses(run, hang);
-    if (!hang.verdict.empty() && next.reason.find(hang.verdict) == std::string::npos) {
-      next.reason = hang.verdict + "; " + next.reason;  // the root cause leads
+    if (!hang.headline.empty() && next.reason.find(hang.headline) == std::string::npos) {
+      next.reason = hang.headline + "; " + next.reason;  // the root cause leads
     }
     // Where the job declared its layout, its own schedule against the plan names why.
     const auto causes = analysis::declaredScheduleCauses(m.info.configText);
     if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
       std::printf("cause: %s\n", causes.front().c_str());
       next.reason = "cause: " + causes.front() + "; " + next.reason;
+    } else if (!hang.remedy.empty()) {
+      std::printf("%s\n", hang.remedy.c_str());
     }
   }
   if (next.status != stored || next.reason != m.info.statusReason) {

@@ -219,7 +219,42 @@ bool completedLate(const model::RunModel& run, int rank, int iteration, int acti
   return false;
 }
 
-namespace {}  // namespace
+namespace {
+
+std::string secondsText(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", seconds);
+  return buf;
+}
+
+// Receives that gave up on a message the partner's record shows sent (a rank records a send
+// once the backend took it): the wait was too short for it.
+void addTooShortWaits(const model::RunModel& run, const std::map<int, WaitEdge>& waits,
+                      WaitGraph& g) {
+  for (const auto& [rank, e] : waits) {
+    if (e.sending || e.microbatch < 0 || e.waitsOn < 0) continue;
+    const bool sent = std::any_of(run.transfers.begin(), run.transfers.end(), [&](const auto& t) {
+      return t.side == events::Side::Send && t.rank == e.waitsOn && t.dstRank == rank &&
+             t.iteration == e.iteration && t.microbatch == e.microbatch &&
+             t.direction == e.direction && (e.edge.empty() || t.edge == e.edge);
+    });
+    if (!sent) continue;
+    std::string what = e.waitsFor;
+    what.erase(std::min(what.size(), what.find(" from rank ")));
+    g.verdicts.push_back(
+        {rank,
+         "rank " + std::to_string(rank) + " gave up" +
+             (e.timeoutSeconds > 0 ? " after " + secondsText(e.timeoutSeconds) : std::string()) +
+             " on " + what + " that rank " + std::to_string(e.waitsOn) +
+             " had sent: the timeout is shorter than the message took",
+         HangCause::TimeoutTooShort,
+         rank,
+         {},
+         ""});
+  }
+}
+
+}  // namespace
 
 std::string WaitEdge::waiting() const {
   // describeAwaited() starts a send with "to send ..."
@@ -234,6 +269,49 @@ std::string WaitEdge::sentence() const {
 
 std::string WaitGraph::cause() const {
   return verdicts.empty() ? std::string() : verdicts.front().sentence;
+}
+
+std::string WaitGraph::headline() const {
+  if (verdicts.empty()) return "";
+  const size_t more = verdicts.size() - 1;
+  return verdicts.front().sentence +
+         (more ? " (" + std::to_string(more) + " more in the wait-for graph)" : "");
+}
+
+double WaitGraph::longestWait() const {
+  double t = 0;
+  for (const auto& e : edges) t = std::max(t, e.timeoutSeconds);
+  return t;
+}
+
+std::string WaitGraph::remedy() const {
+  if (verdicts.empty()) return "";
+  const HangVerdict& v = verdicts.front();
+  const std::string r = "rank " + std::to_string(v.aboutRank);
+  const std::string waited =
+      longestWait() > 0 ? " (the waits gave up after " + secondsText(longestWait()) + ")" : "";
+  switch (v.cause) {
+    case HangCause::Fault:
+      if (v.detail == "delay")
+        return "to change: raise the timeout above the planted delay" + waited +
+               ", or shorten the delay";
+      return "to change: nothing in the schedule; the planted " + v.detail +
+             " fault is the cause (remove it to run through)";
+    case HangCause::TimeoutTooShort:
+      return "to change: raise the timeout" + waited + " above what a message takes here";
+    case HangCause::NotPosted:
+      return "to change: make " + r + " and rank " + std::to_string(v.waiter) +
+             " post their operations in one order (the plan's; `stagescope check` plan_order "
+             "shows where they part)";
+    case HangCause::MissingPartner:
+      if (v.detail == "error") return "to change: fix " + r + "'s error; the waits follow from it";
+      return "to change: if " + r + " was only slow, raise the timeout" + waited +
+             "; else find what held it after its last completed operation";
+    case HangCause::Cycle:
+      return "to change: in the cycle each rank receives before it sends: post one side's send "
+             "first, or post send and receive together (batch_isend_irecv)";
+  }
+  return "";
 }
 
 std::string WaitGraph::verdict() const {
@@ -288,6 +366,7 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                                         events::isShapeEdge(r.edge)},
                                        r.peer);
     e.edge = r.edge;
+    e.timeoutSeconds = r.timeoutSeconds;
     if (r.op == events::WaitOp::Collective) {
       // A captured job's collective: it waits on the first member that has not joined.
       std::string op;
@@ -368,13 +447,15 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     chain += "rank " + std::to_string(cycle.front());
     g.verdicts.push_back({cycle.front(),
                           "cycle " + chain + ": each rank waits for the next, none can proceed",
-                          HangCause::Cycle, -1, cycle});
+                          HangCause::Cycle, -1, cycle, ""});
   }
   for (int r : missing) {
     std::string why = "it waits on nobody (" + lastDoneOf(run, r) + ")";
+    std::string detail;
     for (const auto& d : run.diagnoses) {
       if (d.rank == r && d.kind == "error") {
         why = "it failed with an error (" + d.message + ")";
+        detail = "error";
         break;
       }
     }
@@ -383,7 +464,8 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                               " and never posted the matching operation",
                           HangCause::MissingPartner,
                           -1,
-                          {}});
+                          {},
+                          detail});
   }
   // A partner that waits on something else never posted the matching operation: name it.
   for (const auto& [rank, e] : waits) {
@@ -414,8 +496,10 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                               waits[e.waitsOn].waiting() + " instead",
                           HangCause::NotPosted,
                           rank,
-                          {}});
+                          {},
+                          ""});
   }
+  addTooShortWaits(run, waits, g);
   // A fault injected by the awaited rank in the same iteration, at an action that exchanges the
   // awaited microbatch with the waiting rank, explains the wait.
   for (const auto& [rank, e] : waits) {
@@ -431,6 +515,8 @@ WaitGraph waitForGraph(const model::RunModel& run) {
       // The fault's kind is only in its sentence ("fault injection (drop) on rank ...").
       const bool dropped = f->message.find("(drop") != std::string::npos ||
                            f->message.find(",drop") != std::string::npos;
+      const bool delayed = f->message.find("(delay") != std::string::npos ||
+                           f->message.find(",delay") != std::string::npos;
       std::string what = e.waitsFor;
       const auto from = what.find(" from rank ");
       if (from != std::string::npos) what.erase(from);
@@ -442,7 +528,19 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                                   " waits for was never sent",
                               HangCause::Fault,
                               rank,
-                              {}});
+                              {},
+                              "drop"});
+      } else if (delayed) {
+        const std::string kinds = f->message.substr(f->message.find('(') + 1);
+        g.verdicts.push_back({e.waitsOn,
+                              "rank " + std::to_string(e.waitsOn) + " was held by a planted " +
+                                  kinds.substr(0, kinds.find(')')) + " before sending " + what +
+                                  " to rank " + std::to_string(rank) + ", longer than rank " +
+                                  std::to_string(rank) + " waited",
+                              HangCause::Fault,
+                              rank,
+                              {},
+                              "delay"});
       } else {
         g.verdicts.push_back({e.waitsOn,
                               "rank " + std::to_string(e.waitsOn) + " injected a fault into " +
@@ -450,7 +548,9 @@ WaitGraph waitForGraph(const model::RunModel& run) {
                                   ")",
                               HangCause::Fault,
                               rank,
-                              {}});
+                              {},
+                              f->message.substr(f->message.find('(') + 1,
+                                                f->message.find(')') - f->message.find('(') - 1)});
       }
     }
   }

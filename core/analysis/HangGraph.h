@@ -24,6 +24,7 @@ struct WaitEdge {
   std::string waitsFor;  // "the activation of microbatch 3 from rank 2", "to send ... to rank 4"
   std::string lastDone;  // "last completed: iteration 1 F mb 2" / "nothing completed"
   std::string edge;      // the edge the two ranks exchange on ("" when none was recorded)
+  double timeoutSeconds = 0;  // how long it waited before giving up (0: not recorded)
   // "waits for the activation of microbatch 1 from rank 1" / "waits to send the ..."
   std::string waiting() const;
   // "rank 2 waits for the activation of microbatch 1 from rank 1 (edge E, iteration 0,
@@ -32,9 +33,18 @@ struct WaitEdge {
 };
 
 // What a verdict sentence says, most causal first: an injected fault explains the wait it
-// caused; a partner that does something else (or nothing) is why the others wait; a cycle is
-// what the waits look like, the consequence.
-enum class HangCause : uint8_t { Fault = 0, NotPosted = 1, MissingPartner = 2, Cycle = 3 };
+// caused; a wait that gave up on a message already sent, a timeout too short; a partner that
+// does something else (or nothing) is why the others wait; a cycle is what the waits look
+// like, the consequence.
+// A wait that gave up on a message its partner had sent was too short, whatever the rest of the
+// graph looks like (the partner then waits for something the waiter never got to).
+enum class HangCause : uint8_t {
+  Fault = 0,
+  TimeoutTooShort = 1,
+  NotPosted = 2,
+  MissingPartner = 3,
+  Cycle = 4
+};
 
 struct HangVerdict {
   int aboutRank = -1;
@@ -43,6 +53,9 @@ struct HangVerdict {
   HangCause cause = HangCause::Cycle;
   int waiter = -1;         // NotPosted and Fault: the rank whose wait this explains
   std::vector<int> cycle;  // Cycle: its ranks in waiting order
+  // Fault: what was planted ("drop", "delay", or the other kinds as the rank wrote them).
+  // MissingPartner: "error" when the partner failed with one, else "".
+  std::string detail;
   // Whether the sentence is about `rank`: the rank it names first, the waiter it explains, or a
   // member of its cycle (the viewer's stuck inspector shows a rank the verdicts about it).
   bool concerns(int rank) const;
@@ -61,6 +74,13 @@ struct WaitGraph {
   bool empty() const { return edges.empty(); }
   // The root cause in one sentence: the first verdict ("" when there is none).
   std::string cause() const;
+  // The root cause for a first line (run's status, check, the viewer's banner): the first
+  // verdict and how many more the graph holds.
+  std::string headline() const;
+  // What to change, from the root cause: "to change: ..." ("" when there is no verdict).
+  std::string remedy() const;
+  // The longest any rank waited before giving up, seconds (0 when none was recorded).
+  double longestWait() const;
   std::string verdict() const;  // the verdict sentences, root cause first, joined with "; "
   std::string text() const;     // "wait-for graph:" + one line per rank + the verdicts
 };

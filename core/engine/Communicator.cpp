@@ -278,8 +278,8 @@ void Communicator::postSend(Exchange& ex, const plan::Message& m,
   if (faults) faults->beforeDigest(rec, p.payload);
   describeTensor(rec, p.payload, recorder_.level());
   const int64_t posted = nowNs();  // an injected delay counts into this send's time
+  noteFault(faults, rec);          // before a planted delay: a rank stopped in it has said why
   const bool drop = faults && faults->beforeSend(rec, p.payload);
-  noteFault(faults, rec);
   // The frame holds the planned payload bytes (what the receiver posted); the payload
   // travels in it when it is what the plan says, else separately (see "frames" above).
   const int64_t frameBytes = wireDevice_.is_cpu() ? plannedBytes(m) : 0;
@@ -350,8 +350,8 @@ void Communicator::handOff(Exchange& ex, const plan::Message& m,
   const FaultInjector* faults = faultsFor(ex.ids);
   if (faults) faults->beforeDigest(rec, payload);
   describeTensor(rec, payload, recorder_.level());
+  noteFault(faults, rec);  // before a planted delay: a rank stopped in it has said why
   const bool drop = faults && faults->beforeSend(rec, payload);
-  noteFault(faults, rec);
   if (drop) return;
   auto parcel = std::make_shared<Parcel>();
   parcel->payload = payload.clone(at::MemoryFormat::Contiguous);  // the send owns its bytes

@@ -32,12 +32,26 @@ const plan::FaultConfig* FaultInjector::match(const events::TransferRecord& rec,
   return nullptr;
 }
 
+namespace {
+
+// "10 s", "0.5 s": a delay as the config gave it.
+std::string secondsText(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", seconds);
+  return buf;
+}
+
+}  // namespace
+
 std::string FaultInjector::matchingKinds(const events::TransferRecord& rec) const {
   std::string kinds;
   using plan::FaultKind;
   for (FaultKind k : {FaultKind::Delay, FaultKind::Drop, FaultKind::Corrupt, FaultKind::Shape,
                       FaultKind::Nan, FaultKind::Inf}) {
-    if (match(rec, k)) kinds += (kinds.empty() ? "" : ",") + std::string(plan::toString(k));
+    const auto* f = match(rec, k);
+    if (!f) continue;
+    kinds += (kinds.empty() ? "" : ",") + std::string(plan::toString(k));
+    if (k == FaultKind::Delay) kinds += " " + secondsText(f->delaySeconds);
   }
   return kinds;
 }

@@ -24,7 +24,8 @@ class FaultInjector {
   // Called after the sender's record was filled (delay, corrupt, shape: the record does not
   // see them); returns true when the send must be dropped.
   bool beforeSend(const events::TransferRecord& rec, at::Tensor& payload) const;
-  // The kinds of the faults that match this transfer ("drop", "corrupt,nan", ...), "" if none.
+  // The kinds of the faults that match this transfer ("drop", "corrupt,nan", a delay with its
+  // length: "delay 10 s"), "" if none.
   std::string matchingKinds(const events::TransferRecord& rec) const;
   // Called at each compute action; kills the process for a matching kill fault.
   void atCompute(int iteration, int microbatch, bool backward) const;

@@ -254,6 +254,215 @@ void addTooShortWaits(const model::RunModel& run, const std::map<int, WaitEdge>&
   }
 }
 
+// The edge of one `waits` row: exactly what the rank waited on.
+WaitEdge edgeOfWaitRow(const model::RunModel& run, const events::WaitRecord& r) {
+  WaitEdge e;
+  e.rank = r.rank;
+  e.waitsOn = r.peer;
+  e.iteration = r.iteration;
+  e.actionSeq = r.actionSeq;
+  e.action = events::toString(r.action);
+  e.microbatch = r.microbatch;
+  e.direction = r.direction;
+  e.sending = r.op == events::WaitOp::Send;
+  e.waitsFor =
+      r.op == events::WaitOp::Broadcast
+          ? "the boundary broadcast from rank " + std::to_string(r.peer)
+          : describeAwaited(
+                {e.sending, r.direction, r.microbatch, true, events::isShapeEdge(r.edge)}, r.peer);
+  e.edge = r.edge;
+  e.timeoutSeconds = r.timeoutSeconds;
+  if (r.op == events::WaitOp::Collective) {
+    // A captured job's collective: it waits on the first member that has not joined.
+    std::string op;
+    const std::vector<int> missing = notJoined(run, r, &op);
+    e.waitsOn = missing.empty() ? -1 : missing.front();
+    e.edge.clear();
+    e.waitsFor = collectiveName(op, r);
+    if (!missing.empty()) {
+      e.waitsFor += ", not joined by rank";
+      if (missing.size() > 1) e.waitsFor += "s";
+      for (size_t i = 0; i < missing.size(); ++i) {
+        e.waitsFor += (i ? ", " : " ") + std::to_string(missing[i]);
+      }
+    } else {
+      e.waitsFor += " (every member posted it)";
+    }
+  }
+  e.lastDone = lastDoneOf(run, r.rank);
+  return e;
+}
+
+// The edge of a timeout diagnosis (a format-1 file, no `waits` row): its fields and the planned
+// action at that position.  False when it timed out before any planned action, waiting on no
+// rank (the rendezvous store, set-up): not an edge of the graph; its diagnosis says what it
+// waited for.
+bool edgeOfTimeout(const model::RunModel& run, const events::DiagnosisRecord& d, WaitEdge* out) {
+  WaitEdge e;
+  e.rank = d.rank;
+  e.waitsOn = d.waitsOnRank;
+  e.iteration = d.iteration;
+  e.actionSeq = d.actionSeq;
+  if (e.iteration < 0 || e.actionSeq < 0) stuckAction(run, d.rank, &e.iteration, &e.actionSeq);
+  if (e.waitsOn < 0 && e.iteration < 0) return false;
+  const auto* p = plannedAt(run, d.rank, e.iteration, e.actionSeq);
+  const Awaited w = awaitedAt(run, d.rank, e.iteration, e.actionSeq);
+  if (p) e.action = events::toString(p->kind);
+  e.microbatch = w.microbatch;
+  e.direction = w.direction;
+  e.sending = w.send;
+  e.waitsFor = describeAwaited(w, d.waitsOnRank);
+  e.edge = edgeBetween(run, d.rank, d.waitsOnRank);
+  e.lastDone = lastDoneOf(run, d.rank);
+  *out = e;
+  return true;
+}
+
+// Follows waits-on edges from every waiting rank: a repeated rank closes a cycle; a rank that
+// waits on nobody is the missing partner.  Both become verdicts.
+void addCyclesAndMissingPartners(const model::RunModel& run, std::map<int, WaitEdge>& waits,
+                                 WaitGraph& g) {
+  std::set<std::vector<int>> cycles;
+  std::set<int> missing;
+  for (const auto& start : waits) {
+    std::vector<int> path;
+    int at = start.first;
+    while (waits.count(at) && std::find(path.begin(), path.end(), at) == path.end()) {
+      path.push_back(at);
+      at = waits[at].waitsOn;
+    }
+    if (at < 0) continue;  // waits on nobody known (a collective every member joined)
+    if (waits.count(at)) {
+      std::vector<int> cycle(std::find(path.begin(), path.end(), at), path.end());
+      std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+      cycles.insert(cycle);
+    } else {
+      missing.insert(at);
+    }
+  }
+  g.cycles.assign(cycles.begin(), cycles.end());
+  for (const auto& cycle : cycles) {
+    std::string chain;
+    for (int r : cycle) chain += "rank " + std::to_string(r) + " -> ";
+    chain += "rank " + std::to_string(cycle.front());
+    g.verdicts.push_back({cycle.front(),
+                          "cycle " + chain + ": each rank waits for the next, none can proceed",
+                          HangCause::Cycle, -1, cycle, ""});
+  }
+  for (int r : missing) {
+    std::string why = "it waits on nobody (" + lastDoneOf(run, r) + ")";
+    std::string detail;
+    for (const auto& d : run.diagnoses) {
+      if (d.rank == r && d.kind == "error") {
+        why = "it failed with an error (" + d.message + ")";
+        detail = "error";
+        break;
+      }
+    }
+    g.verdicts.push_back({r,
+                          "rank " + std::to_string(r) + " is the missing partner: " + why +
+                              " and never posted the matching operation",
+                          HangCause::MissingPartner,
+                          -1,
+                          {},
+                          detail});
+  }
+}
+
+// A partner that waits on something else never posted the matching operation: names it.
+void addNotPosted(const model::RunModel& run, std::map<int, WaitEdge>& waits,
+                  const std::map<int, const events::WaitRecord*>& rows, WaitGraph& g) {
+  for (const auto& [rank, e] : waits) {
+    auto mine = rows.find(rank);
+    auto theirs = rows.find(e.waitsOn);
+    if (mine == rows.end() || theirs == rows.end()) continue;
+    const events::WaitRecord& w = *mine->second;
+    if (isPartner(w, *theirs->second)) continue;
+    std::string missingOp;
+    if (w.op == events::WaitOp::Collective) {
+      std::string op;
+      notJoined(run, w, &op);
+      missingOp = "has not joined " + collectiveName(op, w) + " (iteration " +
+                  std::to_string(w.iteration) + ")";
+    } else if (w.op == events::WaitOp::Send || w.op == events::WaitOp::Recv) {
+      const bool theySend = w.op == events::WaitOp::Recv;
+      missingOp = std::string("has not posted the ") + (theySend ? "send" : "receive") +
+                  (events::isShapeEdge(w.edge) ? " of the shape of the " : " of the ") +
+                  events::toString(w.direction) + " of microbatch " + std::to_string(w.microbatch) +
+                  (theySend ? " to rank " : " from rank ") + std::to_string(rank) + " (edge " +
+                  w.edge + ", iteration " + std::to_string(w.iteration) + ")";
+    } else {
+      continue;
+    }
+    g.verdicts.push_back({e.waitsOn,
+                          "rank " + std::to_string(e.waitsOn) + " " + missingOp + " that rank " +
+                              std::to_string(rank) + " waits for: it " +
+                              waits[e.waitsOn].waiting() + " instead",
+                          HangCause::NotPosted,
+                          rank,
+                          {},
+                          ""});
+  }
+}
+
+// A fault injected by the awaited rank in the same iteration, at an action that exchanges the
+// awaited microbatch with the waiting rank, explains the wait.
+void addFaultVerdicts(const model::RunModel& run, const std::map<int, WaitEdge>& waits,
+                      const std::vector<const events::DiagnosisRecord*>& faults, WaitGraph& g) {
+  for (const auto& [rank, e] : waits) {
+    if (e.microbatch < 0) continue;
+    for (const auto* f : faults) {
+      if (f->rank != e.waitsOn || f->iteration != e.iteration) continue;
+      if (f->waitsOnRank >= 0 && f->waitsOnRank != rank) continue;  // sent to someone else
+      const Awaited sent = sentAt(run, f->rank, f->iteration, f->actionSeq);
+      if (!sent.known || e.sending || sent.direction != e.direction ||
+          sent.microbatch != e.microbatch) {
+        continue;
+      }
+      // The fault's kind is only in its sentence ("fault injection (drop) on rank ...").
+      const bool dropped = f->message.find("(drop") != std::string::npos ||
+                           f->message.find(",drop") != std::string::npos;
+      const bool delayed = f->message.find("(delay") != std::string::npos ||
+                           f->message.find(",delay") != std::string::npos;
+      std::string what = e.waitsFor;
+      const auto from = what.find(" from rank ");
+      if (from != std::string::npos) what.erase(from);
+      if (dropped) {
+        g.verdicts.push_back({e.waitsOn,
+                              "rank " + std::to_string(e.waitsOn) + " dropped " + what +
+                                  " to rank " + std::to_string(rank) +
+                                  " (fault injection): the message rank " + std::to_string(rank) +
+                                  " waits for was never sent",
+                              HangCause::Fault,
+                              rank,
+                              {},
+                              "drop"});
+      } else if (delayed) {
+        const std::string kinds = f->message.substr(f->message.find('(') + 1);
+        g.verdicts.push_back({e.waitsOn,
+                              "rank " + std::to_string(e.waitsOn) + " was held by a planted " +
+                                  kinds.substr(0, kinds.find(')')) + " before sending " + what +
+                                  " to rank " + std::to_string(rank) + ", longer than rank " +
+                                  std::to_string(rank) + " waited",
+                              HangCause::Fault,
+                              rank,
+                              {},
+                              "delay"});
+      } else {
+        g.verdicts.push_back({e.waitsOn,
+                              "rank " + std::to_string(e.waitsOn) + " injected a fault into " +
+                                  what + " to rank " + std::to_string(rank) + " (" + f->message +
+                                  ")",
+                              HangCause::Fault,
+                              rank,
+                              {},
+                              f->message.substr(f->message.find('(') + 1,
+                                                f->message.find(')') - f->message.find('(') - 1)});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string WaitEdge::waiting() const {
@@ -351,65 +560,13 @@ WaitGraph waitForGraph(const model::RunModel& run) {
   for (const auto& r : run.waits) {
     if (waits.count(r.rank) || completedLate(run, r.rank, r.iteration, r.actionSeq)) continue;
     rows[r.rank] = &r;
-    WaitEdge e;
-    e.rank = r.rank;
-    e.waitsOn = r.peer;
-    e.iteration = r.iteration;
-    e.actionSeq = r.actionSeq;
-    e.action = events::toString(r.action);
-    e.microbatch = r.microbatch;
-    e.direction = r.direction;
-    e.sending = r.op == events::WaitOp::Send;
-    e.waitsFor = r.op == events::WaitOp::Broadcast
-                     ? "the boundary broadcast from rank " + std::to_string(r.peer)
-                     : describeAwaited({e.sending, r.direction, r.microbatch, true,
-                                        events::isShapeEdge(r.edge)},
-                                       r.peer);
-    e.edge = r.edge;
-    e.timeoutSeconds = r.timeoutSeconds;
-    if (r.op == events::WaitOp::Collective) {
-      // A captured job's collective: it waits on the first member that has not joined.
-      std::string op;
-      const std::vector<int> missing = notJoined(run, r, &op);
-      e.waitsOn = missing.empty() ? -1 : missing.front();
-      e.edge.clear();
-      e.waitsFor = collectiveName(op, r);
-      if (!missing.empty()) {
-        e.waitsFor += ", not joined by rank";
-        if (missing.size() > 1) e.waitsFor += "s";
-        for (size_t i = 0; i < missing.size(); ++i) {
-          e.waitsFor += (i ? ", " : " ") + std::to_string(missing[i]);
-        }
-      } else {
-        e.waitsFor += " (every member posted it)";
-      }
-    }
-    e.lastDone = lastDoneOf(run, r.rank);
-    waits[r.rank] = e;
+    waits[r.rank] = edgeOfWaitRow(run, r);
   }
   std::vector<const events::DiagnosisRecord*> faults;
   for (const auto& d : run.diagnoses) {
+    WaitEdge e;
     if (d.kind == "timeout" && !waits.count(d.rank) &&
-        !completedLate(run, d.rank, d.iteration, d.actionSeq)) {
-      WaitEdge e;
-      e.rank = d.rank;
-      e.waitsOn = d.waitsOnRank;
-      e.iteration = d.iteration;
-      e.actionSeq = d.actionSeq;
-      if (e.iteration < 0 || e.actionSeq < 0) stuckAction(run, d.rank, &e.iteration, &e.actionSeq);
-      // Timed out before any planned action, waiting on no rank (the rendezvous store, set-up):
-      // not an edge of the graph; its diagnosis says what it waited for.
-      const bool known = e.waitsOn >= 0 || e.iteration >= 0;
-      if (!known) continue;
-      const auto* p = plannedAt(run, d.rank, e.iteration, e.actionSeq);
-      const Awaited w = awaitedAt(run, d.rank, e.iteration, e.actionSeq);
-      if (p) e.action = events::toString(p->kind);
-      e.microbatch = w.microbatch;
-      e.direction = w.direction;
-      e.sending = w.send;
-      e.waitsFor = describeAwaited(w, d.waitsOnRank);
-      e.edge = edgeBetween(run, d.rank, d.waitsOnRank);
-      e.lastDone = lastDoneOf(run, d.rank);
+        !completedLate(run, d.rank, d.iteration, d.actionSeq) && edgeOfTimeout(run, d, &e)) {
       waits[d.rank] = e;
     }
     if (d.kind == "fault_injected") faults.push_back(&d);
@@ -420,140 +577,10 @@ WaitGraph waitForGraph(const model::RunModel& run) {
   }
   for (const auto& [rank, e] : waits) g.edges.push_back(e);
   if (waits.empty()) return g;
-  // Follow waits-on edges from every waiting rank: a repeated rank closes a cycle; a rank that
-  // waits on nobody is the missing partner.
-  std::set<std::vector<int>> cycles;
-  std::set<int> missing;
-  for (const auto& start : waits) {
-    std::vector<int> path;
-    int at = start.first;
-    while (waits.count(at) && std::find(path.begin(), path.end(), at) == path.end()) {
-      path.push_back(at);
-      at = waits[at].waitsOn;
-    }
-    if (at < 0) continue;  // waits on nobody known (a collective every member joined)
-    if (waits.count(at)) {
-      std::vector<int> cycle(std::find(path.begin(), path.end(), at), path.end());
-      std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
-      cycles.insert(cycle);
-    } else {
-      missing.insert(at);
-    }
-  }
-  g.cycles.assign(cycles.begin(), cycles.end());
-  for (const auto& cycle : cycles) {
-    std::string chain;
-    for (int r : cycle) chain += "rank " + std::to_string(r) + " -> ";
-    chain += "rank " + std::to_string(cycle.front());
-    g.verdicts.push_back({cycle.front(),
-                          "cycle " + chain + ": each rank waits for the next, none can proceed",
-                          HangCause::Cycle, -1, cycle, ""});
-  }
-  for (int r : missing) {
-    std::string why = "it waits on nobody (" + lastDoneOf(run, r) + ")";
-    std::string detail;
-    for (const auto& d : run.diagnoses) {
-      if (d.rank == r && d.kind == "error") {
-        why = "it failed with an error (" + d.message + ")";
-        detail = "error";
-        break;
-      }
-    }
-    g.verdicts.push_back({r,
-                          "rank " + std::to_string(r) + " is the missing partner: " + why +
-                              " and never posted the matching operation",
-                          HangCause::MissingPartner,
-                          -1,
-                          {},
-                          detail});
-  }
-  // A partner that waits on something else never posted the matching operation: name it.
-  for (const auto& [rank, e] : waits) {
-    auto mine = rows.find(rank);
-    auto theirs = rows.find(e.waitsOn);
-    if (mine == rows.end() || theirs == rows.end()) continue;
-    const events::WaitRecord& w = *mine->second;
-    if (isPartner(w, *theirs->second)) continue;
-    std::string missingOp;
-    if (w.op == events::WaitOp::Collective) {
-      std::string op;
-      notJoined(run, w, &op);
-      missingOp = "has not joined " + collectiveName(op, w) + " (iteration " +
-                  std::to_string(w.iteration) + ")";
-    } else if (w.op == events::WaitOp::Send || w.op == events::WaitOp::Recv) {
-      const bool theySend = w.op == events::WaitOp::Recv;
-      missingOp = std::string("has not posted the ") + (theySend ? "send" : "receive") +
-                  (events::isShapeEdge(w.edge) ? " of the shape of the " : " of the ") +
-                  events::toString(w.direction) + " of microbatch " + std::to_string(w.microbatch) +
-                  (theySend ? " to rank " : " from rank ") + std::to_string(rank) + " (edge " +
-                  w.edge + ", iteration " + std::to_string(w.iteration) + ")";
-    } else {
-      continue;
-    }
-    g.verdicts.push_back({e.waitsOn,
-                          "rank " + std::to_string(e.waitsOn) + " " + missingOp + " that rank " +
-                              std::to_string(rank) + " waits for: it " +
-                              waits[e.waitsOn].waiting() + " instead",
-                          HangCause::NotPosted,
-                          rank,
-                          {},
-                          ""});
-  }
+  addCyclesAndMissingPartners(run, waits, g);
+  addNotPosted(run, waits, rows, g);
   addTooShortWaits(run, waits, g);
-  // A fault injected by the awaited rank in the same iteration, at an action that exchanges the
-  // awaited microbatch with the waiting rank, explains the wait.
-  for (const auto& [rank, e] : waits) {
-    if (e.microbatch < 0) continue;
-    for (const auto* f : faults) {
-      if (f->rank != e.waitsOn || f->iteration != e.iteration) continue;
-      if (f->waitsOnRank >= 0 && f->waitsOnRank != rank) continue;  // sent to someone else
-      const Awaited sent = sentAt(run, f->rank, f->iteration, f->actionSeq);
-      if (!sent.known || e.sending || sent.direction != e.direction ||
-          sent.microbatch != e.microbatch) {
-        continue;
-      }
-      // The fault's kind is only in its sentence ("fault injection (drop) on rank ...").
-      const bool dropped = f->message.find("(drop") != std::string::npos ||
-                           f->message.find(",drop") != std::string::npos;
-      const bool delayed = f->message.find("(delay") != std::string::npos ||
-                           f->message.find(",delay") != std::string::npos;
-      std::string what = e.waitsFor;
-      const auto from = what.find(" from rank ");
-      if (from != std::string::npos) what.erase(from);
-      if (dropped) {
-        g.verdicts.push_back({e.waitsOn,
-                              "rank " + std::to_string(e.waitsOn) + " dropped " + what +
-                                  " to rank " + std::to_string(rank) +
-                                  " (fault injection): the message rank " + std::to_string(rank) +
-                                  " waits for was never sent",
-                              HangCause::Fault,
-                              rank,
-                              {},
-                              "drop"});
-      } else if (delayed) {
-        const std::string kinds = f->message.substr(f->message.find('(') + 1);
-        g.verdicts.push_back({e.waitsOn,
-                              "rank " + std::to_string(e.waitsOn) + " was held by a planted " +
-                                  kinds.substr(0, kinds.find(')')) + " before sending " + what +
-                                  " to rank " + std::to_string(rank) + ", longer than rank " +
-                                  std::to_string(rank) + " waited",
-                              HangCause::Fault,
-                              rank,
-                              {},
-                              "delay"});
-      } else {
-        g.verdicts.push_back({e.waitsOn,
-                              "rank " + std::to_string(e.waitsOn) + " injected a fault into " +
-                                  what + " to rank " + std::to_string(rank) + " (" + f->message +
-                                  ")",
-                              HangCause::Fault,
-                              rank,
-                              {},
-                              f->message.substr(f->message.find('(') + 1,
-                                                f->message.find(')') - f->message.find('(') - 1)});
-      }
-    }
-  }
+  addFaultVerdicts(run, waits, faults, g);
   // A wait a fault explains needs no second explanation ("rank 1 has not posted the send ...
   // that rank 2 waits for" after "rank 1 dropped the activation ... to rank 2").
   std::erase_if(g.verdicts, [&](const HangVerdict& v) {

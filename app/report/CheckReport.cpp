@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -113,6 +115,33 @@ void writeCheckJson(const CheckReport& report, const std::string& path) {
 // The text report lists this many findings of a class, then says how many more there are.
 constexpr size_t kTextFindings = 20;
 
+namespace {
+
+// A class's summary as text lines: the whole summary where its line stays within about 200
+// characters, else its first clause (up to the first "; " outside parentheses) on the class's
+// line and each further clause on a line of its own below it.  JSON and JUnit keep it whole.
+constexpr size_t kSummaryFits = 160;  // the class's line: ~36 characters of mark, name, code
+
+std::vector<std::string> summaryLines(const std::string& summary) {
+  if (summary.size() <= kSummaryFits) return {summary};
+  std::vector<std::string> out;
+  int depth = 0;
+  size_t from = 0;
+  for (size_t i = 0; i + 1 < summary.size(); ++i) {
+    const char c = summary[i];
+    if (c == '(') ++depth;
+    if (c == ')' && depth > 0) --depth;
+    if (c == ';' && summary[i + 1] == ' ' && depth == 0) {
+      out.push_back(summary.substr(from, i - from));
+      from = i + 2;
+    }
+  }
+  out.push_back(summary.substr(from));
+  return out;
+}
+
+}  // namespace
+
 std::string renderCheckText(const CheckReport& rep) {
   std::ostringstream o;
   // Everything below may quote the run file (its id, module names, messages): each piece is
@@ -128,9 +157,11 @@ std::string renderCheckText(const CheckReport& rep) {
                                                          : "SKIP";
     char head[96];
     std::snprintf(head, sizeof head, "  %s  %-19s (exit %2d)  ", mark, r.name.c_str(), r.exitCode);
-    o << head << printableLine(r.summary);
+    const std::vector<std::string> lines = summaryLines(r.summary);
+    o << head << printableLine(lines.front());
     if (r.status == CheckStatus::Failed) o << "; " << r.total << " failure(s)";
     o << "\n";
+    for (size_t i = 1; i < lines.size(); ++i) o << "        " << printableLine(lines[i]) << "\n";
     const size_t shown = std::min(r.findings.size(), kTextFindings);
     for (size_t i = 0; i < shown; ++i)
       o << "        - " << printableLine(r.findings[i].message) << "\n";

@@ -1041,7 +1041,7 @@ void checkReference(Ctx& c, CheckResult& r) {
     s << ", the closest passing one at " << w.str() << " of its bound";
   }
   s << elementAndScaleSummary(margins);
-  s << "; rule: " << rule.describe();
+  s << "; rule (" << rule.describe() << ")";  // one clause: the rule has "; " of its own
   if (!inDtype.empty() && c.opts.tolerance < 0 && rule.lowPrecision) {
     s << "; gradients with the reference's own " << dtype << " computation: max("
       << ToleranceRule::kDtypeDeviationBase << ", " << ToleranceRule::kDtypeDeviationFactor

@@ -629,11 +629,11 @@ NcclVerdict ncclVerdict(const model::RunModel& run) {
   for (const auto& u : p.unknowns) unknowns += "; " + u;
   std::ostringstream what;
   what << p.opCount() << " operations of " << v.replay.ranks << " ranks on "
-       << v.replay.communicators << " communicators, from " << p.source;
+       << v.replay.communicators << " communicators; from " << p.source;
   if (v.replay.completed) {
     v.kind = NcclVerdict::Kind::Completes;
-    v.summary = "every rank completes under NCCL's rules (lazy communicators, no buffering): " +
-                what.str() + unknowns;
+    v.summary = "every rank completes under NCCL's rules: " + what.str() +
+                "; the rules: lazy communicators, no buffering" + unknowns;
     return v;
   }
   // NCCL buffers small sends in practice: a hang that needs unbuffered sends is a risk that

@@ -91,6 +91,7 @@ HangAnalysis analyzeHang(const std::string& runPath) {
     out.text = g.text();
     out.verdict = g.empty() ? "no rank recorded what it waited for" : g.verdict();
     out.headline = g.empty() ? out.verdict : g.headline();
+    out.verdictCount = g.verdicts.size();
     out.remedy = g.remedy();
     out.erroredRank = g.erroredRank;
     out.error = g.error;

@@ -33,10 +33,11 @@ int exitCodeFor(events::RunStatus status);
 // The wait-for graph of a hung run (analysis::waitForGraph: the ranks' structured timeout
 // records and the plan, never their sentences), as terminal text and "hang" diagnoses.
 struct HangAnalysis {
-  std::string text;      // "wait-for graph:" then one sentence per rank, then the verdict
-  std::string verdict;   // every verdict sentence, root cause first (analysis::WaitGraph)
-  std::string headline;  // the root cause for a first line (WaitGraph::headline)
-  std::string remedy;    // "to change: ..." (WaitGraph::remedy), also recorded as a diagnosis
+  std::string text;         // "wait-for graph:" then one sentence per rank, then the verdict
+  std::string verdict;      // every verdict sentence, root cause first (analysis::WaitGraph)
+  std::string headline;     // the root cause for a first line (WaitGraph::headline)
+  size_t verdictCount = 0;  // how many verdicts the graph holds
+  std::string remedy;       // "to change: ..." (WaitGraph::remedy), also recorded as a diagnosis
   std::vector<events::DiagnosisRecord> records;  // kind "hang": one per rank + the verdict
   int erroredRank = -1;  // a rank that recorded an error: the cause, the timeouts follow
   std::string error;

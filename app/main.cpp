@@ -156,6 +156,16 @@ bool isCapturedRun(const model::RunModel& m) {
 // before any rank raised (the job then raised c10d's error: a consequence), or a rank that raised
 // first (its peers' failed operations are the consequences).  A job killed while hanging left
 // its watchdog's records.  `stored`: what rank 0 wrote at its own exit.
+// A declared-schedule cause for a first line: its sentence up to the section it cites, whose
+// explanation (printed in full on its own line, and in check's plan_order) is left out:
+// "...; the job places it at global stage 0 of 4, the plan at 1 of 4 (§7.5)".
+std::string shortCause(const std::string& cause) {
+  const size_t section = cause.find(" (\u00a7");
+  if (section == std::string::npos) return cause;
+  const size_t end = cause.find_first_of(":)", section + 3);
+  return end == std::string::npos ? cause : cause.substr(0, end) + ")";
+}
+
 Judgement judgeCapturedRun(const model::RunModel& m, const Judgement& stored) {
   const analysis::CaptureEnd end = analysis::judgeCaptureEnd(m);
   Judgement byOps{stored};
@@ -370,14 +380,14 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     bool recorded = false;
     for (const auto& d : m.diagnoses) recorded = recorded || d.kind == "hang";
     if (!recorded) recordHangDiagnoses(run, hang);
-    if (!hang.headline.empty() && next.reason.find(hang.headline) == std::string::npos) {
-      next.reason = hang.headline + "; " + next.reason;  // the root cause leads
-    }
+    // One first line: the root cause leads; every timeout and verdict is in the diagnoses.
+    if (!hang.headline.empty()) next.reason = hang.headline;
     // Where the job declared its layout, its own schedule against the plan names why.
     const auto causes = analysis::declaredScheduleCauses(m.info.configText);
     if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
       std::printf("cause: %s\n", causes.front().c_str());
-      next.reason = "cause: " + causes.front() + "; " + next.reason;
+      next.reason = "cause: " + shortCause(causes.front()) + "; " +
+                    std::to_string(hang.verdictCount) + " verdicts in the wait-for graph";
     } else if (!hang.remedy.empty()) {
       std::printf("%s\n", hang.remedy.c_str());
     }

@@ -282,11 +282,16 @@ class MegatronUnequalDepthHang(MegatronCase):
         self.assertIn("FAIL  plan_order", c.stdout)
         self.assertIn("the job's own schedule differs from the plan: " + cause, c.stdout)
         # where each rank stopped against the plan: audio in the plan's SF_RB with only its send
+        # (check's text: a long summary continues one clause per line)
         self.assertIn("rank 2 (audio stage 0) stopped in iteration 0 at its communication action #2 "
                       "(SF_RB: send the activation of microbatch 2 to rank 3, receive the gradient of "
-                      "microbatch 0 from rank 3); recorded of it: send the activation of microbatch 2 "
-                      "to rank 3, the job waiting to send the activation of microbatch 2 to rank 3",
-                      c.stdout)
+                      "microbatch 0 from rank 3)\n        recorded of it: send the activation of "
+                      "microbatch 2 to rank 3, the job waiting to send the activation of microbatch 2 "
+                      "to rank 3", c.stdout)
+        # the stored verdict is one first line: the cause up to the section it cites
+        reason = rows(run, "SELECT status_reason FROM run")[0]["status_reason"]
+        self.assertTrue(reason.startswith("cause: " + cause + ")"), reason)
+        self.assertLessEqual(len(reason), 220, reason)
         # audio's third payload (microbatch 2: shape messages are recorded as such and never
         # shift the count) against the llm's first gradient's shape, both on the audio bridge
         self.assertIn("rank 2 waits to send the activation of microbatch 2 to rank 3;", c.stdout)

@@ -386,6 +386,9 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
     const auto causes = analysis::declaredScheduleCauses(m.info.configText);
     if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
       std::printf("cause: %s\n", causes.front().c_str());
+      std::printf("to change: the job's schedule where it parts from the plan (above; `stagescope "
+                  "check %s` lists each rank's difference)\n",
+                  events::printableLine(run).c_str());
       next.reason = "cause: " + shortCause(causes.front()) + "; " +
                     std::to_string(hang.verdictCount) + " verdicts in the wait-for graph";
     } else if (!hang.remedy.empty()) {

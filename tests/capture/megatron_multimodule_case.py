@@ -266,6 +266,8 @@ class MegatronUnequalDepthHang(MegatronCase):
         cause = ("audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2; the job "
                  "places it at global stage 0 of 4, the plan at 1 of 4 (§7.5")
         self.assertIn("run hung: cause: " + cause, m.stdout)
+        self.assertIn("to change: the job's schedule where it parts from the plan", m.stdout)
+        print(m.stdout.strip().splitlines()[-1])  # the verdict line, as the tutorial quotes it
         waits = {w["rank"]: w for w in rows(run, "SELECT * FROM waits")}
         self.assertEqual((waits[2]["op"], waits[2]["peer"], waits[2]["edge"], waits[2]["direction"]),
                          ("send", 3, "bridge:audio->llm:stage0->stage1", "activation"))

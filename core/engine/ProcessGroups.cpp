@@ -12,6 +12,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -102,19 +103,29 @@ std::shared_ptr<Group> ProcessGroups::get(std::vector<int> ranks, const std::str
   group->name = purpose + "/" + joinRanks(ranks);
   group->ranks = ranks;
   if (ranks.size() > 1) {
+    const auto started = std::chrono::steady_clock::now();
     try {
       group->backend = makeBackend(ranks, group->localRank(rank_));
-    } catch (const c10::DistStoreError&) {
+    } catch (const c10::DistStoreError& e) {
       // The members meet through the store; the store's own text names an internal key
-      // ("wait timeout after 60000ms, keys: /g/1-2//0/1"): say which group and what it means.
-      const double seconds = std::max(timeout_, kGroupSetupTimeout).count() / 1000.0;
+      // ("wait timeout after 60000ms, keys: /g/1-2//0/1"): say which group, how long this
+      // rank really waited (the store's client waits timeout_seconds, which may be far less
+      // than the group's set-up allowance), and what it means.  A timeout is a wait that ran
+      // out (exit as a timeout: a consequence of the member that did not come); any other store
+      // error means the store or a member went away.
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       char waited[32];
-      std::snprintf(waited, sizeof waited, "%g", seconds);
-      throw std::runtime_error("rank " + std::to_string(rank_) + ": creating the " + purpose +
-                               " process group of ranks " + joinRanks(ranks) +
-                               ": not every member joined within " + waited +
-                               " s (a member did not start, or stopped before creating its "
-                               "groups)");
+      std::snprintf(waited, sizeof waited, "%.3g", seconds);
+      const std::string what = e.what_without_backtrace();
+      const std::string head = "rank " + std::to_string(rank_) + ": creating the " + purpose +
+                               " process group of ranks " + joinRanks(ranks) + ": ";
+      if (what.find("timeout") != std::string::npos || what.find("Timeout") != std::string::npos)
+        throw StoreTimeout(head + "not every member joined within " + waited +
+                           " s (a member did not start, or stopped before creating its groups)");
+      throw std::runtime_error(
+          head + "the store failed after " + waited +
+          " s (a member or the launcher went away: " + what.substr(0, what.find('\n')) + ")");
     }
   }
   groups_.emplace(ranks, group);

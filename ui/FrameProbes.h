@@ -39,7 +39,8 @@ struct FrameProbes {
   // A captured job's plan overlay: each planned action's bracket (green: as planned; red:
   // where the rank deviated or stopped).
   std::vector<Marked> planSpans;
-  std::vector<Marked> cells;  // grid-map cells of ranks that did not complete
+  std::vector<Marked> cells;           // grid-map cells of ranks that did not complete
+  std::vector<std::string> gridHeads;  // every grid-map cell's label ("r3  t1 p0 d1", "r?  ...")
   struct Wait {
     int rank, waitsOn;
     ImVec2 from, to;

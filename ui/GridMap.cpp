@@ -285,6 +285,10 @@ void drawGridCell(PanelContext& panel, GridMapContext& g, size_t module, int ran
     dl->AddRect(ImVec2(c0.x - 2, c0.y - 2), ImVec2(c1.x + 2, c1.y + 2), cs.fill, 4, 0, 2.5f);
     panel.probes.cells.push_back({rank, ImVec4(c0.x, c0.y, c1.x, c1.y), cs.fill});
   }
+  if (ImGui::IsItemHovered() && rank < 0)
+    ImGui::SetTooltip(
+        "no rank recorded this cell: its records are not in the run file\n"
+        "(an interrupted run: `stagescope merge RUN` merges what its shards hold)");
   if (ImGui::IsItemHovered() && rank >= 0)
     ImGui::SetTooltip(
         "rank %d  %s%s\n%s%s%s\nstored activations: %d", rank,
@@ -313,8 +317,14 @@ void drawGridModule(PanelContext& panel, GridMapContext& g, size_t i) {
           if (ri.module == m.name && ri.tp == t && ri.pp == p && ri.dp == d) rank = ri.rank;
         const float x0 = b.x + 8 + p * (g.cellW + g.gap);
         const float y0 = b.y + 26 + (d * m.tp + t) * (g.cellH + g.gap) + d * 6;
-        char head[48];
-        std::snprintf(head, sizeof head, "r%d  t%d p%d d%d", rank, t, p, d);
+        // A cell no rank recorded (an unmerged or partial run file) has no rank number to show:
+        // "r?", never "r-1"; hovering it says how to recover the rank's records.
+        char head[64];
+        if (rank >= 0)
+          std::snprintf(head, sizeof head, "r%d  t%d p%d d%d", rank, t, p, d);
+        else
+          std::snprintf(head, sizeof head, "r?  t%d p%d d%d", t, p, d);
+        panel.probes.gridHeads.push_back(head);
         drawGridCell(panel, g, i, rank, ImVec2(x0, y0), head);
       }
     }

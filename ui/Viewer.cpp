@@ -81,6 +81,7 @@ std::string writeScreenshot(const std::string& path, int width, int height,
     rgb(m.colour);
     out << "\n";
   }
+  for (const auto& h : probes.gridHeads) out << "grid-head " << h << "\n";
   for (const auto& m : probes.sharedCells) {
     out << "shared-cell " << m.rank << " " << m.rect.x << " " << m.rect.y << " " << m.rect.z << " "
         << m.rect.w << " ";

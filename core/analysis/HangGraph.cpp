@@ -358,6 +358,14 @@ void addCyclesAndMissingPartners(const model::RunModel& run, std::map<int, WaitE
         detail = "error";
         break;
       }
+      // Its own wait ran out before the schedule (rendezvous, clock alignment, a group's
+      // set-up): not an edge of the graph, but why it never posted anything.
+      if (d.rank == r && d.kind == "timeout" && !waits.count(r)) {
+        const std::string said =
+            d.message.size() > 120 ? d.message.substr(0, 119) + "\u2026" : d.message;
+        why = "its own wait ran out before the schedule (" + said + ")";
+        detail = "timeout";
+      }
     }
     g.verdicts.push_back({r,
                           "rank " + std::to_string(r) + " is the missing partner: " + why +
@@ -514,6 +522,8 @@ std::string WaitGraph::remedy() const {
              "shows where they part)";
     case HangCause::MissingPartner:
       if (v.detail == "error") return "to change: fix " + r + "'s error; the waits follow from it";
+      if (v.detail == "timeout")
+        return "to change: raise the timeout" + waited + ": " + r + " gave up while starting";
       return "to change: if " + r + " was only slow, raise the timeout" + waited +
              "; else find what held it after its last completed operation";
     case HangCause::Cycle:

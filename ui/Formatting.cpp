@@ -38,4 +38,8 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
+std::string microbatchSuffix(int microbatch) {
+  return microbatch < 0 ? std::string() : " mb" + std::to_string(microbatch);
+}
+
 }  // namespace stagescope::ui

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "ui/ActionTransfers.h"
+#include "ui/Formatting.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
@@ -85,11 +86,13 @@ void runningState(const GridMapContext& g, int rank, int cellModule, const RankR
       c.fill = theme::kCellWaiting;
       c.waiting = true;
     } else {
-      std::snprintf(buf, sizeof buf, "%s mb%d", events::toString(a.kind), a.microbatch);
+      std::snprintf(buf, sizeof buf, "%s%s", events::toString(a.kind),
+                    microbatchSuffix(a.microbatch).c_str());
       c.fill = theme::kCellCommunicating;
     }
   } else {
-    std::snprintf(buf, sizeof buf, "%s mb%d", events::toString(a.kind), a.microbatch);
+    std::snprintf(buf, sizeof buf, "%s%s", events::toString(a.kind),
+                  microbatchSuffix(a.microbatch).c_str());
     c.fill = theme::actionColour(mi, static_cast<int>(a.kind));
   }
   if (mi != cellModule && mi >= 0 && !c.waiting) {

@@ -231,8 +231,8 @@ void inspectAction(PanelContext& panel, int rank, int64_t index) {
   for (size_t i = 0; i < model.info.modules.size(); ++i)
     if (!a.module.empty() && model.info.modules[i].name == a.module) mi = static_cast<int>(i);
   char title[128];
-  std::snprintf(title, sizeof title, "Action  %s  mb%d  on rank %d", events::toString(a.kind),
-                a.microbatch, rank);
+  std::snprintf(title, sizeof title, "Action  %s %s  on rank %d", events::toString(a.kind),
+                microbatchSuffix(a.microbatch).c_str(), rank);
   header(title, theme::actionColour(mi, static_cast<int>(a.kind)));
   if (beginKv("##akv")) {
     const auto* ri = model.placementOf(a);
@@ -425,8 +425,8 @@ void inspectStuck(PanelContext& panel, int rank) {
     const auto* plan = rank < static_cast<int>(model.plan.size()) ? &model.plan[rank] : nullptr;
     if (plan && fate->stuckPlan >= 0 && fate->stuckPlan < static_cast<int32_t>(plan->size())) {
       const auto& pa = (*plan)[static_cast<size_t>(fate->stuckPlan)];
-      row(fate->fate == RankFate::Hung ? "stuck in" : "next planned", "%s  it%d  mb%d",
-          events::toString(pa.kind), pa.iteration, pa.microbatch);
+      row(fate->fate == RankFate::Hung ? "stuck in" : "next planned", "%s  it%d %s",
+          events::toString(pa.kind), pa.iteration, microbatchSuffix(pa.microbatch).c_str());
     }
     for (const auto& w : model.waits) {  // what the rank itself recorded it waits on
       if (w.rank != rank) continue;

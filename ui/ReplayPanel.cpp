@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "ui/Formatting.h"
 #include "ui/Theme.h"
 
 namespace stagescope::ui {
@@ -54,9 +55,10 @@ void drawReplayBar(PanelContext& panel, const ImVec2& pos, const ImVec2& size) {
   if (run && panel.view.step > 0) {
     const ReplayStep& s = replay->steps()[panel.view.step - 1];
     const auto& a = run->model.actions[s.rank][s.action];
-    std::snprintf(desc, sizeof desc, "step %lld/%lld  r%d %s %s it%d mb%d",
+    std::snprintf(desc, sizeof desc, "step %lld/%lld  r%d %s %s it%d%s",
                   static_cast<long long>(panel.view.step), static_cast<long long>(total), s.rank,
-                  s.end ? "ends" : "begins", events::toString(a.kind), a.iteration, a.microbatch);
+                  s.end ? "ends" : "begins", events::toString(a.kind), a.iteration,
+                  microbatchSuffix(a.microbatch).c_str());
   } else if (run) {
     std::snprintf(desc, sizeof desc, "step 0/%lld  (before the run)",
                   static_cast<long long>(total));

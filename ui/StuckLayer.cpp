@@ -29,8 +29,8 @@ std::string stuckLabel(const model::RunModel& model, int rank, const RankProblem
     const auto& pa = (*plan)[fate.stuckPlan];
     char buf[96];
     std::snprintf(buf, sizeof buf,
-                  fate.fate == RankFate::Hung ? " in %s it%d mb%d" : ": next planned %s it%d mb%d",
-                  shortActionName(pa.kind), pa.iteration, pa.microbatch);
+                  fate.fate == RankFate::Hung ? " in %s it%d%s" : ": next planned %s it%d%s",
+                  shortActionName(pa.kind), pa.iteration, microbatchSuffix(pa.microbatch).c_str());
     label += buf;
   }
   if (fate.waitsOnRank >= 0) label += ", waits on r" + std::to_string(fate.waitsOnRank);

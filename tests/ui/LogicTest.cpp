@@ -12,6 +12,7 @@
 #include "core/analysis/Pairing.h"
 #include "core/analysis/RecordFilter.h"
 #include "ui/FindFilter.h"
+#include "ui/Formatting.h"
 #include "ui/IterationLines.h"
 #include "ui/LoadedRun.h"
 #include "ui/RankRows.h"
@@ -930,6 +931,14 @@ TEST(ColocatedView, FindByModuleOnASharedRank) {
   ASSERT_FALSE(th.empty());
   for (const auto& h : th)
     EXPECT_NE(model.transfers[h.index].edge.find("audio"), std::string::npos);
+}
+
+// An action or message of no microbatch (the optimizer step, an iteration's reductions) is
+// labelled without one: the replay bar said "r0 ends OPT_STEP it1 mb-1".
+TEST(Labels, NoMicrobatchIsNotWrittenAsMinusOne) {
+  EXPECT_EQ(microbatchSuffix(-1), "");
+  EXPECT_EQ(microbatchSuffix(0), " mb0");
+  EXPECT_EQ(microbatchSuffix(12), " mb12");
 }
 
 }  // namespace

@@ -75,7 +75,8 @@ void comparisonSummary(const analysis::Comparison& c) {
   std::snprintf(
       counts, sizeof counts,
       "messages: %zu compared, %zu differ, %zu within tolerance, %zu only in A, %zu only in B   "
-      "losses: %zu compared, %zu differ, %zu within tolerance (max rel %.3g)   gradients: %zu "
+      "losses: %zu compared, %zu differ, %zu within tolerance (max rel %.3g)   reduced gradients: "
+      "%zu "
       "compared, %zu differ, %zu within tolerance (max rel %.3g)",
       c.transfersCompared, c.transfersDiffering, c.transfersWithinTolerance, c.transfersOnlyA,
       c.transfersOnlyB, c.lossesCompared, c.lossesDiffering, c.lossesWithinTolerance,

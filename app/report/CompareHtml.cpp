@@ -155,10 +155,10 @@ void summary(std::ostringstream& o, const Comparison& c) {
     << c.transfersDiffering << "</span></div><div class=\"muted\">only in " << h(a.label) << ": "
     << c.transfersOnlyA << ", only in " << h(b.label) << ": " << c.transfersOnlyB
     << "</div></div><div class=\"card\"><div class=\"muted\">max relative difference: loss / "
-       "gradient norm</div><div class=\"kpi\">"
+       "reduced gradient</div><div class=\"kpi\">"
     << fmt.difference(c.maxLossRelDiff) << " / " << fmt.difference(c.maxGradRelDiff)
     << "</div><div class=\"muted\">" << c.lossesCompared << " losses, " << c.gradsCompared
-    << " parameter gradients compared</div></div></div>\n";
+    << " reduced gradients compared</div></div></div>\n";
 }
 
 // One side of the first divergent message, for its table.

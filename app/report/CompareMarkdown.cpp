@@ -108,7 +108,7 @@ void counts(std::ostringstream& o, const Comparison& c) {
   o << "- Losses: " << c.lossesCompared << " compared, " << c.lossesDiffering << " differ, "
     << c.lossesWithinTolerance << " within tolerance, max relative difference "
     << fmt.difference(c.maxLossRelDiff) << "\n";
-  o << "- Gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
+  o << "- Reduced gradients: " << c.gradsCompared << " (parameter, iteration) compared, "
     << c.gradsDiffering << " differ, " << c.gradsWithinTolerance
     << " within tolerance, max relative difference " << fmt.difference(c.maxGradRelDiff) << "\n";
   for (const auto& r : c.gradientRatios) o << "- Uniform gradient ratio: " << mdEscape(r) << "\n";

@@ -448,8 +448,13 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     c.verdict = Verdict::WithinTolerance;
     why << al.identical << " items bitwise identical, " << al.withinTolerance
         << " within tolerance (max relative L2: messages " << fmtNum(al.maxDistance[0])
-        << ", losses " << fmtNum(al.maxDistance[1]) << ", gradients " << fmtNum(al.maxDistance[2])
-        << ", input samples (element-wise) " << fmtNum(al.maxDistance[3]) << ")";
+        << ", losses " << fmtNum(al.maxDistance[1]) << ", reduced gradients "
+        << fmtNum(c.maxGradRelDiff);
+    // The same maxima as every count line (reduced gradients: c.maxGradRelDiff); the initial
+    // and accumulated gradients, counted in the evidence line, only where they reach further.
+    if (al.maxDistance[2] > c.maxGradRelDiff)
+      why << " (" << fmtNum(al.maxDistance[2]) << " with the initial and accumulated)";
+    why << ", input samples (element-wise) " << fmtNum(al.maxDistance[3]) << ")";
   } else {
     c.verdict = Verdict::Identical;
     why << "all " << c.transfersCompared << " messages, " << c.lossesCompared << " losses, "

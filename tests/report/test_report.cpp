@@ -614,6 +614,28 @@ TEST(Compare, DifferentPipelineDepthAlignsLossesAndGradients) {
   EXPECT_EQ(c.verdict, Verdict::Identical) << c.verdictReason;
 }
 
+// One gradient maximum everywhere: the headline's "reduced gradients" is the counts line's
+// maximum (the headline said 1.15e-06 over every gradient phase while the counts line said
+// 6.75e-07 over the reduced ones).
+TEST(Compare, HeadlineAndCountsShareTheReducedGradientMaximum) {
+  auto a = makeRun({.tp = 2, .pp = 2});
+  auto b = makeRun({.tp = 1, .pp = 2});
+  const auto c = compareRuns(a, b);
+  ASSERT_EQ(c.verdict, Verdict::WithinTolerance) << c.verdictReason;
+  const std::string key = "reduced gradients ";
+  const auto at = c.verdictReason.find(key);
+  ASSERT_NE(at, std::string::npos) << c.verdictReason;
+  const double headline = std::stod(c.verdictReason.substr(at + key.size()));
+  EXPECT_NEAR(headline, c.maxGradRelDiff, 0.01 * c.maxGradRelDiff) << c.verdictReason;
+  const std::string md = renderMarkdown(c);
+  const auto line = md.find("- Reduced gradients: ");
+  ASSERT_NE(line, std::string::npos) << md;
+  const std::string countsLine = md.substr(line, md.find('\n', line) - line);
+  const std::string maxKey = "max relative difference ";
+  const double counted = std::stod(countsLine.substr(countsLine.find(maxKey) + maxKey.size()));
+  EXPECT_NEAR(counted, headline, 0.01 * headline) << countsLine;
+}
+
 TEST(Compare, BubbleAndTimes) {
   auto a = makeRun({.pp = 4, .microbatches = 8});
   auto c = compareRuns(a, a);

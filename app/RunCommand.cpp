@@ -356,7 +356,7 @@ int runCommand(const RunOptions& opts) {
     const ResolvedConfig resolved(cfg.text);
     std::printf("stagescope: %d ranks, %d iterations x %d microbatches, record %s -> %s\n",
                 cfg.worldSize, cfg.iterations, cfg.microbatches, events::toString(cfg.record.level),
-                out.c_str());
+                events::printableLine(out).c_str());
     std::fflush(stdout);
     Outcome outcome = launchOnce(cfg, resolved.path(), out, opts.quiet);
     if (opts.reference && outcome.status == events::RunStatus::Completed) {
@@ -370,7 +370,7 @@ int runCommand(const RunOptions& opts) {
     std::printf("stagescope: run %s%s%s\n", events::toString(outcome.status),
                 outcome.reason.empty() ? "" : ": ", outcome.reason.c_str());
     if (!outcome.remedy.empty()) std::printf("stagescope: %s\n", outcome.remedy.c_str());
-    std::printf("stagescope: run file %s\n", out.c_str());
+    std::printf("stagescope: run file %s\n", events::printableLine(out).c_str());
     if (outcome.status != events::RunStatus::Completed) {
       code = outcome.corrupt ? kExitCorruptTransfer : exitCodeFor(outcome.status);
     }

@@ -1,9 +1,26 @@
 #include "storage/Sqlite.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <utility>
 
 namespace stagescope::storage {
+
+namespace {
+
+// What an I/O error may owe to the process's file-size limit (`ulimit -f`, RLIMIT_FSIZE): a
+// write past it fails (EFBIG) and SQLite says only "disk I/O error".  "" when no limit is set
+// or the error is another one.
+std::string fileSizeLimitHint(int rc) {
+  if ((rc & 0xff) != SQLITE_IOERR && (rc & 0xff) != SQLITE_FULL) return "";
+  rlimit lim{};
+  if (getrlimit(RLIMIT_FSIZE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return "";
+  return " (this process's file-size limit, ulimit -f, is " + std::to_string(lim.rlim_cur) +
+         " bytes: raise it, or record less)";
+}
+
+}  // namespace
 
 // ---- Stmt ------------------------------------------------------------------------------------
 
@@ -44,7 +61,8 @@ void Stmt::fail(int rc, const char* what) const {
   // Read the message before reset() (which leaves the statement reusable) can change it.
   const std::string path = db_ ? db_->path() : std::string("?");
   const char* msg = db_ && db_->handle() ? sqlite3_errmsg(db_->handle()) : sqlite3_errstr(rc);
-  SqliteError error(rc & 0xff, path + ": " + what + " \"" + sql + "\": " + msg);
+  SqliteError error(rc & 0xff,
+                    path + ": " + what + " \"" + sql + "\": " + msg + fileSizeLimitHint(rc));
   sqlite3_reset(s_);
   throw error;
 }
@@ -97,7 +115,7 @@ void Db::close() {
 
 void Db::fail(int rc, const std::string& what) const {
   const char* msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-  throw SqliteError(rc & 0xff, path_ + ": " + what + ": " + msg);
+  throw SqliteError(rc & 0xff, path_ + ": " + what + ": " + msg + fileSizeLimitHint(rc));
 }
 
 void Db::exec(const std::string& sql) {

@@ -114,7 +114,11 @@ std::string missingPositional(const CLI::App& sub) {
 // Config values are not options: `run CONFIG --iterations 5` is told to use --set.
 std::string configValueHint(const CLI::App& sub, const std::string& error) {
   const std::string name = sub.get_name();
-  if (name != "run" && name != "plan" && name != "worker") return "";
+  // `worker` reads its config as given (the launcher's ranks must agree on it): no --set.
+  if (name == "worker" && error.find("--set") != std::string::npos)
+    return "; a worker takes no --set: every rank reads the config file as given (write the value "
+           "there)";
+  if (name != "run" && name != "plan") return "";
   const size_t at = error.find("--");
   if (at == std::string::npos) return "";
   size_t end = at + 2;
@@ -124,7 +128,7 @@ std::string configValueHint(const CLI::App& sub, const std::string& error) {
   std::string key = error.substr(at + 2, end - at - 2);
   for (char& c : key)
     if (c == '-') c = '_';
-  if (key.empty()) return "";
+  if (key.empty() || key == "set") return "";
   return "; config values are set with --set " + key + "=VALUE (every key: docs/config.md)";
 }
 

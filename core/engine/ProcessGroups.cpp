@@ -21,6 +21,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/engine/QuietC10dLogs.h"
+
 namespace stagescope::engine {
 namespace {
 
@@ -164,32 +166,6 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroups::makeBackend(const std::vector<i
   group->setTimeout(timeout_);
   return group;
 }
-
-namespace {
-
-// While the store connects, PyTorch's C++ logger is quiet: c10d logs each failed attempt itself,
-// with the exception's C++ backtrace ("Exception raised from throwTimeoutError at
-// .../socket.cpp:1030 ... frame #0: ..."), before the one line connectStore throws says what
-// happened.  A user who asked for PyTorch's logs (TORCH_CPP_LOG_LEVEL) gets them.
-class QuietC10dLogs {
- public:
-  QuietC10dLogs()
-      : saved_(FLAGS_caffe2_log_level), quiet_(std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) {
-    if (quiet_) FLAGS_caffe2_log_level = std::max(saved_, kFatal);
-  }
-  ~QuietC10dLogs() {
-    if (quiet_) FLAGS_caffe2_log_level = saved_;
-  }
-  QuietC10dLogs(const QuietC10dLogs&) = delete;
-  QuietC10dLogs& operator=(const QuietC10dLogs&) = delete;
-
- private:
-  static constexpr int kFatal = 3;  // c10's levels: 0 info, 1 warning, 2 error, 3 fatal
-  int saved_;
-  bool quiet_;
-};
-
-}  // namespace
 
 c10::intrusive_ptr<c10d::Store> connectStore(const std::string& host, int port, bool isServer,
                                              int worldSize, std::chrono::milliseconds timeout) {

@@ -1,6 +1,7 @@
 #include "core/engine/Rendezvous.h"
 
 #include "core/engine/Clock.h"
+#include "core/engine/QuietC10dLogs.h"
 #include "core/events/Printable.h"
 
 #include <c10/util/Exception.h>
@@ -91,6 +92,7 @@ std::string judge(c10d::Store& store, int worldSize, std::chrono::milliseconds t
 
 void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIdentity& mine,
                        std::chrono::milliseconds timeout) {
+  const QuietC10dLogs quiet;  // a wait that runs out is said in one line, below
   store.set(identityKey(rank), encodeIdentity(mine));
   if (rank == 0) store.set(kVerdictKey, judge(store, worldSize, timeout));
   try {
@@ -116,6 +118,7 @@ void verifyRunIdentity(c10d::Store& store, int rank, int worldSize, const RunIde
 ClockEstimate estimateClockOffset(c10d::Store& store, int rank, int worldSize,
                                   const std::string& phase, std::chrono::milliseconds timeout,
                                   int rounds) {
+  const QuietC10dLogs quiet;  // a wait that runs out is said in one line by the caller
   auto key = [&](int r, int k, const char* what) {
     return "stagescope/clock/" + phase + "/" + std::to_string(r) + "/" + std::to_string(k) + "/" +
            what;

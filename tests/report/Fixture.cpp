@@ -1,5 +1,11 @@
 #include "Fixture.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +16,8 @@
 #include "core/analysis/Analysis.h"
 
 namespace stagescope::report::testing {
+
+namespace fs = std::filesystem;
 
 using namespace analysis;
 using events::ActionKind;
@@ -410,6 +418,38 @@ model::RunModel makeRun(const FixtureOptions& o) {
     }
   }
   return run;
+}
+
+// ---- helpers the check, compare and report tests share ----------------------------------
+
+std::string tempPath(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("stagescope_report_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+const analysis::Finding* firstOf(const analysis::CheckReport& r, const std::string& name) {
+  const auto* c = r.find(name);
+  return c && !c->findings.empty() ? &c->findings.front() : nullptr;
+}
+
+int64_t findTransfer(const model::RunModel& run, const std::string& edge, events::Direction dir,
+                     int it, int mb, events::Side side) {
+  for (size_t i = 0; i < run.transfers.size(); ++i) {
+    const auto& t = run.transfers[i];
+    if (t.edge == edge && t.direction == dir && t.iteration == it && t.microbatch == mb &&
+        t.side == side) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
 }
 
 }  // namespace stagescope::report::testing

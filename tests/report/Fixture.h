@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "core/analysis/Check.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::report::testing {
@@ -31,5 +33,16 @@ void repair(model::RunModel& run);
 model::RunModel killedAt(model::RunModel run, int iteration);
 
 uint64_t fnv1a(const void* data, size_t n);
+
+// ---- helpers the check, compare and report tests share ----------------------------------
+// A path in this process's own temporary directory (created).
+std::string tempPath(const std::string& name);
+// A file's bytes ("" when it cannot be read).
+std::string readFile(const std::string& path);
+// The first finding of check class `name`, or nullptr.
+const analysis::Finding* firstOf(const analysis::CheckReport& r, const std::string& name);
+// The index of the transfer record of (edge, direction, iteration, microbatch, side), or -1.
+int64_t findTransfer(const model::RunModel& run, const std::string& edge, events::Direction dir,
+                     int it, int mb, events::Side side);
 
 }  // namespace stagescope::report::testing

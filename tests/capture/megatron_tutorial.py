@@ -49,7 +49,12 @@ def main():
         readme = f.read()
     conform, hang = block(readme, "megatron-conform"), block(readme, "megatron-hang")
     want_conform = quoted(readme, "its `plan_order` line reads `")
-    want_cause = quoted(readme, "`merge` prints the wait-for graph and leads the verdict with the cause: `")
+    # merge's three lines as the tutorial quotes them: the cause in full, what to change and the
+    # verdict's first line (each quote's parts around "…" must all be printed)
+    want_hang = [quoted(readme, "the cause in full (`"), quoted(readme, "what to change (`")]
+    lead = "the verdict in one first line: `"
+    verdict = readme[readme.index(lead) + len(lead):]
+    want_hang += [re.sub(r"\s+", " ", part).strip() for part in verdict[:verdict.index("`")].split("…")]
 
     with tempfile.TemporaryDirectory(prefix="stagescope-tutorial-") as work:
         os.symlink(os.path.join(repo, ".venv-megatron"), os.path.join(work, ".venv-megatron"))
@@ -78,10 +83,11 @@ def main():
         if rc != 10:
             print(out[-6000:])
             sys.exit(f"FAIL: the hang block's check exited {rc}, docs/capture.md says 10")
-        if want_cause not in flat:
-            print(out[-6000:])
-            sys.exit(f"FAIL: docs/capture.md quotes `{want_cause} …`; merge did not print it")
-        print(f"ok: hung job: check exit 10, '{want_cause} …'")
+        for want in want_hang:
+            if want not in flat:
+                print(out[-6000:])
+                sys.exit(f"FAIL: docs/capture.md quotes `{want}`; merge did not print it")
+        print(f"ok: hung job: check exit 10, " + "; ".join(f"'{w}'" for w in want_hang))
     return 0
 
 

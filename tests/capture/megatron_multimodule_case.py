@@ -136,7 +136,7 @@ class MegatronMultimodule(MegatronCase):
         # every rank's messages are the plan's, action by action, in both iterations
         self.assertIn("plan_order          (exit 12)  captured job against the plan of the layout "
                       "the job declared: 3 ranks, 2 iterations, 3 following the plan to the end, "
-                      "0 deviating, 0 stopped early; 64 messages posted, 64 planned", out)
+                      "0 deviating, 0 stopped early\n        64 messages posted, 64 planned", out)
 
         # against stagescope's engine run of the same layout (its own small model): the numbers
         # are not comparable, the schedule is — the capture follows the plan the engine ran

@@ -17,6 +17,7 @@ named cause, next to a fixed job that passes:
 """
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -45,7 +46,9 @@ class MegatronNumerics(MegatronCase):
         c = stagescope("check", run)
         self.runs = getattr(self, "runs", {})
         self.runs[name] = run
-        return c.returncode, c.stdout + c.stderr
+        # check's text continues a long summary one clause per line (8 spaces, no "- "): joined
+        # back with "; ", its summaries read as the clauses these assertions quote
+        return c.returncode, re.sub(r"\n {8}(?!- )", "; ", c.stdout + c.stderr)
 
     def assert_passes(self, name, args, judged, level="stats"):
         """`judged`: the reduced gradients the audit must have judged (vision's 2 parameters and

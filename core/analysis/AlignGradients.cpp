@@ -14,9 +14,7 @@ void alignReducedGradients(const AlignContext& c, Alignment& out) {
   std::map<std::pair<int, std::string>, const GatheredGradient*> xa, xb;
   for (const auto& g : c.sideA->gradients) xa[{g.iteration, g.param}] = &g;
   for (const auto& g : c.sideB->gradients) xb[{g.iteration, g.param}] = &g;
-  std::set<std::pair<int, std::string>> keys;
-  for (const auto& kv : xa) keys.insert(kv.first);
-  for (const auto& kv : xb) keys.insert(kv.first);
+  const auto keys = keysOfEither(xa, xb);
   for (const auto& k : keys) {
     AlignedItem it;
     it.kind = ItemKind::Gradient;
@@ -48,9 +46,7 @@ void alignInitialParameters(const AlignContext& c, Alignment& out) {
   std::map<std::string, const GatheredGradient*> xa, xb;
   for (const auto& g : c.sideA->initial) xa.emplace(g.param, &g);
   for (const auto& g : c.sideB->initial) xb.emplace(g.param, &g);
-  std::set<std::string> keys;
-  for (const auto& kv : xa) keys.insert(kv.first);
-  for (const auto& kv : xb) keys.insert(kv.first);
+  const auto keys = keysOfEither(xa, xb);
   for (const auto& k : keys) {
     AlignedItem it;
     it.kind = ItemKind::Gradient;
@@ -116,9 +112,7 @@ void alignAccumulatedGradients(const AlignContext& c, Alignment& out) {
       into.emplace(AKey{g.iteration, g.param, g.dp, g.microbatch}, &g);
     }
   }
-  std::set<AKey> keys;
-  for (const auto& kv : xa) keys.insert(kv.first);
-  for (const auto& kv : xb) keys.insert(kv.first);
+  const auto keys = keysOfEither(xa, xb);
   for (const auto& k : keys) {
     AlignedItem it;
     it.kind = ItemKind::Gradient;

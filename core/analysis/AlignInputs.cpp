@@ -76,9 +76,7 @@ void alignInputs(const AlignContext& c, Alignment& out) {
     return;
   }
   const auto xa = samplesByKey(a, la), xb = samplesByKey(b, lb);
-  std::set<SampleKey> keys;
-  for (const auto& kv : xa) keys.insert(kv.first);
-  for (const auto& kv : xb) keys.insert(kv.first);
+  const auto keys = keysOfEither(xa, xb);
   for (const auto& k : keys) {
     AlignedItem it;
     it.kind = ItemKind::Input;

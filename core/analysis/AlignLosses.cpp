@@ -49,9 +49,7 @@ void alignLosses(const AlignContext& c, Alignment& out) {
   const bool otherLossSamples =
       c.layoutsKnown && c.la.perReplica(llmName) != c.lb.perReplica(llmName);
   auto xa = lossIndex(a), xb = lossIndex(b);
-  std::set<std::pair<int, int>> keys;
-  for (const auto& kv : xa) keys.insert(kv.first);
-  for (const auto& kv : xb) keys.insert(kv.first);
+  const auto keys = keysOfEither(xa, xb);
   for (const auto& k : keys) {
     AlignedItem it;
     it.kind = ItemKind::Loss;

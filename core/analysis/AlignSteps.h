@@ -107,6 +107,15 @@ struct AlignContext {
   double floorOf(int iteration) const;
 };
 
+// Every key of either run's index once, in key order: the items an aligner walks.
+template <class Map>
+std::set<typename Map::key_type> keysOfEither(const Map& x, const Map& y) {
+  std::set<typename Map::key_type> keys;
+  for (const auto& kv : x) keys.insert(kv.first);
+  for (const auto& kv : y) keys.insert(kv.first);
+  return keys;
+}
+
 // ---- judgements (AlignJudge.cpp)
 bool sameValue(double x, double y);  // equal, or both NaN
 void judgeByNorms(AlignedItem& it, double normA, double normB, double floor, double tol);

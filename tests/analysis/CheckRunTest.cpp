@@ -20,17 +20,10 @@
 #include "app/report/Escape.h"
 #include "core/analysis/Analysis.h"
 
-namespace fs = std::filesystem;
 using namespace stagescope;
 using namespace stagescope::report;
 using namespace stagescope::analysis;
-using report::testing::findTransfer;
-using report::testing::firstOf;
-using report::testing::FixtureOptions;
-using report::testing::makeRun;
-using report::testing::readFile;
-using report::testing::repair;
-using report::testing::tempPath;
+using namespace stagescope::report::testing;  // the fixture and its helpers (Fixture.h)
 
 // ---- check ------------------------------------------------------------------------------------
 

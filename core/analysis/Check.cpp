@@ -18,8 +18,8 @@
 #include "core/analysis/Compare.h"
 #include "core/analysis/GradientAudit.h"
 #include "core/analysis/Inputs.h"
-#include "core/analysis/MessageRoles.h"
 #include "core/analysis/LossScale.h"
+#include "core/analysis/MessageRoles.h"
 #include "core/analysis/NcclReplay.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/OptimizerStep.h"
@@ -887,175 +887,224 @@ std::string checkLossesAgainstReference(Ctx& c, CheckResult& r, const ToleranceR
   return s.str();
 }
 
-void checkReference(Ctx& c, CheckResult& r) {
-  auto refs = gatherGradients(c.run, events::GradPhase::Reference, true);
-  if (refs.empty()) {
-    // A forward-only run's reference computes losses only; judged when the run's dtype (which
-    // picks the bound) is on record.
-    const std::string dtype = computeDtypeOf(c.run);
-    const bool judge = !c.run.referenceLosses.empty() && (!dtype.empty() || c.opts.tolerance >= 0);
-    const std::string losses =
-        judge ? checkLossesAgainstReference(c, r, toleranceFor(dtype, c.opts.tolerance), {}) : "";
-    r.summary = "no reference gradients (nothing trained)" + losses;
-    if (!c.run.referenceLosses.empty() && !judge) {
-      r.status = CheckStatus::Skipped;
-      r.summary =
-          "skipped: the reference's losses are not judged: no gradient or message records "
-          "the run's compute dtype, which picks the bound (--tol gives one)";
-    } else if (losses.empty()) {
-      r.status = CheckStatus::Skipped;
-      r.summary = events::isCapturedConfig(c.run.info.configText)
-                      ? "skipped: a captured job has no single-process reference (its gradients "
-                        "are judged by the run's own records)"
-                      : "skipped: no reference gradients recorded (run with --reference)";
-    }
-    return;
+// A run without reference gradients (nothing trained): a forward-only run's reference computes
+// losses only; judged when the run's dtype (which picks the bound) is on record.
+void checkReferenceLossesOnly(Ctx& c, CheckResult& r) {
+  const std::string dtype = computeDtypeOf(c.run);
+  const bool judge = !c.run.referenceLosses.empty() && (!dtype.empty() || c.opts.tolerance >= 0);
+  const std::string losses =
+      judge ? checkLossesAgainstReference(c, r, toleranceFor(dtype, c.opts.tolerance), {}) : "";
+  r.summary = "no reference gradients (nothing trained)" + losses;
+  if (!c.run.referenceLosses.empty() && !judge) {
+    r.status = CheckStatus::Skipped;
+    r.summary =
+        "skipped: the reference's losses are not judged: no gradient or message records "
+        "the run's compute dtype, which picks the bound (--tol gives one)";
+  } else if (losses.empty()) {
+    r.status = CheckStatus::Skipped;
+    r.summary = events::isCapturedConfig(c.run.info.configText)
+                    ? "skipped: a captured job has no single-process reference (its gradients "
+                      "are judged by the run's own records)"
+                    : "skipped: no reference gradients recorded (run with --reference)";
   }
-  auto got = gatherGradients(c.run, events::GradPhase::Reduced, true);
-  std::map<std::pair<int, std::string>, const GatheredGradient*> byKey;
-  std::map<int, double> modelNorm;
-  for (const auto& g : got) {
-    byKey[{g.iteration, g.param}] = &g;
-    if (std::isfinite(g.norm)) modelNorm[g.iteration] += g.norm * g.norm;
-  }
-  const std::string dtype = got.empty() ? refs.front().dtype : got.front().dtype;
-  const ToleranceRule rule = toleranceFor(dtype, c.opts.tolerance);
+}
+
+using GradientKey = std::pair<int, std::string>;  // (iteration, parameter)
+
+// What the steps of checkReference share: the reference's gradients and the run's reduced ones,
+// indexed by (iteration, parameter), the rule that bounds them, and the tallies the summary
+// reports.  Holds pointers into its own vectors: built in place, never copied.
+struct ReferenceComparison {
+  std::vector<GatheredGradient> refs, got;
+  std::map<GradientKey, const GatheredGradient*> byKey;  // into got
+  std::map<int, double> modelNorm;  // by iteration: the sum of the squared gradient norms
+  std::string dtype;
+  ToleranceRule rule;
   // A low-precision run's reference also computed each gradient in the run's dtype: its distance
   // from the truth scales that gradient's bound (Tolerance.h, lowPrecisionGradientBound).
-  std::map<std::pair<int, std::string>, const GatheredGradient*> inDtype;
+  std::map<GradientKey, const GatheredGradient*> inDtype;  // into inDtypeRefs
   std::vector<GatheredGradient> inDtypeRefs;
-  if (c.opts.tolerance < 0) inDtypeRefs = gatherReferenceSecondComputation(c.run, true);
-  for (const auto& g : inDtypeRefs) inDtype[{g.iteration, g.param}] = &g;
   // float32: the iterations whose reference did not restart from the run's parameters (its
   // own trajectory, with a float64 twin): neither the element rule nor the losses judge them.
   std::set<int> trajectory;
-  if (!rule.lowPrecision)
-    for (const auto& g : inDtypeRefs) trajectory.insert(g.iteration);
   int compared = 0, byValues = 0, byNorms = 0, skipped = 0;
   int loose = 0;  // bound scaled to 1/3 or more: an error of 1.5x would pass there
   Margins margins;
-  for (const auto& ref : refs) {
-    Finding f;
-    f.iteration = ref.iteration;
-    f.tensor = ref.param;
-    auto it = byKey.find({ref.iteration, ref.param});
-    if (it == byKey.end()) {
-      // Not recorded at all: the filter explains it when it left out a rank of the module
-      // (the ranks of the parameter's own stage are not known here; a kept rank's stage
-      // records every parameter of it, so when every rank was kept nothing may be missing).
-      const bool filtered =
-          c.opts.filter.any() &&
-          std::any_of(c.run.ranks.begin(), c.run.ranks.end(), [&](const auto& ri) {
-            return ri.module == ref.module &&
-                   !c.opts.filter.wantsRankOf(c.run, ref.iteration, ri.rank);
-          });
-      if (filtered) {
-        ++skipped;
-        continue;
-      }
-      f.message = "no reduced gradient of " + ref.param + " in iteration " +
-                  std::to_string(ref.iteration) + " (the reference has one)";
-      add(r, c.opts, f);
-      continue;
-    }
-    const auto& g = *it->second;
-    if (!g.complete && shardsFiltered(c, g)) {
-      ++skipped;
-      continue;
-    }
-    ++compared;
-    std::ostringstream m;
-    m.precision(6);
-    if (!g.complete) {
-      m << "gradient of " << ref.param << " iteration " << ref.iteration
-        << ": TP shards do not cover the full tensor (" << g.layout << ")";
-      f.message = m.str();
-      add(r, c.opts, f);
-      continue;
-    }
-    const double floor = rule.floorRel * std::sqrt(modelNorm[ref.iteration]);
-    double tol = rule.bound(ValueKind::Gradient, ref.iteration);
-    double dtypeRel = -1;  // the reference's own run-dtype computation from the truth
-    const auto lowIt = inDtype.find({ref.iteration, ref.param});
-    const GatheredGradient* low = lowIt != inDtype.end() ? lowIt->second : nullptr;
-    if (low && low->hasValues && ref.hasValues) {
-      dtypeRel = valueDistance(low->values, ref.values, floor).rel;
-      tol = rule.scaledGradientBound(ref.iteration, dtypeRel);
-      if (tol >= 1.0 / 3) ++loose;
-    }
-    // Why the bound is what it is, when the run-dtype computation set it.
-    auto boundReason = [&](std::ostream& o) {
-      if (dtypeRel >= 0 && tol == rule.deviationFactor() * dtypeRel) {
-        o << " (the bound is " << rule.deviationFactor() << " x " << dtypeRel
-          << ", the relative L2 of the reference's own "
-          << (rule.lowPrecision ? dtype + " computation)"
-                                : "float32 trajectory from its float64 one)");
-      }
-    };
-    if (g.hasValues && ref.hasValues) {
-      ++byValues;
-      const ValueDistance d = valueDistance(g.values, ref.values, floor);
-      if (!(d.rel <= tol)) {
-        m << "gradient of " << ref.param << " iteration " << ref.iteration
-          << " differs from the reference by values: relative L2 " << d.rel << " > " << tol;
-        boundReason(m);
-        if (d.worst >= 0 && static_cast<size_t>(d.worst) < g.values.size()) {
-          m << "; largest difference at element " << d.worst << ": " << g.values[d.worst]
-            << " vs reference " << ref.values[d.worst];
-        }
-        f.message = m.str();
-        add(r, c.opts, f);
-        continue;
-      }
-      if (tol > 0) margins.l2 = std::max(margins.l2, d.rel / tol);
-      checkElements(c, r, g, ref, floor, rule.elementBound(!trajectory.count(ref.iteration)),
-                    margins);
-      checkScale(c, r, rule, g, ref, dtypeRel, floor, margins);
-      continue;
-    }
-    ++byNorms;
-    const double den = std::max({std::fabs(g.norm), std::fabs(ref.norm), floor});
-    const double rel = g.norm == ref.norm ? 0 : den > 0 ? std::fabs(g.norm - ref.norm) / den : 0;
-    if (!(rel <= tol)) {
-      m << "gradient norm of " << ref.param << " iteration " << ref.iteration << " is " << g.norm
-        << " (gathered from " << g.shards << " shard" << (g.shards == 1 ? "" : "s")
-        << "), reference " << ref.norm << " (relative " << rel << " > " << tol
-        << "; evidence: norms, the fallback without payloads)";
-      boundReason(m);
-      f.message = m.str();
-      add(r, c.opts, f);
-    } else if (tol > 0) {
-      margins.l2 = std::max(margins.l2, rel / tol);
-    }
+};
+
+// Fills everything of `j` but the tallies, from its reference gradients (`j.refs`, not empty).
+void indexReferenceComparison(Ctx& c, ReferenceComparison& j) {
+  j.got = gatherGradients(c.run, events::GradPhase::Reduced, true);
+  for (const auto& g : j.got) {
+    j.byKey[{g.iteration, g.param}] = &g;
+    if (std::isfinite(g.norm)) j.modelNorm[g.iteration] += g.norm * g.norm;
   }
-  const std::string losses = checkLossesAgainstReference(c, r, rule, trajectory);
-  const StepJudgement steps = judgeOptimizerSteps(c.run);
-  for (const auto& m : steps.mismatches) addStepFinding(c, r, m, steps.optimizer);
-  std::ostringstream s;
-  s << compared << " parameter gradients compared with the reference (" << byValues
-    << " by values, " << byNorms << " by norms (fallback: no payloads))";
-  if (byValues + byNorms > 0) {
+  j.dtype = j.got.empty() ? j.refs.front().dtype : j.got.front().dtype;
+  j.rule = toleranceFor(j.dtype, c.opts.tolerance);
+  if (c.opts.tolerance < 0) j.inDtypeRefs = gatherReferenceSecondComputation(c.run, true);
+  for (const auto& g : j.inDtypeRefs) j.inDtype[{g.iteration, g.param}] = &g;
+  if (!j.rule.lowPrecision)
+    for (const auto& g : j.inDtypeRefs) j.trajectory.insert(g.iteration);
+}
+
+// Whether the record filter explains a reference gradient the run did not record at all: it
+// left out a rank of the module (the ranks of the parameter's own stage are not known here; a
+// kept rank's stage records every parameter of it, so when every rank was kept nothing may be
+// missing).
+bool missingByFilter(const Ctx& c, const GatheredGradient& ref) {
+  return c.opts.filter.any() &&
+         std::any_of(c.run.ranks.begin(), c.run.ranks.end(), [&](const auto& ri) {
+           return ri.module == ref.module &&
+                  !c.opts.filter.wantsRankOf(c.run, ref.iteration, ri.rank);
+         });
+}
+
+// One gradient's relative bound: the rule's, or, where the reference's own run-dtype computation
+// is on record, scaled by that computation's relative L2 from the truth (`dtypeRel`, -1: none).
+struct GradientBound {
+  double tol;
+  double dtypeRel;
+};
+
+GradientBound gradientBound(ReferenceComparison& j, const GatheredGradient& ref, double floor) {
+  double tol = j.rule.bound(ValueKind::Gradient, ref.iteration);
+  double dtypeRel = -1;  // the reference's own run-dtype computation from the truth
+  const auto lowIt = j.inDtype.find({ref.iteration, ref.param});
+  const GatheredGradient* low = lowIt != j.inDtype.end() ? lowIt->second : nullptr;
+  if (low && low->hasValues && ref.hasValues) {
+    dtypeRel = valueDistance(low->values, ref.values, floor).rel;
+    tol = j.rule.scaledGradientBound(ref.iteration, dtypeRel);
+    if (tol >= 1.0 / 3) ++j.loose;
+  }
+  return {tol, dtypeRel};
+}
+
+// Why the bound is what it is, when the run-dtype computation set it.
+void boundReason(std::ostream& o, const ReferenceComparison& j, const GradientBound& b) {
+  if (b.dtypeRel >= 0 && b.tol == j.rule.deviationFactor() * b.dtypeRel) {
+    o << " (the bound is " << j.rule.deviationFactor() << " x " << b.dtypeRel
+      << ", the relative L2 of the reference's own "
+      << (j.rule.lowPrecision ? j.dtype + " computation)"
+                              : "float32 trajectory from its float64 one)");
+  }
+}
+
+// A complete gradient with payloads on both sides, by values: the relative L2, then the element
+// and scale rules.  `f` and `m` (precision 6) are the finding and message begun for it.
+void judgeByValues(Ctx& c, CheckResult& r, ReferenceComparison& j, const GatheredGradient& g,
+                   const GatheredGradient& ref, double floor, const GradientBound& b, Finding& f,
+                   std::ostringstream& m) {
+  ++j.byValues;
+  const ValueDistance d = valueDistance(g.values, ref.values, floor);
+  if (!(d.rel <= b.tol)) {
+    m << "gradient of " << ref.param << " iteration " << ref.iteration
+      << " differs from the reference by values: relative L2 " << d.rel << " > " << b.tol;
+    boundReason(m, j, b);
+    if (d.worst >= 0 && static_cast<size_t>(d.worst) < g.values.size()) {
+      m << "; largest difference at element " << d.worst << ": " << g.values[d.worst]
+        << " vs reference " << ref.values[d.worst];
+    }
+    f.message = m.str();
+    add(r, c.opts, f);
+    return;
+  }
+  if (b.tol > 0) j.margins.l2 = std::max(j.margins.l2, d.rel / b.tol);
+  checkElements(c, r, g, ref, floor, j.rule.elementBound(!j.trajectory.count(ref.iteration)),
+                j.margins);
+  checkScale(c, r, j.rule, g, ref, b.dtypeRel, floor, j.margins);
+}
+
+// A complete gradient without payloads: the fallback, by norms.  `f` and `m` as judgeByValues.
+void judgeByNorms(Ctx& c, CheckResult& r, ReferenceComparison& j, const GatheredGradient& g,
+                  const GatheredGradient& ref, double floor, const GradientBound& b, Finding& f,
+                  std::ostringstream& m) {
+  ++j.byNorms;
+  const double den = std::max({std::fabs(g.norm), std::fabs(ref.norm), floor});
+  const double rel = g.norm == ref.norm ? 0 : den > 0 ? std::fabs(g.norm - ref.norm) / den : 0;
+  if (!(rel <= b.tol)) {
+    m << "gradient norm of " << ref.param << " iteration " << ref.iteration << " is " << g.norm
+      << " (gathered from " << g.shards << " shard" << (g.shards == 1 ? "" : "s") << "), reference "
+      << ref.norm << " (relative " << rel << " > " << b.tol
+      << "; evidence: norms, the fallback without payloads)";
+    boundReason(m, j, b);
+    f.message = m.str();
+    add(r, c.opts, f);
+  } else if (b.tol > 0) {
+    j.margins.l2 = std::max(j.margins.l2, rel / b.tol);
+  }
+}
+
+// One reference gradient against the run's reduced gradient of the same (iteration, parameter):
+// a finding when it is missing, partial or past its bound; else the margin it leaves.
+void judgeReferenceGradient(Ctx& c, CheckResult& r, ReferenceComparison& j,
+                            const GatheredGradient& ref) {
+  Finding f;
+  f.iteration = ref.iteration;
+  f.tensor = ref.param;
+  auto it = j.byKey.find({ref.iteration, ref.param});
+  if (it == j.byKey.end()) {
+    if (missingByFilter(c, ref)) {
+      ++j.skipped;
+      return;
+    }
+    f.message = "no reduced gradient of " + ref.param + " in iteration " +
+                std::to_string(ref.iteration) + " (the reference has one)";
+    add(r, c.opts, f);
+    return;
+  }
+  const auto& g = *it->second;
+  if (!g.complete && shardsFiltered(c, g)) {
+    ++j.skipped;
+    return;
+  }
+  ++j.compared;
+  std::ostringstream m;
+  m.precision(6);
+  if (!g.complete) {
+    m << "gradient of " << ref.param << " iteration " << ref.iteration
+      << ": TP shards do not cover the full tensor (" << g.layout << ")";
+    f.message = m.str();
+    add(r, c.opts, f);
+    return;
+  }
+  const double floor = j.rule.floorRel * std::sqrt(j.modelNorm[ref.iteration]);
+  const GradientBound b = gradientBound(j, ref, floor);
+  if (g.hasValues && ref.hasValues) {
+    judgeByValues(c, r, j, g, ref, floor, b, f, m);
+    return;
+  }
+  judgeByNorms(c, r, j, g, ref, floor, b, f, m);
+}
+
+// The summary's account of the gradients compared: how, the margin left, the rule.
+void describeGradientComparison(const Ctx& c, const ReferenceComparison& j, std::ostream& s) {
+  s << j.compared << " parameter gradients compared with the reference (" << j.byValues
+    << " by values, " << j.byNorms << " by norms (fallback: no payloads))";
+  if (j.byValues + j.byNorms > 0) {
     std::ostringstream w;
     w.precision(2);
-    w << margins.l2;
+    w << j.margins.l2;
     s << ", the closest passing one at " << w.str() << " of its bound";
   }
-  s << elementAndScaleSummary(margins);
-  s << "; rule (" << rule.describe() << ")";  // one clause: the rule has "; " of its own
-  if (!inDtype.empty() && c.opts.tolerance < 0 && rule.lowPrecision) {
-    s << "; gradients with the reference's own " << dtype << " computation: max("
+  s << elementAndScaleSummary(j.margins);
+  s << "; rule (" << j.rule.describe() << ")";  // one clause: the rule has "; " of its own
+  if (!j.inDtype.empty() && c.opts.tolerance < 0 && j.rule.lowPrecision) {
+    s << "; gradients with the reference's own " << j.dtype << " computation: max("
       << ToleranceRule::kDtypeDeviationBase << ", " << ToleranceRule::kDtypeDeviationFactor
       << " x its relative L2 from float32)";
-  } else if (!inDtype.empty() && c.opts.tolerance < 0) {
+  } else if (!j.inDtype.empty() && c.opts.tolerance < 0) {
     s << "; gradients of iterations on the reference's own trajectory: max(the bound, "
-      << rule.deviationFactor()
+      << j.rule.deviationFactor()
       << " x the relative L2 of its float32 trajectory from its float64 one)";
   }
-  if (loose)
-    s << "; " << loose << " of them with a bound of 1/3 or more (round-off alone moved them that "
-      << "far: only an error of 1.5x or more fails there)";
-  if (skipped) s << "; " << skipped << " not recorded by the record filter (skipped)";
-  s << losses;
+  if (j.loose)
+    s << "; " << j.loose << " of them with a bound of 1/3 or more (round-off alone moved them "
+      << "that far: only an error of 1.5x or more fails there)";
+  if (j.skipped) s << "; " << j.skipped << " not recorded by the record filter (skipped)";
+}
+
+// The summary's account of the optimizer steps recomputed (OptimizerStep.h).
+void describeOptimizerSteps(const StepJudgement& steps, std::ostream& s) {
   if (steps.judged) {
     s << "; " << steps.steps << " optimizer steps (" << steps.optimizer
       << ") recomputed from the run's own parameters and reduced gradients";
@@ -1064,11 +1113,15 @@ void checkReference(Ctx& c, CheckResult& r) {
     s << "; " << steps.notJudged
       << " optimizer steps not judged (their inputs or state are not in the file)";
   }
-  // A bfloat16 run's reference exists only for the iterations whose starting parameters the
-  // file holds (app/ReferenceRecord.h): the others are named, never passed silently.
+}
+
+// A bfloat16 run's reference exists only for the iterations whose starting parameters the file
+// holds (app/ReferenceRecord.h): the others are named, never passed silently.  Empty when every
+// iteration with a reduced gradient has a reference.
+std::string notComparedIterations(const ReferenceComparison& j) {
   std::set<int> referenced, unreferenced;
-  for (const auto& ref : refs) referenced.insert(ref.iteration);
-  for (const auto& g : got) {
+  for (const auto& ref : j.refs) referenced.insert(ref.iteration);
+  for (const auto& g : j.got) {
     if (!referenced.count(g.iteration)) unreferenced.insert(g.iteration);
   }
   std::ostringstream notCompared;
@@ -1082,14 +1135,36 @@ void checkReference(Ctx& c, CheckResult& r) {
     }
     notCompared << " (no reference: it starts from the run's recorded parameters, which this "
                    "file does not hold)";
-    s << "; " << notCompared.str();
   }
+  return notCompared.str();
+}
+
+// reference_gradient: every reference gradient against the run's reduced one, then the losses
+// against the reference's and the optimizer steps recomputed.
+void checkReference(Ctx& c, CheckResult& r) {
+  ReferenceComparison j;
+  j.refs = gatherGradients(c.run, events::GradPhase::Reference, true);
+  if (j.refs.empty()) {
+    checkReferenceLossesOnly(c, r);
+    return;
+  }
+  indexReferenceComparison(c, j);
+  for (const auto& ref : j.refs) judgeReferenceGradient(c, r, j, ref);
+  const std::string losses = checkLossesAgainstReference(c, r, j.rule, j.trajectory);
+  const StepJudgement steps = judgeOptimizerSteps(c.run);
+  for (const auto& m : steps.mismatches) addStepFinding(c, r, m, steps.optimizer);
+  std::ostringstream s;
+  describeGradientComparison(c, j, s);
+  s << losses;
+  describeOptimizerSteps(steps, s);
+  const std::string notCompared = notComparedIterations(j);
+  if (!notCompared.empty()) s << "; " << notCompared;
   r.summary = s.str();
-  if (compared == 0 && r.status != CheckStatus::Failed) {
+  if (j.compared == 0 && r.status != CheckStatus::Failed) {
     r.status = CheckStatus::Skipped;
-    r.summary = unreferenced.empty()
+    r.summary = notCompared.empty()
                     ? "skipped: no reduced gradient recorded to compare with the reference"
-                    : "skipped: " + notCompared.str();
+                    : "skipped: " + notCompared;
   }
 }
 

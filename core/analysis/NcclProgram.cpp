@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 namespace stagescope::analysis {
 
@@ -141,17 +142,11 @@ int64_t bytesOf(const std::map<OpKey, int64_t>& index, const NcclOp& op) {
   return it == index.end() ? -1 : it->second;
 }
 
-NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
-  const auto bytes = opBytes(run);
-  NcclProgram p;
-  p.fromPlan = true;
-  p.source = opts.engineCombinedAsBatch
-                 ? "the run's plan (a combined send+receive action: one batch per group)"
-                 : "the run's plan (combined actions: one op after another)";
+// ---- engineProgram's steps ----------------------------------------------------------------------
+
+// Members of each bridge group: every rank that exchanges on it.
+std::map<std::string, std::set<int>> bridgeMembers(const model::RunModel& run) {
   const int n = static_cast<int>(run.plan.size());
-  p.ops.resize(n);
-  p.steps.resize(n);
-  // Members of each bridge group: every rank that exchanges on it.
   std::map<std::string, std::set<int>> bridges;
   for (int r = 0; r < n; ++r) {
     for (const auto& a : run.plan[r]) {
@@ -162,260 +157,337 @@ NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& o
       }
     }
   }
-  auto members = [&](int r, const std::string& g) {
-    if (g.rfind("bridge:", 0) == 0) {
-      const auto& s = bridges[g];
-      return std::vector<int>(s.begin(), s.end());
-    }
-    return gridGroup(run, r, g.substr(0, g.size() - 3), 'p');  // "<module>/pp"
-  };
+  return bridges;
+}
+
+// What engineProgram's steps share: the program being built (an op list and a step list per rank
+// of the plan), the bytes each rank recorded per op, each bridge group's members, and the id the
+// next batch takes (counted across ranks).
+struct EngineProgramBuild {
+  const model::RunModel& run;
+  const NcclReplayOptions& opts;
+  const std::map<OpKey, int64_t> bytes;
+  NcclProgram p{};
+  std::map<std::string, std::set<int>> bridges{};
   int batch = 0;
-  for (int r = 0; r < n; ++r) {
-    auto& ops = p.ops[r];
-    auto& steps = p.steps[r];
-    std::vector<int> unwaitedSends;
-    int iteration = -1;
-    auto flushSends = [&] {  // Communicator::finishSends at the end of an iteration
-      if (!unwaitedSends.empty()) steps.push_back({true, unwaitedSends});
-      unwaitedSends.clear();
-    };
-    auto collective = [&](const events::ActionRecord& a, const std::string& module, char free,
-                          const char* what) {
-      std::vector<int> g = gridGroup(run, r, module, free);
-      if (g.size() < 2) return;  // a group of one rank has no backend (ProcessGroups.h)
-      NcclOp op;
-      op.kind = Kind::Collective;
-      op.rank = r;
-      op.group = module + "/" + std::string(free == 't' ? "tp" : free == 'p' ? "pp" : "dp");
-      op.members = g;
-      op.op = "all_reduce";
-      op.iteration = a.iteration;
-      op.seq = a.seq;
-      op.what = std::string(what) + " (" + events::toString(a.kind) + " mb " +
-                std::to_string(a.microbatch) + ")";
-      int i = static_cast<int>(ops.size());
-      ops.push_back(op);
-      steps.push_back({false, {i}});
-      steps.push_back({true, {i}});
-    };
-    for (const auto& a : run.plan[r]) {
-      if (a.iteration != iteration) flushSends();
-      iteration = a.iteration;
-      if (a.kind == ActionKind::Forward || a.kind == ActionKind::Backward) {
-        collective(a, a.module, 't', "tensor-parallel all_reduce");
-        continue;
-      }
-      if (a.kind == ActionKind::DpReduce) {
-        if (!a.module.empty()) {
-          collective(a, a.module, 'd', "data-parallel gradient all_reduce");
-        } else {
-          for (const auto& row : run.modulesOf(r)) {
-            collective(a, row.module, 'd', "data-parallel gradient all_reduce");
-          }
-        }
-        continue;
-      }
-      const bool sends = isSend(a.kind) || isCombined(a.kind);
-      const bool recvs = isRecv(a.kind) || isCombined(a.kind);
-      if (!sends && !recvs) continue;
-      const bool sendsActivation =
-          a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward;
-      const bool receivesActivation =
-          a.kind == ActionKind::RecvForward || a.kind == ActionKind::SendBackwardRecvForward;
-      const bool asBatch = isCombined(a.kind) && opts.engineCombinedAsBatch;
-      std::vector<int> posted, received;
-      for (int side = 0; side < 2; ++side) {  // the plan posts sends before receives
-        if ((side == 0 && !sends) || (side == 1 && !recvs)) continue;
-        for (int peer : a.peers) {
-          if (peer == r) continue;  // a local hand-off never touches the wire
-          NcclOp op;
-          op.kind = side == 0 ? Kind::Send : Kind::Recv;
-          op.rank = r;
-          op.peer = peer;
-          op.group = p2pGroupOf(run, r, peer, a);
-          op.members = members(r, op.group);
-          op.batch = asBatch ? batch : -1;
-          op.iteration = a.iteration;
-          op.seq = a.seq;
-          op.bytes = bytesOf(bytes, op);
-          const bool activation = side == 0 ? sendsActivation : receivesActivation;
-          op.what =
-              std::string(activation ? "the activation" : "the gradient") +
-              (isCombined(a.kind) && side == 1 ? ""
-                                               : " of microbatch " + std::to_string(a.microbatch)) +
-              " (iteration " + std::to_string(a.iteration) + ", " + events::toString(a.kind) + ")";
-          int i = static_cast<int>(ops.size());
-          ops.push_back(op);
-          posted.push_back(i);
-          (side == 0 ? unwaitedSends : received).push_back(i);
-          if (!asBatch) steps.push_back({false, {i}});
-        }
-      }
-      if (posted.empty()) continue;
-      if (asBatch) {  // one batch per group (PyTorch coalesces per process group)
-        std::vector<std::string> order;
-        for (int i : posted) {
-          if (std::find(order.begin(), order.end(), ops[i].group) == order.end()) {
-            order.push_back(ops[i].group);
-          }
-        }
-        for (const auto& g : order) {
-          NcclStep st{false, {}};
-          for (int i : posted) {
-            if (ops[i].group == g) {
-              ops[i].batch = batch;
-              st.ops.push_back(i);
-            }
-          }
-          steps.push_back(st);
-          ++batch;
-        }
-      }
-      if (!received.empty()) steps.push_back({true, received});
-    }
-    flushSends();
+};
+
+// The members of group `g` of rank r's messages: every rank that exchanges on a bridge, else r's
+// pipeline group of the module ("<module>/pp").
+std::vector<int> groupMembers(EngineProgramBuild& b, int r, const std::string& g) {
+  if (g.rfind("bridge:", 0) == 0) {
+    const auto& s = b.bridges[g];
+    return std::vector<int>(s.begin(), s.end());
   }
+  return gridGroup(b.run, r, g.substr(0, g.size() - 3), 'p');  // "<module>/pp"
+}
+
+// Rank r's op list and step list in the program being built, with the indices of its sends that
+// no step has waited for yet.
+struct RankProgram {
+  int r;
+  std::vector<NcclOp>& ops;
+  std::vector<NcclStep>& steps;
+  std::vector<int> unwaitedSends;
+};
+
+void flushSends(RankProgram& rp) {  // Communicator::finishSends at the end of an iteration
+  if (!rp.unwaitedSends.empty()) rp.steps.push_back({true, rp.unwaitedSends});
+  rp.unwaitedSends.clear();
+}
+
+// An all_reduce of action `a` on rank r's group of `module` that leaves out `free` ("tp", "pp"
+// or "dp"), posted and waited for at once.
+void postCollective(const model::RunModel& run, RankProgram& rp, const events::ActionRecord& a,
+                    const std::string& module, char free, const char* what) {
+  std::vector<int> g = gridGroup(run, rp.r, module, free);
+  if (g.size() < 2) return;  // a group of one rank has no backend (ProcessGroups.h)
+  NcclOp op;
+  op.kind = Kind::Collective;
+  op.rank = rp.r;
+  op.group = module + "/" + std::string(free == 't' ? "tp" : free == 'p' ? "pp" : "dp");
+  op.members = g;
+  op.op = "all_reduce";
+  op.iteration = a.iteration;
+  op.seq = a.seq;
+  op.what = std::string(what) + " (" + events::toString(a.kind) + " mb " +
+            std::to_string(a.microbatch) + ")";
+  int i = static_cast<int>(rp.ops.size());
+  rp.ops.push_back(op);
+  rp.steps.push_back({false, {i}});
+  rp.steps.push_back({true, {i}});
+}
+
+// The op of one side (0: the send, 1: the receive) of p2p action `a` of rank r with `peer`; in
+// the current batch when `asBatch`.
+NcclOp exchangeOp(EngineProgramBuild& b, int r, const events::ActionRecord& a, int side, int peer,
+                  bool asBatch) {
+  const bool sendsActivation =
+      a.kind == ActionKind::SendForward || a.kind == ActionKind::SendForwardRecvBackward;
+  const bool receivesActivation =
+      a.kind == ActionKind::RecvForward || a.kind == ActionKind::SendBackwardRecvForward;
+  NcclOp op;
+  op.kind = side == 0 ? Kind::Send : Kind::Recv;
+  op.rank = r;
+  op.peer = peer;
+  op.group = p2pGroupOf(b.run, r, peer, a);
+  op.members = groupMembers(b, r, op.group);
+  op.batch = asBatch ? b.batch : -1;
+  op.iteration = a.iteration;
+  op.seq = a.seq;
+  op.bytes = bytesOf(b.bytes, op);
+  const bool activation = side == 0 ? sendsActivation : receivesActivation;
+  op.what =
+      std::string(activation ? "the activation" : "the gradient") +
+      (isCombined(a.kind) && side == 1 ? "" : " of microbatch " + std::to_string(a.microbatch)) +
+      " (iteration " + std::to_string(a.iteration) + ", " + events::toString(a.kind) + ")";
+  return op;
+}
+
+// The ops `posted` of one combined action, one batch per group (PyTorch coalesces per process
+// group), in the order the groups first appear.
+void batchPerGroup(EngineProgramBuild& b, RankProgram& rp, const std::vector<int>& posted) {
+  std::vector<std::string> order;
+  for (int i : posted) {
+    if (std::find(order.begin(), order.end(), rp.ops[i].group) == order.end()) {
+      order.push_back(rp.ops[i].group);
+    }
+  }
+  for (const auto& g : order) {
+    NcclStep st{false, {}};
+    for (int i : posted) {
+      if (rp.ops[i].group == g) {
+        rp.ops[i].batch = b.batch;
+        st.ops.push_back(i);
+      }
+    }
+    rp.steps.push_back(st);
+    ++b.batch;
+  }
+}
+
+// The sends and receives of action `a` (nothing when it exchanges no message): one op per peer
+// off the rank, each posted alone or (a combined action, engineCombinedAsBatch) in batches; the
+// receives waited for at once, the sends at the end of the iteration.
+void postExchange(EngineProgramBuild& b, RankProgram& rp, const events::ActionRecord& a) {
+  const bool sends = isSend(a.kind) || isCombined(a.kind);
+  const bool recvs = isRecv(a.kind) || isCombined(a.kind);
+  if (!sends && !recvs) return;
+  const bool asBatch = isCombined(a.kind) && b.opts.engineCombinedAsBatch;
+  std::vector<int> posted, received;
+  for (int side = 0; side < 2; ++side) {  // the plan posts sends before receives
+    if ((side == 0 && !sends) || (side == 1 && !recvs)) continue;
+    for (int peer : a.peers) {
+      if (peer == rp.r) continue;  // a local hand-off never touches the wire
+      int i = static_cast<int>(rp.ops.size());
+      rp.ops.push_back(exchangeOp(b, rp.r, a, side, peer, asBatch));
+      posted.push_back(i);
+      (side == 0 ? rp.unwaitedSends : received).push_back(i);
+      if (!asBatch) rp.steps.push_back({false, {i}});
+    }
+  }
+  if (posted.empty()) return;
+  if (asBatch) batchPerGroup(b, rp, posted);
+  if (!received.empty()) rp.steps.push_back({true, received});
+}
+
+// Rank r's ops and steps, from its plan in order.
+void engineRankProgram(EngineProgramBuild& b, int r) {
+  RankProgram rp{r, b.p.ops[r], b.p.steps[r], {}};
+  int iteration = -1;
+  for (const auto& a : b.run.plan[r]) {
+    if (a.iteration != iteration) flushSends(rp);
+    iteration = a.iteration;
+    if (a.kind == ActionKind::Forward || a.kind == ActionKind::Backward) {
+      postCollective(b.run, rp, a, a.module, 't', "tensor-parallel all_reduce");
+      continue;
+    }
+    if (a.kind == ActionKind::DpReduce) {
+      if (!a.module.empty()) {
+        postCollective(b.run, rp, a, a.module, 'd', "data-parallel gradient all_reduce");
+      } else {
+        for (const auto& row : b.run.modulesOf(r)) {
+          postCollective(b.run, rp, a, row.module, 'd', "data-parallel gradient all_reduce");
+        }
+      }
+      continue;
+    }
+    postExchange(b, rp, a);
+  }
+  flushSends(rp);
+}
+
+NcclProgram engineProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
+  EngineProgramBuild b{run, opts, opBytes(run)};
+  NcclProgram& p = b.p;
+  p.fromPlan = true;
+  p.source = opts.engineCombinedAsBatch
+                 ? "the run's plan (a combined send+receive action: one batch per group)"
+                 : "the run's plan (combined actions: one op after another)";
+  const int n = static_cast<int>(run.plan.size());
+  p.ops.resize(n);
+  p.steps.resize(n);
+  b.bridges = bridgeMembers(run);
+  for (int r = 0; r < n; ++r) engineRankProgram(b, r);
   if (!opts.engineCombinedAsBatch) {
     p.unknowns.push_back(
         "combined actions replayed as the engine posts them today (one op "
         "after another)");
   }
-  if (!bridges.empty()) p.unknowns.push_back("boundary broadcasts of bridges not replayed");
-  return p;
+  if (!b.bridges.empty()) p.unknowns.push_back("boundary broadcasts of bridges not replayed");
+  return std::move(b.p);
 }
 
 // ---- the program of a captured job: its recorded operations -----------------------------------
 
-NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
-  const auto bytes = opBytes(run);
-  NcclProgram p;
-  p.source = "a captured job's recorded operations";
-  p.batchesRecorded = run.batchesRecorded;
+// What captureProgram's steps share: the program being built (an op list and a step list per
+// rank), the bytes each rank recorded per op, the batch_isend_irecv call of each recorded op,
+// each group name's member sets (from its collectives) and the groups whose members no record
+// gives.
+struct CaptureProgramBuild {
+  const model::RunModel& run;
+  const NcclReplayOptions& opts;
+  const std::map<OpKey, int64_t> bytes;
+  NcclProgram p{};
   // The batch_isend_irecv call of each recorded op: (rank, iteration, seq) -> batch.
-  std::map<std::tuple<int, int, int>, const events::BatchMemberRecord*> recordedBatch;
-  for (const auto& b : run.batchMembers) recordedBatch[{b.rank, b.iteration, b.seq}] = &b;
-  int n = std::max<int>(run.info.worldSize, static_cast<int>(run.actions.size()));
-  for (const auto& c : run.collectives) n = std::max(n, c.rank + 1);
-  p.ops.resize(n);
-  p.steps.resize(n);
-  // Each group name's member sets, from its collectives.
-  std::map<std::string, std::set<std::vector<int>>> groups;
-  for (const auto& c : run.collectives) {
-    std::vector<int> g = c.groupRanks;
-    std::sort(g.begin(), g.end());
-    if (!g.empty()) groups[c.group].insert(g);
-  }
-  std::set<std::string> unknownMembers;
-  struct Item {
-    int iteration, seq;
-    NcclOp op;
-    int64_t startNs, endNs;
-  };
-  for (int r = 0; r < n; ++r) {
-    std::vector<Item> items;
-    if (r < static_cast<int>(run.actions.size())) {
-      for (const auto& a : run.actions[r]) {
-        if (!isSend(a.kind) && !isRecv(a.kind)) continue;
-        if (a.peers.empty() || a.peers[0] == r) continue;
-        NcclOp op;
-        op.kind = isSend(a.kind) ? Kind::Send : Kind::Recv;
-        op.rank = r;
-        op.peer = a.peers[0];
-        op.group = a.module;
-        for (const auto& g : groups[op.group]) {
-          if (std::binary_search(g.begin(), g.end(), r) &&
-              std::binary_search(g.begin(), g.end(), op.peer)) {
-            op.members = g;
-            break;
-          }
-        }
-        if (op.members.empty() && op.group == "world") {  // the default group: every rank
-          for (int m = 0; m < n; ++m) op.members.push_back(m);
-        }
-        if (op.members.empty()) unknownMembers.insert(op.group);
-        op.iteration = a.iteration;
-        op.seq = a.seq;
-        op.bytes = bytesOf(bytes, op);
-        if (auto it = recordedBatch.find({r, a.iteration, a.seq}); it != recordedBatch.end()) {
-          op.batch = it->second->batch;
-          if (!it->second->groupRanks.empty()) {  // the group's members, as the backend knew them
-            op.members.assign(it->second->groupRanks.begin(), it->second->groupRanks.end());
-            std::sort(op.members.begin(), op.members.end());
-            unknownMembers.erase(op.group);
-          }
-        }
-        op.what = "message #" + std::to_string(a.microbatch) + " of group " + a.module + " (op #" +
-                  std::to_string(a.seq) + ", iteration " + std::to_string(a.iteration) + ")";
-        items.push_back({a.iteration, a.seq, op, a.startNs, a.endNs});
-      }
+  std::map<std::tuple<int, int, int>, const events::BatchMemberRecord*> recordedBatch{};
+  int n = 0;  // ranks
+  std::map<std::string, std::set<std::vector<int>>> groups{};
+  std::set<std::string> unknownMembers{};
+};
+
+// One op a rank posted, with its clock's post and completion times (ns; <= 0: not recorded).
+struct PostedItem {
+  int iteration, seq;
+  NcclOp op;
+  int64_t startNs, endNs;
+};
+
+// The op of recorded p2p action `a` of rank r: its group's members from the group's collectives
+// (the default group "world": every rank), or the recorded batch's.
+NcclOp captureP2pOp(CaptureProgramBuild& b, int r, const events::ActionRecord& a) {
+  NcclOp op;
+  op.kind = isSend(a.kind) ? Kind::Send : Kind::Recv;
+  op.rank = r;
+  op.peer = a.peers[0];
+  op.group = a.module;
+  for (const auto& g : b.groups[op.group]) {
+    if (std::binary_search(g.begin(), g.end(), r) &&
+        std::binary_search(g.begin(), g.end(), op.peer)) {
+      op.members = g;
+      break;
     }
-    for (const auto& c : run.collectives) {
-      if (c.rank != r) continue;
-      NcclOp op;
-      op.kind = Kind::Collective;
-      op.rank = r;
-      op.group = c.group;
-      op.members = c.groupRanks;
+  }
+  if (op.members.empty() && op.group == "world") {  // the default group: every rank
+    for (int m = 0; m < b.n; ++m) op.members.push_back(m);
+  }
+  if (op.members.empty()) b.unknownMembers.insert(op.group);
+  op.iteration = a.iteration;
+  op.seq = a.seq;
+  op.bytes = bytesOf(b.bytes, op);
+  if (auto it = b.recordedBatch.find({r, a.iteration, a.seq}); it != b.recordedBatch.end()) {
+    op.batch = it->second->batch;
+    if (!it->second->groupRanks.empty()) {  // the group's members, as the backend knew them
+      op.members.assign(it->second->groupRanks.begin(), it->second->groupRanks.end());
       std::sort(op.members.begin(), op.members.end());
-      op.op = c.op;
-      op.iteration = c.iteration;
-      op.seq = c.seq;
-      op.what = c.op + " #" + std::to_string(c.groupSeq) + " (op #" + std::to_string(c.seq) +
-                ", iteration " + std::to_string(c.iteration) + ")";
-      items.push_back({c.iteration, c.seq, op, c.startNs, c.endNs});
+      b.unknownMembers.erase(op.group);
     }
-    // Posting order: the post times of one rank's clock when every op has one (`seq` restarts
-    // at stagescope_torch.step(), so an op posted before the first step shares seq 0 with the
-    // first op after it), else (iteration, seq).
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-      return std::tie(a.iteration, a.seq) < std::tie(b.iteration, b.seq);
-    });
-    if (std::all_of(items.begin(), items.end(), [](const Item& x) { return x.startNs > 0; })) {
-      std::stable_sort(items.begin(), items.end(),
-                       [](const Item& a, const Item& b) { return a.startNs < b.startNs; });
-    }
-    auto& ops = p.ops[r];
-    auto& steps = p.steps[r];
-    std::vector<int> outstanding;
-    int batchId = 0, lastBatchOp = -1;
-    for (const auto& it : items) {
-      // The job saw every earlier op complete before this post: it waited for it.
-      std::vector<int> waited, still;
-      for (int i : outstanding) {
-        const Item& prev = items[i];
-        (prev.endNs > 0 && prev.endNs <= it.startNs ? waited : still).push_back(i);
-      }
-      if (!waited.empty()) steps.push_back({true, waited});
-      outstanding = still;
-      int i = static_cast<int>(ops.size());
-      NcclOp op = it.op;
-      // A candidate batch: consecutive p2p ops on one group, posted with no wait between.
-      const bool joins = opts.captureCandidateBatches && !p.batchesRecorded &&
-                         op.kind != Kind::Collective && lastBatchOp >= 0 && waited.empty() &&
-                         ops[lastBatchOp].kind != Kind::Collective &&
-                         ops[lastBatchOp].group == op.group && !steps.empty() && !steps.back().wait;
-      // A recorded batch: the ops one batch_isend_irecv posted are one step.
-      const bool sameCall = p.batchesRecorded && op.batch >= 0 && lastBatchOp >= 0 &&
-                            ops[lastBatchOp].batch == op.batch && !steps.empty() &&
-                            !steps.back().wait;
-      if (sameCall) {
-        ops.push_back(op);
-        steps.back().ops.push_back(i);
-      } else if (joins) {
-        if (ops[lastBatchOp].batch < 0) ops[lastBatchOp].batch = batchId++;
-        op.batch = ops[lastBatchOp].batch;
-        ops.push_back(op);
-        steps.back().ops.push_back(i);
-      } else {
-        ops.push_back(op);
-        steps.push_back({false, {i}});
-      }
-      lastBatchOp = i;
-      outstanding.push_back(i);
-    }
-    if (!outstanding.empty()) steps.push_back({true, outstanding});
   }
-  // A candidate batch of one op is no batch (a recorded one is: one group call).
+  op.what = "message #" + std::to_string(a.microbatch) + " of group " + a.module + " (op #" +
+            std::to_string(a.seq) + ", iteration " + std::to_string(a.iteration) + ")";
+  return op;
+}
+
+// Every op rank r posted, in record order: its sends and receives to other ranks, then its
+// collectives.
+std::vector<PostedItem> capturedItems(CaptureProgramBuild& b, int r) {
+  std::vector<PostedItem> items;
+  if (r < static_cast<int>(b.run.actions.size())) {
+    for (const auto& a : b.run.actions[r]) {
+      if (!isSend(a.kind) && !isRecv(a.kind)) continue;
+      if (a.peers.empty() || a.peers[0] == r) continue;
+      NcclOp op = captureP2pOp(b, r, a);
+      items.push_back({a.iteration, a.seq, op, a.startNs, a.endNs});
+    }
+  }
+  for (const auto& c : b.run.collectives) {
+    if (c.rank != r) continue;
+    NcclOp op;
+    op.kind = Kind::Collective;
+    op.rank = r;
+    op.group = c.group;
+    op.members = c.groupRanks;
+    std::sort(op.members.begin(), op.members.end());
+    op.op = c.op;
+    op.iteration = c.iteration;
+    op.seq = c.seq;
+    op.what = c.op + " #" + std::to_string(c.groupSeq) + " (op #" + std::to_string(c.seq) +
+              ", iteration " + std::to_string(c.iteration) + ")";
+    items.push_back({c.iteration, c.seq, op, c.startNs, c.endNs});
+  }
+  // Posting order: the post times of one rank's clock when every op has one (`seq` restarts
+  // at stagescope_torch.step(), so an op posted before the first step shares seq 0 with the
+  // first op after it), else (iteration, seq).
+  std::stable_sort(items.begin(), items.end(), [](const PostedItem& a, const PostedItem& b) {
+    return std::tie(a.iteration, a.seq) < std::tie(b.iteration, b.seq);
+  });
+  if (std::all_of(items.begin(), items.end(), [](const PostedItem& x) { return x.startNs > 0; })) {
+    std::stable_sort(items.begin(), items.end(), [](const PostedItem& a, const PostedItem& b) {
+      return a.startNs < b.startNs;
+    });
+  }
+  return items;
+}
+
+// Rank r's steps from its ops in posting order: a wait for the earlier ops the job saw complete
+// before each post, a recorded batch (or, when asked, a candidate one) as one step, a wait for
+// the rest at the end.
+void captureRankSteps(CaptureProgramBuild& b, int r, const std::vector<PostedItem>& items) {
+  NcclProgram& p = b.p;
+  auto& ops = p.ops[r];
+  auto& steps = p.steps[r];
+  std::vector<int> outstanding;
+  int batchId = 0, lastBatchOp = -1;
+  for (const auto& it : items) {
+    // The job saw every earlier op complete before this post: it waited for it.
+    std::vector<int> waited, still;
+    for (int i : outstanding) {
+      const PostedItem& prev = items[i];
+      (prev.endNs > 0 && prev.endNs <= it.startNs ? waited : still).push_back(i);
+    }
+    if (!waited.empty()) steps.push_back({true, waited});
+    outstanding = still;
+    int i = static_cast<int>(ops.size());
+    NcclOp op = it.op;
+    // A candidate batch: consecutive p2p ops on one group, posted with no wait between.
+    const bool joins = b.opts.captureCandidateBatches && !p.batchesRecorded &&
+                       op.kind != Kind::Collective && lastBatchOp >= 0 && waited.empty() &&
+                       ops[lastBatchOp].kind != Kind::Collective &&
+                       ops[lastBatchOp].group == op.group && !steps.empty() && !steps.back().wait;
+    // A recorded batch: the ops one batch_isend_irecv posted are one step.
+    const bool sameCall = p.batchesRecorded && op.batch >= 0 && lastBatchOp >= 0 &&
+                          ops[lastBatchOp].batch == op.batch && !steps.empty() &&
+                          !steps.back().wait;
+    if (sameCall) {
+      ops.push_back(op);
+      steps.back().ops.push_back(i);
+    } else if (joins) {
+      if (ops[lastBatchOp].batch < 0) ops[lastBatchOp].batch = batchId++;
+      op.batch = ops[lastBatchOp].batch;
+      ops.push_back(op);
+      steps.back().ops.push_back(i);
+    } else {
+      ops.push_back(op);
+      steps.push_back({false, {i}});
+    }
+    lastBatchOp = i;
+    outstanding.push_back(i);
+  }
+  if (!outstanding.empty()) steps.push_back({true, outstanding});
+}
+
+// A candidate batch of one op is no batch (a recorded one is: one group call).
+void dropSingleOpBatches(NcclProgram& p) {
   for (auto& ops : p.ops) {
     if (p.batchesRecorded) break;
     std::map<int, int> size;
@@ -426,15 +498,34 @@ NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& 
       if (o.batch >= 0 && size[o.batch] < 2) o.batch = -1;
     }
   }
+}
+
+NcclProgram captureProgram(const model::RunModel& run, const NcclReplayOptions& opts) {
+  CaptureProgramBuild b{run, opts, opBytes(run)};
+  NcclProgram& p = b.p;
+  p.source = "a captured job's recorded operations";
+  p.batchesRecorded = run.batchesRecorded;
+  for (const auto& m : run.batchMembers) b.recordedBatch[{m.rank, m.iteration, m.seq}] = &m;
+  b.n = std::max<int>(run.info.worldSize, static_cast<int>(run.actions.size()));
+  for (const auto& c : run.collectives) b.n = std::max(b.n, c.rank + 1);
+  p.ops.resize(b.n);
+  p.steps.resize(b.n);
+  for (const auto& c : run.collectives) {
+    std::vector<int> g = c.groupRanks;
+    std::sort(g.begin(), g.end());
+    if (!g.empty()) b.groups[c.group].insert(g);
+  }
+  for (int r = 0; r < b.n; ++r) captureRankSteps(b, r, capturedItems(b, r));
+  dropSingleOpBatches(p);
   if (!p.batchesRecorded) {
     p.unknowns.push_back(opts.captureCandidateBatches
                              ? "batches not recorded: ops posted together taken as one batch"
                              : "batches not recorded: every op replayed as posted alone");
   }
-  for (const auto& g : unknownMembers) {
+  for (const auto& g : b.unknownMembers) {
     p.unknowns.push_back("members of group " + g + " not recorded (no collective on it)");
   }
-  return p;
+  return std::move(b.p);
 }
 
 }  // namespace

@@ -54,14 +54,32 @@ std::string messageText(const Message& m) {
          events::toString(m.direction) + " mb " + std::to_string(m.microbatch) + " on " + m.edge;
 }
 
-}  // namespace
+// A boundary broadcast as BlockedRank reports it: its direction and microbatch, its root as the
+// peer.
+Message broadcastAsMessage(const Broadcast& b) {
+  Message what;
+  what.direction = b.direction;
+  what.microbatch = b.microbatch;
+  what.peer = b.root;
+  return what;
+}
 
-PlanProgress analyzePlanProgress(const Plan& plan) {
-  const int n = static_cast<int>(plan.ranks.size());
-  PlanProgress result;
-  std::map<MessageKey, Where> posted;
-  std::map<BroadcastKey, Where> joined;
-  std::ostringstream problems;
+// What analyzePlanProgress's steps share: the plan, where each side of each message and each
+// member's part in each boundary broadcast is posted, and how far each rank got (`pos`: the index
+// of the action it is at; its action count once it finished).
+struct ProgressState {
+  const Plan& plan;
+  const int n;  // ranks
+  std::map<MessageKey, Where> posted{};
+  std::map<BroadcastKey, Where> joined{};
+  std::vector<int> pos{};
+};
+
+// Indexes every message side and broadcast part the plan posts; a peer outside the world and a
+// part posted twice are problems (sentences appended to `problems`).
+void indexPosts(ProgressState& s, std::ostringstream& problems) {
+  const Plan& plan = s.plan;
+  const int n = s.n;
   for (int r = 0; r < n; ++r) {
     const auto& actions = plan.ranks[r].actions;
     for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
@@ -71,13 +89,13 @@ PlanProgress analyzePlanProgress(const Plan& plan) {
                    << " outside the world (" << n << " ranks). ";
           continue;
         }
-        if (!posted.emplace(keyOf(r, m, false), Where{r, i}).second) {
+        if (!s.posted.emplace(keyOf(r, m, false), Where{r, i}).second) {
           problems << "rank " << r << " posts " << messageText(m) << " with rank " << m.peer
                    << " twice (again in " << describe(plan, r, i) << "). ";
         }
       }
       for (const Broadcast& b : actions[i].broadcasts) {
-        if (!joined.emplace(keyOf(b, r), Where{r, i}).second) {
+        if (!s.joined.emplace(keyOf(b, r), Where{r, i}).second) {
           problems << "rank " << r << " joins the " << events::toString(b.direction)
                    << " broadcast of microbatch " << b.microbatch << " from rank " << b.root
                    << " twice (again in " << describe(plan, r, i) << "). ";
@@ -85,13 +103,20 @@ PlanProgress analyzePlanProgress(const Plan& plan) {
       }
     }
   }
-  // Missing partners: a message no peer ever matches, a broadcast a member never joins.
+}
+
+// Missing partners: a message no peer ever matches, a broadcast a member never joins; each a
+// problem and a blocked rank.
+void findMissingPartners(const ProgressState& s, std::ostringstream& problems,
+                         PlanProgress& result) {
+  const Plan& plan = s.plan;
+  const int n = s.n;
   for (int r = 0; r < n; ++r) {
     const auto& actions = plan.ranks[r].actions;
     for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
       for (const Message& m : actions[i].messages) {
         if (m.peer < 0 || m.peer >= n) continue;
-        if (!posted.count(keyOf(r, m, true))) {
+        if (!s.posted.count(keyOf(r, m, true))) {
           problems << "rank " << r << " in " << describe(plan, r, i) << " would " << messageText(m)
                    << " with rank " << m.peer << ", but rank " << m.peer
                    << " has no matching action. ";
@@ -100,86 +125,82 @@ PlanProgress analyzePlanProgress(const Plan& plan) {
       }
       for (const Broadcast& b : actions[i].broadcasts) {
         for (int member : b.ranks) {
-          if (member == r || joined.count(keyOf(b, member))) continue;
+          if (member == r || s.joined.count(keyOf(b, member))) continue;
           problems << "rank " << r << " in " << describe(plan, r, i) << " would join the "
                    << events::toString(b.direction) << " broadcast of microbatch " << b.microbatch
                    << " from rank " << b.root << ", but rank " << member
                    << " has no matching action. ";
-          Message what;
-          what.direction = b.direction;
-          what.microbatch = b.microbatch;
-          what.peer = b.root;
-          result.blocked.push_back({r, i, member, true, what});
+          result.blocked.push_back({r, i, member, true, broadcastAsMessage(b)});
         }
       }
     }
   }
-  if (!problems.str().empty()) {
-    result.ok = false;
-    result.text = "plan is inconsistent: " + problems.str();
-    return result;
-  }
+}
 
-  // Simulate: advance every rank as far as its messages and broadcasts are matched.  For
-  // the first unmatched partner of an action, `waitOf` returns the rank and its Where.
-  std::vector<int> pos(n, 0);
-  auto firstWait = [&](int r, BlockedRank* out, Where* where) {
-    const Action& a = plan.ranks[r].actions[pos[r]];
-    // Receives first: within an action the engine blocks on its receives (its sends
-    // complete lazily), so that is the wait to report when both are unmatched.
-    for (const auto side : {events::Side::Recv, events::Side::Send}) {
-      for (const Message& m : a.messages) {
-        if (m.side != side) continue;
-        // A local hand-off (peer == this rank) is buffered: its send completes at once; its
-        // receive waits, like any other, until the rank itself has posted the send.
-        if (m.peer == r && m.side == events::Side::Send) continue;
-        const Where& w = posted.at(keyOf(r, m, true));
-        if (pos[w.rank] < w.action) {
-          if (out) *out = {r, pos[r], w.rank, false, m};
-          if (where) *where = w;
-          return true;
-        }
+// Whether rank r's current action waits for a partner that has not reached its matching action;
+// if so, the first such partner as a BlockedRank (`out`) and where it posts (`where`), each when
+// not null.
+bool firstWait(const ProgressState& s, int r, BlockedRank* out, Where* where) {
+  const auto& pos = s.pos;
+  const Action& a = s.plan.ranks[r].actions[pos[r]];
+  // Receives first: within an action the engine blocks on its receives (its sends
+  // complete lazily), so that is the wait to report when both are unmatched.
+  for (const auto side : {events::Side::Recv, events::Side::Send}) {
+    for (const Message& m : a.messages) {
+      if (m.side != side) continue;
+      // A local hand-off (peer == this rank) is buffered: its send completes at once; its
+      // receive waits, like any other, until the rank itself has posted the send.
+      if (m.peer == r && m.side == events::Side::Send) continue;
+      const Where& w = s.posted.at(keyOf(r, m, true));
+      if (pos[w.rank] < w.action) {
+        if (out) *out = {r, pos[r], w.rank, false, m};
+        if (where) *where = w;
+        return true;
       }
     }
-    for (const Broadcast& b : a.broadcasts) {
-      for (int member : b.ranks) {
-        if (member == r) continue;
-        const Where& w = joined.at(keyOf(b, member));
-        if (pos[w.rank] < w.action) {
-          if (out) {
-            Message what;
-            what.direction = b.direction;
-            what.microbatch = b.microbatch;
-            what.peer = b.root;
-            *out = {r, pos[r], w.rank, true, what};
-          }
-          if (where) *where = w;
-          return true;
-        }
+  }
+  for (const Broadcast& b : a.broadcasts) {
+    for (int member : b.ranks) {
+      if (member == r) continue;
+      const Where& w = s.joined.at(keyOf(b, member));
+      if (pos[w.rank] < w.action) {
+        if (out) *out = {r, pos[r], w.rank, true, broadcastAsMessage(b)};
+        if (where) *where = w;
+        return true;
       }
     }
-    return false;
-  };
+  }
+  return false;
+}
+
+// Simulate: advance every rank as far as its messages and broadcasts are matched.
+void simulate(ProgressState& s) {
+  s.pos.assign(s.n, 0);
   bool progressed = true;
   while (progressed) {
     progressed = false;
-    for (int r = 0; r < n; ++r) {
-      const auto& actions = plan.ranks[r].actions;
-      while (pos[r] < static_cast<int>(actions.size()) && !firstWait(r, nullptr, nullptr)) {
-        ++pos[r];
+    for (int r = 0; r < s.n; ++r) {
+      const auto& actions = s.plan.ranks[r].actions;
+      while (s.pos[r] < static_cast<int>(actions.size()) && !firstWait(s, r, nullptr, nullptr)) {
+        ++s.pos[r];
         progressed = true;
       }
     }
   }
+}
 
-  // Diagnose: each blocked rank, the first peer it waits on, and a wait-for cycle if any.
-  std::vector<int> waitsOn(n, -1);
-  std::ostringstream out;
-  for (int r = 0; r < n; ++r) {
+// Each blocked rank and the first peer it waits on: a blocked rank in `result`, a sentence in
+// `out`; returns whom each rank waits on (-1: nobody).
+std::vector<int> describeBlocked(const ProgressState& s, PlanProgress& result,
+                                 std::ostringstream& out) {
+  const Plan& plan = s.plan;
+  const auto& pos = s.pos;
+  std::vector<int> waitsOn(s.n, -1);
+  for (int r = 0; r < s.n; ++r) {
     if (pos[r] >= static_cast<int>(plan.ranks[r].actions.size())) continue;
     BlockedRank b;
     Where w{-1, -1};
-    firstWait(r, &b, &w);
+    firstWait(s, r, &b, &w);
     result.blocked.push_back(b);
     waitsOn[r] = b.waitsOn;
     if (b.broadcast) {
@@ -196,7 +217,12 @@ PlanProgress analyzePlanProgress(const Plan& plan) {
         << describe(plan, w.rank, w.action) << ", but rank " << w.rank << " is blocked in "
         << describe(plan, w.rank, pos[w.rank]) << "). ";
   }
-  if (out.str().empty()) return result;
+  return waitsOn;
+}
+
+// The first wait-for cycle, following `waitsOn` from each rank in order: a sentence in `out`.
+void describeWaitCycle(const std::vector<int>& waitsOn, std::ostringstream& out) {
+  const int n = static_cast<int>(waitsOn.size());
   for (int start = 0; start < n; ++start) {
     if (waitsOn[start] < 0) continue;
     std::vector<int> path;
@@ -215,6 +241,27 @@ PlanProgress analyzePlanProgress(const Plan& plan) {
       break;
     }
   }
+}
+
+}  // namespace
+
+PlanProgress analyzePlanProgress(const Plan& plan) {
+  PlanProgress result;
+  ProgressState s{plan, static_cast<int>(plan.ranks.size())};
+  std::ostringstream problems;
+  indexPosts(s, problems);
+  findMissingPartners(s, problems, result);
+  if (!problems.str().empty()) {
+    result.ok = false;
+    result.text = "plan is inconsistent: " + problems.str();
+    return result;
+  }
+  simulate(s);
+  // Diagnose: each blocked rank, the first peer it waits on, and a wait-for cycle if any.
+  std::ostringstream out;
+  const std::vector<int> waitsOn = describeBlocked(s, result, out);
+  if (out.str().empty()) return result;
+  describeWaitCycle(waitsOn, out);
   result.ok = false;
   result.text = "plan deadlocks: " + out.str();
   return result;

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "core/engine/PreforkedRanks.h"
 #include "core/engine/QuietProgress.h"
@@ -125,6 +126,160 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// The handlers launchRanks replaced, restored when it returns.
+struct SavedHandlers {
+  struct sigaction intr {};
+  struct sigaction term {};
+  struct sigaction hup {};
+};
+
+// SIGINT, SIGTERM and SIGHUP set gInterrupted (cleared first) until restoreHandlers.
+void installHandlers(SavedHandlers& saved) {
+  gInterrupted = 0;
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigaction(SIGINT, &sa, &saved.intr);
+  sigaction(SIGTERM, &sa, &saved.term);
+  sigaction(SIGHUP, &sa,
+            &saved.hup);  // a closed terminal (an SSH session) stops the run as Ctrl-C does
+}
+
+void restoreHandlers(const SavedHandlers& saved) {
+  sigaction(SIGINT, &saved.intr, nullptr);
+  sigaction(SIGTERM, &saved.term, nullptr);
+  sigaction(SIGHUP, &saved.hup, nullptr);
+}
+
+// Every rank's process: a preforked one released with its environment where the spec has one,
+// else a fresh fork+exec.
+std::vector<Child> startRanks(const LaunchSpec& spec) {
+  std::vector<Child> kids(spec.worldSize);
+  for (int r = 0; r < spec.worldSize; ++r) {
+    if (spec.preforked && r < spec.preforked->size()) {
+      const PreforkedRank p = spec.preforked->release(r, rankEnvironment(spec, r));
+      kids[r].pid = p.pid;
+      kids[r].out = p.out;
+      kids[r].err = p.err;
+    } else {
+      kids[r].pid = spawn(spec, r, &kids[r].out, &kids[r].err);
+    }
+    kids[r].exit.rank = r;
+  }
+  return kids;
+}
+
+// What launchRanks' loop shares: the ranks' processes, the result being built, and once a rank
+// failed on its own or the launcher was interrupted, when stopping began and the grace (seconds)
+// before the ranks left are stopped.
+struct Launch {
+  const LaunchSpec& spec;
+  std::vector<Child> kids;
+  LaunchResult result{};
+  std::vector<int> failedInOrder{};  // ranks that failed on their own, in the order seen
+  bool stopping = false;
+  std::chrono::steady_clock::time_point stopAt{};
+  double grace = 0;
+  int alive = 0;  // ranks not yet reaped
+};
+
+// Waits up to 100 ms for output of any rank and forwards what came (drain); a pipe at its end is
+// closed.
+void forwardOutput(Launch& l, QuietProgress& progress) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<int, bool>> who;  // (rank, isErr)
+  for (int r = 0; r < l.spec.worldSize; ++r) {
+    if (l.kids[r].out >= 0) {
+      fds.push_back({l.kids[r].out, POLLIN, 0});
+      who.emplace_back(r, false);
+    }
+    if (l.kids[r].err >= 0) {
+      fds.push_back({l.kids[r].err, POLLIN, 0});
+      who.emplace_back(r, true);
+    }
+  }
+  if (!fds.empty())
+    poll(fds.data(), fds.size(), 100);
+  else
+    usleep(20000);
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto [r, isErr] = who[i];
+    Child& c = l.kids[r];
+    bool eof = false;
+    drain(fds[i].fd, isErr ? c.errBuf : c.outBuf, r, isErr, l.spec.quiet, c.exit, &eof, progress);
+    if (eof) {
+      close(fds[i].fd);
+      (isErr ? c.err : c.out) = -1;
+    }
+  }
+}
+
+// Rank `c` ended with wait status `status`: its exit recorded; the first rank to fail on its own
+// (not stopped by us, no interrupt) starts stopping the others after a grace.
+void recordExit(Launch& l, Child& c, int status) {
+  c.done = true;
+  --l.alive;
+  c.exit.endedNs = nowNs();
+  if (WIFSIGNALED(status))
+    c.exit.signal = WTERMSIG(status);
+  else
+    c.exit.exitCode = WEXITSTATUS(status);
+  const bool failed = c.exit.signal != 0 || c.exit.exitCode != 0;
+  if (failed && !c.exit.stoppedByUs && !gInterrupted) l.failedInOrder.push_back(c.exit.rank);
+  if (failed && !c.exit.stoppedByUs && l.result.firstFailure < 0 && !gInterrupted) {
+    l.result.firstFailure = c.exit.rank;
+    l.stopping = true;
+    l.stopAt = std::chrono::steady_clock::now();
+    // A timed-out rank: the others are timing out too; let them record their side.
+    // A rendezvous verdict reaches every rank: let each record it.
+    l.grace = c.exit.exitCode == kWorkerTimeout || c.exit.exitCode == kWorkerMismatch
+                  ? l.spec.hangGraceSeconds
+                  : 0.5;
+  }
+}
+
+// Reaps every child that has ended, without waiting.
+void reapExited(Launch& l) {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (auto& c : l.kids) {
+      if (c.pid != pid || c.done) continue;
+      recordExit(l, c, status);
+    }
+  }
+}
+
+// An interrupt stops every rank (SIGTERM, a 3 s grace); past the grace the ranks left get
+// SIGTERM, and 2 s after that SIGKILL.
+void stopWhenDue(Launch& l) {
+  if (gInterrupted && !l.result.interrupted) {
+    l.result.interrupted = true;
+    l.result.interruptSignal = gInterrupted;
+    signalAll(l.kids, SIGTERM);
+    l.stopping = true;
+    l.stopAt = std::chrono::steady_clock::now();
+    l.grace = 3;
+  }
+  if (l.stopping && secondsSince(l.stopAt) > l.grace) {
+    signalAll(l.kids, SIGTERM);
+    if (secondsSince(l.stopAt) > l.grace + 2) signalAll(l.kids, SIGKILL);
+  }
+}
+
+// Name the cause, not the first consequence: ranks that lose a peer fail within the same
+// poll as the peer.  A rank killed by a signal outranks one that failed with an error,
+// which outranks one that timed out (timeouts follow both).
+void nameFirstCause(Launch& l) {
+  auto severity = [](const RankExit& e) {
+    return e.signal ? 0 : e.exitCode != kWorkerTimeout ? 1 : 2;
+  };
+  for (int r : l.failedInOrder) {
+    if (severity(l.kids[r].exit) < severity(l.kids[l.result.firstFailure].exit))
+      l.result.firstFailure = r;
+  }
+}
+
 }  // namespace
 
 std::string LaunchResult::describe() const {
@@ -154,121 +309,26 @@ std::string LaunchResult::describe() const {
 }
 
 LaunchResult launchRanks(const LaunchSpec& spec) {
-  gInterrupted = 0;
-  struct sigaction sa {};
-  sa.sa_handler = onSignal;
-  struct sigaction oldInt {
-  }, oldTerm{}, oldHup{};
-  sigaction(SIGINT, &sa, &oldInt);
-  sigaction(SIGTERM, &sa, &oldTerm);
-  sigaction(SIGHUP, &sa,
-            &oldHup);  // a closed terminal (an SSH session) stops the run as Ctrl-C does
-
-  std::vector<Child> kids(spec.worldSize);
-  for (int r = 0; r < spec.worldSize; ++r) {
-    if (spec.preforked && r < spec.preforked->size()) {
-      const PreforkedRank p = spec.preforked->release(r, rankEnvironment(spec, r));
-      kids[r].pid = p.pid;
-      kids[r].out = p.out;
-      kids[r].err = p.err;
-    } else {
-      kids[r].pid = spawn(spec, r, &kids[r].out, &kids[r].err);
-    }
-    kids[r].exit.rank = r;
-  }
-  LaunchResult result;
+  SavedHandlers saved;
+  installHandlers(saved);
+  Launch l{spec, startRanks(spec)};
   QuietProgress progress(stdout, spec.quiet ? -1 : 0);
-  std::vector<int> failedInOrder;  // ranks that failed on their own, in the order seen
-  bool stopping = false;
-  auto stopAt = std::chrono::steady_clock::now();
-  double grace = 0;
-  int alive = spec.worldSize;
-  while (alive > 0) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<int, bool>> who;  // (rank, isErr)
-    for (int r = 0; r < spec.worldSize; ++r) {
-      if (kids[r].out >= 0) {
-        fds.push_back({kids[r].out, POLLIN, 0});
-        who.emplace_back(r, false);
-      }
-      if (kids[r].err >= 0) {
-        fds.push_back({kids[r].err, POLLIN, 0});
-        who.emplace_back(r, true);
-      }
-    }
-    if (!fds.empty())
-      poll(fds.data(), fds.size(), 100);
-    else
-      usleep(20000);
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto [r, isErr] = who[i];
-      Child& c = kids[r];
-      bool eof = false;
-      drain(fds[i].fd, isErr ? c.errBuf : c.outBuf, r, isErr, spec.quiet, c.exit, &eof, progress);
-      if (eof) {
-        close(fds[i].fd);
-        (isErr ? c.err : c.out) = -1;
-      }
-    }
-    int status = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      for (auto& c : kids) {
-        if (c.pid != pid || c.done) continue;
-        c.done = true;
-        --alive;
-        c.exit.endedNs = nowNs();
-        if (WIFSIGNALED(status))
-          c.exit.signal = WTERMSIG(status);
-        else
-          c.exit.exitCode = WEXITSTATUS(status);
-        const bool failed = c.exit.signal != 0 || c.exit.exitCode != 0;
-        if (failed && !c.exit.stoppedByUs && !gInterrupted) failedInOrder.push_back(c.exit.rank);
-        if (failed && !c.exit.stoppedByUs && result.firstFailure < 0 && !gInterrupted) {
-          result.firstFailure = c.exit.rank;
-          stopping = true;
-          stopAt = std::chrono::steady_clock::now();
-          // A timed-out rank: the others are timing out too; let them record their side.
-          // A rendezvous verdict reaches every rank: let each record it.
-          grace = c.exit.exitCode == kWorkerTimeout || c.exit.exitCode == kWorkerMismatch
-                      ? spec.hangGraceSeconds
-                      : 0.5;
-        }
-      }
-    }
-    if (gInterrupted && !result.interrupted) {
-      result.interrupted = true;
-      result.interruptSignal = gInterrupted;
-      signalAll(kids, SIGTERM);
-      stopping = true;
-      stopAt = std::chrono::steady_clock::now();
-      grace = 3;
-    }
-    if (stopping && secondsSince(stopAt) > grace) {
-      signalAll(kids, SIGTERM);
-      if (secondsSince(stopAt) > grace + 2) signalAll(kids, SIGKILL);
-    }
+  l.stopAt = std::chrono::steady_clock::now();
+  l.alive = spec.worldSize;
+  while (l.alive > 0) {
+    forwardOutput(l, progress);
+    reapExited(l);
+    stopWhenDue(l);
   }
-  // Name the cause, not the first consequence: ranks that lose a peer fail within the same
-  // poll as the peer.  A rank killed by a signal outranks one that failed with an error,
-  // which outranks one that timed out (timeouts follow both).
-  auto severity = [](const RankExit& e) {
-    return e.signal ? 0 : e.exitCode != kWorkerTimeout ? 1 : 2;
-  };
-  for (int r : failedInOrder) {
-    if (severity(kids[r].exit) < severity(kids[result.firstFailure].exit)) result.firstFailure = r;
-  }
+  nameFirstCause(l);
   progress.finish();
-  for (auto& c : kids) {
+  for (auto& c : l.kids) {
     if (c.out >= 0) close(c.out);
     if (c.err >= 0) close(c.err);
-    result.ranks.push_back(c.exit);
+    l.result.ranks.push_back(c.exit);
   }
-  sigaction(SIGINT, &oldInt, nullptr);
-  sigaction(SIGTERM, &oldTerm, nullptr);
-  sigaction(SIGHUP, &oldHup, nullptr);
-  return result;
+  restoreHandlers(saved);
+  return std::move(l.result);
 }
 
 }  // namespace stagescope::engine

@@ -285,36 +285,43 @@ void refuseShardsOfAnotherRun(const std::string& run, const events::RunInfo& inf
 
 }  // namespace
 
-int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
-                 const std::string& config, bool keepShards) {
-  const std::vector<std::string> inputs = shards.empty() ? storage::findShards(run) : shards;
+namespace {
+
+// Everything merge checks before it writes: the shard arguments, that `run` is a run file (or
+// may be created: `config` given), not locked by another writer, and, when it exists, one this
+// build reads whole (a tampered schema, a view or trigger, a config it cannot parse is refused
+// unchanged) of the shards' run.  Returns whether merge creates the run file.
+bool checkMergeTarget(const std::string& run, const std::vector<std::string>& shards,
+                      const std::vector<std::string>& inputs, const std::string& config) {
   std::error_code ec;
   const bool exists = std::filesystem::exists(std::filesystem::symlink_status(run, ec));
   if (!exists && config.empty()) throw UsageError(missingRunFileHint(run, inputs));
-  const bool create = !exists;
   for (const auto& shard : shards) checkShardArgument(shard, run);
   // The run file must be one (merge writes into it; it never replaces anything): `force`
   // here only means "an existing run file is what we want".
   storage::RunFileLock::throwIfHeld(run);
   storage::checkRunOutput(run, {config}, /*force=*/true, "RUN", /*ownShards=*/true);
-  if (create) storage::createParentDirectories(run);
-  const storage::RunFileLock lock = storage::RunFileLock::acquire(run);
-  // An existing run file is read whole before anything is written into it: a file this build
-  // cannot read (tampered schema, a view or trigger, a config it cannot parse) is refused
-  // unchanged.
-  if (!create) {
-    // A writer's open rolls back the hot journal of a writer that died (merge's job).
-    { const storage::Db recovered = storage::openStagescopeFile(run, /*writable=*/true); }
-    const model::RunModel existing = storage::loadRun(run);
-    if (!isCapturedRun(existing)) (void)plan::parseConfig(existing.info.configText, run);
-    refuseShardsOfAnotherRun(run, existing.info, inputs);
-  }
-  if (create) createRunFileFor(config, run, runIdOfShards(inputs));
+  if (!exists) storage::createParentDirectories(run);
+  return !exists;
+}
+
+// An existing run file read whole before anything is written into it (see checkMergeTarget).
+void checkExistingRunFile(const std::string& run, const std::vector<std::string>& inputs) {
+  // A writer's open rolls back the hot journal of a writer that died (merge's job).
+  { const storage::Db recovered = storage::openStagescopeFile(run, /*writable=*/true); }
+  const model::RunModel existing = storage::loadRun(run);
+  if (!isCapturedRun(existing)) (void)plan::parseConfig(existing.info.configText, run);
+  refuseShardsOfAnotherRun(run, existing.info, inputs);
+}
+
+// Merges `inputs` into `run`, printing what was merged.  A merge that fails marks a run file it
+// created failed (when it can still be written: the records wait in the shards) and rethrows.
+storage::MergeResult mergeInto(const std::string& run, const std::vector<std::string>& inputs,
+                               bool create) {
   storage::MergeResult result;
   try {
     result = mergeWithProgress(run, inputs);
   } catch (const std::exception& e) {
-    // Say so in the run file (when it can still be written): the records wait in the shards.
     if (create) {
       try {
         storage::updateRunStatus(run, events::RunStatus::Failed,
@@ -329,6 +336,92 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   std::printf("merged %d shard(s), %lld rows in %.2f s\n", result.merged,
               static_cast<long long>(result.rows), result.seconds);
   for (const auto& n : result.notes) std::printf("  %s\n", n.c_str());
+  return result;
+}
+
+// The run's status after the merge, judged again by what is now recorded.  A run file just
+// created (ranks started without our launcher) gets the judged status.  An existing run keeps
+// its status unless every shard merged and the records now show a completed run (e.g. a merge
+// that failed for lack of disk space, re-run after freeing some), or it was left `running`.
+// The judgement reads the plan, actions and diagnoses only (judgeWorkerRun, judgeByDiagnoses):
+// not the run's transfers and gradients, which are ~90 % of a big run's rows.
+Judgement judgeMergedRun(const model::RunModel& m, const std::string& run,
+                         const std::string& config, bool create, bool allMerged) {
+  // The config the run file recorded (the one given to --config when it was just created).
+  Judgement judged{m.info.status, m.info.statusReason};
+  if (isCapturedRun(m) && !create) {
+    judged = judgeCapturedRun(m, judged);
+  } else {
+    const plan::RunConfig cfg =
+        create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);
+    judged = judgeByRecords(m, cfg);
+  }
+  const auto stored = m.info.status;
+  Judgement next{stored, m.info.statusReason};
+  if (create || stored == events::RunStatus::Running || (isCapturedRun(m) && !create)) {
+    next = judged;
+  } else if (stored != events::RunStatus::Completed && allMerged &&
+             judged.status == events::RunStatus::Completed) {
+    next = {events::RunStatus::Completed, ""};
+  }
+  if (!allMerged && next.status == events::RunStatus::Completed) {
+    next = {events::RunStatus::Failed, "some shards were not merged"};
+  }
+  return next;
+}
+
+// A captured job that hung, as `stagescope run` does for its own runs: the wait-for graph to
+// the terminal and, once, as "hang" diagnoses into the run file (check and the viewer read
+// them); the verdict's first line in `next`, what to change printed after it.
+void explainCapturedHang(const model::RunModel& m, const std::string& run, Judgement& next) {
+  HangAnalysis hang = analyzeHang(run);
+  std::printf("%s\n", hang.text.c_str());
+  bool recorded = false;
+  for (const auto& d : m.diagnoses) recorded = recorded || d.kind == "hang";
+  if (!recorded) recordHangDiagnoses(run, hang);
+  // One first line: the root cause leads; every timeout and verdict is in the diagnoses.
+  if (!hang.headline.empty()) next.reason = hang.headline;
+  // Where the job declared its layout, its own schedule against the plan names why.
+  const auto causes = analysis::declaredScheduleCauses(m.info.configText);
+  if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
+    std::printf("cause: %s\n", causes.front().c_str());
+    std::printf(
+        "to change: the job's schedule where it parts from the plan (above; `stagescope "
+        "check %s` lists each rank's difference)\n",
+        events::printableLine(run).c_str());
+    next.reason = "cause: " + shortCause(causes.front()) + "; " +
+                  std::to_string(hang.verdictCount) + " verdicts in the wait-for graph";
+  } else if (!hang.remedy.empty()) {
+    std::printf("%s\n", hang.remedy.c_str());
+  }
+}
+
+// Writes `next` into the run file when it differs from what is stored, and says so.
+void recordJudgement(const model::RunModel& m, const std::string& run, bool create,
+                     const Judgement& next) {
+  const auto stored = m.info.status;
+  if (next.status == stored && next.reason == m.info.statusReason) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  storage::updateRunStatus(run, next.status, next.reason, now);
+  if (create && next.silentRank >= 0) recordSilentRank(run, next.silentRank, next.reason);
+  std::printf("%s %s: run %s%s%s (was %s)\n", create ? "created" : "re-judged",
+              events::printableLine(run).c_str(), events::toString(next.status),
+              next.reason.empty() ? "" : ": ", next.reason.c_str(),
+              create ? "new" : events::toString(stored));
+}
+
+}  // namespace
+
+int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
+                 const std::string& config, bool keepShards) {
+  const std::vector<std::string> inputs = shards.empty() ? storage::findShards(run) : shards;
+  const bool create = checkMergeTarget(run, shards, inputs, config);
+  const storage::RunFileLock lock = storage::RunFileLock::acquire(run);
+  if (!create) checkExistingRunFile(run, inputs);
+  if (create) createRunFileFor(config, run, runIdOfShards(inputs));
+  const storage::MergeResult result = mergeInto(run, inputs, create);
   // A run in progress (ranks still write their shards): what they committed so far is merged,
   // a snapshot, and its status is not judged: a peek must not brand a live run failed (it
   // was, for good: "killed by a signal (SIGKILL, the OOM killer)"). The merge after the run
@@ -343,68 +436,12 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
                     .c_str());
     return 0;
   }
-  // Judge the run again by what is now recorded.  A run file just created (ranks started
-  // without our launcher) gets the judged status.  An existing run keeps its status unless
-  // every shard merged and the records now show a completed run (e.g. a merge that failed
-  // for lack of disk space, re-run after freeing some), or it was left `running`.
-  // The judgement reads the plan, actions and diagnoses only (judgeWorkerRun, judgeByDiagnoses):
-  // not the run's transfers and gradients, which are ~90 % of a big run's rows.
   storage::LoadOptions statusLoad;
   statusLoad.statusOnly = true;
   const model::RunModel m = storage::loadRun(run, statusLoad);
-  // The config the run file recorded (the one given to --config when it was just created).
-  Judgement judged{m.info.status, m.info.statusReason};
-  if (isCapturedRun(m) && !create) {
-    judged = judgeCapturedRun(m, judged);
-  } else {
-    const plan::RunConfig cfg =
-        create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);
-    judged = judgeByRecords(m, cfg);
-  }
-  const auto stored = m.info.status;
-  Judgement next{stored, m.info.statusReason};
-  if (create || stored == events::RunStatus::Running || (isCapturedRun(m) && !create)) {
-    next = judged;
-  } else if (stored != events::RunStatus::Completed && result.ok() &&
-             judged.status == events::RunStatus::Completed) {
-    next = {events::RunStatus::Completed, ""};
-  }
-  if (!result.ok() && next.status == events::RunStatus::Completed) {
-    next = {events::RunStatus::Failed, "some shards were not merged"};
-  }
-  if (isCapturedRun(m) && next.status == events::RunStatus::Hung) {
-    // As `stagescope run` does for its own runs: the wait-for graph to the terminal and, once,
-    // as "hang" diagnoses into the run file (check and the viewer read them).
-    HangAnalysis hang = analyzeHang(run);
-    std::printf("%s\n", hang.text.c_str());
-    bool recorded = false;
-    for (const auto& d : m.diagnoses) recorded = recorded || d.kind == "hang";
-    if (!recorded) recordHangDiagnoses(run, hang);
-    // One first line: the root cause leads; every timeout and verdict is in the diagnoses.
-    if (!hang.headline.empty()) next.reason = hang.headline;
-    // Where the job declared its layout, its own schedule against the plan names why.
-    const auto causes = analysis::declaredScheduleCauses(m.info.configText);
-    if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
-      std::printf("cause: %s\n", causes.front().c_str());
-      std::printf("to change: the job's schedule where it parts from the plan (above; `stagescope "
-                  "check %s` lists each rank's difference)\n",
-                  events::printableLine(run).c_str());
-      next.reason = "cause: " + shortCause(causes.front()) + "; " +
-                    std::to_string(hang.verdictCount) + " verdicts in the wait-for graph";
-    } else if (!hang.remedy.empty()) {
-      std::printf("%s\n", hang.remedy.c_str());
-    }
-  }
-  if (next.status != stored || next.reason != m.info.statusReason) {
-    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-    storage::updateRunStatus(run, next.status, next.reason, now);
-    if (create && next.silentRank >= 0) recordSilentRank(run, next.silentRank, next.reason);
-    std::printf("%s %s: run %s%s%s (was %s)\n", create ? "created" : "re-judged", run.c_str(),
-                events::toString(next.status), next.reason.empty() ? "" : ": ", next.reason.c_str(),
-                create ? "new" : events::toString(stored));
-  }
+  Judgement next = judgeMergedRun(m, run, config, create, result.ok());
+  if (isCapturedRun(m) && next.status == events::RunStatus::Hung) explainCapturedHang(m, run, next);
+  recordJudgement(m, run, create, next);
   // A completed run whose every shard merged is one file, as `run` leaves it; anything else
   // keeps its shards for the next merge.
   if (result.ok() && next.status == events::RunStatus::Completed && !keepShards) {

@@ -231,14 +231,23 @@ std::string secondsText(double seconds) {
 // once the backend took it): the wait was too short for it.
 void addTooShortWaits(const model::RunModel& run, const std::map<int, WaitEdge>& waits,
                       WaitGraph& g) {
-  for (const auto& [rank, e] : waits) {
-    if (e.sending || e.microbatch < 0 || e.waitsOn < 0) continue;
-    const bool sent = std::any_of(run.transfers.begin(), run.transfers.end(), [&](const auto& t) {
-      return t.side == events::Side::Send && t.rank == e.waitsOn && t.dstRank == rank &&
-             t.iteration == e.iteration && t.microbatch == e.microbatch &&
-             t.direction == e.direction && (e.edge.empty() || t.edge == e.edge);
-    });
-    if (!sent) continue;
+  // The receives that could have been too short, by their waiting rank; then one pass over the
+  // run's transfers (millions in a large run) marks those whose message was sent.
+  std::map<int, const WaitEdge*> receives;
+  for (const auto& [rank, e] : waits)
+    if (!e.sending && e.microbatch >= 0 && e.waitsOn >= 0) receives.emplace(rank, &e);
+  std::set<int> sent;
+  for (const auto& t : run.transfers) {
+    if (t.side != events::Side::Send) continue;
+    auto it = receives.find(t.dstRank);
+    if (it == receives.end()) continue;
+    const WaitEdge& e = *it->second;
+    if (t.rank == e.waitsOn && t.iteration == e.iteration && t.microbatch == e.microbatch &&
+        t.direction == e.direction && (e.edge.empty() || t.edge == e.edge))
+      sent.insert(e.rank);
+  }
+  for (int rank : sent) {
+    const WaitEdge& e = *receives.at(rank);
     std::string what = e.waitsFor;
     what.erase(std::min(what.size(), what.find(" from rank ")));
     g.verdicts.push_back(

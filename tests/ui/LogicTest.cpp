@@ -683,6 +683,40 @@ TEST(RunProblems, WaitEdgesComeFromTheWaitsRows) {
   EXPECT_EQ(p.firstStuckRank, std::min(a, b));
 }
 
+// A receive that gave up on a message whose send is recorded was too short for it: the graph
+// says so (the timeout, not "has not posted"), and the remedy is a longer timeout; a wait on a
+// message never sent gets no such verdict.
+TEST(RunProblems, AWaitOnAMessageAlreadySentIsATimeoutTooShort) {
+  HungRun h;
+  auto& m = h.m;
+  const auto sent = std::find_if(m.transfers.begin(), m.transfers.end(), [](const auto& t) {
+    return t.side == events::Side::Send && t.srcRank != t.dstRank && t.microbatch >= 0;
+  });
+  ASSERT_NE(sent, m.transfers.end());
+  events::WaitRecord w = waitRow(sent->dstRank, sent->srcRank, sent->edge.str());
+  w.op = events::WaitOp::Recv;
+  w.iteration = sent->iteration;
+  w.microbatch = sent->microbatch;
+  w.direction = sent->direction;
+  w.timeoutSeconds = 0.5;
+  events::WaitRecord never = w;  // another rank's wait on a message nobody sent
+  never.rank = sent->srcRank;
+  never.peer = sent->dstRank;
+  never.microbatch = 99;
+  m.waits = {w, never};
+  const analysis::WaitGraph g = analysis::waitForGraph(m);
+  ASSERT_FALSE(g.verdicts.empty());
+  EXPECT_EQ(g.verdicts.front().cause, analysis::HangCause::TimeoutTooShort) << g.verdict();
+  EXPECT_EQ(g.verdicts.front().aboutRank, sent->dstRank);
+  EXPECT_NE(g.headline().find("gave up after 0.5 s on"), std::string::npos) << g.headline();
+  EXPECT_EQ(g.remedy().rfind("to change: raise the timeout (the waits gave up after 0.5 s)", 0), 0u)
+      << g.remedy();
+  EXPECT_EQ(
+      std::count_if(g.verdicts.begin(), g.verdicts.end(),
+                    [](const auto& v) { return v.cause == analysis::HangCause::TimeoutTooShort; }),
+      1);
+}
+
 TEST(RunProblems, FirstNonFiniteIsCausallyFirstNotFirstByEdgeName) {
   // llm tp1: with tp2 the llm's TP peer receives the bridge activation by a TP broadcast, which
   // is not a recorded message, so no recorded event links it to the bridge (a limit of the

@@ -186,193 +186,299 @@ at::Device deviceFor(const plan::RunConfig& cfg, const engine::RankEnv& env) {
   return at::Device(at::kCPU);
 }
 
+// What the rank's run and its failure paths share: workerCommand's one try/catch stops the
+// rank with whatever of it exists when an exception arrives.  Members go in reverse order:
+// the liveness client before the store, the store (rank 0 may host it: the peers still need
+// it to say why they stop) after every failure path, the shard last.
+struct WorkerSession {
+  std::unique_ptr<storage::ShardWriter> recorder;  // this rank's shard, once opened
+  int rank = -1;                                   // until the environment names it
+  std::string errorFile;                           // TORCHELASTIC_ERROR_FILE
+  std::vector<events::RankInfo> pendingRank;       // until the clock offset is known
+  c10::intrusive_ptr<c10d::Store> store;
+  std::unique_ptr<WorkerLiveness> live;  // heartbeats, once the rendezvous agreed
+};
+
+// The environment's world size must be the config's: a rank started by hand (no launcher set
+// WORLD_SIZE) is told to use `stagescope run`, any other is told both numbers.
+void checkWorldSize(const engine::RankEnv& env, const plan::RunConfig& cfg,
+                    const std::string& config) {
+  if (env.worldSize == cfg.worldSize) return;
+  if (!std::getenv("WORLD_SIZE") && !std::getenv("SLURM_NTASKS")) {
+    throw std::runtime_error(
+        "WORLD_SIZE is not set: `stagescope worker` runs one rank under torchrun or Slurm "
+        "(they set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); `stagescope run " +
+        config + "` launches all " + std::to_string(cfg.worldSize) + " ranks here");
+  }
+  throw std::runtime_error("WORLD_SIZE = " + std::to_string(env.worldSize) + " but " + config +
+                           " places modules on " + std::to_string(cfg.worldSize) + " ranks");
+}
+
+// The modules whose stages this rank holds (several when colocated).
+std::vector<std::string> modulesOf(const plan::RankPlan& me) {
+  std::vector<std::string> modules;
+  for (const auto& s : me.stages) modules.push_back(s.module);
+  return modules;
+}
+
+// The rendezvous: connects `s.store` (hosted by rank 0, or by torchrun's agent) and checks
+// that every rank runs this run with this config.  Throws engine::RendezvousError (a
+// MASTER_ADDR that does not resolve: kind Network) or engine::StoreTimeout.
+void joinRun(WorkerSession& s, const engine::RankEnv& env, const engine::RunIdentity& identity,
+             std::chrono::milliseconds timeout) {
+  if (!env.hostsStore()) {
+    // A name that does not resolve is said as such, at once (the store's client would retry
+    // it until the timeout and then look like a store that does not answer).
+    if (const std::string why = engine::resolveProblem(env.masterAddr); !why.empty())
+      throw engine::RendezvousError(
+          engine::RendezvousError::Kind::Network,
+          "rendezvous: MASTER_ADDR = '" + env.masterAddr + "' does not resolve (" + why +
+              "); expected the host name or address of rank 0's machine, which hosts the store");
+  }
+  s.store = engine::connectStore(env.masterAddr, env.masterPort, env.hostsStore(), env.worldSize,
+                                 timeout);
+  if (env.agentHostsStore) {
+    // torchrun's agent store outlives restarts: each attempt gets its own key space.
+    s.store = c10::make_intrusive<c10d::PrefixStore>(
+        "stagescope/attempt_" + std::to_string(env.restartCount), s.store);
+  }
+  engine::verifyRunIdentity(*s.store, s.rank, env.worldSize, identity, timeout);
+}
+
+// Clocks: the rank rows, held back until now, carry this host's offset to rank 0's clock (a
+// shifted clock, e.g. another host's boot time, lands on one timeline when readers subtract
+// it); the estimate itself is a `clock` diagnosis.
+void recordStartClock(WorkerSession& s, int worldSize, std::chrono::milliseconds timeout) {
+  const engine::ClockEstimate clock =
+      engine::estimateClockOffset(*s.store, s.rank, worldSize, "start", timeout);
+  for (auto& info : s.pendingRank) {
+    info.clockOffsetNs = clock.offsetNs;
+    info.clockOffsetUncertaintyNs = clock.uncertaintyNs;
+    s.recorder->rank(info);
+  }
+  s.pendingRank.clear();
+  recordClock(*s.recorder, s.rank, "start", clock);
+}
+
+// Liveness: this rank's process and heartbeat in the store, so that any rank can name a peer
+// that died (whatever launcher started the ranks).  STAGESCOPE_LIVENESS=0 turns it off: only
+// for measuring what it costs (bench).
+void startLiveness(WorkerSession& s, const engine::RankEnv& env, const plan::RunConfig& cfg,
+                   const plan::RankPlan& me, std::chrono::milliseconds timeout) {
+  const char* liveness = std::getenv("STAGESCOPE_LIVENESS");
+  if (liveness && std::string(liveness) == "0") return;
+  s.live = std::make_unique<WorkerLiveness>(env, timeout, *s.recorder, me);
+  s.live->arm(env, cfg.timeoutSeconds);
+}
+
+// Whether the executor posts its receives ahead (core/engine/PrepostPolicy.h):
+// STAGESCOPE_PREPOST when set, else by the cores this host's ranks share.
+bool prepostFor(const engine::RankEnv& env, const at::Device& device) {
+  engine::PrepostInputs prepost;
+  if (const char* v = std::getenv("STAGESCOPE_PREPOST")) prepost.setting = v;
+  prepost.ranksOnHost = env.localWorldSize;
+  prepost.cores = engine::usableCores();
+  prepost.accelerator = device.is_cuda();
+  return engine::prepostReceives(prepost);
+}
+
+// Before the executor goes, the heartbeat stops reading its progress: declared after it.
+struct DetachProgress {
+  WorkerLiveness* live;
+  ~DetachProgress() {
+    if (live) live->attach(nullptr);
+  }
+};
+
+// Iteration `it`'s progress line: N/total and the time left at the mean pace so far (the
+// progress lines in README "A first run"): long runs show where they are.
+void printProgress(int it, const engine::IterationResult& r, int iterations,
+                   std::chrono::steady_clock::time_point started) {
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const int done = it + 1;
+  std::printf("iteration %d  loss %.6f  time %.3f s  (%d/%d, %.0f s left)\n", it, r.loss, r.seconds,
+              done, iterations, elapsed / done * (iterations - done));
+  std::fflush(stdout);
+}
+
+// The plan's iterations.  The LLM's first stage (tp 0, dp 0) prints a progress line for each
+// iteration with a loss.
+void runIterations(const plan::RunConfig& cfg, const plan::RankPlan& me, engine::Executor& executor,
+                   events::FilteringRecorder& filtered, storage::ShardWriter& recorder) {
+  const auto started = std::chrono::steady_clock::now();
+  for (int it = 0; it < cfg.iterations; ++it) {
+    // The plan rows of an iteration are written as it starts: the first step does not wait
+    // for the plan of every iteration, and the rows grow with the iterations executed.
+    for (auto& a : plan::toRecords(me, it)) filtered.planned(std::move(a));
+
+    engine::IterationResult r = executor.runIteration(it);
+    recorder.flush();  // every iteration is durable before the next starts
+    const plan::RankStage* llm = me.stage(cfg.llm().name);
+    if (r.hasLoss && llm && llm->tp == 0 && llm->dp == 0)
+      printProgress(it, r, cfg.iterations, started);
+  }
+}
+
+// The clock offset again at the end, to bound the drift over the run: a failure to estimate
+// it is a `clock` diagnosis, not fatal (the run is done).
+void recordEndClock(WorkerSession& s, int worldSize, std::chrono::milliseconds timeout) {
+  try {
+    recordClock(*s.recorder, s.rank, "end",
+                engine::estimateClockOffset(*s.store, s.rank, worldSize, "end", timeout));
+  } catch (const std::exception& e) {
+    events::DiagnosisRecord d;
+    d.rank = s.rank;
+    d.kind = "clock";
+    d.message = e.what();
+    s.recorder->diagnosis(std::move(d));
+  }
+}
+
+// The run is done: the end clock, the shard closed, then "completed" published to the peers.
+void finishRank(WorkerSession& s, int worldSize, std::chrono::milliseconds timeout) {
+  recordEndClock(s, worldSize, timeout);
+  if (s.live && !WorkerLiveness::claimFinish()) {
+    for (;;) pause();  // the heartbeat thread is ending this process (a signal)
+  }
+  s.recorder->close();
+  if (s.live) s.live->end("completed");  // last: the store's host waits for its peers
+}
+
+// The rank's run from its environment to its end: reads the environment and the config, opens
+// the shard, joins the rendezvous, runs the plan's iterations and closes the shard; returns
+// kWorkerOk.  When it throws, what it had set up stays in `s` for the failure paths.
+int runRank(WorkerSession& s, const WorkerOptions& opts) {
+  // Ranks share this machine's cores: one intra-op thread each, or they oversubscribe.
+  at::set_num_threads(1);
+  const engine::RankEnv env = engine::readRankEnv();
+  s.rank = env.rank;
+  s.errorFile = env.errorFile;
+  const plan::RunConfig cfg = plan::loadConfig(opts.config);
+  checkWorldSize(env, cfg, opts.config);
+  const plan::Topology topology(cfg);
+  const plan::Plan plan = plan::makePlan(cfg, topology);
+  const plan::RankPlan& me = plan.ranks[s.rank];
+  s.recorder = openOwnShard(opts.out, s.rank, cfg.record.level, env);
+  // Every record of this rank passes the [record] filters, whichever part emits it.
+  events::FilteringRecorder filtered(*s.recorder, cfg.record.filter(), s.rank, modulesOf(me));
+  const at::Device device = deviceFor(cfg, env);
+  s.pendingRank = rankInfos(me, plan, device.str());
+  const engine::GlooAddress gloo = engine::chooseGlooAddress(env.masterAddr, env.masterPort);
+  const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
+  filtered.run(shardRunInfo(cfg, identity));
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
+  joinRun(s, env, identity, timeout);
+  recordStartClock(s, env.worldSize, timeout);
+  startLiveness(s, env, cfg, me, timeout);
+  engine::ProcessGroups groups(
+      s.store, s.rank, env.worldSize,
+      cfg.backend == plan::Backend::Nccl ? engine::BackendKind::Nccl : engine::BackendKind::Gloo,
+      timeout);
+  groups.setGlooAddress(gloo);
+  engine::Communicator::createAllGroups(cfg, topology, groups);
+  engine::Executor executor(cfg, topology, plan, s.rank, groups, filtered, device,
+                            prepostFor(env, device));
+  if (s.live) {
+    s.live->learnPeers();  // the groups exist: every peer has published its process
+    s.live->attach(&executor.waitState());
+  }
+  const DetachProgress detach{s.live.get()};
+  runIterations(cfg, me, executor, filtered, *s.recorder);
+  finishRank(s, env.worldSize, timeout);
+  return engine::kWorkerOk;
+}
+
+// ---- the failure paths: one per exception kind; each returns the rank's exit code ----------
+
+// The rendezvous cannot go on: the ranks disagree on the run (config_mismatch), an address
+// does not resolve or cannot be reached (network), or a rank did not arrive in time (timeout).
+int stopAtRendezvous(WorkerSession& s, const engine::RendezvousError& e) {
+  using Kind = engine::RendezvousError::Kind;
+  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile,
+              e.kind() == Kind::Mismatch  ? "config_mismatch"
+              : e.kind() == Kind::Network ? "network"
+                                          : "timeout",
+              e.what(), -1,
+              e.kind() == Kind::Mismatch  ? engine::kWorkerMismatch
+              : e.kind() == Kind::Network ? engine::kWorkerError
+                                          : engine::kWorkerTimeout);
+}
+
+// The store did not answer in time.
+int stopAtStoreTimeout(WorkerSession& s, const engine::StoreTimeout& e) {
+  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile, "timeout", e.what(), -1,
+              engine::kWorkerTimeout);
+}
+
+// A received payload that differs from what its sender sent: the Communicator recorded the
+// transfer and the "corrupt_transfer" diagnosis; here its sentence, the shard closed, the
+// error file and the end.
+int stopAtCorruptTransfer(WorkerSession& s, const engine::TransferCorrupt& e) {
+  if (s.live && !WorkerLiveness::claimFinish()) {
+    for (;;) pause();
+  }
+  std::fprintf(stderr, "%s\n", e.what());
+  if (s.recorder) {
+    for (auto& info : s.pendingRank) s.recorder->rank(info);
+    s.recorder->close();
+  }
+  engine::writeElasticErrorFile(s.errorFile, "rank " + std::to_string(s.rank) + ": " + e.what());
+  if (s.live) s.live->end(std::string("failed ") + e.what());  // last: may linger
+  return engine::kWorkerCorrupt;
+}
+
+// A wait on a peer that ran past the timeout: a consequence, whose root cause stop() names.
+int stopAtCommTimeout(WorkerSession& s, const engine::CommTimeout& e) {
+  if (s.recorder) s.recorder->wait(e.wait());  // the same wait as data: the wait-for graph's edge
+  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile, "timeout", e.what(), e.peer(),
+              engine::kWorkerTimeout, s.live.get());
+}
+
+// An error's message in one line: torch errors carry a backtrace and "Exception raised from"
+// after the message.
+std::string firstLineOf(const std::exception& e) {
+  const auto* torchError = dynamic_cast<const c10::Error*>(&e);
+  std::string message = torchError ? torchError->what_without_backtrace() : e.what();
+  return message.substr(0, message.find('\n'));
+}
+
+// A transport error means a peer went away (it failed or timed out first): this rank is a
+// consequence, like a timeout, not a cause.
+bool isPeerLost(const std::string& message) {
+  return message.find("Connection closed by peer") != std::string::npos ||
+         message.find("Connection reset by peer") != std::string::npos ||
+         message.find("gloo/transport") != std::string::npos;
+}
+
+// Any other error: this rank's own (error), or a peer that went away (peer_lost).
+int stopAtError(WorkerSession& s, const std::exception& e) {
+  const std::string message = firstLineOf(e);
+  const bool peerLost = isPeerLost(message);
+  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile,
+              peerLost ? "peer_lost" : "error", message, -1,
+              peerLost ? engine::kWorkerTimeout : engine::kWorkerError, s.live.get());
+}
+
 }  // namespace
 
 int workerCommand(const WorkerOptions& opts) {
   // A write to a peer that died is an error this rank reports (EPIPE), not a signal that kills
   // it: a survivor dying of SIGPIPE would be taken for the rank that was killed.
   std::signal(SIGPIPE, SIG_IGN);
-  std::unique_ptr<storage::ShardWriter> recorder;
-  int rank = -1;
-  std::string errorFile;                      // TORCHELASTIC_ERROR_FILE
-  std::vector<events::RankInfo> pendingRank;  // until the clock offset is known
-  // The store outlives the failure paths below (rank 0 may host it: the peers still need it
-  // to say why they stop), and the liveness client is closed before it.
-  c10::intrusive_ptr<c10d::Store> store;
-  std::unique_ptr<WorkerLiveness> live;  // heartbeats, once the rendezvous agreed
+  WorkerSession s;
   try {
-    // Ranks share this machine's cores: one intra-op thread each, or they oversubscribe.
-    at::set_num_threads(1);
-    const engine::RankEnv env = engine::readRankEnv();
-    rank = env.rank;
-    errorFile = env.errorFile;
-    const plan::RunConfig cfg = plan::loadConfig(opts.config);
-    if (env.worldSize != cfg.worldSize && !std::getenv("WORLD_SIZE") &&
-        !std::getenv("SLURM_NTASKS")) {
-      throw std::runtime_error(
-          "WORLD_SIZE is not set: `stagescope worker` runs one rank under torchrun or Slurm "
-          "(they set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); `stagescope run " +
-          opts.config + "` launches all " + std::to_string(cfg.worldSize) + " ranks here");
-    }
-    if (env.worldSize != cfg.worldSize) {
-      throw std::runtime_error("WORLD_SIZE = " + std::to_string(env.worldSize) + " but " +
-                               opts.config + " places modules on " + std::to_string(cfg.worldSize) +
-                               " ranks");
-    }
-    const plan::Topology topology(cfg);
-    const plan::Plan plan = plan::makePlan(cfg, topology);
-    recorder = openOwnShard(opts.out, rank, cfg.record.level, env);
-    // Every record of this rank passes the [record] filters, whichever part emits it.
-    std::vector<std::string> modules;
-    for (const auto& s : plan.ranks[rank].stages) modules.push_back(s.module);
-    events::FilteringRecorder filtered(*recorder, cfg.record.filter(), rank, modules);
-    const at::Device device = deviceFor(cfg, env);
-    pendingRank = rankInfos(plan.ranks[rank], plan, device.str());
-    const engine::GlooAddress gloo = engine::chooseGlooAddress(env.masterAddr, env.masterPort);
-    const engine::RunIdentity identity = identityOf(cfg, opts.out, gloo);
-    filtered.run(shardRunInfo(cfg, identity));
-    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeoutSeconds * 1000));
-    if (!env.hostsStore()) {
-      // A name that does not resolve is said as such, at once (the store's client would retry
-      // it until the timeout and then look like a store that does not answer).
-      if (const std::string why = engine::resolveProblem(env.masterAddr); !why.empty())
-        throw engine::RendezvousError(
-            engine::RendezvousError::Kind::Network,
-            "rendezvous: MASTER_ADDR = '" + env.masterAddr + "' does not resolve (" + why +
-                "); expected the host name or address of rank 0's machine, which hosts the store");
-    }
-    store = engine::connectStore(env.masterAddr, env.masterPort, env.hostsStore(), env.worldSize,
-                                 timeout);
-    if (env.agentHostsStore) {
-      // torchrun's agent store outlives restarts: each attempt gets its own key space.
-      store = c10::make_intrusive<c10d::PrefixStore>(
-          "stagescope/attempt_" + std::to_string(env.restartCount), store);
-    }
-    engine::verifyRunIdentity(*store, rank, env.worldSize, identity, timeout);
-    // Clocks: the rank row carries this host's offset to rank 0's clock (a shifted clock,
-    // e.g. another host's boot time, lands on one timeline when readers subtract it).
-    const engine::ClockEstimate clock =
-        engine::estimateClockOffset(*store, rank, env.worldSize, "start", timeout);
-    for (auto& info : pendingRank) {
-      info.clockOffsetNs = clock.offsetNs;
-      info.clockOffsetUncertaintyNs = clock.uncertaintyNs;
-      recorder->rank(info);
-    }
-    pendingRank.clear();
-    recordClock(*recorder, rank, "start", clock);
-    // Liveness: this rank's process and heartbeat in the store, so that any rank can name a
-    // peer that died (whatever launcher started the ranks).
-    // STAGESCOPE_LIVENESS=0 turns it off: only for measuring what it costs (bench).
-    const char* liveness = std::getenv("STAGESCOPE_LIVENESS");
-    if (!liveness || std::string(liveness) != "0") {
-      live = std::make_unique<WorkerLiveness>(env, timeout, *recorder, plan.ranks[rank]);
-      live->arm(env, cfg.timeoutSeconds);
-    }
-    engine::ProcessGroups groups(
-        store, rank, env.worldSize,
-        cfg.backend == plan::Backend::Nccl ? engine::BackendKind::Nccl : engine::BackendKind::Gloo,
-        timeout);
-    groups.setGlooAddress(gloo);
-    engine::Communicator::createAllGroups(cfg, topology, groups);
-    engine::PrepostInputs prepost;
-    if (const char* v = std::getenv("STAGESCOPE_PREPOST")) prepost.setting = v;
-    prepost.ranksOnHost = env.localWorldSize;
-    prepost.cores = engine::usableCores();
-    prepost.accelerator = device.is_cuda();
-    engine::Executor executor(cfg, topology, plan, rank, groups, filtered, device,
-                              engine::prepostReceives(prepost));
-    if (live) {
-      live->learnPeers();  // the groups exist: every peer has published its process
-      live->attach(&executor.waitState());
-    }
-    struct Detach {  // before the executor goes, the heartbeat stops reading its progress
-      WorkerLiveness* l;
-      ~Detach() {
-        if (l) l->attach(nullptr);
-      }
-    } detach{live.get()};
-    const auto& me = plan.ranks[rank];
-    const auto started = std::chrono::steady_clock::now();
-    for (int it = 0; it < cfg.iterations; ++it) {
-      // The plan rows of an iteration are written as it starts: the first step does not wait
-      // for the plan of every iteration, and the rows grow with the iterations executed.
-      for (auto& a : plan::toRecords(me, it)) filtered.planned(std::move(a));
-
-      engine::IterationResult r = executor.runIteration(it);
-      recorder->flush();  // every iteration is durable before the next starts
-      const plan::RankStage* llm = me.stage(cfg.llm().name);
-      if (r.hasLoss && llm && llm->tp == 0 && llm->dp == 0) {
-        // N/total and the time left at the mean pace so far (the progress lines in README "A
-        // first run"): long runs show where they are.
-        const double elapsed =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        const int done = it + 1;
-        std::printf("iteration %d  loss %.6f  time %.3f s  (%d/%d, %.0f s left)\n", it, r.loss,
-                    r.seconds, done, cfg.iterations, elapsed / done * (cfg.iterations - done));
-        std::fflush(stdout);
-      }
-    }
-    // Again at the end, to bound the drift over the run (not fatal: the run is done).
-    try {
-      recordClock(*recorder, rank, "end",
-                  engine::estimateClockOffset(*store, rank, env.worldSize, "end", timeout));
-    } catch (const std::exception& e) {
-      events::DiagnosisRecord d;
-      d.rank = rank;
-      d.kind = "clock";
-      d.message = e.what();
-      recorder->diagnosis(std::move(d));
-    }
-    if (live) {
-      if (!WorkerLiveness::claimFinish()) {
-        for (;;) pause();  // the heartbeat thread is ending this process (a signal)
-      }
-    }
-    recorder->close();
-    if (live) live->end("completed");  // last: the store's host waits for its peers
-    return engine::kWorkerOk;
+    return runRank(s, opts);
   } catch (const engine::RendezvousError& e) {
-    using Kind = engine::RendezvousError::Kind;
-    return stop(recorder.get(), pendingRank, rank, errorFile,
-                e.kind() == Kind::Mismatch  ? "config_mismatch"
-                : e.kind() == Kind::Network ? "network"
-                                            : "timeout",
-                e.what(), -1,
-                e.kind() == Kind::Mismatch  ? engine::kWorkerMismatch
-                : e.kind() == Kind::Network ? engine::kWorkerError
-                                            : engine::kWorkerTimeout);
+    return stopAtRendezvous(s, e);
   } catch (const engine::StoreTimeout& e) {
-    return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), -1,
-                engine::kWorkerTimeout);
+    return stopAtStoreTimeout(s, e);
   } catch (const engine::TransferCorrupt& e) {
-    // The Communicator recorded the transfer and the "corrupt_transfer" diagnosis.
-    if (live && !WorkerLiveness::claimFinish()) {
-      for (;;) pause();
-    }
-    std::fprintf(stderr, "%s\n", e.what());
-    if (recorder) {
-      for (auto& info : pendingRank) recorder->rank(info);
-      recorder->close();
-    }
-    engine::writeElasticErrorFile(errorFile, "rank " + std::to_string(rank) + ": " + e.what());
-    if (live) live->end(std::string("failed ") + e.what());  // last: may linger
-    return engine::kWorkerCorrupt;
+    return stopAtCorruptTransfer(s, e);
   } catch (const engine::CommTimeout& e) {
-    if (recorder) recorder->wait(e.wait());  // the same wait as data: the wait-for graph's edge
-    return stop(recorder.get(), pendingRank, rank, errorFile, "timeout", e.what(), e.peer(),
-                engine::kWorkerTimeout, live.get());
+    return stopAtCommTimeout(s, e);
   } catch (const std::exception& e) {
-    // One line: torch errors carry a backtrace and "Exception raised from" after the message.
-    const auto* torchError = dynamic_cast<const c10::Error*>(&e);
-    std::string message = torchError ? torchError->what_without_backtrace() : e.what();
-    message = message.substr(0, message.find('\n'));
-    // A transport error means a peer went away (it failed or timed out first): this rank
-    // is a consequence, like a timeout, not a cause.
-    const bool peerLost = message.find("Connection closed by peer") != std::string::npos ||
-                          message.find("Connection reset by peer") != std::string::npos ||
-                          message.find("gloo/transport") != std::string::npos;
-    return stop(recorder.get(), pendingRank, rank, errorFile, peerLost ? "peer_lost" : "error",
-                message, -1, peerLost ? engine::kWorkerTimeout : engine::kWorkerError, live.get());
+    return stopAtError(s, e);
   }
 }
 

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <tuple>
 
@@ -462,6 +464,181 @@ namespace {
 using namespace stagescope::app;
 namespace storage = stagescope::storage;
 
+// A command this executable runs itself: its node in the command line and, once that node was
+// parsed, what runs it (returns the exit code).  Its options live in state the runner owns.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// `plan CONFIG [--set key=value]...`
+Command addPlan(CLI::App& cli) {
+  struct Args {
+    std::string config;
+    std::vector<std::string> set;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = cli.add_subcommand("plan", "validate CONFIG and print the per-rank 1F1B plan");
+  cmd->add_option("config", a->config)->required();
+  cmd->add_option("--set", a->set, "override a config value: key=value");
+  return {cmd, [a] { return planCommand(a->config, a->set); }};
+}
+
+// `check RUN [--against OTHER [--tolerant]] [--tol T] [--plan CONFIG] [--junit F] [--json F]`
+Command addCheck(CLI::App& cli) {
+  struct Args {
+    std::string run, against;
+    CheckFiles files;
+    bool tolerant = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = cli.add_subcommand("check", "check a run file; exit code per failure class");
+  cmd->add_option("run", a->run)->required();
+  auto* againstOpt = cmd->add_option("--against", a->against, "another run that must be equal")
+                         ->check(pathValidator());
+  cmd->add_flag("--tolerant", a->tolerant,
+                "with --against: the runs must agree within --tol (default: bitwise)")
+      ->needs(againstOpt);
+  cmd->add_option("--tol", a->files.tolerance,
+                  "relative L2 tolerance for the reference gradients and --tolerant "
+                  "(default: the per-iteration, dtype-aware rule, docs/analysis.md)")
+      ->check(toleranceValidator());
+  cmd->add_option("--plan", a->files.plan,
+                  "a captured job: judge its messages against the plan of this config (default: "
+                  "the layout the job declared, docs/capture.md)")
+      ->check(pathValidator());
+  cmd->add_option("--junit", a->files.junit, "write a JUnit XML report (- : standard output)")
+      ->check(pathValidator());
+  cmd->add_option("--json", a->files.json, "write the findings as JSON (- : standard output)")
+      ->check(pathValidator());
+  return {cmd, [a] {
+            a->files.bitwise = !a->tolerant;
+            a->files.text = storage::claimReportOutputs(
+                                {{"--junit", a->files.junit, storage::ReportKind::CheckJUnit},
+                                 {"--json", a->files.json, storage::ReportKind::CheckJson}},
+                                {a->run, a->against})
+                                .humanText();
+            return checkRunFile(a->run, a->against, a->files);
+          }};
+}
+
+// `compare A B [--html F] [--md F] [--json F] [--tol T]`
+Command addCompare(CLI::App& cli) {
+  struct Args {
+    std::string a, b, html, md, json;
+    double tol = -1;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
+  cmd->add_option("A", a->a, "the first run file")->required();
+  cmd->add_option("B", a->b, "the second run file")->required();
+  cmd->add_option("--html", a->html, "write a self-contained HTML report (- : standard output)")
+      ->check(pathValidator());
+  cmd->add_option("--md", a->md, "write a Markdown report (- : standard output)")
+      ->check(pathValidator());
+  cmd->add_option("--json", a->json, "write a JSON report (- : standard output)")
+      ->check(pathValidator());
+  cmd->add_option("--tol", a->tol,
+                  "one relative L2 tolerance for every value (default: the per-iteration rule, "
+                  "docs/analysis.md)")
+      ->check(toleranceValidator());
+  return {cmd, [a] { return compareCommand(a->a, a->b, a->html, a->md, a->json, a->tol); }};
+}
+
+// `export RUN --chrome-trace F`
+Command addExport(CLI::App& cli) {
+  struct Args {
+    std::string run, trace;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = cli.add_subcommand("export", "export a run as a Chrome/Perfetto trace");
+  cmd->add_option("run", a->run)->required();
+  cmd->add_option("--chrome-trace", a->trace, "trace JSON file")
+      ->check(pathValidator())
+      ->required();
+  return {cmd, [a] { return exportCommand(a->run, a->trace); }};
+}
+
+// `merge RUN [SHARD...] [--keep-shards] [--config CONFIG]`
+Command addMerge(CLI::App& cli) {
+  struct Args {
+    std::string run;
+    std::vector<std::string> shards;
+    std::string config;
+    bool keepShards = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = cli.add_subcommand("merge", "merge rank shards into a run file");
+  cmd->add_option("run", a->run)->required();
+  cmd->add_option("shards", a->shards, "shard files (default: <run>.rank<N>.shard)");
+  cmd->add_flag("--keep-shards", a->keepShards,
+                "keep the rank shards once a completed run merged (by default the run is then "
+                "one file; an unfinished run always keeps them)");
+  cmd->add_option("--config", a->config,
+                  "create RUN from this config first if it does not exist (ranks started "
+                  "with `stagescope worker`, e.g. on several hosts)")
+      ->check(pathValidator());
+  return {cmd, [a] { return mergeCommand(a->run, a->shards, a->config, a->keepShards); }};
+}
+
+// `completion bash|zsh`: the script lists the commands of `cli` as they are when it runs.
+Command addCompletion(CLI::App& cli) {
+  auto shell = std::make_shared<std::string>();
+  auto* cmd = cli.add_subcommand(
+      "completion", "print a shell completion script: source <(stagescope completion bash)");
+  cmd->add_option("shell", *shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  return {cmd, [shell, &cli] {
+            // After every command is defined (gui included): the script lists them all.
+            std::fputs(completionScript(cli, *shell).c_str(), stdout);
+            return 0;
+          }};
+}
+
+#ifdef STAGESCOPE_HAVE_UI
+// `gui [RUN [OTHER]] [--screenshot F] [--script CMD]... [--size WxH]`
+Command addGui(CLI::App& cli) {
+  struct Args {
+    stagescope::ui::ViewerOptions viewer;
+    std::string size;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = cli.add_subcommand("gui", "open the replay viewer on RUN [OTHER]");
+  cmd->add_option("run", a->viewer.run);
+  cmd->add_option("other", a->viewer.other);
+  cmd->add_option("--screenshot", a->viewer.screenshot, "write a PNG after the script")
+      ->check(pathValidator());
+  cmd->add_option("--script", a->viewer.script, "a scripted command (repeatable; see below)");
+  cmd->add_option("--size", a->size, "window size WIDTHxHEIGHT (default 1600x1000)")
+      ->check(windowSizeValidator());
+  cmd->footer(stagescope::ui::scriptCommandHelp());
+  return {cmd, [a] {
+            auto& viewer = a->viewer;
+            if (!a->size.empty()) parseWindowSize(a->size, &viewer.width, &viewer.height);
+            // Screenshots follow the output policy like any report, checked before it opens.
+            storage::claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(viewer),
+                                            stagescope::ui::openedPaths(viewer));
+            return stagescope::ui::runViewer(viewer);
+          }};
+}
+#endif
+
+// The commands this executable runs itself, in the order `--help` and completion list them.
+std::vector<Command> ownCommands(CLI::App& cli) {
+  std::vector<Command> commands;
+  commands.push_back(addPlan(cli));
+  commands.push_back(addCheck(cli));
+  commands.push_back(addCompare(cli));
+  commands.push_back(addExport(cli));
+  commands.push_back(addMerge(cli));
+  commands.push_back(addCompletion(cli));
+#ifdef STAGESCOPE_HAVE_UI
+  commands.push_back(addGui(cli));
+#endif
+  return commands;
+}
+
 int cliMain(int argc, char** argv) {
   const auto cliRoot = newCommandLine(versionText(engineTorchLine()));
   CLI::App& cli = *cliRoot;
@@ -470,130 +647,14 @@ int cliMain(int argc, char** argv) {
   CLI::App* runCmd = addRunCommand(cli, run);
   WorkerOptions worker;
   CLI::App* workerCmd = addWorkerCommand(cli, worker);
-
-  std::string planConfig;
-  std::vector<std::string> planSet;
-  auto* planCmd = cli.add_subcommand("plan", "validate CONFIG and print the per-rank 1F1B plan");
-  planCmd->add_option("config", planConfig)->required();
-  planCmd->add_option("--set", planSet, "override a config value: key=value");
-
-  std::string checkRun, against;
-  CheckFiles files;
-  bool tolerant = false;
-  auto* checkCmd = cli.add_subcommand("check", "check a run file; exit code per failure class");
-  checkCmd->add_option("run", checkRun)->required();
-  auto* againstOpt = checkCmd->add_option("--against", against, "another run that must be equal")
-                         ->check(pathValidator());
-  checkCmd
-      ->add_flag("--tolerant", tolerant,
-                 "with --against: the runs must agree within --tol (default: bitwise)")
-      ->needs(againstOpt);
-  checkCmd
-      ->add_option("--tol", files.tolerance,
-                   "relative L2 tolerance for the reference gradients and --tolerant "
-                   "(default: the per-iteration, dtype-aware rule, docs/analysis.md)")
-      ->check(toleranceValidator());
-  checkCmd
-      ->add_option("--plan", files.plan,
-                   "a captured job: judge its messages against the plan of this config (default: "
-                   "the layout the job declared, docs/capture.md)")
-      ->check(pathValidator());
-  checkCmd->add_option("--junit", files.junit, "write a JUnit XML report (- : standard output)")
-      ->check(pathValidator());
-  checkCmd->add_option("--json", files.json, "write the findings as JSON (- : standard output)")
-      ->check(pathValidator());
-
-  std::string cmpA, cmpB, html, md, json;
-  double cmpTol = -1;
-  auto* cmpCmd = cli.add_subcommand("compare", "compare two runs (aligned by logical identity)");
-  cmpCmd->add_option("A", cmpA, "the first run file")->required();
-  cmpCmd->add_option("B", cmpB, "the second run file")->required();
-  cmpCmd->add_option("--html", html, "write a self-contained HTML report (- : standard output)")
-      ->check(pathValidator());
-  cmpCmd->add_option("--md", md, "write a Markdown report (- : standard output)")
-      ->check(pathValidator());
-  cmpCmd->add_option("--json", json, "write a JSON report (- : standard output)")
-      ->check(pathValidator());
-  cmpCmd
-      ->add_option("--tol", cmpTol,
-                   "one relative L2 tolerance for every value (default: the per-iteration rule, "
-                   "docs/analysis.md)")
-      ->check(toleranceValidator());
-
-  std::string exportRun, trace;
-  auto* exportCmd = cli.add_subcommand("export", "export a run as a Chrome/Perfetto trace");
-  exportCmd->add_option("run", exportRun)->required();
-  exportCmd->add_option("--chrome-trace", trace, "trace JSON file")
-      ->check(pathValidator())
-      ->required();
-
-  std::string mergeRun;
-  std::vector<std::string> mergeShards;
-  auto* mergeCmd = cli.add_subcommand("merge", "merge rank shards into a run file");
-  mergeCmd->add_option("run", mergeRun)->required();
-  mergeCmd->add_option("shards", mergeShards, "shard files (default: <run>.rank<N>.shard)");
-  std::string mergeConfig;
-  bool mergeKeepShards = false;
-  mergeCmd->add_flag("--keep-shards", mergeKeepShards,
-                     "keep the rank shards once a completed run merged (by default the run is then "
-                     "one file; an unfinished run always keeps them)");
-  mergeCmd
-      ->add_option("--config", mergeConfig,
-                   "create RUN from this config first if it does not exist (ranks started "
-                   "with `stagescope worker`, e.g. on several hosts)")
-      ->check(pathValidator());
-
-  std::string shell;
-  auto* completionCmd = cli.add_subcommand(
-      "completion", "print a shell completion script: source <(stagescope completion bash)");
-  completionCmd->add_option("shell", shell, "bash or zsh")
-      ->required()
-      ->check(CLI::IsMember({"bash", "zsh"}));
-
-#ifdef STAGESCOPE_HAVE_UI
-  stagescope::ui::ViewerOptions viewer;
-  auto* guiCmd = cli.add_subcommand("gui", "open the replay viewer on RUN [OTHER]");
-  guiCmd->add_option("run", viewer.run);
-  guiCmd->add_option("other", viewer.other);
-  guiCmd->add_option("--screenshot", viewer.screenshot, "write a PNG after the script")
-      ->check(pathValidator());
-  guiCmd->add_option("--script", viewer.script, "a scripted command (repeatable; see below)");
-  std::string guiSize;
-  guiCmd->add_option("--size", guiSize, "window size WIDTHxHEIGHT (default 1600x1000)")
-      ->check(windowSizeValidator());
-  guiCmd->footer(stagescope::ui::scriptCommandHelp());
-#endif
+  const std::vector<Command> commands = ownCommands(cli);
 
   if (const auto done = parseCommandLine(cli, argc, argv)) return *done;
   if (*runCmd) execEngine("run", argv);
   if (*workerCmd) execEngine("worker", argv);
-  if (*planCmd) return planCommand(planConfig, planSet);
-  if (*checkCmd) {
-    files.bitwise = !tolerant;
-    files.text =
-        storage::claimReportOutputs({{"--junit", files.junit, storage::ReportKind::CheckJUnit},
-                                     {"--json", files.json, storage::ReportKind::CheckJson}},
-                                    {checkRun, against})
-            .humanText();
-    return checkRunFile(checkRun, against, files);
+  for (const auto& command : commands) {
+    if (*command.app) return command.run();
   }
-  if (*cmpCmd) return compareCommand(cmpA, cmpB, html, md, json, cmpTol);
-  if (*exportCmd) return exportCommand(exportRun, trace);
-  if (*mergeCmd) return mergeCommand(mergeRun, mergeShards, mergeConfig, mergeKeepShards);
-  if (*completionCmd) {
-    // After every command is defined (gui included): the script lists them all.
-    std::fputs(completionScript(cli, shell).c_str(), stdout);
-    return 0;
-  }
-#ifdef STAGESCOPE_HAVE_UI
-  if (*guiCmd) {
-    if (!guiSize.empty()) parseWindowSize(guiSize, &viewer.width, &viewer.height);
-    // Screenshots follow the output policy like any report, checked before the window opens.
-    storage::claimScreenshotOutputs("--screenshot", stagescope::ui::screenshotPaths(viewer),
-                                    stagescope::ui::openedPaths(viewer));
-    return stagescope::ui::runViewer(viewer);
-  }
-#endif
   return stagescope::analysis::exit_code::kUsage;
 }
 

@@ -54,7 +54,6 @@ const char* reduceOpName(const c10d::ReduceOp& op) {
   }
 }
 
-// Registers a posted operation with the hang watchdog; returns its id (0: no watchdog).
 // Bytes of every tensor of one posted message: what a receive expects (said when it fails).
 int64_t bytesPosted(const std::vector<events::TransferRecord>& records) {
   int64_t n = 0;
@@ -62,6 +61,7 @@ int64_t bytesPosted(const std::vector<events::TransferRecord>& records) {
   return n;
 }
 
+// Registers a posted operation with the hang watchdog; returns its id (0: no watchdog).
 uint64_t watch(HangWatchdog* dog, events::WaitRecord w, std::string what,
                std::chrono::milliseconds timeout, int64_t postNs,
                std::function<void()> onStuck = {}) {
@@ -190,95 +190,171 @@ void RecordingBackend::recordBatchMember(CaptureSession& session,
   session.recorder().batchMember(std::move(member));
 }
 
-c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::Tensor>& tensors,
-                                                     int peerGroupRank, int tag, const Post& post) {
-  auto& session = CaptureSession::instance();
-  const RecordLevel level = session.level();
-  if (level == RecordLevel::Off) return post();
+namespace {
 
-  const std::string group = name();
-  const int me = getRank();
-  const int srcG = side == Side::Send ? me : peerGroupRank;
-  const int dstG = side == Side::Send ? peerGroupRank : me;
-  const int src = globalRank(srcG), dst = globalRank(dstG);
-  const bool shape = session.shapePreambles() && isShapePreamble(tensors);
-  const auto ids = shape ? session.nextShapeMessage(group, src, dst, tag)
-                         : session.nextMessage(group, src, dst, tag);
-  if (!tensors.empty() && !shape) recordRole(session, tensors[0], side, ids);  // what it means
-  recordBatchMember(session, ids);  // the batch_isend_irecv that posted it, if any
-  // Edges are named in the group's rank order; the direction says which way a message goes.
+// One p2p message as this rank posts it: its channel, its identity in the capture session and
+// the names its rows carry.
+struct PostedMessage {
+  Side side = Side::Send;
+  std::string group;       // the backend's name (RecordingBackend::name)
+  int me = 0;              // this rank's group rank
+  int srcG = 0, dstG = 0;  // the channel in group ranks
+  int src = 0, dst = 0;    // and in global ranks
+  bool shape = false;      // a shape preamble (events/ShapeMessage.h), counted on its own
+  CaptureSession::OpIds ids;
+  std::string edge;  // "pp:stage0->stage1", "#tag<t>" and the shape suffix when they apply
+  events::Direction direction = events::Direction::Activation;
+  int peer() const { return side == Side::Send ? dst : src; }
+};
+
+// Edges are named in the group's rank order; the direction says which way a message goes.
+std::string edgeName(const std::string& group, int srcG, int dstG, int tag, bool shape) {
   std::ostringstream edge;
   edge << group << ":stage" << std::min(srcG, dstG) << "->stage" << std::max(srcG, dstG);
   if (tag != 0) edge << "#tag" << tag;
   if (shape) edge << events::kShapeEdgeSuffix;
-  const auto direction = srcG < dstG ? events::Direction::Activation : events::Direction::Gradient;
+  return edge.str();
+}
 
+// Names the message `backend` posts to or from `peerGroupRank`, and takes its identity from
+// the session (the channel's next message, or the shape of the next one).
+PostedMessage messageOf(const RecordingBackend& backend, CaptureSession& session, Side side,
+                        const std::vector<at::Tensor>& tensors, int peerGroupRank, int tag) {
+  PostedMessage m;
+  m.side = side;
+  m.group = backend.name();
+  m.me = backend.getRank();
+  m.srcG = side == Side::Send ? m.me : peerGroupRank;
+  m.dstG = side == Side::Send ? peerGroupRank : m.me;
+  m.src = backend.globalRank(m.srcG);
+  m.dst = backend.globalRank(m.dstG);
+  m.shape = session.shapePreambles() && isShapePreamble(tensors);
+  m.ids = m.shape ? session.nextShapeMessage(m.group, m.src, m.dst, tag)
+                  : session.nextMessage(m.group, m.src, m.dst, tag);
+  m.edge = edgeName(m.group, m.srcG, m.dstG, tag, m.shape);
+  m.direction = m.srcG < m.dstG ? events::Direction::Activation : events::Direction::Gradient;
+  return m;
+}
+
+// One transfer row per tensor of the message (times still open).
+std::vector<events::TransferRecord> transferRecords(int rank, const PostedMessage& m,
+                                                    const std::vector<at::Tensor>& tensors) {
   std::vector<events::TransferRecord> records(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     auto& r = records[i];
-    r.rank = session.rank();
-    r.side = side;
-    r.srcRank = src;
-    r.dstRank = dst;
-    r.srcGroupRank = srcG;
-    r.dstGroupRank = dstG;
-    r.edge = edge.str();
-    r.direction = direction;
-    r.iteration = ids.iteration;
-    r.microbatch = ids.index;
-    r.actionSeq = ids.seq;
+    r.rank = rank;
+    r.side = m.side;
+    r.srcRank = m.src;
+    r.dstRank = m.dst;
+    r.srcGroupRank = m.srcG;
+    r.dstGroupRank = m.dstG;
+    r.edge = m.edge;
+    r.direction = m.direction;
+    r.iteration = m.ids.iteration;
+    r.microbatch = m.ids.index;
+    r.actionSeq = m.ids.seq;
     r.shape = engine::shapeOf(tensors[i]);
     r.dtype = engine::dtypeName(tensors[i]);
     r.bytes = static_cast<int64_t>(tensors[i].nbytes());
   }
-  // A posted send owns its bytes: copy them before the inner backend sees them; the digest
-  // runs on the DigestWorker once the op completed.
+  return records;
+}
+
+// A posted send owns its bytes: copied (from level stats) before the inner backend sees them;
+// the digest runs on the DigestWorker once the op completed.  A receive has none yet.
+std::vector<Snapshot> sentBytes(Side side, RecordLevel level,
+                                const std::vector<at::Tensor>& tensors) {
   std::vector<Snapshot> sent;
   if (side == Side::Send && level >= RecordLevel::Stats) {
     for (const auto& t : tensors) sent.push_back(snapshotOf(t));
   }
-  const int64_t start = engine::nowNs();
-  for (auto& r : records) r.startNs = start;
-  auto work = post();
+  return sent;
+}
 
+// SF/RF for a message up the group's rank order (an activation), SB/RB for one down.
+events::ActionKind actionKindOf(Side side, events::Direction direction) {
+  const bool forward = direction == events::Direction::Activation;
+  if (side == Side::Send)
+    return forward ? events::ActionKind::SendForward : events::ActionKind::SendBackward;
+  return forward ? events::ActionKind::RecvForward : events::ActionKind::RecvBackward;
+}
+
+// The message's action row, posted at `startNs` (its end is set at completion).
+events::ActionRecord actionOf(int rank, const PostedMessage& m, int64_t startNs) {
   events::ActionRecord action;
-  action.rank = session.rank();
-  action.iteration = ids.iteration;
-  action.seq = ids.seq;
-  action.kind =
-      side == Side::Send
-          ? (direction == events::Direction::Activation ? events::ActionKind::SendForward
-                                                        : events::ActionKind::SendBackward)
-          : (direction == events::Direction::Activation ? events::ActionKind::RecvForward
-                                                        : events::ActionKind::RecvBackward);
-  action.microbatch = ids.index;
-  action.module = group;
-  action.stage = me;
-  action.peers = {side == Side::Send ? dst : src};
-  action.startNs = start;
+  action.rank = rank;
+  action.iteration = m.ids.iteration;
+  action.seq = m.ids.seq;
+  action.kind = actionKindOf(m.side, m.direction);
+  action.microbatch = m.ids.index;
+  action.module = m.group;
+  action.stage = m.me;
+  action.peers = {m.peer()};
+  action.startNs = startNs;
+  return action;
+}
 
-  // What this rank waits on while the operation is pending (the hang watchdog's row).
+// What this rank waits on while the operation is pending (the hang watchdog's row).
+events::WaitRecord waitOf(int rank, const PostedMessage& m, events::ActionKind kind) {
   events::WaitRecord wait;
-  wait.rank = session.rank();
-  wait.iteration = ids.iteration;
-  wait.actionSeq = ids.seq;
-  wait.action = action.kind;
-  wait.microbatch = ids.index;
-  wait.peer = action.peers.front();
-  wait.op = side == Side::Send ? events::WaitOp::Send : events::WaitOp::Recv;
-  wait.edge = edge.str();
-  wait.direction = direction;
-  std::ostringstream what;
-  what << (side == Side::Send ? "send to" : "recv from") << " rank " << action.peers.front()
-       << " on " << edge.str() << " (iteration " << ids.iteration << ", "
-       << (shape ? "shape of message #" : "message #") << ids.index << ", op #" << ids.seq << ", "
-       << bytesPosted(records) << " bytes)";
-  HangWatchdog* dog = session.watchdog();
-  const uint64_t watchId = watch(dog, wait, what.str(), session.hangTimeoutFor(timeout_), start);
+  wait.rank = rank;
+  wait.iteration = m.ids.iteration;
+  wait.actionSeq = m.ids.seq;
+  wait.action = kind;
+  wait.microbatch = m.ids.index;
+  wait.peer = m.peer();
+  wait.op = m.side == Side::Send ? events::WaitOp::Send : events::WaitOp::Recv;
+  wait.edge = m.edge;
+  wait.direction = m.direction;
+  return wait;
+}
 
-  auto onDone = [records = std::move(records), action = std::move(action), tensors, side, level,
-                 sent = std::move(sent), wait = std::move(wait), what = what.str(), dog,
-                 watchId](bool ok, bool waited, const std::string& error) mutable {
+// The operation in words, for the watchdog's and a failure's sentences; `bytes` is what the
+// message posted (what a receive expects).
+std::string describe(const PostedMessage& m, int64_t bytes) {
+  std::ostringstream what;
+  what << (m.side == Side::Send ? "send to" : "recv from") << " rank " << m.peer() << " on "
+       << m.edge << " (iteration " << m.ids.iteration << ", "
+       << (m.shape ? "shape of message #" : "message #") << m.ids.index << ", op #" << m.ids.seq
+       << ", " << bytes << " bytes)";
+  return what.str();
+}
+
+// The rows of a message that completed or failed: each transfer with the digest of its bytes
+// (and them as payload at level full), then the action, only when it succeeded: a failed send
+// keeps its transfer row (what was sent) but no action, so "last completed" stays true.
+void recordMessage(std::vector<events::TransferRecord>& records, events::ActionRecord& action,
+                   std::vector<Snapshot>& bytes, bool ok, RecordLevel level) {
+  auto& rec = CaptureSession::instance().recorder();
+  for (size_t i = 0; i < records.size(); ++i) {
+    auto& r = records[i];
+    if (i < bytes.size()) {
+      const auto d = digestOf(bytes[i]);
+      r.checksum = d.checksum;
+      r.hasStats = true;
+      r.stats = d.stats;
+      if (level >= RecordLevel::Full) r.payload = std::move(bytes[i].bytes);
+    }
+    rec.transfer(std::move(r));
+  }
+  if (ok) rec.action(std::move(action));
+}
+
+// A posted message's completion (RecordingWork::OnDone, called once): tells the watchdog and
+// the session how it ended, then records its rows, on the DigestWorker from level stats.
+struct P2pCompletion {
+  std::vector<events::TransferRecord> records;
+  events::ActionRecord action;
+  std::vector<at::Tensor> tensors;  // a receive's bytes are read from them at completion
+  Side side;
+  RecordLevel level;
+  std::vector<Snapshot> sent;  // a send's bytes, copied when it was posted
+  events::WaitRecord wait;
+  std::string what;
+  HangWatchdog* dog;
+  uint64_t watchId;
+
+  void operator()(bool ok, bool /*waited*/, const std::string& error) {
     auto& s = CaptureSession::instance();
     const int64_t end = engine::nowNs();
     const bool reported = dog && dog->done(watchId);
@@ -287,39 +363,62 @@ c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::
       s.failed(std::move(wait), what, error, reported);
       if (side == Side::Recv) return;  // nothing arrived; the send side keeps its record
     }
-    // What arrived, copied now: once this returns the job may reuse the buffer.
+    for (auto& r : records) r.endNs = ok ? end : 0;
+    action.endNs = end;
+    record(ok);
+  }
+
+ private:
+  // What arrived, copied now (once the completion returns the job may reuse the buffer), and
+  // the rows recorded with it.
+  void record(bool ok) {
     std::vector<Snapshot> bytes = std::move(sent);
     if (side == Side::Recv && level >= RecordLevel::Stats) {
       for (const auto& t : tensors) bytes.push_back(snapshotOf(t));
     }
-    for (auto& r : records) r.endNs = ok ? end : 0;
-    action.endNs = end;
     size_t size = 0;
     for (const auto& b : bytes) size += b.bytes.size();
-    auto record = [records = std::move(records), action = std::move(action),
-                   bytes = std::move(bytes), ok, level]() mutable {
-      auto& rec = CaptureSession::instance().recorder();
-      for (size_t i = 0; i < records.size(); ++i) {
-        auto& r = records[i];
-        if (i < bytes.size()) {
-          const auto d = digestOf(bytes[i]);
-          r.checksum = d.checksum;
-          r.hasStats = true;
-          r.stats = d.stats;
-          if (level >= RecordLevel::Full) r.payload = std::move(bytes[i].bytes);
-        }
-        rec.transfer(std::move(r));
-      }
-      // An action row says the step was done: a failed send keeps its transfer row (what was
-      // sent) but no action, so "last completed" stays true.
-      if (ok) rec.action(std::move(action));
-    };
+    auto rows = [records = std::move(records), action = std::move(action), bytes = std::move(bytes),
+                 ok, level = level]() mutable { recordMessage(records, action, bytes, ok, level); };
     if (level >= RecordLevel::Stats)
-      DigestWorker::instance().submit(std::move(record), size);
+      DigestWorker::instance().submit(std::move(rows), size);
     else
-      record();
-    (void)waited;
-  };
+      rows();
+  }
+};
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> RecordingBackend::p2p(Side side, std::vector<at::Tensor>& tensors,
+                                                     int peerGroupRank, int tag, const Post& post) {
+  auto& session = CaptureSession::instance();
+  const RecordLevel level = session.level();
+  if (level == RecordLevel::Off) return post();
+
+  const PostedMessage m = messageOf(*this, session, side, tensors, peerGroupRank, tag);
+  if (!tensors.empty() && !m.shape) recordRole(session, tensors[0], side, m.ids);  // what it means
+  recordBatchMember(session, m.ids);  // the batch_isend_irecv that posted it, if any
+  std::vector<events::TransferRecord> records = transferRecords(session.rank(), m, tensors);
+  std::vector<Snapshot> sent = sentBytes(side, level, tensors);
+  const int64_t start = engine::nowNs();
+  for (auto& r : records) r.startNs = start;
+  auto work = post();
+
+  events::ActionRecord action = actionOf(session.rank(), m, start);
+  events::WaitRecord wait = waitOf(session.rank(), m, action.kind);
+  const std::string what = describe(m, bytesPosted(records));
+  HangWatchdog* dog = session.watchdog();
+  const uint64_t watchId = watch(dog, wait, what, session.hangTimeoutFor(timeout_), start);
+  P2pCompletion onDone{.records = std::move(records),
+                       .action = std::move(action),
+                       .tensors = tensors,
+                       .side = side,
+                       .level = level,
+                       .sent = std::move(sent),
+                       .wait = std::move(wait),
+                       .what = what,
+                       .dog = dog,
+                       .watchId = watchId};
   return c10::make_intrusive<RecordingWork>(std::move(work), std::move(onDone), dog, watchId);
 }
 

@@ -98,7 +98,7 @@ HangAnalysis analyzeHang(const std::string& runPath) {
     for (const auto& e : g.edges) {
       events::DiagnosisRecord h;
       h.rank = e.rank;
-      h.kind = "hang";
+      h.kind = events::DiagnosisKind::Hang;
       h.iteration = e.iteration;
       h.actionSeq = e.actionSeq;
       h.waitsOnRank = e.waitsOn;
@@ -109,14 +109,14 @@ HangAnalysis analyzeHang(const std::string& runPath) {
     for (const auto& v : g.verdicts) {
       events::DiagnosisRecord h;
       h.rank = v.aboutRank;
-      h.kind = "hang";
+      h.kind = events::DiagnosisKind::Hang;
       h.message = v.sentence + ".";
       out.records.push_back(h);
     }
     if (!out.remedy.empty()) {  // about the root cause's rank, after its verdict
       events::DiagnosisRecord h;
       h.rank = g.verdicts.front().aboutRank;
-      h.kind = "hang";
+      h.kind = events::DiagnosisKind::Hang;
       h.message = out.remedy + ".";
       out.records.push_back(h);
     }

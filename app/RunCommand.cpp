@@ -154,15 +154,15 @@ void recordRankExits(const std::string& out, const engine::LaunchResult& launche
     d.rank = r.rank;
     d.timeNs = r.endedNs;  // the order the ranks ended in: the first killed is the cause
     if (r.stoppedByUs) {
-      d.kind = "rank_stopped";
+      d.kind = events::DiagnosisKind::RankStopped;
       d.message = launched.interrupted ? "stopped: the run was interrupted"
                                        : "stopped by the launcher after rank " +
                                              std::to_string(launched.firstFailure) + " failed";
     } else if (r.signal) {
-      d.kind = "rank_killed";
+      d.kind = events::DiagnosisKind::RankKilled;
       d.message = "killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")";
     } else if (r.exitCode != 0 && r.exitCode != engine::kWorkerTimeout) {
-      d.kind = "rank_exited";
+      d.kind = events::DiagnosisKind::RankExited;
       d.message = "exited with code " + std::to_string(r.exitCode);
     } else {
       continue;

@@ -127,11 +127,12 @@ std::unique_ptr<storage::ShardWriter> openOwnShard(const std::string& out, int r
 // diagnosis in its shard, the shard closed, torchrun's error file written when it asks for
 // one; returns the exit code.
 int stop(storage::ShardWriter* recorder, std::vector<events::RankInfo>& pendingRank, int rank,
-         const std::string& errorFile, const std::string& kind, const std::string& text,
+         const std::string& errorFile, events::DiagnosisKind kind, const std::string& text,
          int waitsOn, int code, WorkerLiveness* live = nullptr) {
   const std::string message = events::printableLine(text);  // one line, whatever it quotes
   std::string rootCause;
-  const bool consequence = kind == "timeout" || kind == "peer_lost";
+  const bool consequence =
+      kind == events::DiagnosisKind::Timeout || kind == events::DiagnosisKind::PeerLost;
   if (live) {
     // The heartbeat thread may already be finishing this process (a dead peer, a signal).
     if (!WorkerLiveness::claimFinish()) {
@@ -140,7 +141,7 @@ int stop(storage::ShardWriter* recorder, std::vector<events::RankInfo>& pendingR
     // A consequence (a wait that timed out, a lost peer): name the root cause first.
     if (consequence) rootCause = live->reportRootCause();
   }
-  if (kind == "timeout" && waitsOn >= 0)
+  if (kind == events::DiagnosisKind::Timeout && waitsOn >= 0)
     std::fprintf(stderr, "%s\n", message.c_str());
   else if (rank < 0)  // stopped before its rank was known (the environment named none)
     std::fprintf(stderr, "error: %s\n", message.c_str());
@@ -169,7 +170,7 @@ void recordClock(storage::ShardWriter& recorder, int rank, const std::string& ph
   if (rank == 0) return;
   events::DiagnosisRecord d;
   d.rank = rank;
-  d.kind = "clock";
+  d.kind = events::DiagnosisKind::Clock;
   d.message = "clock offset to rank 0 (" + phase + "): measured " + std::to_string(c.measuredNs) +
               " ns +- " + std::to_string(c.uncertaintyNs) +
               " ns (half the smallest round trip); recorded offset " + std::to_string(c.offsetNs) +
@@ -329,7 +330,7 @@ void recordEndClock(WorkerSession& s, int worldSize, std::chrono::milliseconds t
   } catch (const std::exception& e) {
     events::DiagnosisRecord d;
     d.rank = s.rank;
-    d.kind = "clock";
+    d.kind = events::DiagnosisKind::Clock;
     d.message = e.what();
     s.recorder->diagnosis(std::move(d));
   }
@@ -396,9 +397,9 @@ int runRank(WorkerSession& s, const WorkerOptions& opts) {
 int stopAtRendezvous(WorkerSession& s, const engine::RendezvousError& e) {
   using Kind = engine::RendezvousError::Kind;
   return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile,
-              e.kind() == Kind::Mismatch  ? "config_mismatch"
-              : e.kind() == Kind::Network ? "network"
-                                          : "timeout",
+              e.kind() == Kind::Mismatch  ? events::DiagnosisKind::ConfigMismatch
+              : e.kind() == Kind::Network ? events::DiagnosisKind::Network
+                                          : events::DiagnosisKind::Timeout,
               e.what(), -1,
               e.kind() == Kind::Mismatch  ? engine::kWorkerMismatch
               : e.kind() == Kind::Network ? engine::kWorkerError
@@ -407,8 +408,8 @@ int stopAtRendezvous(WorkerSession& s, const engine::RendezvousError& e) {
 
 // The store did not answer in time.
 int stopAtStoreTimeout(WorkerSession& s, const engine::StoreTimeout& e) {
-  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile, "timeout", e.what(), -1,
-              engine::kWorkerTimeout);
+  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile, events::DiagnosisKind::Timeout,
+              e.what(), -1, engine::kWorkerTimeout);
 }
 
 // A received payload that differs from what its sender sent: the Communicator recorded the
@@ -431,8 +432,8 @@ int stopAtCorruptTransfer(WorkerSession& s, const engine::TransferCorrupt& e) {
 // A wait on a peer that ran past the timeout: a consequence, whose root cause stop() names.
 int stopAtCommTimeout(WorkerSession& s, const engine::CommTimeout& e) {
   if (s.recorder) s.recorder->wait(e.wait());  // the same wait as data: the wait-for graph's edge
-  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile, "timeout", e.what(), e.peer(),
-              engine::kWorkerTimeout, s.live.get());
+  return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile, events::DiagnosisKind::Timeout,
+              e.what(), e.peer(), engine::kWorkerTimeout, s.live.get());
 }
 
 // An error's message in one line: torch errors carry a backtrace and "Exception raised from"
@@ -456,8 +457,8 @@ int stopAtError(WorkerSession& s, const std::exception& e) {
   const std::string message = firstLineOf(e);
   const bool peerLost = isPeerLost(message);
   return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile,
-              peerLost ? "peer_lost" : "error", message, -1,
-              peerLost ? engine::kWorkerTimeout : engine::kWorkerError, s.live.get());
+              peerLost ? events::DiagnosisKind::PeerLost : events::DiagnosisKind::Error, message,
+              -1, peerLost ? engine::kWorkerTimeout : engine::kWorkerError, s.live.get());
 }
 
 }  // namespace

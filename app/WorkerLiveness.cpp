@@ -131,7 +131,7 @@ void WorkerLiveness::announce(const engine::PeerFate& root) {
   if (root.recordedItself()) return;  // its own shard says why
   events::DiagnosisRecord d;
   d.rank = rank_;
-  d.kind = "peer_dead";
+  d.kind = events::DiagnosisKind::PeerDead;
   d.waitsOnRank = root.rank;
   d.message = sentence;
   recorder_.diagnosis(std::move(d));
@@ -187,7 +187,7 @@ void WorkerLiveness::onPeerDead(const engine::PeerFate& fate, double timeoutSeco
   std::fflush(stderr);
   events::DiagnosisRecord d;
   d.rank = rank_;
-  d.kind = "peer_lost";
+  d.kind = events::DiagnosisKind::PeerLost;
   d.waitsOnRank = fate.rank;
   d.message = message;
   recorder_.diagnosis(std::move(d));
@@ -212,13 +212,13 @@ void WorkerLiveness::onSignal(int sig, const std::string& errorFile) {
   d.rank = rank_;
   if (root) {
     announce(*root);
-    d.kind = "rank_stopped";
+    d.kind = events::DiagnosisKind::RankStopped;
     d.waitsOnRank = root->rank;
     d.message =
         "stopped by " + how + " after rank " + std::to_string(root->rank) +
         " stopped (a launcher stops the other ranks when one fails); last action: " + lastAction();
   } else {
-    d.kind = "rank_killed";
+    d.kind = events::DiagnosisKind::RankKilled;
     d.message = "was terminated by " + how + " while its peers were alive (host " +
                 live_->self().host + ", pid " + std::to_string(live_->self().pid) +
                 "; last action: " + lastAction() + ")";

@@ -19,7 +19,6 @@
 #include "app/MergeWithProgress.h"
 #include "app/RunChecks.h"
 #include "app/RunLoading.h"
-#include "app/WorkerRunVerdict.h"
 #include "app/report/CheckReport.h"
 #include "app/report/ChromeTrace.h"
 #include "app/report/CompareReport.h"
@@ -27,6 +26,7 @@
 #include "core/analysis/CaptureEnd.h"
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/PlanConformance.h"
+#include "core/analysis/RunVerdict.h"
 #include "core/events/CapturedLayout.h"
 #include "core/events/Printable.h"
 #include "core/plan/Config.h"
@@ -123,41 +123,11 @@ int exportCommand(const std::string& run, const std::string& trace) {
   return 0;
 }
 
-// The status the ranks' records support: completed when every rank recorded its whole plan
-// and no rank recorded an error or a timeout; else failed/hung with the first reason.
-struct Judgement {
-  events::RunStatus status = events::RunStatus::Completed;
-  std::string reason;
-  int silentRank = -1;  // WorkerRunVerdict::silentRank
-};
-// A failed or timed-out operation recorded by a rank decides the run (hung / failed).
-// `atNs`, when given, gets the deciding diagnosis's time.
-bool judgeByDiagnoses(const model::RunModel& m, Judgement* j, int64_t* atNs = nullptr) {
-  for (const auto& d : m.diagnoses) {
-    if (d.kind == "timeout" && analysis::completedLate(m, d.rank, d.iteration, d.actionSeq)) {
-      continue;  // a captured job's operation reported stuck that completed after all
-    }
-    if (d.kind == "timeout" || d.kind == "error" || d.kind == "peer_lost" ||
-        d.kind == "config_mismatch" || d.kind == "op_failed") {
-      j->status = d.kind == "timeout" ? events::RunStatus::Hung : events::RunStatus::Failed;
-      j->reason = "rank " + std::to_string(d.rank) + ": " + d.message;
-      if (atNs) *atNs = d.timeNs;
-      return true;
-    }
-  }
-  return false;
-}
-
 // A captured PyTorch job (app/capture) has no stagescope config or plan to judge it by.
 bool isCapturedRun(const model::RunModel& m) {
   return events::isCapturedConfig(m.info.configText);
 }
 
-// A captured job's status.  Every rank must have recorded how it ended
-// (analysis::judgeCaptureEnd); what came first decides: an operation that failed or timed out
-// before any rank raised (the job then raised c10d's error: a consequence), or a rank that raised
-// first (its peers' failed operations are the consequences).  A job killed while hanging left
-// its watchdog's records.  `stored`: what rank 0 wrote at its own exit.
 // A declared-schedule cause for a first line: its sentence up to the section it cites, whose
 // explanation (printed in full on its own line, and in check's plan_order) is left out:
 // "...; the job places it at global stage 0 of 4, the plan at 1 of 4 (§7.5)".
@@ -166,22 +136,6 @@ std::string shortCause(const std::string& cause) {
   if (section == std::string::npos) return cause;
   const size_t end = cause.find_first_of(":)", section + 3);
   return end == std::string::npos ? cause : cause.substr(0, end) + ")";
-}
-
-Judgement judgeCapturedRun(const model::RunModel& m, const Judgement& stored) {
-  const analysis::CaptureEnd end = analysis::judgeCaptureEnd(m);
-  Judgement byOps{stored};
-  int64_t opNs = 0;
-  const bool opFailed = judgeByDiagnoses(m, &byOps, &opNs);
-  if (opFailed && (end.failedRanks.empty() || opNs <= end.firstFailedNs)) return byOps;
-  if (end.status != events::RunStatus::Completed) return {end.status, end.reason};
-  return stored;
-}
-
-Judgement judgeByRecords(const model::RunModel& m, const plan::RunConfig& cfg) {
-  // Root cause first, as `stagescope run` orders it (killed > error > timeouts).
-  const WorkerRunVerdict v = judgeWorkerRun(m, cfg);
-  return {v.status, v.reason, v.silentRank};
 }
 
 }  // namespace
@@ -210,7 +164,7 @@ void recordSilentRank(const std::string& run, int rank, const std::string& reaso
     auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
     events::DiagnosisRecord d;
     d.rank = rank;
-    d.kind = "rank_killed";
+    d.kind = events::DiagnosisKind::RankKilled;
     d.message = "killed or crashed (no record of its own): " + reason;
     writer->diagnosis(std::move(d));
     writer->close();
@@ -345,21 +299,22 @@ storage::MergeResult mergeInto(const std::string& run, const std::vector<std::st
 // created (ranks started without our launcher) gets the judged status.  An existing run keeps
 // its status unless every shard merged and the records now show a completed run (e.g. a merge
 // that failed for lack of disk space, re-run after freeing some), or it was left `running`.
-// The judgement reads the plan, actions and diagnoses only (judgeWorkerRun, judgeByDiagnoses):
-// not the run's transfers and gradients, which are ~90 % of a big run's rows.
-Judgement judgeMergedRun(const model::RunModel& m, const std::string& run,
-                         const std::string& config, bool create, bool allMerged) {
+// The judgement reads the plan, actions and diagnoses only (analysis::judgeWorkerRun,
+// analysis::judgeCapturedRun): not the run's transfers and gradients, which are ~90 % of a big
+// run's rows.
+analysis::RunVerdict judgeMergedRun(const model::RunModel& m, const std::string& run,
+                                    const std::string& config, bool create, bool allMerged) {
   // The config the run file recorded (the one given to --config when it was just created).
-  Judgement judged{m.info.status, m.info.statusReason};
+  analysis::RunVerdict judged{m.info.status, m.info.statusReason};
   if (isCapturedRun(m) && !create) {
-    judged = judgeCapturedRun(m, judged);
+    judged = analysis::judgeCapturedRun(m, judged);
   } else {
     const plan::RunConfig cfg =
         create ? plan::loadConfig(config) : plan::parseConfig(m.info.configText, run);
-    judged = judgeByRecords(m, cfg);
+    judged = analysis::judgeWorkerRun(m, cfg);
   }
   const auto stored = m.info.status;
-  Judgement next{stored, m.info.statusReason};
+  analysis::RunVerdict next{stored, m.info.statusReason};
   if (create || stored == events::RunStatus::Running || (isCapturedRun(m) && !create)) {
     next = judged;
   } else if (stored != events::RunStatus::Completed && allMerged &&
@@ -375,11 +330,12 @@ Judgement judgeMergedRun(const model::RunModel& m, const std::string& run,
 // A captured job that hung, as `stagescope run` does for its own runs: the wait-for graph to
 // the terminal and, once, as "hang" diagnoses into the run file (check and the viewer read
 // them); the verdict's first line in `next`, what to change printed after it.
-void explainCapturedHang(const model::RunModel& m, const std::string& run, Judgement& next) {
+void explainCapturedHang(const model::RunModel& m, const std::string& run,
+                         analysis::RunVerdict& next) {
   HangAnalysis hang = analyzeHang(run);
   std::printf("%s\n", hang.text.c_str());
   bool recorded = false;
-  for (const auto& d : m.diagnoses) recorded = recorded || d.kind == "hang";
+  for (const auto& d : m.diagnoses) recorded = recorded || d.kind == events::DiagnosisKind::Hang;
   if (!recorded) recordHangDiagnoses(run, hang);
   // One first line: the root cause leads; every timeout and verdict is in the diagnoses.
   if (!hang.headline.empty()) next.reason = hang.headline;
@@ -400,7 +356,7 @@ void explainCapturedHang(const model::RunModel& m, const std::string& run, Judge
 
 // Writes `next` into the run file when it differs from what is stored, and says so.
 void recordJudgement(const model::RunModel& m, const std::string& run, bool create,
-                     const Judgement& next) {
+                     const analysis::RunVerdict& next) {
   const auto stored = m.info.status;
   if (next.status == stored && next.reason == m.info.statusReason) return;
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -441,7 +397,7 @@ int mergeCommand(const std::string& run, const std::vector<std::string>& shards,
   storage::LoadOptions statusLoad;
   statusLoad.statusOnly = true;
   const model::RunModel m = storage::loadRun(run, statusLoad);
-  Judgement next = judgeMergedRun(m, run, config, create, result.ok());
+  analysis::RunVerdict next = judgeMergedRun(m, run, config, create, result.ok());
   if (isCapturedRun(m) && next.status == events::RunStatus::Hung) explainCapturedHang(m, run, next);
   recordJudgement(m, run, create, next);
   // A completed run whose every shard merged is one file, as `run` leaves it; anything else

@@ -1365,7 +1365,8 @@ class Loader {
     while (s.step()) {
       events::DiagnosisRecord d;
       d.rank = bounded(s, 0, "diagnoses", "rank", -1, kLastRank);
-      assign(d.kind, s.text(1));
+      // A kind this build does not know (a newer writer's) is kept as its text.
+      if (!events::parseDiagnosisKind(s.text(1), &d.kind)) assign(d.otherKind, s.text(1));
       d.iteration = bounded(s, 2, "diagnoses", "iteration", -1, kLastIteration);
       d.actionSeq = bounded(s, 3, "diagnoses", "action_seq", -1, kInt32Max);
       d.waitsOnRank = bounded(s, 4, "diagnoses", "waits_on_rank", -1, kLastRank);

@@ -295,7 +295,7 @@ struct ShardWriter::Impl {
   }
   void bindDiagnosis(RowBinder& b, const events::DiagnosisRecord& d) {
     b.put(d.rank);
-    b.text(d.kind);
+    b.text(d.kindName());
     b.put(d.iteration);
     b.put(d.actionSeq);
     b.put(d.waitsOnRank);

@@ -14,62 +14,9 @@
 
 namespace stagescope::ui {
 
-const char* toString(RankFate fate) {
-  switch (fate) {
-    case RankFate::Completed:
-      return "completed";
-    case RankFate::Unfinished:
-      return "unfinished";
-    case RankFate::Hung:
-      return "hung";
-    case RankFate::Failed:
-      return "failed";
-    case RankFate::Killed:
-      return "killed";
-    case RankFate::Stopped:
-      return "stopped";
-    case RankFate::PeerLost:
-      return "peer lost";
-  }
-  return "?";
-}
-
 namespace {
 
 using events::ActionKind;
-
-// How strongly a record explains a rank's end (the strongest wins).
-int strength(RankFate f) {
-  switch (f) {
-    case RankFate::Killed:
-    case RankFate::Failed:
-      return 4;
-    case RankFate::Hung:
-      return 3;
-    case RankFate::PeerLost:
-      return 2;
-    case RankFate::Stopped:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
-bool fateOfRecord(const std::string& kind, RankFate* out) {
-  if (kind == "timeout")
-    *out = RankFate::Hung;
-  else if (kind == "error" || kind == "rank_exited")
-    *out = RankFate::Failed;
-  else if (kind == "rank_killed")
-    *out = RankFate::Killed;
-  else if (kind == "rank_stopped")
-    *out = RankFate::Stopped;
-  else if (kind == "peer_lost")
-    *out = RankFate::PeerLost;
-  else
-    return false;
-  return true;
-}
 
 // "cycle r1 -> r2 -> r1" when `rank` is the first (lowest) rank of one of the graph's cycles.
 std::string cycleLabelFrom(const analysis::WaitGraph& graph, int rank) {
@@ -88,8 +35,8 @@ int firstKilledRank(const model::RunModel& m, const std::vector<RankProblem>& ra
   int first = -1;
   int64_t firstNs = 0;
   for (const auto& d : m.diagnoses) {
-    if (d.kind != "rank_killed" || d.rank < 0 || d.rank >= static_cast<int>(ranks.size()) ||
-        ranks[d.rank].fate != RankFate::Killed)
+    if (d.kind != events::DiagnosisKind::RankKilled || d.rank < 0 ||
+        d.rank >= static_cast<int>(ranks.size()) || ranks[d.rank].fate != RankFate::Killed)
       continue;
     if (first < 0 || d.timeNs < firstNs || (d.timeNs == firstNs && d.rank < first)) {
       first = d.rank;
@@ -230,15 +177,11 @@ void judgeFates(const model::RunModel& m, RunProblems& out) {
         plan && !plan->empty() ? p.stuckPlan < 0 : m.info.status == events::RunStatus::Completed;
     p.fate = complete ? RankFate::Completed : RankFate::Unfinished;
   }
-  for (const auto& d : m.diagnoses) {
-    RankFate f;
-    if (d.rank < 0 || d.rank >= world || !fateOfRecord(d.kind, &f)) continue;
-    RankProblem& p = out.ranks[d.rank];
-    if (strength(f) <= strength(p.fate) && p.fate != RankFate::Completed &&
-        p.fate != RankFate::Unfinished)
-      continue;
-    p.fate = f;
-    p.why = d.message.substr(0, d.message.find('\n'));
+  for (int r = 0; r < world; ++r) {
+    if (const events::DiagnosisRecord* d = analysis::decidingRecord(m.diagnoses, r)) {
+      out.ranks[r].fate = *analysis::fateOf(d->kind);
+      out.ranks[r].why = d->message.substr(0, d->message.find('\n'));
+    }
   }
   const bool runEnded = m.info.status != events::RunStatus::Running;
   for (RankProblem& p : out.ranks) {
@@ -262,7 +205,7 @@ void measureStuckTimes(const model::RunModel& m, RunProblems& out) {
     if (w.rank >= 0 && w.rank < world)
       out.ranks[w.rank].stuckUntilNs = std::max(out.ranks[w.rank].stuckUntilNs, w.timeNs);
   for (const auto& d : m.diagnoses)
-    if (d.kind == "timeout" && d.rank >= 0 && d.rank < world)
+    if (d.kind == events::DiagnosisKind::Timeout && d.rank >= 0 && d.rank < world)
       out.ranks[d.rank].stuckUntilNs = std::max(out.ranks[d.rank].stuckUntilNs, d.timeNs);
 }
 
@@ -292,12 +235,12 @@ int rootRank(const model::RunModel& m, const analysis::WaitGraph& graph,
   int root = graph.verdicts.empty() ? graph.erroredRank : graph.verdicts.front().aboutRank;
   if (root >= world) root = -1;
   for (int r = 0; r < world && root < 0; ++r)
-    if (strength(ranks[r].fate) == 4) root = r;
+    if (strength(ranks[r].fate) >= strength(RankFate::Failed)) root = r;
   for (int r = 0; r < world && root < 0; ++r)
     if (ranks[r].fate != RankFate::Completed) root = r;
   if (const int killed = firstKilledRank(m, ranks);
       killed >= 0 && (root < 0 || ranks[root].fate == RankFate::Killed ||
-                      strength(ranks[root].fate) < strength(RankFate::Killed)))
+                      strength(ranks[root].fate) < strength(RankFate::Failed)))
     root = killed;
   return root;
 }

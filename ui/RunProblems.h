@@ -11,21 +11,14 @@
 
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/PlanConformance.h"
+#include "core/analysis/RankFate.h"
 #include "storage/RunFileError.h"
 #include "ui/ReplayOrder.h"
 
 namespace stagescope::ui {
 
-enum class RankFate : uint8_t {
-  Completed,   // every planned action completed
-  Unfinished,  // the run is still running, or ended without saying why this rank stopped
-  Hung,        // timed out waiting for a peer
-  Failed,      // an error, or a non-zero exit
-  Killed,      // ended by a signal it did not get from the launcher
-  Stopped,     // stopped by the launcher after another rank failed, or interrupted
-  PeerLost,    // its transport to a peer broke (a consequence of another rank's end)
-};
-const char* toString(RankFate fate);
+// Each rank's fate, by the one rule of core/analysis/RankFate.h.
+using analysis::RankFate;
 
 struct RankProblem {
   RankFate fate = RankFate::Completed;

@@ -16,8 +16,8 @@
 #include "core/engine/BackendError.h"
 #include "core/engine/Clock.h"
 #include "core/events/CapturedLayout.h"
+#include "core/events/DiagnosisKind.h"
 #include "core/events/Printable.h"
-#include "core/events/RankEnd.h"
 #include "core/plan/Config.h"
 #include "core/plan/Plan.h"
 #include "core/plan/RunLayout.h"
@@ -193,7 +193,7 @@ void CaptureSession::stuck(events::WaitRecord w, const std::string& what, int64_
   w.error = text;
   events::DiagnosisRecord d;
   d.rank = rank_;
-  d.kind = "timeout";
+  d.kind = events::DiagnosisKind::Timeout;
   d.iteration = w.iteration;
   d.actionSeq = w.actionSeq;
   d.waitsOnRank = w.peer;
@@ -444,7 +444,7 @@ void CaptureSession::lateCompletion(const events::WaitRecord& w, const std::stri
   std::snprintf(text, sizeof text, "completed after %.1f s", static_cast<double>(tookNs) / 1e9);
   events::DiagnosisRecord d;
   d.rank = rank_;
-  d.kind = "late_completion";
+  d.kind = events::DiagnosisKind::LateCompletion;
   d.iteration = w.iteration;
   d.actionSeq = w.actionSeq;
   d.waitsOnRank = w.peer;
@@ -465,7 +465,8 @@ void CaptureSession::failed(events::WaitRecord w, const std::string& what, const
                             bool reported) {
   events::DiagnosisRecord d;
   d.rank = rank_;
-  d.kind = looksLikeTimeout(error) ? "timeout" : "op_failed";
+  d.kind =
+      looksLikeTimeout(error) ? events::DiagnosisKind::Timeout : events::DiagnosisKind::OpFailed;
   d.iteration = w.iteration;
   d.actionSeq = w.actionSeq;
   d.waitsOnRank = w.peer;
@@ -474,7 +475,7 @@ void CaptureSession::failed(events::WaitRecord w, const std::string& what, const
   {
     std::lock_guard lock(mu_);
     if (reported) stuckNow_ = std::max(0, stuckNow_ - 1);  // now a failure, counted below
-    if (d.kind == "timeout" && !reported && writer_ && !finished_) {
+    if (d.kind == events::DiagnosisKind::Timeout && !reported && writer_ && !finished_) {
       w.rank = rank_;
       w.error = engine::backendReason(error);
       w.timeNs = d.timeNs;
@@ -488,7 +489,7 @@ void CaptureSession::failure(events::DiagnosisRecord d) {
   DigestWorker::instance().drain();  // what completed before the failure goes into this flush
   std::lock_guard lock(mu_);
   failed_ = true;
-  timedOut_ = timedOut_ || d.kind == "timeout";
+  timedOut_ = timedOut_ || d.kind == events::DiagnosisKind::Timeout;
   if (firstFailure_.empty()) firstFailure_ = d.message;
   if (!writer_ || finished_) return;
   writer_->diagnosis(std::move(d));
@@ -531,10 +532,10 @@ void CaptureSession::recordEndLocked(RunStatus status, const std::string& reason
   d.iteration = iteration_;
   d.timeNs = engine::nowNs();
   if (status == RunStatus::Completed) {
-    d.kind = events::kRankEndKind;
+    d.kind = events::DiagnosisKind::RankEnd;
     d.message = "rank " + std::to_string(rank_) + " left normally";
   } else {
-    d.kind = events::kRankFailedKind;
+    d.kind = events::DiagnosisKind::RankFailed;
     d.message = reason.empty() ? "rank " + std::to_string(rank_) + " ended " +
                                      events::toString(status) + " (finish() said so)"
                                : reason;
@@ -556,7 +557,7 @@ void CaptureSession::aborted(const std::string& why) {
   for (const auto& op : pending) {
     events::DiagnosisRecord d;
     d.rank = rank_;
-    d.kind = "op_failed";
+    d.kind = events::DiagnosisKind::OpFailed;
     d.iteration = op.wait.iteration;
     d.actionSeq = op.wait.actionSeq;
     d.waitsOnRank = op.wait.peer;
@@ -567,7 +568,7 @@ void CaptureSession::aborted(const std::string& why) {
   }
   events::DiagnosisRecord end;
   end.rank = rank_;
-  end.kind = events::kRankFailedKind;
+  end.kind = events::DiagnosisKind::RankFailed;
   end.iteration = iteration_;
   end.message =
       line + (pending.empty()

@@ -133,7 +133,7 @@ class CaptureSession {
   void declareLayout(const std::string& configText);
 
   // Marks the run finished: rank 0 updates the run row (status, steps seen, end time); every
-  // rank records how it ended (events/RankEnd.h: `rank_end` when the job left normally,
+  // rank records how it ended (events/DiagnosisKind.h: `rank_end` when the job left normally,
   // `rank_failed` with `reason` otherwise), flushes and closes its shard.  Idempotent; never
   // throws.
   void finish(events::RunStatus status, const std::string& reason);
@@ -188,7 +188,7 @@ class CaptureSession {
   // run.microbatches (none declared: one module "job" of kind "captured", 0 microbatches).
   std::vector<events::ModuleInfo> declaredModules_;
   int declaredMicrobatches_ = 0;
-  // The rank's end (events/RankEnd.h) as a diagnosis row: `rank_end` for Completed, else
+  // The rank's end (events/DiagnosisKind.h) as a diagnosis row: `rank_end` for Completed, else
   // `rank_failed` with `reason`.  Needs mu_ and an open writer.
   void recordEndLocked(events::RunStatus status, const std::string& reason);
   std::unique_ptr<events::Recorder> writer_;

@@ -375,7 +375,7 @@ void writeDiagnoses(TraceOut& o, TraceContext& cx) {
     writeEvent(o,
                {.ph = "i",
                 .cat = "diagnosis",
-                .name = d.kind + (d.rank >= 0 ? " rank " + std::to_string(d.rank) : ""),
+                .name = d.kindName() + (d.rank >= 0 ? " rank " + std::to_string(d.rank) : ""),
                 .pid = d.rank >= 0 ? cx.pids.ofRank(d.rank) : 0,
                 .tid = std::max(d.rank, 0),
                 .tsNs = d.timeNs ? d.timeNs - cx.t0 : 0},

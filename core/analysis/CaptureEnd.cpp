@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "core/events/RankEnd.h"
+#include "core/events/DiagnosisKind.h"
 
 namespace stagescope::analysis {
 
@@ -24,8 +24,8 @@ CaptureEnd judgeCaptureEnd(const model::RunModel& m) {
   std::vector<bool> ended(static_cast<size_t>(std::max(0, m.info.worldSize)), false);
   for (const auto& d : m.diagnoses) {
     if (d.rank < 0 || d.rank >= m.info.worldSize) continue;
-    if (d.kind == events::kRankEndKind) ended[static_cast<size_t>(d.rank)] = true;
-    if (d.kind == events::kRankFailedKind) {
+    if (d.kind == events::DiagnosisKind::RankEnd) ended[static_cast<size_t>(d.rank)] = true;
+    if (d.kind == events::DiagnosisKind::RankFailed) {
       auto& slot = failed[d.rank];
       if (!slot || d.timeNs < slot->timeNs) slot = &d;
     }

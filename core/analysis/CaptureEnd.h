@@ -1,4 +1,4 @@
-// How a captured job ended, judged from what each of its ranks recorded (events/RankEnd.h).
+// How a captured job ended, judged from what each of its ranks recorded (events/DiagnosisKind.h).
 //
 // The rule (docs/capture.md "How a job ended"): a captured job is `completed` only when every
 // rank 0 .. world_size-1 recorded `rank_end` (its process left normally).  A rank that recorded

@@ -141,7 +141,7 @@ void checkStatus(Ctx& c, CheckResult& r) {
       g.actionSeq = d.actionSeq;
       g.peerRank = d.waitsOnRank;
       std::ostringstream dm;
-      dm << d.kind << " on rank " << d.rank;
+      dm << d.kindName() << " on rank " << d.rank;
       if (d.iteration >= 0) dm << " iteration " << d.iteration;
       if (d.actionSeq >= 0) {
         dm << " action #" << d.actionSeq;

@@ -29,7 +29,7 @@ std::string formatValue(double v, int digits) {
 }
 
 std::string diagnosisWhere(const events::DiagnosisRecord& d) {
-  std::string where = "[" + d.kind + "]";
+  std::string where = "[" + d.kindName() + "]";
   auto add = [&](int value, const char* label) {
     if (value < 0) return;
     where += (where.back() == ']' ? " " : ", ") + std::string(label) + std::to_string(value);

@@ -211,8 +211,8 @@ bool isPartner(const events::WaitRecord& w, const events::WaitRecord& other) {
 
 bool completedLate(const model::RunModel& run, int rank, int iteration, int actionSeq) {
   for (const auto& d : run.diagnoses) {
-    if (d.kind == "late_completion" && d.rank == rank && d.iteration == iteration &&
-        d.actionSeq == actionSeq) {
+    if (d.kind == events::DiagnosisKind::LateCompletion && d.rank == rank &&
+        d.iteration == iteration && d.actionSeq == actionSeq) {
       return true;
     }
   }
@@ -362,14 +362,14 @@ void addCyclesAndMissingPartners(const model::RunModel& run, std::map<int, WaitE
     std::string why = "it waits on nobody (" + lastDoneOf(run, r) + ")";
     std::string detail;
     for (const auto& d : run.diagnoses) {
-      if (d.rank == r && d.kind == "error") {
+      if (d.rank == r && d.kind == events::DiagnosisKind::Error) {
         why = "it failed with an error (" + d.message + ")";
         detail = "error";
         break;
       }
       // Its own wait ran out before the schedule (rendezvous, clock alignment, a group's
       // set-up): not an edge of the graph, but why it never posted anything.
-      if (d.rank == r && d.kind == "timeout" && !waits.count(r)) {
+      if (d.rank == r && d.kind == events::DiagnosisKind::Timeout && !waits.count(r)) {
         const std::string said =
             d.message.size() > 120 ? d.message.substr(0, 119) + "\u2026" : d.message;
         why = "its own wait ran out before the schedule (" + said + ")";
@@ -584,12 +584,12 @@ WaitGraph waitForGraph(const model::RunModel& run) {
   std::vector<const events::DiagnosisRecord*> faults;
   for (const auto& d : run.diagnoses) {
     WaitEdge e;
-    if (d.kind == "timeout" && !waits.count(d.rank) &&
+    if (d.kind == events::DiagnosisKind::Timeout && !waits.count(d.rank) &&
         !completedLate(run, d.rank, d.iteration, d.actionSeq) && edgeOfTimeout(run, d, &e)) {
       waits[d.rank] = e;
     }
-    if (d.kind == "fault_injected") faults.push_back(&d);
-    if (d.kind == "error" && g.erroredRank < 0) {
+    if (d.kind == events::DiagnosisKind::FaultInjected) faults.push_back(&d);
+    if (d.kind == events::DiagnosisKind::Error && g.erroredRank < 0) {
       g.erroredRank = d.rank;
       g.error = d.message;
     }

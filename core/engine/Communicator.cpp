@@ -312,7 +312,7 @@ void Communicator::noteFault(const FaultInjector* faults, const events::Transfer
   if (kinds.empty()) return;
   events::DiagnosisRecord d;
   d.rank = me_.rank;
-  d.kind = "fault_injected";
+  d.kind = events::DiagnosisKind::FaultInjected;
   d.iteration = rec.iteration;
   d.actionSeq = rec.actionSeq;
   d.waitsOnRank = rec.dstRank;
@@ -596,7 +596,7 @@ void Communicator::verifyReceived(const Pending& p, const CommIds& ids) {
       events::toString(ids.action->kind) + "): " + why;
   events::DiagnosisRecord d;
   d.rank = me_.rank;
-  d.kind = "corrupt_transfer";
+  d.kind = events::DiagnosisKind::CorruptTransfer;
   d.iteration = ids.iteration;
   d.actionSeq = ids.actionSeq;
   d.waitsOnRank = p.rec.srcRank;

@@ -17,6 +17,7 @@
 
 #include "core/events/Bytes.h"
 #include "core/events/Checksum.h"
+#include "core/events/DiagnosisKind.h"
 #include "core/events/InternedList.h"
 #include "core/events/Name.h"
 
@@ -314,15 +315,16 @@ struct BatchMemberRecord {
 // A diagnosis record (hang wait-for edge, fault, first failure) written by ranks or launcher.
 struct DiagnosisRecord {
   int32_t rank = -1;
-  std::string kind;  // "hang", "rank_failed", "timeout", "fault_injected", ...
+  DiagnosisKind kind = DiagnosisKind::Other;
   int32_t iteration = -1, actionSeq = -1;
   int32_t waitsOnRank = -1;
   std::string message;  // one human sentence
   int64_t timeNs = 0;
-  // Information, not a failure: a rank's measured clock offset ("clock"), a captured rank that
-  // ended normally ("rank_end", events/RankEnd.h). Verdicts never count it among a run's
-  // problems.
-  bool informational() const { return kind == "clock" || kind == "rank_end"; }
+  std::string otherKind;  // the row's text when `kind` is Other (a kind this build does not know)
+  // The row's `kind` text.
+  std::string kindName() const { return kind == DiagnosisKind::Other ? otherKind : toString(kind); }
+  // Information, not a failure (events/DiagnosisKind.h): never counted among a run's problems.
+  bool informational() const { return isInformational(kind); }
 };
 
 // What a rank was waiting on when its wait ran past the timeout: structured, so the wait-for

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/analysis/CaptureEnd.h"
-#include "core/events/RankEnd.h"
+#include "core/events/DiagnosisKind.h"
 
 namespace stagescope::analysis {
 namespace {
@@ -20,11 +20,11 @@ model::RunModel runOf(int world) {
   return m;
 }
 
-void end(model::RunModel& m, int rank, std::string_view kind, const std::string& message,
+void end(model::RunModel& m, int rank, events::DiagnosisKind kind, const std::string& message,
          int64_t timeNs) {
   events::DiagnosisRecord d;
   d.rank = rank;
-  d.kind = std::string(kind);
+  d.kind = kind;
   d.message = message;
   d.timeNs = timeNs;
   m.diagnoses.push_back(d);
@@ -32,7 +32,7 @@ void end(model::RunModel& m, int rank, std::string_view kind, const std::string&
 
 TEST(CaptureEnd, EveryRankLeftNormallyIsCompleted) {
   auto m = runOf(3);
-  for (int r = 0; r < 3; ++r) end(m, r, events::kRankEndKind, "left", 10 + r);
+  for (int r = 0; r < 3; ++r) end(m, r, events::DiagnosisKind::RankEnd, "left", 10 + r);
   const CaptureEnd e = judgeCaptureEnd(m);
   EXPECT_EQ(e.status, RunStatus::Completed);
   EXPECT_EQ(e.reason, "");
@@ -40,8 +40,8 @@ TEST(CaptureEnd, EveryRankLeftNormallyIsCompleted) {
 
 TEST(CaptureEnd, ARankWithNoEndIsKilledWhateverRankZeroSaid) {
   auto m = runOf(4);
-  end(m, 0, events::kRankEndKind, "left", 1);
-  end(m, 2, events::kRankEndKind, "left", 1);
+  end(m, 0, events::DiagnosisKind::RankEnd, "left", 1);
+  end(m, 2, events::DiagnosisKind::RankEnd, "left", 1);
   const CaptureEnd e = judgeCaptureEnd(m);
   EXPECT_EQ(e.status, RunStatus::Killed);
   EXPECT_EQ(e.silentRanks, (std::vector<int32_t>{1, 3}));
@@ -58,8 +58,8 @@ TEST(CaptureEnd, NoRowsAtAllIsKilledNotCompleted) {
 
 TEST(CaptureEnd, TheCausallyFirstRaiseLeadsAndKilledPeersFollow) {
   auto m = runOf(3);
-  end(m, 0, events::kRankFailedKind, "rank 0 raised RuntimeError: later", 500);
-  end(m, 2, events::kRankFailedKind, "rank 2 raised ValueError: first", 100);
+  end(m, 0, events::DiagnosisKind::RankFailed, "rank 0 raised RuntimeError: later", 500);
+  end(m, 2, events::DiagnosisKind::RankFailed, "rank 2 raised ValueError: first", 100);
   // rank 1 left nothing: its launcher stopped it after rank 2 failed
   const CaptureEnd e = judgeCaptureEnd(m);
   EXPECT_EQ(e.status, RunStatus::Failed);
@@ -71,9 +71,9 @@ TEST(CaptureEnd, TheCausallyFirstRaiseLeadsAndKilledPeersFollow) {
 
 TEST(CaptureEnd, RowsOfRanksOutsideTheWorldAreIgnored) {
   auto m = runOf(1);
-  end(m, 0, events::kRankEndKind, "left", 1);
-  end(m, 5, events::kRankFailedKind, "rank 5 raised", 1);
-  end(m, -1, events::kRankFailedKind, "launcher", 1);
+  end(m, 0, events::DiagnosisKind::RankEnd, "left", 1);
+  end(m, 5, events::DiagnosisKind::RankFailed, "rank 5 raised", 1);
+  end(m, -1, events::DiagnosisKind::RankFailed, "launcher", 1);
   EXPECT_EQ(judgeCaptureEnd(m).status, RunStatus::Completed);
 }
 

@@ -154,7 +154,7 @@ TEST(Check, HungRunWithDiagnosis) {
   acts.resize(cut);
   events::DiagnosisRecord d;
   d.rank = 1;
-  d.kind = "hang";
+  d.kind = events::DiagnosisKind::Hang;
   d.iteration = 0;
   d.actionSeq = static_cast<int>(cut);
   d.waitsOnRank = 0;
@@ -447,13 +447,13 @@ TEST(Check, ClockOffsetsAreNotFailures) {
   for (int r = 1; r <= 2; ++r) {
     events::DiagnosisRecord d;
     d.rank = r;
-    d.kind = "clock";
+    d.kind = events::DiagnosisKind::Clock;
     d.message = "clock offset to rank 0 (start): measured 10 ns";
     run.diagnoses.push_back(d);
   }
   events::DiagnosisRecord killed;
   killed.rank = 1;
-  killed.kind = "rank_failed";
+  killed.kind = events::DiagnosisKind::RankFailed;
   killed.message = "rank 1 was killed by a signal";
   run.diagnoses.push_back(killed);
   auto rep = checkRun(run);

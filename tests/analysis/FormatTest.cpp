@@ -10,13 +10,13 @@ namespace {
 
 TEST(Format, DiagnosisWhereShowsOnlyTheCoordinatesThatApply) {
   events::DiagnosisRecord d;
-  d.kind = "timeout";
+  d.kind = events::DiagnosisKind::Timeout;
   d.rank = 2;
   d.iteration = 0;
   d.actionSeq = 5;
   d.waitsOnRank = 3;
   EXPECT_EQ(diagnosisWhere(d), "[timeout] rank 2, iteration 0, action #5, waits on rank 3");
-  d.kind = "hang";
+  d.kind = events::DiagnosisKind::Hang;
   d.iteration = d.actionSeq = d.waitsOnRank = -1;
   EXPECT_EQ(diagnosisWhere(d), "[hang] rank 2");
   d.rank = -1;

@@ -53,7 +53,7 @@ TEST_P(FaultMatrix, DiagnosisNamesTheFault) {
   // The injector says what it did to the message (not for kill, which is not a transfer).
   if (c.fault.rfind("kill", 0) != 0) {
     bool recorded = false;
-    for (const auto& d : run.diagnoses) recorded |= d.kind == "fault_injected";
+    for (const auto& d : run.diagnoses) recorded |= d.kind == events::DiagnosisKind::FaultInjected;
     EXPECT_TRUE(recorded);
   }
 }
@@ -213,8 +213,8 @@ TEST(FaultHang, ATimeoutTooShortForTheRendezvousIsSaidInWords) {
     return false;
   };
   auto saysWhatToDo = [](const std::string& text) {
-    for (const char* words : {"rendezvous: ", "clock alignment (", "process group of ranks",
-                              "raise the timeout"})
+    for (const char* words :
+         {"rendezvous: ", "clock alignment (", "process group of ranks", "raise the timeout"})
       if (text.find(words) != std::string::npos) return true;
     return false;
   };
@@ -255,7 +255,7 @@ TEST(FaultHang, WaitForGraphIsRecorded) {
       << run.info.statusReason;
   bool rank2WaitsOn1 = false, cycle = false;
   for (const auto& d : run.diagnoses) {
-    if (d.kind != "hang") continue;
+    if (d.kind != events::DiagnosisKind::Hang) continue;
     if (d.rank == 2 && d.waitsOnRank == 1 && d.iteration == 0 &&
         d.message.rfind("rank 2 waits for the activation of microbatch 1 from rank 1", 0) == 0) {
       rank2WaitsOn1 = true;
@@ -288,7 +288,7 @@ TEST(FaultHang, WaitForGraphIsRecorded) {
   // ("Exception raised from wait at .../Work.cpp:93 ... frame #0: c10::Error::Error...") nor
   // Gloo's source location ("[/pytorch/third_party/gloo/.../pair.cc:547] ").
   for (const auto& d : run.diagnoses) {
-    if (d.kind != "timeout") continue;
+    if (d.kind != events::DiagnosisKind::Timeout) continue;
     EXPECT_EQ(d.message.find("Exception raised from"), std::string::npos) << d.message;
     EXPECT_EQ(d.message.find("frame #"), std::string::npos) << d.message;
     EXPECT_EQ(d.message.find(": [/"), std::string::npos) << d.message;
@@ -382,7 +382,8 @@ TEST(FaultKill, RunWithoutCheckExitsWithRunStatus) {
   // How each process ended is data in the run file: the viewer marks rank 1 killed from it.
   model::RunModel run = storage::loadRun(out.runPath);
   bool killed = false;
-  for (const auto& d : run.diagnoses) killed |= d.rank == 1 && d.kind == "rank_killed";
+  for (const auto& d : run.diagnoses)
+    killed |= d.rank == 1 && d.kind == events::DiagnosisKind::RankKilled;
   EXPECT_TRUE(killed);
 }
 

@@ -69,7 +69,7 @@ void plantCollectives(model::RunModel& run) {
   }
   events::DiagnosisRecord d;
   d.rank = 1;
-  d.kind = "hang";
+  d.kind = events::DiagnosisKind::Hang;
   d.waitsOnRank = 0;
   d.message = "rank 1 waits in RF mb2 for rank 0";
   run.diagnoses.push_back(d);

@@ -34,7 +34,8 @@ using namespace stagescope::report::testing;  // the fixture and its helpers (Fi
 
 TEST(ChromeTrace, ParsesAndPairsFlows) {
   auto run = makeRun({.tp = 2, .pp = 3, .dp = 1, .microbatches = 4});
-  run.diagnoses.push_back({1, "fault_injected", 0, 3, -1, "dropped one \"message\"", 0});
+  run.diagnoses.push_back(
+      {1, events::DiagnosisKind::FaultInjected, 0, 3, -1, "dropped one \"message\"", 0, ""});
   auto path = tempPath("trace.json");
   auto st = writeChromeTrace(run, path);
   auto j = nlohmann::json::parse(readFile(path));

@@ -168,7 +168,7 @@ events::InputRecord sampleInput(int rank, int iteration, int microbatch) {
 }
 
 events::DiagnosisRecord sampleDiagnosis(int rank) {
-  return {rank, "hang", 1, 7, rank + 1, "rank waits for its peer", 123456};
+  return {rank, events::DiagnosisKind::Hang, 1, 7, rank + 1, "rank waits for its peer", 123456, ""};
 }
 
 void writeActionsShard(const std::string& shardPath, int rank, int n) {

@@ -198,11 +198,11 @@ model::RunModel failedRunWithNaN() {
   m.info.statusReason = "rank " + std::to_string(killed) + " was killed";
   events::DiagnosisRecord k;
   k.rank = killed;
-  k.kind = "rank_killed";
+  k.kind = events::DiagnosisKind::RankKilled;
   k.message = "killed by signal 9";
   events::DiagnosisRecord t;
   t.rank = up;
-  t.kind = "timeout";
+  t.kind = events::DiagnosisKind::Timeout;
   t.waitsOnRank = killed;
   t.message = "waits for the gradient";
   m.diagnoses = {k, t};

@@ -223,7 +223,7 @@ events::DiagnosisRecord record(int rank, const std::string& kind, int waitsOn,
                                const std::string& message) {
   events::DiagnosisRecord d;
   d.rank = rank;
-  d.kind = kind;
+  EXPECT_TRUE(events::parseDiagnosisKind(kind, &d.kind)) << kind;
   d.waitsOnRank = waitsOn;
   d.message = message;
   return d;

@@ -389,7 +389,7 @@ int rankAt(const model::RunModel& m, const std::string& module, int tp, int pp, 
 events::DiagnosisRecord record(int rank, const std::string& kind, int waitsOn) {
   events::DiagnosisRecord d;
   d.rank = rank;
-  d.kind = kind;
+  EXPECT_TRUE(events::parseDiagnosisKind(kind, &d.kind)) << kind;
   d.waitsOnRank = waitsOn;
   d.message = kind;
   return d;

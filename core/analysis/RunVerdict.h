@@ -1,5 +1,6 @@
-// The verdict on a run whose ranks another launcher started (torchrun, Slurm, by hand), made
-// by `stagescope merge --config` from what the ranks recorded in their shards.
+// A run's status judged from what its ranks recorded: the one run-status rule `merge` calls
+// (a run file it creates or re-judges), over the one rank-fate rule (RankFate.h).  Reads the
+// plan, actions and diagnoses only: not the transfers and gradients (~90 % of a big run's rows).
 #pragma once
 
 #include <string>
@@ -8,9 +9,9 @@
 #include "core/model/RunModel.h"
 #include "core/plan/Config.h"
 
-namespace stagescope::app {
+namespace stagescope::analysis {
 
-struct WorkerRunVerdict {
+struct RunVerdict {
   events::RunStatus status = events::RunStatus::Completed;
   std::string reason;  // one line; empty when completed
   // The root cause is this rank, which stopped without a record of why (killed or crashed);
@@ -28,7 +29,16 @@ struct WorkerRunVerdict {
 // (`peer_dead`: host, pid, last heartbeat and action, process gone, the signal when known).  A rank
 // completed when it started every iteration its record filter keeps and executed every planned
 // action.
-WorkerRunVerdict judgeWorkerRun(const model::RunModel& run,
-                                const ::stagescope::plan::RunConfig& cfg);
+// A run of stagescope's own (`run`, or ranks another launcher started: torchrun, Slurm, by
+// hand) judged against its plan.
+RunVerdict judgeWorkerRun(const model::RunModel& run, const ::stagescope::plan::RunConfig& cfg);
 
-}  // namespace stagescope::app
+// A captured PyTorch job (app/capture), which has no plan of its own.  Every rank must have
+// recorded how it ended (judgeCaptureEnd); what came first decides: an operation that failed or
+// timed out before any rank raised (the job then raised c10d's error: a consequence), or a rank
+// that raised first (its peers' failed operations are the consequences).  A timeout whose
+// operation completed after all (late_completion) decides nothing.  `stored`: what rank 0
+// wrote at its own exit, kept when the records say no more.
+RunVerdict judgeCapturedRun(const model::RunModel& run, const RunVerdict& stored);
+
+}  // namespace stagescope::analysis

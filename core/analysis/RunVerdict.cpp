@@ -1,11 +1,15 @@
-#include "app/WorkerRunVerdict.h"
+#include "core/analysis/RunVerdict.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <vector>
 
-namespace stagescope::app {
+#include "core/analysis/CaptureEnd.h"
+#include "core/analysis/HangGraph.h"
+#include "core/analysis/RankFate.h"
+
+namespace stagescope::analysis {
 namespace {
 
 // Severity of how a rank ended: lower is closer to the root cause.  A rank that stopped
@@ -42,7 +46,7 @@ bool hasShard(const model::RunModel& run, int rank) {
 std::string seenByPeers(const model::RunModel& run, int r) {
   const events::DiagnosisRecord* best = nullptr;
   for (const auto& d : run.diagnoses) {
-    if (d.kind != "peer_dead" || d.waitsOnRank != r) continue;
+    if (d.kind != events::DiagnosisKind::PeerDead || d.waitsOnRank != r) continue;
     const bool signal = d.message.find("killed by signal") != std::string::npos;
     if (!best || (signal && best->message.find("killed by signal") == std::string::npos)) best = &d;
   }
@@ -51,18 +55,13 @@ std::string seenByPeers(const model::RunModel& run, int r) {
 
 RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& cfg, int r) {
   const std::string who = "rank " + std::to_string(r);
-  for (const auto& d : run.diagnoses) {  // what the rank itself said
-    if (d.rank == r && d.kind == "rank_killed") return {kSignaled, who + " " + d.message};
-  }
-  for (const auto& d : run.diagnoses) {
-    if (d.rank != r) continue;
-    if (d.kind == "error" || d.kind == "config_mismatch" || d.kind == "network")
-      return {kError, who + ": " + d.message};
-  }
-  for (const auto& d : run.diagnoses) {
-    if (d.rank == r && (d.kind == "timeout" || d.kind == "peer_lost"))
-      return {kWaited, who + ": " + d.message};
-    if (d.rank == r && d.kind == "rank_stopped") return {kWaited, who + " " + d.message};
+  // What the rank itself (or the launcher) said, by the one rank-fate rule.
+  if (const events::DiagnosisRecord* d = decidingRecord(run.diagnoses, r)) {
+    const RankFate fate = *fateOf(d->kind);
+    return {fate == RankFate::Killed   ? kSignaled
+            : fate == RankFate::Failed ? kError
+                                       : kWaited,
+            rankSays(*d)};
   }
   if (!hasShard(run, r)) return {kNoShard, who + ": no shard was merged for it"};
   const size_t planned = r < static_cast<int>(run.plan.size()) ? run.plan[r].size() : 0;
@@ -135,8 +134,7 @@ std::string stoppedTogether(const model::RunModel& run, const std::vector<RankEn
 
 }  // namespace
 
-WorkerRunVerdict judgeWorkerRun(const model::RunModel& run,
-                                const ::stagescope::plan::RunConfig& cfg) {
+RunVerdict judgeWorkerRun(const model::RunModel& run, const ::stagescope::plan::RunConfig& cfg) {
   RankEnd first;
   std::vector<RankEnd> ends;
   for (int r = 0; r < cfg.worldSize; ++r) {
@@ -153,4 +151,38 @@ WorkerRunVerdict judgeWorkerRun(const model::RunModel& run,
           first.reason, first.severity == kSilentStop ? first.rank : -1};
 }
 
-}  // namespace stagescope::app
+}  // namespace stagescope::analysis
+
+namespace stagescope::analysis {
+namespace {
+
+// The first failed or timed-out operation a rank recorded (hung / failed), into `*out` with
+// its time; false when none.
+bool firstFailedOperation(const model::RunModel& m, RunVerdict* out, int64_t* atNs) {
+  for (const auto& d : m.diagnoses) {
+    if (d.kind == events::DiagnosisKind::Timeout &&
+        completedLate(m, d.rank, d.iteration, d.actionSeq)) {
+      continue;  // a captured job's operation reported stuck that completed after all
+    }
+    if (const auto status = statusOfFailedOperation(d.kind)) {
+      *out = {*status, rankSays(d), -1};
+      *atNs = d.timeNs;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+RunVerdict judgeCapturedRun(const model::RunModel& m, const RunVerdict& stored) {
+  const CaptureEnd end = judgeCaptureEnd(m);
+  RunVerdict byOps{stored};
+  int64_t opNs = 0;
+  const bool opFailed = firstFailedOperation(m, &byOps, &opNs);
+  if (opFailed && (end.failedRanks.empty() || opNs <= end.firstFailedNs)) return byOps;
+  if (end.status != events::RunStatus::Completed) return {end.status, end.reason, -1};
+  return stored;
+}
+
+}  // namespace stagescope::analysis

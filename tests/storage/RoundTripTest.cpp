@@ -164,6 +164,11 @@ TEST_P(RoundTrip, EveryRecordKindAndField) {
   const auto recv = sampleTransfer(events::Side::Recv, 0, 1, 1, 2);
   const auto grad = sampleGradient(0, 1);
   const auto diag = sampleDiagnosis(0);
+  // A kind this build does not know (a newer writer's) comes back as its text.
+  auto future = sampleDiagnosis(1);
+  future.kind = events::DiagnosisKind::Other;
+  future.otherKind = "xid_error";
+  future.timeNs = diag.timeNs + 1;
   const auto input = sampleInput(1, 1, 3);
   {
     auto w0 = ShardWriter::open(shardPathFor(run, 0), level, 0);
@@ -185,6 +190,7 @@ TEST_P(RoundTrip, EveryRecordKindAndField) {
     w1->loss(sampleLoss(1, 1, 1));
     w1->loss(sampleLoss(1, 1, 0));
     w1->input(input);
+    w1->diagnosis(future);
     w1->close();
   }
   const MergeResult merged = mergeShards(run, findShards(run));
@@ -267,7 +273,10 @@ TEST_P(RoundTrip, EveryRecordKindAndField) {
   EXPECT_EQ(m.inputs[0].payload,
             level == RecordLevel::Full ? input.payload : std::vector<uint8_t>{});
 
-  ASSERT_EQ(m.diagnoses.size(), 1u);
+  ASSERT_EQ(m.diagnoses.size(), 2u);
+  EXPECT_EQ(m.diagnoses[1].kind, events::DiagnosisKind::Other);
+  EXPECT_EQ(m.diagnoses[1].kindName(), "xid_error");
+  EXPECT_EQ(m.diagnoses[0].kindName(), "hang");
   EXPECT_EQ(m.diagnoses[0].rank, diag.rank);
   EXPECT_EQ(m.diagnoses[0].kind, diag.kind);
   EXPECT_EQ(m.diagnoses[0].iteration, diag.iteration);

@@ -29,7 +29,7 @@ struct LoadOptions {
   // losses, inputs and the reference, with the run row they need; everything else stays empty.
   // Merged into a timelineOnly model of the same file, the two make the whole model.
   bool detailsOnly = false;
-  // Read only what a run's status judgement needs (`merge`: app/WorkerRunVerdict.h): run,
+  // Read only what a run's status judgement needs (`merge`: core/analysis/RunVerdict.h): run,
   // modules, ranks, plan, actions, diagnoses and shards.  Transfers, gradients, losses, inputs,
   // collectives, waits and the reference stay empty, so such a model must never reach a check,
   // compare or export.

@@ -108,10 +108,10 @@ int64_t recordShard(Db& db, const ShardMergeInfo& s, const std::string& state,
 // delete scans the table).
 int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBefore) {
   static const char* kCounted[] = {
-      "ranks",        "plan",   "actions",          "transfers",
-      "gradients",    "losses", "inputs",           "diagnoses",
-      "collectives",  "waits",  "reference_losses", "reference_gradients",
-      "message_roles", "module_steps", "p2p_batches"};
+      "ranks",         "plan",         "actions",          "transfers",
+      "gradients",     "losses",       "inputs",           "diagnoses",
+      "collectives",   "waits",        "reference_losses", "reference_gradients",
+      "message_roles", "module_steps", "p2p_batches",      "injected_faults"};
   Transaction tx(db);
   std::string update =
       "UPDATE shards SET state='merged', note=NULL, merged_unix_ms=" + std::to_string(nowUnixMs());

@@ -31,6 +31,7 @@ void writeRankShard(const model::RunModel& model, int r, const std::string& shar
   forRank(model.losses, r, [&](const auto& l) { w->loss(l); });
   forRank(model.diagnoses, r, [&](const auto& d) { w->diagnosis(d); });
   forRank(model.waits, r, [&](const auto& x) { w->wait(x); });
+  forRank(model.injectedFaults, r, [&](const auto& f) { w->injectedFault(f); });
   forRank(model.moduleSteps, r, [&](const auto& s) { w->moduleStep(s); });
   forRank(model.messageRoles, r, [&](const auto& x) { w->messageRole(x); });
   w->close();

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <limits>
@@ -75,6 +76,7 @@ class Loader {
       readInputs();
     }
     if (timeline) readDiagnoses();
+    if (timeline) readInjectedFaults();
     if (messages) readCollectives();
     if (messages) readMessageRoles();
     if (values) readModuleSteps();
@@ -1306,6 +1308,65 @@ class Loader {
     }
   }
 
+  // Planted faults; a file written before their table existed has them only in its
+  // `fault_injected` sentences ("fault injection (delay 10 s,drop) on rank 1's send of ..."),
+  // read here, the one place that reads them.
+  void readInjectedFaults() {
+    if (!db_.hasTable("injected_faults")) {
+      for (const auto& d : m_.diagnoses)
+        if (d.kind == events::DiagnosisKind::FaultInjected)
+          m_.injectedFaults.push_back(faultOfSentence(d));
+      return;
+    }
+    Stmt s = db_.prepare(
+        "SELECT rank, iteration, action_seq, peer, kinds, delay_s, time_ns FROM injected_faults "
+        "ORDER BY rowid");
+    while (s.step()) {
+      events::InjectedFaultRecord f;
+      f.rank = bounded(s, 0, "injected_faults", "rank", 0, kLastRank);
+      f.iteration = bounded(s, 1, "injected_faults", "iteration", -1, kLastIteration);
+      f.actionSeq = bounded(s, 2, "injected_faults", "action_seq", -1, kInt32Max);
+      f.peer = bounded(s, 3, "injected_faults", "peer", -1, kLastRank);
+      f.kinds = splitKinds(s.text(4));
+      real("injected_faults", s, 5, &f.delaySeconds);
+      f.timeNs = s.i64(6);
+      m_.injectedFaults.push_back(std::move(f));
+    }
+  }
+
+  static std::vector<std::string> splitKinds(std::string_view text) {
+    std::vector<std::string> kinds;
+    while (!text.empty()) {
+      const size_t comma = text.find(',');
+      kinds.emplace_back(text.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      text.remove_prefix(comma + 1);
+    }
+    return kinds;
+  }
+
+  // A format-3 file's fault_injected diagnosis as a record: the kinds are the parenthesis's
+  // comma list ("delay 10 s" gives the delay's length).
+  static events::InjectedFaultRecord faultOfSentence(const events::DiagnosisRecord& d) {
+    events::InjectedFaultRecord f;
+    f.rank = d.rank;
+    f.iteration = d.iteration;
+    f.actionSeq = d.actionSeq;
+    f.peer = d.waitsOnRank;
+    f.timeNs = d.timeNs;
+    const size_t open = d.message.find('('), close = d.message.find(')', open);
+    if (open == std::string::npos || close == std::string::npos) return f;
+    for (std::string k :
+         splitKinds(std::string_view(d.message).substr(open + 1, close - open - 1))) {
+      if (k.rfind("delay ", 0) == 0) {
+        f.delaySeconds = std::strtod(k.c_str() + 6, nullptr);
+        k = "delay";
+      }
+      f.kinds.push_back(std::move(k));
+    }
+    return f;
+  }
+
   void readWaits() {
     Stmt s = db_.prepare(
         "SELECT rank, iteration, action_seq, action, microbatch, peer, op, edge, direction, "
@@ -1568,6 +1629,7 @@ void applyClockOffsets(model::RunModel& m) {
     c.endNs = minusWrapping(c.endNs, off(c.rank));
   }
   for (auto& w : m.waits) w.timeNs = minusWrapping(w.timeNs, off(w.rank));
+  for (auto& f : m.injectedFaults) f.timeNs = minusWrapping(f.timeNs, off(f.rank));
   m.clockOffsetsApplied = true;
 }
 
@@ -1754,6 +1816,10 @@ void sortRest(model::RunModel& m) {
   std::stable_sort(m.waits.begin(), m.waits.end(), [](const auto& a, const auto& b) {
     return std::tie(a.timeNs, a.rank) < std::tie(b.timeNs, b.rank);
   });
+  std::stable_sort(m.injectedFaults.begin(), m.injectedFaults.end(),
+                   [](const auto& a, const auto& b) {
+                     return std::tie(a.timeNs, a.rank) < std::tie(b.timeNs, b.rank);
+                   });
   std::stable_sort(m.batchMembers.begin(), m.batchMembers.end(), [](const auto& a, const auto& b) {
     return std::tie(a.rank, a.iteration, a.seq) < std::tie(b.rank, b.iteration, b.seq);
   });

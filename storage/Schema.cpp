@@ -269,6 +269,18 @@ std::vector<TableDef> makeTables() {
                 {"time_ns", "INTEGER"},
                 shardId},
                true});
+  // Planted faults that acted on a rank's send (events::InjectedFaultRecord).  Added within
+  // format 3: a file without it has only its `fault_injected` diagnoses (RunReader reads them).
+  t.push_back({"injected_faults",
+               {{"rank", "INTEGER NOT NULL"},
+                {"iteration", "INTEGER"},
+                {"action_seq", "INTEGER"},
+                {"peer", "INTEGER"},
+                {"kinds", "TEXT"},
+                {"delay_s", "REAL"},
+                {"time_ns", "INTEGER"},
+                shardId},
+               true});
   // The single-process reference of `run --reference`: never mixed into per-rank tables.
   t.push_back({"reference_losses",
                {{"iteration", "INTEGER"},

@@ -49,6 +49,7 @@ struct RowBinder {
     s.bind(next++, v);
   }
   void text(std::string_view v) { s.bindTextStatic(next++, v); }
+  void textCopy(std::string_view v) { s.bindText(next++, v); }  // for a text made for the row
   void null() { s.bindNull(next++); }
   void real(double v) { bindReal(s, next++, v); }
   void blob(const std::vector<uint8_t>& p) { s.bindBlobStatic(next++, p.data(), p.size()); }
@@ -84,7 +85,8 @@ struct ShardWriter::Impl {
   Db db;
   Stmt begin, commit;
   TableInsert ranks, planned, actions, transfers, gradients, losses, inputs, diagnoses, collectives,
-      messageRoles, waits, referenceLosses, referenceGradients, moduleSteps, batchMembers;
+      messageRoles, waits, injectedFaults, referenceLosses, referenceGradients, moduleSteps,
+      batchMembers;
   // Two list texts per row of a multi-row statement: they must all stay valid until its step.
   ListText lists[kRowsPerInsert][2];
   RecordLevel level;
@@ -103,6 +105,7 @@ struct ShardWriter::Impl {
     collectives = TableInsert(db, "collectives");
     messageRoles = TableInsert(db, "message_roles");
     waits = TableInsert(db, "waits");
+    injectedFaults = TableInsert(db, "injected_faults");
     batchMembers = TableInsert(db, "p2p_batches");
     referenceLosses = TableInsert(db, "reference_losses");
     referenceGradients = TableInsert(db, "reference_gradients");
@@ -269,6 +272,17 @@ struct ShardWriter::Impl {
     stats(b, g.hasStats, g.stats);
     payload(b, g.payload);
   }
+  void bindInjectedFault(RowBinder& b, const events::InjectedFaultRecord& f) {
+    b.put(f.rank);
+    b.put(f.iteration);
+    b.put(f.actionSeq);
+    b.put(f.peer);
+    std::string kinds;
+    for (const auto& k : f.kinds) kinds += (kinds.empty() ? "" : ",") + k;
+    b.textCopy(kinds);
+    b.real(f.delaySeconds);
+    b.put(f.timeNs);
+  }
   void bindWait(RowBinder& b, const events::WaitRecord& w) {
     b.put(w.rank);
     b.put(w.iteration);
@@ -390,6 +404,8 @@ struct ShardWriter::Impl {
       insertAll(messageRoles, batch.messageRoles,
                 [&](RowBinder& b, int, const auto& r) { bindMessageRole(b, r); });
       insertAll(waits, batch.waits, [&](RowBinder& b, int, const auto& w) { bindWait(b, w); });
+      insertAll(injectedFaults, batch.injectedFaults,
+                [&](RowBinder& b, int, const auto& f) { bindInjectedFault(b, f); });
       insertAll(moduleSteps, batch.moduleSteps,
                 [&](RowBinder& b, int, const auto& m) { bindModuleStep(b, m); });
       insertAll(batchMembers, batch.batchMembers, [&](RowBinder& b, int k, const auto& m) {
@@ -426,6 +442,7 @@ void ShardWriter::Batch::clear() {
   messageRoles.clear();
   moduleSteps.clear();
   waits.clear();
+  injectedFaults.clear();
   batchMembers.clear();
   referenceLosses.clear();
   referenceGradients.clear();
@@ -556,6 +573,9 @@ void ShardWriter::batchMember(events::BatchMemberRecord b) {
 }
 void ShardWriter::wait(events::WaitRecord w) {
   enqueue(&Batch::waits, std::move(w), 0);
+}
+void ShardWriter::injectedFault(events::InjectedFaultRecord f) {
+  enqueue(&Batch::injectedFaults, std::move(f), 0);
 }
 void ShardWriter::referenceLoss(events::LossRecord l) {
   enqueue(&Batch::referenceLosses, std::move(l), 0);

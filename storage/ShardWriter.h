@@ -78,6 +78,7 @@ class ShardWriter final : public events::Recorder {
   void moduleStep(events::ModuleStepRecord s) override;
   void batchMember(events::BatchMemberRecord b) override;
   void wait(events::WaitRecord w) override;
+  void injectedFault(events::InjectedFaultRecord f) override;
   void referenceLoss(events::LossRecord loss) override;
   void referenceGradient(events::GradientRecord gradient) override;
   // Blocks until every record enqueued before the call is committed.  Throws
@@ -106,6 +107,7 @@ class ShardWriter final : public events::Recorder {
     RecordList<events::MessageRoleRecord> messageRoles;
     RecordList<events::ModuleStepRecord> moduleSteps;
     RecordList<events::WaitRecord> waits;
+    RecordList<events::InjectedFaultRecord> injectedFaults;
     RecordList<events::BatchMemberRecord> batchMembers;
     RecordList<events::LossRecord> referenceLosses;
     RecordList<events::GradientRecord> referenceGradients;

@@ -1,11 +1,13 @@
 #include "core/analysis/HangGraph.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
 #include "core/analysis/Pairing.h"
 #include "core/events/ShapeMessage.h"
+#include "core/plan/Config.h"
 
 namespace stagescope::analysis {
 
@@ -422,60 +424,70 @@ void addNotPosted(const model::RunModel& run, std::map<int, WaitEdge>& waits,
   }
 }
 
+// The kinds of a planted fault as one phrase, as the rank's own diagnosis says them:
+// "delay 8 s", "corrupt,nan".
+std::string faultPhrase(const events::InjectedFaultRecord& f) {
+  std::string phrase;
+  for (const auto& k : f.kinds) {
+    phrase += (phrase.empty() ? "" : ",") + k;
+    if (k == plan::toString(plan::FaultKind::Delay)) phrase += " " + secondsText(f.delaySeconds);
+  }
+  return phrase;
+}
+
+bool hasKind(const events::InjectedFaultRecord& f, plan::FaultKind kind) {
+  return std::find(f.kinds.begin(), f.kinds.end(), plan::toString(kind)) != f.kinds.end();
+}
+
+// The verdict of a fault that explains rank `waiter`'s wait `e`: a drop was never sent, a delay
+// held the message past the wait, any other kind is named as the rank planted it.
+HangVerdict faultVerdict(const events::InjectedFaultRecord& f, const WaitEdge& e, int waiter) {
+  std::string what = e.waitsFor;
+  const auto from = what.find(" from rank ");
+  if (from != std::string::npos) what.erase(from);
+  const std::string sender = "rank " + std::to_string(e.waitsOn);
+  const std::string receiver = "rank " + std::to_string(waiter);
+  if (hasKind(f, plan::FaultKind::Drop))
+    return {e.waitsOn,
+            sender + " dropped " + what + " to " + receiver + " (fault injection): the message " +
+                receiver + " waits for was never sent",
+            HangCause::Fault,
+            waiter,
+            {},
+            "drop"};
+  if (hasKind(f, plan::FaultKind::Delay))
+    return {e.waitsOn,
+            sender + " was held by a planted " + faultPhrase(f) + " before sending " + what +
+                " to " + receiver + ", longer than " + receiver + " waited",
+            HangCause::Fault,
+            waiter,
+            {},
+            "delay"};
+  return {e.waitsOn,
+          sender + " injected a fault into " + what + " to " + receiver + " (a planted " +
+              faultPhrase(f) + ")",
+          HangCause::Fault,
+          waiter,
+          {},
+          faultPhrase(f)};
+}
+
 // A fault injected by the awaited rank in the same iteration, at an action that exchanges the
-// awaited microbatch with the waiting rank, explains the wait.
+// awaited microbatch with the waiting rank, explains the wait.  Read from the structured
+// records (RunModel::injectedFaults), never from a sentence.
 void addFaultVerdicts(const model::RunModel& run, const std::map<int, WaitEdge>& waits,
-                      const std::vector<const events::DiagnosisRecord*>& faults, WaitGraph& g) {
+                      WaitGraph& g) {
   for (const auto& [rank, e] : waits) {
     if (e.microbatch < 0) continue;
-    for (const auto* f : faults) {
-      if (f->rank != e.waitsOn || f->iteration != e.iteration) continue;
-      if (f->waitsOnRank >= 0 && f->waitsOnRank != rank) continue;  // sent to someone else
-      const Awaited sent = sentAt(run, f->rank, f->iteration, f->actionSeq);
+    for (const auto& f : run.injectedFaults) {
+      if (f.rank != e.waitsOn || f.iteration != e.iteration) continue;
+      if (f.peer >= 0 && f.peer != rank) continue;  // sent to someone else
+      const Awaited sent = sentAt(run, f.rank, f.iteration, f.actionSeq);
       if (!sent.known || e.sending || sent.direction != e.direction ||
           sent.microbatch != e.microbatch) {
         continue;
       }
-      // The fault's kind is only in its sentence ("fault injection (drop) on rank ...").
-      const bool dropped = f->message.find("(drop") != std::string::npos ||
-                           f->message.find(",drop") != std::string::npos;
-      const bool delayed = f->message.find("(delay") != std::string::npos ||
-                           f->message.find(",delay") != std::string::npos;
-      std::string what = e.waitsFor;
-      const auto from = what.find(" from rank ");
-      if (from != std::string::npos) what.erase(from);
-      if (dropped) {
-        g.verdicts.push_back({e.waitsOn,
-                              "rank " + std::to_string(e.waitsOn) + " dropped " + what +
-                                  " to rank " + std::to_string(rank) +
-                                  " (fault injection): the message rank " + std::to_string(rank) +
-                                  " waits for was never sent",
-                              HangCause::Fault,
-                              rank,
-                              {},
-                              "drop"});
-      } else if (delayed) {
-        const std::string kinds = f->message.substr(f->message.find('(') + 1);
-        g.verdicts.push_back({e.waitsOn,
-                              "rank " + std::to_string(e.waitsOn) + " was held by a planted " +
-                                  kinds.substr(0, kinds.find(')')) + " before sending " + what +
-                                  " to rank " + std::to_string(rank) + ", longer than rank " +
-                                  std::to_string(rank) + " waited",
-                              HangCause::Fault,
-                              rank,
-                              {},
-                              "delay"});
-      } else {
-        g.verdicts.push_back({e.waitsOn,
-                              "rank " + std::to_string(e.waitsOn) + " injected a fault into " +
-                                  what + " to rank " + std::to_string(rank) + " (" + f->message +
-                                  ")",
-                              HangCause::Fault,
-                              rank,
-                              {},
-                              f->message.substr(f->message.find('(') + 1,
-                                                f->message.find(')') - f->message.find('(') - 1)});
-      }
+      g.verdicts.push_back(faultVerdict(f, e, rank));
     }
   }
 }
@@ -581,14 +593,12 @@ WaitGraph waitForGraph(const model::RunModel& run) {
     rows[r.rank] = &r;
     waits[r.rank] = edgeOfWaitRow(run, r);
   }
-  std::vector<const events::DiagnosisRecord*> faults;
   for (const auto& d : run.diagnoses) {
     WaitEdge e;
     if (d.kind == events::DiagnosisKind::Timeout && !waits.count(d.rank) &&
         !completedLate(run, d.rank, d.iteration, d.actionSeq) && edgeOfTimeout(run, d, &e)) {
       waits[d.rank] = e;
     }
-    if (d.kind == events::DiagnosisKind::FaultInjected) faults.push_back(&d);
     if (d.kind == events::DiagnosisKind::Error && g.erroredRank < 0) {
       g.erroredRank = d.rank;
       g.error = d.message;
@@ -599,7 +609,7 @@ WaitGraph waitForGraph(const model::RunModel& run) {
   addCyclesAndMissingPartners(run, waits, g);
   addNotPosted(run, waits, rows, g);
   addTooShortWaits(run, waits, g);
-  addFaultVerdicts(run, waits, faults, g);
+  addFaultVerdicts(run, waits, g);
   // A wait a fault explains needs no second explanation ("rank 1 has not posted the send ...
   // that rank 2 waits for" after "rank 1 dropped the activation ... to rank 2").
   std::erase_if(g.verdicts, [&](const HangVerdict& v) {

@@ -308,8 +308,12 @@ void Communicator::postSend(Exchange& ex, const plan::Message& m,
 // Says what fault injection did to this send, as a diagnosis.
 void Communicator::noteFault(const FaultInjector* faults, const events::TransferRecord& rec) {
   if (!faults) return;
-  const std::string kinds = faults->matchingKinds(rec);
-  if (kinds.empty()) return;
+  events::InjectedFaultRecord fault = faults->matching(rec);
+  if (fault.kinds.empty()) return;
+  const std::string kinds = FaultInjector::describeKinds(fault);
+  fault.rank = me_.rank;
+  fault.timeNs = nowNs();
+  recorder_.injectedFault(fault);
   events::DiagnosisRecord d;
   d.rank = me_.rank;
   d.kind = events::DiagnosisKind::FaultInjected;
@@ -318,7 +322,7 @@ void Communicator::noteFault(const FaultInjector* faults, const events::Transfer
   d.waitsOnRank = rec.dstRank;
   d.message = "fault injection (" + kinds + ") on rank " + std::to_string(me_.rank) +
               "'s send of " + describe(rec) + " in iteration " + std::to_string(rec.iteration);
-  d.timeNs = nowNs();
+  d.timeNs = fault.timeNs;
   recorder_.diagnosis(std::move(d));
 }
 

@@ -43,15 +43,28 @@ std::string secondsText(double seconds) {
 
 }  // namespace
 
-std::string FaultInjector::matchingKinds(const events::TransferRecord& rec) const {
-  std::string kinds;
+events::InjectedFaultRecord FaultInjector::matching(const events::TransferRecord& rec) const {
+  events::InjectedFaultRecord out;
+  out.rank = rec.srcRank;
+  out.peer = rec.dstRank;
+  out.iteration = rec.iteration;
+  out.actionSeq = rec.actionSeq;
   using plan::FaultKind;
   for (FaultKind k : {FaultKind::Delay, FaultKind::Drop, FaultKind::Corrupt, FaultKind::Shape,
                       FaultKind::Nan, FaultKind::Inf}) {
     const auto* f = match(rec, k);
     if (!f) continue;
-    kinds += (kinds.empty() ? "" : ",") + std::string(plan::toString(k));
-    if (k == FaultKind::Delay) kinds += " " + secondsText(f->delaySeconds);
+    out.kinds.push_back(plan::toString(k));
+    if (k == FaultKind::Delay) out.delaySeconds = f->delaySeconds;
+  }
+  return out;
+}
+
+std::string FaultInjector::describeKinds(const events::InjectedFaultRecord& f) {
+  std::string kinds;
+  for (const auto& k : f.kinds) {
+    kinds += (kinds.empty() ? "" : ",") + k;
+    if (k == plan::toString(plan::FaultKind::Delay)) kinds += " " + secondsText(f.delaySeconds);
   }
   return kinds;
 }

@@ -24,9 +24,12 @@ class FaultInjector {
   // Called after the sender's record was filled (delay, corrupt, shape: the record does not
   // see them); returns true when the send must be dropped.
   bool beforeSend(const events::TransferRecord& rec, at::Tensor& payload) const;
-  // The kinds of the faults that match this transfer ("drop", "corrupt,nan", a delay with its
-  // length: "delay 10 s"), "" if none.
-  std::string matchingKinds(const events::TransferRecord& rec) const;
+  // The faults that act on this transfer, as a record (kinds empty: none).  The record's rank,
+  // peer, iteration and action come from `rec`; its time is left to the caller.
+  events::InjectedFaultRecord matching(const events::TransferRecord& rec) const;
+  // The same kinds as one phrase for a sentence ("drop", "corrupt,nan", "delay 10 s"), "" if
+  // none.
+  static std::string describeKinds(const events::InjectedFaultRecord& f);
   // Called at each compute action; kills the process for a matching kill fault.
   void atCompute(int iteration, int microbatch, bool backward) const;
 

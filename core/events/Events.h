@@ -353,4 +353,17 @@ struct WaitRecord {
   int64_t timeNs = 0;                           // when it gave up (recording host's clock)
 };
 
+// A planted fault that acted on one of this rank's sends (the config's [[faults]], `--fault`):
+// structured, so the wait-for graph explains a wait by the fault's kind, never by the sentence
+// of its `fault_injected` diagnosis.  Written before the fault acts (a delay: before it sleeps).
+struct InjectedFaultRecord {
+  int32_t rank = -1;                       // the sending rank
+  int32_t iteration = -1, actionSeq = -1;  // the send's action
+  int32_t peer = -1;                       // the receiving rank
+  std::vector<std::string> kinds;          // the config's kind names, in the order they act
+                                           // ("delay", "drop", "corrupt", "shape", "nan", "inf")
+  double delaySeconds = 0;                 // a "delay" kind's sleep (s); 0 without one
+  int64_t timeNs = 0;                      // recording host's clock
+};
+
 }  // namespace stagescope::events

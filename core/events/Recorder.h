@@ -39,6 +39,9 @@ class Recorder {
   // Which captured point-to-point ops one batch_isend_irecv posted; others drop them.
   virtual void batchMember(BatchMemberRecord) {}
   virtual void wait(WaitRecord w) = 0;  // what this rank waited on at a timeout
+  // A planted fault that acted on a send of this rank; recorders that do not store them drop
+  // them.
+  virtual void injectedFault(InjectedFaultRecord) {}
   // The single-process reference (`run --reference`): its own tables, never per-rank rows.
   virtual void referenceLoss(LossRecord loss) = 0;
   virtual void referenceGradient(GradientRecord gradient) = 0;
@@ -113,6 +116,7 @@ class FilteringRecorder final : public Recorder {
     if (keeps(s.iteration)) inner_.moduleStep(std::move(s));
   }
   void wait(WaitRecord w) override { inner_.wait(std::move(w)); }
+  void injectedFault(InjectedFaultRecord f) override { inner_.injectedFault(std::move(f)); }
   void referenceLoss(LossRecord l) override { inner_.referenceLoss(std::move(l)); }
   void referenceGradient(GradientRecord g) override { inner_.referenceGradient(std::move(g)); }
   void flush() override { inner_.flush(); }

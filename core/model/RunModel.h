@@ -79,6 +79,9 @@ struct RunModel {
   // What each rank waited on when it timed out (the hang's wait-for edges), sorted by
   // (timeNs, rank).  Empty for runs without a timeout and for format-1 files.
   std::vector<events::WaitRecord> waits;
+  // Planted faults that acted on sends, sorted by (timeNs, rank); a file written before they
+  // had a table of their own gives those its `fault_injected` diagnoses describe.
+  std::vector<events::InjectedFaultRecord> injectedFaults;
   // Captured point-to-point ops one batch_isend_irecv posted, sorted by (rank, iteration, seq);
   // batchesRecorded is false for a file without the p2p_batches table (nothing is known).
   std::vector<events::BatchMemberRecord> batchMembers;

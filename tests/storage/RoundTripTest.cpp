@@ -6,6 +6,7 @@
 #include "storage/RunReader.h"
 #include "storage/Schema.h"
 #include "storage/ShardWriter.h"
+#include "storage/Sqlite.h"
 
 namespace stagescope::storage::test {
 namespace {
@@ -309,6 +310,54 @@ TEST(RoundTrip, PayloadsAreNotLoadedUnlessAsked) {
   EXPECT_EQ(loadTransferPayload(run, m.transferIds[0]),
             sampleTransfer(events::Side::Send, 0, 1, 0, 0).payload);
   EXPECT_TRUE(loadTransferPayload(run, 999).empty());
+}
+
+// A planted fault comes back as the record it was written as; a file written before the
+// `injected_faults` table existed gives the same record from its fault_injected sentence.
+TEST(RoundTrip, InjectedFaultsAsRecordsAndFromTheSentencesOfOlderFiles) {
+  TempDir dir;
+  const std::string run = dir.file("run.db");
+  createRunFile(run, sampleRun(2, RecordLevel::Meta));
+  events::InjectedFaultRecord f;
+  f.rank = 1;
+  f.iteration = 2;
+  f.actionSeq = 5;
+  f.peer = 0;
+  f.kinds = {"delay", "drop"};
+  f.delaySeconds = 8;
+  f.timeNs = 1000;
+  events::DiagnosisRecord d;
+  d.rank = 1;
+  d.kind = events::DiagnosisKind::FaultInjected;
+  d.iteration = 2;
+  d.actionSeq = 5;
+  d.waitsOnRank = 0;
+  d.message =
+      "fault injection (delay 8 s,drop) on rank 1's send of the activation of "
+      "microbatch 0 in iteration 2";
+  d.timeNs = 1000;
+  {
+    auto w = ShardWriter::open(shardPathFor(run, 1), RecordLevel::Meta, 1);
+    w->injectedFault(f);
+    w->diagnosis(d);
+  }
+  ASSERT_TRUE(mergeShards(run, findShards(run)).ok());
+  auto expectTheFault = [&](const model::RunModel& m) {
+    ASSERT_EQ(m.injectedFaults.size(), 1u);
+    const auto& got = m.injectedFaults[0];
+    EXPECT_EQ(got.rank, 1);
+    EXPECT_EQ(got.iteration, 2);
+    EXPECT_EQ(got.actionSeq, 5);
+    EXPECT_EQ(got.peer, 0);
+    EXPECT_EQ(got.kinds, (std::vector<std::string>{"delay", "drop"}));
+    EXPECT_DOUBLE_EQ(got.delaySeconds, 8);
+  };
+  expectTheFault(loadRun(run));
+  {
+    Db db(run, Db::Mode::ReadWrite);
+    db.exec("DROP TABLE injected_faults");
+  }
+  expectTheFault(loadRun(run));
 }
 
 // `merge` judges a run's status from its plan, actions and diagnoses only (statusOnly): those

@@ -309,7 +309,9 @@ struct ShardWriter::Impl {
   }
   void bindDiagnosis(RowBinder& b, const events::DiagnosisRecord& d) {
     b.put(d.rank);
-    b.text(d.kindName());
+    // A view of text that outlives the step (the bind does not copy): never a temporary.
+    b.text(d.kind == events::DiagnosisKind::Other ? std::string_view(d.otherKind)
+                                                  : std::string_view(events::toString(d.kind)));
     b.put(d.iteration);
     b.put(d.actionSeq);
     b.put(d.waitsOnRank);

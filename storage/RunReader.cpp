@@ -22,6 +22,7 @@
 
 #include "core/events/Limits.h"
 #include "core/model/EdgeRanks.h"
+#include "core/model/Pairing.h"
 #include "storage/Merge.h"
 #include "storage/Schema.h"
 #include "storage/Sqlite.h"
@@ -1686,39 +1687,6 @@ void sortTransfers(model::RunModel& m) {
   permute(m.transfers, order);
 }
 
-bool sameMessage(const events::TransferRecord& a, const events::TransferRecord& b) {
-  return a.iteration == b.iteration && a.microbatch == b.microbatch && a.direction == b.direction &&
-         a.srcRank == b.srcRank && a.dstRank == b.dstRank && a.edge == b.edge;
-}
-
-// Pairs the k-th send with the k-th receive of each message key (transfers must be sorted).
-void pairTransfers(model::RunModel& m) {
-  const auto& ts = m.transfers;
-  std::vector<int64_t> sends, recvs;
-  for (size_t g = 0; g < ts.size();) {
-    size_t end = g + 1;
-    while (end < ts.size() && sameMessage(ts[g], ts[end])) ++end;
-    sends.clear();
-    recvs.clear();
-    for (size_t i = g; i < end; ++i)
-      (ts[i].side == events::Side::Send ? sends : recvs).push_back(static_cast<int64_t>(i));
-    for (size_t k = 0; k < std::max(sends.size(), recvs.size()); ++k) {
-      model::TransferPair p;
-      p.send = k < sends.size() ? sends[k] : -1;
-      p.recv = k < recvs.size() ? recvs[k] : -1;
-      if (p.complete()) {
-        const auto& s = ts[static_cast<size_t>(p.send)];
-        const auto& r = ts[static_cast<size_t>(p.recv)];
-        p.shapeMatches = s.shape == r.shape;
-        p.dtypeMatches = s.dtype == r.dtype;
-        p.checksumMatches = s.checksum == 0 || r.checksum == 0 || s.checksum == r.checksum;
-      }
-      m.pairs.push_back(p);
-    }
-    g = end;
-  }
-}
-
 // Sorts gradients by (iteration, phase, param, tp, pp, dp, microbatch, file order), the param
 // by the rank of its name among the distinct names (few: each is compared once, here).  Each
 // record's fields are packed into one 64-bit key, each field in the bits its largest value in
@@ -1953,7 +1921,7 @@ model::RunModel loadRun(const std::string& path, const LoadOptions& opts,
   sortActions(m.plan);
   sortActions(m.actions);
   sortTransfers(m);
-  pairTransfers(m);
+  m.pairs = model::pairTransfers(m.transfers);  // one pass: the transfers are in its order
   sortRest(m);
   computeTimeRange(m);
   if (progress) progress(1.0f);

@@ -1,12 +1,11 @@
 #include "core/analysis/Pairing.h"
 
 #include <algorithm>
-#include <numeric>
-#include <tuple>
+
+#include "core/model/Pairing.h"
 
 namespace stagescope::analysis {
 
-using events::Side;
 using events::TransferRecord;
 using model::RunModel;
 using model::TransferPair;
@@ -27,51 +26,9 @@ const events::RankInfo* findRank(const RunModel& run, int rank, const std::strin
   return nullptr;
 }
 
-std::vector<TransferPair> pairTransfers(const std::vector<TransferRecord>& t) {
-  std::vector<size_t> order(t.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  auto key = [&](size_t i) {
-    const auto& r = t[i];
-    return std::tie(r.edge, r.direction, r.iteration, r.microbatch, r.srcRank, r.dstRank);
-  };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
-  std::vector<TransferPair> pairs;
-  pairs.reserve(t.size() / 2 + 1);
-  size_t i = 0;
-  while (i < order.size()) {
-    size_t j = i;
-    while (j < order.size() && key(order[j]) == key(order[i])) ++j;
-    std::vector<size_t> sends, recvs;
-    for (size_t k = i; k < j; ++k) {
-      (t[order[k]].side == Side::Send ? sends : recvs).push_back(order[k]);
-    }
-    size_t n = std::max(sends.size(), recvs.size());
-    for (size_t k = 0; k < n; ++k) {
-      TransferPair p;
-      if (k < sends.size()) p.send = static_cast<int64_t>(sends[k]);
-      if (k < recvs.size()) p.recv = static_cast<int64_t>(recvs[k]);
-      if (p.send >= 0 && p.recv >= 0) {
-        const auto& s = t[p.send];
-        const auto& r = t[p.recv];
-        p.shapeMatches = s.shape == r.shape;  // as the reader pairs them (storage/RunReader)
-        p.dtypeMatches = s.dtype == r.dtype;
-        p.checksumMatches = !(s.checksum != 0 && r.checksum != 0 && s.checksum != r.checksum);
-      }
-      pairs.push_back(p);
-    }
-    i = j;
-  }
-  std::sort(pairs.begin(), pairs.end(), [](const TransferPair& a, const TransferPair& b) {
-    int64_t x = a.send >= 0 ? a.send : a.recv;
-    int64_t y = b.send >= 0 ? b.send : b.recv;
-    return x < y;
-  });
-  return pairs;
-}
-
 const std::vector<TransferPair>& pairsOf(const RunModel& run, std::vector<TransferPair>& scratch) {
   if (!run.pairs.empty() || run.transfers.empty()) return run.pairs;
-  scratch = pairTransfers(run.transfers);
+  scratch = model::pairTransfers(run.transfers);
   return scratch;
 }
 

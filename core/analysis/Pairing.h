@@ -1,4 +1,5 @@
-// Send/receive pairing and lookups over the read model (tolerant of holes in partial runs).
+// The run's pairs and lookups over the read model (tolerant of holes in partial runs).  Which
+// send and which receive are one message is core/model/Pairing.h's rule, decided only there.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,8 @@ namespace stagescope::analysis {
 const events::RankInfo* findRank(const model::RunModel& run, int rank);
 const events::RankInfo* findRank(const model::RunModel& run, int rank, const std::string& module);
 
-// Pairs sends with receives by (edge, direction, iteration, microbatch, srcRank, dstRank);
-// several messages with the same key pair up in order.  Same semantics as RunModel::pairs.
-std::vector<model::TransferPair> pairTransfers(const std::vector<events::TransferRecord>& t);
-
-// RunModel::pairs when the reader filled it, otherwise pairs computed here (into scratch).
+// RunModel::pairs when the reader filled it, otherwise the pairs of the one pairing rule
+// (model::pairTransfers, core/model/Pairing.h) computed into scratch.
 const std::vector<model::TransferPair>& pairsOf(const model::RunModel& run,
                                                 std::vector<model::TransferPair>& scratch);
 

@@ -17,6 +17,7 @@
 #include "core/analysis/Coverage.h"
 #include "core/analysis/NonFinite.h"
 #include "core/analysis/Pairing.h"
+#include "core/model/Pairing.h"
 #include "storage/RunFileWriter.h"
 #include "storage/RunReader.h"
 #include "tests/support/SyntheticRun.h"
@@ -92,7 +93,7 @@ TEST(ColocatedRun, LocalHandOffsPairLikeAnyTransfer) {
     EXPECT_EQ(run.transfers[i].rank, 1);
     EXPECT_EQ(run.transfers[i].edgeKind, events::EdgeKind::Bridge);
   }
-  const auto pairs = pairTransfers(run.transfers);
+  const auto pairs = model::pairTransfers(run.transfers);
   size_t localPairs = 0;
   for (const auto& p : pairs) {
     ASSERT_TRUE(p.complete());

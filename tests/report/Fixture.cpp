@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/analysis/Analysis.h"
+#include "core/model/Pairing.h"
 
 namespace stagescope::report::testing {
 
@@ -72,7 +73,7 @@ void repair(model::RunModel& run) {
             });
   run.transferIds.resize(run.transfers.size());
   for (size_t i = 0; i < run.transferIds.size(); ++i) run.transferIds[i] = static_cast<int64_t>(i);
-  run.pairs = pairTransfers(run.transfers);
+  run.pairs = model::pairTransfers(run.transfers);
 }
 
 model::RunModel killedAt(model::RunModel run, int iteration) {

@@ -9,6 +9,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/model/Pairing.h"
+
 namespace stagescope::testing {
 namespace {
 
@@ -384,30 +386,7 @@ SyntheticSpec benchmarkSpec(size_t events) {
 }
 
 void buildPairs(model::RunModel& model) {
-  model.pairs.clear();
-  const auto& t = model.transfers;
-  auto sameMessage = [&](size_t a, size_t b) {
-    return t[a].iteration == t[b].iteration && t[a].microbatch == t[b].microbatch &&
-           t[a].edge == t[b].edge && t[a].direction == t[b].direction &&
-           t[a].srcRank == t[b].srcRank && t[a].dstRank == t[b].dstRank;
-  };
-  for (size_t i = 0; i < t.size();) {
-    size_t j = i + 1;
-    while (j < t.size() && sameMessage(i, j)) ++j;
-    model::TransferPair pair;
-    for (size_t k = i; k < j; ++k) {
-      if (t[k].side == events::Side::Send && pair.send < 0) pair.send = static_cast<int64_t>(k);
-      if (t[k].side == events::Side::Recv && pair.recv < 0) pair.recv = static_cast<int64_t>(k);
-    }
-    if (pair.send >= 0 && pair.recv >= 0) {
-      const auto& s = t[pair.send];
-      const auto& r = t[pair.recv];
-      pair.shapeMatches = s.shape == r.shape && s.dtype == r.dtype;
-      pair.checksumMatches = !(s.checksum && r.checksum && s.checksum != r.checksum);
-    }
-    model.pairs.push_back(pair);
-    i = j;
-  }
+  model.pairs = model::pairTransfers(model.transfers);
 }
 
 void endRunEarly(model::RunModel& model, const std::vector<int64_t>& cutNs) {

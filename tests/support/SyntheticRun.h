@@ -70,7 +70,7 @@ size_t countEvents(const model::RunModel& model);
 // and losses of the iterations it finished; the plan stays whole.  Pairs are rebuilt.
 void endRunEarly(model::RunModel& model, const std::vector<int64_t>& cutNs);
 
-// Pairs sends with receives (RunModel::pairs) from sorted transfers; exposed for tests.
+// Fills RunModel::pairs by the one pairing rule (core/model/Pairing.h); exposed for tests.
 void buildPairs(model::RunModel& model);
 
 }  // namespace stagescope::testing

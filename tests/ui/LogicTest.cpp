@@ -11,6 +11,7 @@
 #include "core/analysis/HangGraph.h"
 #include "core/analysis/Pairing.h"
 #include "core/analysis/RecordFilter.h"
+#include "core/model/Pairing.h"
 #include "ui/FindFilter.h"
 #include "ui/Formatting.h"
 #include "ui/IterationLines.h"
@@ -342,7 +343,7 @@ TEST(FindFilter, MismatchAndNaN) {
   ASSERT_TRUE(model.pairs.front().ok());
   const int64_t recv = model.pairs.front().recv;
   model.transfers[recv].dtype = "bfloat16";
-  model.pairs = analysis::pairTransfers(model.transfers);
+  model.pairs = model::pairTransfers(model.transfers);
   q = FindQuery{};
   q.mismatch = true;
   hits = findItems(model, q, 1000, &total);

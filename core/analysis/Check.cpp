@@ -205,38 +205,44 @@ bool recorded(const Ctx& c, int rank, int iteration) {
   return !c.opts.filter.any() || c.opts.filter.wantsRankOf(c.run, iteration, rank);
 }
 
+// The one side a message recorded: its send without a receive, or its receive without a send.
+struct LoneSide {
+  const TransferRecord* record = nullptr;  // nullptr: both sides, or neither
+  bool send = false;
+  int partner() const { return send ? record->dstRank : record->srcRank; }  // who lacks one
+};
+LoneSide loneSide(const std::vector<TransferRecord>& t, const model::TransferPair& p) {
+  if (p.send >= 0 && p.recv < 0) return {&t[p.send], true};
+  if (p.recv >= 0 && p.send < 0) return {&t[p.recv], false};
+  return {};
+}
+
+Finding unmatchedFinding(const LoneSide& lone) {
+  const TransferRecord& x = *lone.record;
+  Finding f = transferFinding(x);
+  f.action = lone.send ? "send" : "recv";
+  f.message = std::string(lone.send ? "send without receive: " : "receive without send: ") +
+              describeTransfer(x) + " (recorded by rank " + std::to_string(x.rank) +
+              ", no matching " + (lone.send ? "receive" : "send") + " on rank " +
+              std::to_string(lone.partner()) + ")";
+  return f;
+}
+
 void checkPairs(Ctx& c, CheckResult& unmatched, CheckResult& shape, CheckResult& checksum) {
   const auto& t = c.run.transfers;
   int64_t both = 0, filtered = 0, awaitingMerge = 0;
   for (const auto& p : *c.pairs) {
-    if (p.send < 0 && p.recv >= 0 && !recorded(c, t[p.recv].srcRank, t[p.recv].iteration)) {
-      ++filtered;  // the sender's records were filtered out by design
-      continue;
-    }
-    if (p.recv < 0 && p.send >= 0 && !recorded(c, t[p.send].dstRank, t[p.send].iteration)) {
-      ++filtered;
+    const LoneSide lone = loneSide(t, p);
+    if (lone.record && !recorded(c, lone.partner(), lone.record->iteration)) {
+      ++filtered;  // the partner's records were filtered out by design
       continue;
     }
     if ((p.send < 0 || p.recv < 0) && !c.opts.recover.empty()) {
       ++awaitingMerge;  // its other side may be in a shard not merged yet
       continue;
     }
-    if (p.send < 0 && p.recv >= 0) {
-      Finding f = transferFinding(t[p.recv]);
-      f.action = "recv";
-      f.message = "receive without send: " + describeTransfer(t[p.recv]) + " (recorded by rank " +
-                  std::to_string(t[p.recv].rank) + ", no matching send on rank " +
-                  std::to_string(t[p.recv].srcRank) + ")";
-      add(unmatched, c.opts, f);
-      continue;
-    }
-    if (p.recv < 0 && p.send >= 0) {
-      Finding f = transferFinding(t[p.send]);
-      f.action = "send";
-      f.message = "send without receive: " + describeTransfer(t[p.send]) + " (recorded by rank " +
-                  std::to_string(t[p.send].rank) + ", no matching receive on rank " +
-                  std::to_string(t[p.send].dstRank) + ")";
-      add(unmatched, c.opts, f);
+    if (lone.record) {
+      add(unmatched, c.opts, unmatchedFinding(lone));
       continue;
     }
     if (p.send < 0 || p.recv < 0) continue;

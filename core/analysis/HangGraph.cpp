@@ -64,57 +64,38 @@ struct Awaited {
   bool shape = false;  // the message's shape message (events/ShapeMessage.h), not the message
 };
 
-Awaited awaitedAt(const model::RunModel& run, int rank, int iteration, int seq) {
+// The message one part of action `seq` of a rank's `plan` (planOf) carries: its send part
+// (`send`) or its receive part, as direction + microbatch; not known when it has no such part.
+Awaited partAt(const std::vector<const events::ActionRecord*>& plan, int seq, bool send) {
+  if (seq < 0 || seq >= static_cast<int>(plan.size())) return {};
+  const ActionKind kind = plan[static_cast<size_t>(seq)]->kind;
+  const bool forward =
+      send ? kind == ActionKind::SendForward || kind == ActionKind::SendForwardRecvBackward
+           : kind == ActionKind::RecvForward || kind == ActionKind::SendBackwardRecvForward;
+  const bool backward =
+      send ? kind == ActionKind::SendBackward || kind == ActionKind::SendBackwardRecvForward
+           : kind == ActionKind::RecvBackward || kind == ActionKind::SendForwardRecvBackward;
+  if (!forward && !backward) return {};
   Awaited w;
-  const auto plan = planOf(run, rank, iteration);
-  if (seq < 0 || seq >= static_cast<int>(plan.size())) return w;
   w.known = true;
-  switch (plan[static_cast<size_t>(seq)]->kind) {
-    case ActionKind::RecvForward:
-    case ActionKind::SendBackwardRecvForward:
-      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Forward, true);
-      break;
-    case ActionKind::RecvBackward:
-    case ActionKind::SendForwardRecvBackward:
-      w.direction = events::Direction::Gradient;
-      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Backward, true);
-      break;
-    case ActionKind::SendForward:
-      w.send = true;
-      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Forward, false);
-      break;
-    case ActionKind::SendBackward:
-      w.send = true;
-      w.direction = events::Direction::Gradient;
-      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Backward, false);
-      break;
-    default:
-      w.known = false;
-  }
+  w.send = send;
+  w.direction = forward ? events::Direction::Activation : events::Direction::Gradient;
+  w.microbatch =
+      computeMicrobatch(plan, seq, forward ? ActionKind::Forward : ActionKind::Backward, !send);
   return w;
+}
+
+// What a rank blocked in planned action `seq` waits for: its receive (a combined action blocks
+// on its receive), else its send.
+Awaited awaitedAt(const model::RunModel& run, int rank, int iteration, int seq) {
+  const auto plan = planOf(run, rank, iteration);
+  const Awaited recv = partAt(plan, seq, false);
+  return recv.known ? recv : partAt(plan, seq, true);
 }
 
 // What the send part of planned action `seq` carries (for a fault injected there).
 Awaited sentAt(const model::RunModel& run, int rank, int iteration, int seq) {
-  Awaited w;
-  const auto plan = planOf(run, rank, iteration);
-  if (seq < 0 || seq >= static_cast<int>(plan.size())) return w;
-  w.send = true;
-  w.known = true;
-  switch (plan[static_cast<size_t>(seq)]->kind) {
-    case ActionKind::SendForward:
-    case ActionKind::SendForwardRecvBackward:
-      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Forward, false);
-      break;
-    case ActionKind::SendBackward:
-    case ActionKind::SendBackwardRecvForward:
-      w.direction = events::Direction::Gradient;
-      w.microbatch = computeMicrobatch(plan, seq, ActionKind::Backward, false);
-      break;
-    default:
-      w.known = false;
-  }
-  return w;
+  return partAt(planOf(run, rank, iteration), seq, true);
 }
 
 std::string describeAwaited(const Awaited& w, int peer) {

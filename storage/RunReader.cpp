@@ -595,24 +595,33 @@ class Loader {
     transfers_.reset();
   }
 
+  // The statement reading `cols` of `table`'s rows with rowid in [from, to] that `where` keeps
+  // (empty: every row), in file order, then their payload (NULL unless LoadOptions::payloads):
+  // the one query of the chunked readers (readTransferRows, readGradientRows).
+  Stmt rowRange(const char* table, std::initializer_list<const char*> cols, int64_t from,
+                int64_t to, const std::string& where = "") {
+    Stmt s = db_.prepare("SELECT " + columns(table, cols) + ", " +
+                         (opts_.payloads ? "payload" : "NULL") + " FROM " + stored(table) +
+                         " WHERE rowid BETWEEN ?1 AND ?2" + (where.empty() ? "" : " AND " + where) +
+                         " ORDER BY rowid");
+    s.bind(1, from);
+    s.bind(2, to);
+    return s;
+  }
+
   // Reads the transfer rows with rowid in [from, to] in file order; each goes to
   // `put(rowid, record)`.
   template <typename Put>
   void readTransferRows(int64_t from, int64_t to, Put put) {
-    const std::string payload = opts_.payloads ? "payload" : "NULL";
-    Stmt s = db_.prepare(
-        "SELECT " +
-        columns("transfers", {"id",         "rank",           "side",           "src_rank",
-                              "dst_rank",   "src_group_rank", "dst_group_rank", "edge",
-                              "edge_kind",  "role",           "direction",      "iteration",
-                              "microbatch", "action_seq",     "shape",          "dtype",
-                              "bytes",      "checksum",       "stat_min",       "stat_max",
-                              "stat_mean",  "stat_l2",        "stat_nan_count", "stat_inf_count",
-                              "stat_numel", "start_ns",       "end_ns"}) +
-        ", " + payload + " FROM " + stored("transfers") +
-        " WHERE rowid BETWEEN ?1 AND ?2 ORDER BY rowid");
-    s.bind(1, from);
-    s.bind(2, to);
+    Stmt s =
+        rowRange("transfers", {"id",         "rank",           "side",           "src_rank",
+                               "dst_rank",   "src_group_rank", "dst_group_rank", "edge",
+                               "edge_kind",  "role",           "direction",      "iteration",
+                               "microbatch", "action_seq",     "shape",          "dtype",
+                               "bytes",      "checksum",       "stat_min",       "stat_max",
+                               "stat_mean",  "stat_l2",        "stat_nan_count", "stat_inf_count",
+                               "stat_numel", "start_ns",       "end_ns"},
+                 from, to);
     Memo<events::Side> sides;
     Memo<events::EdgeKind> edgeKinds;
     Memo<events::BridgeRole> roles;
@@ -1079,36 +1088,31 @@ class Loader {
   // a reference row (format 1) to m_.referenceGradients instead.
   template <typename Put>
   int64_t readGradientRows(int64_t from, int64_t to, Put put) {
-    const std::string payload = opts_.payloads ? "payload" : "NULL";
-    Stmt s = db_.prepare(
-        "SELECT " +
-        columns("gradients", {"rank",
-                              "iteration",
-                              "microbatch",
-                              "phase",
-                              "param",
-                              "module",
-                              "tp",
-                              "pp",
-                              "dp",
-                              "partition_dim",
-                              "partition_offset",
-                              "shape",
-                              "full_shape",
-                              "dtype",
-                              "norm",
-                              "checksum",
-                              "stat_min",
-                              "stat_max",
-                              "stat_mean",
-                              "stat_l2",
-                              "stat_nan_count",
-                              "stat_inf_count",
-                              "stat_numel"}) +
-        ", " + payload + " FROM " + stored("gradients") + " WHERE rowid BETWEEN ?1 AND ?2" +
-        (selectsGradients() ? " AND " + reducedPhaseFilter() : "") + " ORDER BY rowid");
-    s.bind(1, from);
-    s.bind(2, to);
+    Stmt s = rowRange("gradients",
+                      {"rank",
+                       "iteration",
+                       "microbatch",
+                       "phase",
+                       "param",
+                       "module",
+                       "tp",
+                       "pp",
+                       "dp",
+                       "partition_dim",
+                       "partition_offset",
+                       "shape",
+                       "full_shape",
+                       "dtype",
+                       "norm",
+                       "checksum",
+                       "stat_min",
+                       "stat_max",
+                       "stat_mean",
+                       "stat_l2",
+                       "stat_nan_count",
+                       "stat_inf_count",
+                       "stat_numel"},
+                      from, to, selectsGradients() ? reducedPhaseFilter() : "");
     Memo<events::GradPhase> phases;
     Memo<events::Shape> shapes;  // shape and full_shape (one dictionary, one parse)
     Memo<events::Name> names;    // param, module and dtype

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/events/FaultPhrase.h"
 #include "core/events/Limits.h"
 #include "core/model/EdgeRanks.h"
 #include "core/model/Pairing.h"
@@ -1332,22 +1333,11 @@ class Loader {
       f.iteration = bounded(s, 1, "injected_faults", "iteration", -1, kLastIteration);
       f.actionSeq = bounded(s, 2, "injected_faults", "action_seq", -1, kInt32Max);
       f.peer = bounded(s, 3, "injected_faults", "peer", -1, kLastRank);
-      f.kinds = splitKinds(s.text(4));
+      f.kinds = events::splitFaultKinds(s.text(4));
       real("injected_faults", s, 5, &f.delaySeconds);
       f.timeNs = s.i64(6);
       m_.injectedFaults.push_back(std::move(f));
     }
-  }
-
-  static std::vector<std::string> splitKinds(std::string_view text) {
-    std::vector<std::string> kinds;
-    while (!text.empty()) {
-      const size_t comma = text.find(',');
-      kinds.emplace_back(text.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-      text.remove_prefix(comma + 1);
-    }
-    return kinds;
   }
 
   // A format-3 file's fault_injected diagnosis as a record: the kinds are the parenthesis's
@@ -1360,15 +1350,8 @@ class Loader {
     f.peer = d.waitsOnRank;
     f.timeNs = d.timeNs;
     const size_t open = d.message.find('('), close = d.message.find(')', open);
-    if (open == std::string::npos || close == std::string::npos) return f;
-    for (std::string k :
-         splitKinds(std::string_view(d.message).substr(open + 1, close - open - 1))) {
-      if (k.rfind("delay ", 0) == 0) {
-        f.delaySeconds = std::strtod(k.c_str() + 6, nullptr);
-        k = "delay";
-      }
-      f.kinds.push_back(std::move(k));
-    }
+    if (open != std::string::npos && close != std::string::npos)
+      events::readFaultPhrase(std::string_view(d.message).substr(open + 1, close - open - 1), &f);
     return f;
   }
 

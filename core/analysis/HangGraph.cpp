@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/analysis/Pairing.h"
+#include "core/events/FaultPhrase.h"
 #include "core/events/ShapeMessage.h"
 #include "core/plan/Config.h"
 
@@ -405,17 +406,6 @@ void addNotPosted(const model::RunModel& run, std::map<int, WaitEdge>& waits,
   }
 }
 
-// The kinds of a planted fault as one phrase, as the rank's own diagnosis says them:
-// "delay 8 s", "corrupt,nan".
-std::string faultPhrase(const events::InjectedFaultRecord& f) {
-  std::string phrase;
-  for (const auto& k : f.kinds) {
-    phrase += (phrase.empty() ? "" : ",") + k;
-    if (k == plan::toString(plan::FaultKind::Delay)) phrase += " " + secondsText(f.delaySeconds);
-  }
-  return phrase;
-}
-
 bool hasKind(const events::InjectedFaultRecord& f, plan::FaultKind kind) {
   return std::find(f.kinds.begin(), f.kinds.end(), plan::toString(kind)) != f.kinds.end();
 }
@@ -438,19 +428,19 @@ HangVerdict faultVerdict(const events::InjectedFaultRecord& f, const WaitEdge& e
             "drop"};
   if (hasKind(f, plan::FaultKind::Delay))
     return {e.waitsOn,
-            sender + " was held by a planted " + faultPhrase(f) + " before sending " + what +
-                " to " + receiver + ", longer than " + receiver + " waited",
+            sender + " was held by a planted " + events::faultPhrase(f) + " before sending " +
+                what + " to " + receiver + ", longer than " + receiver + " waited",
             HangCause::Fault,
             waiter,
             {},
             "delay"};
   return {e.waitsOn,
           sender + " injected a fault into " + what + " to " + receiver + " (a planted " +
-              faultPhrase(f) + ")",
+              events::faultPhrase(f) + ")",
           HangCause::Fault,
           waiter,
           {},
-          faultPhrase(f)};
+          events::faultPhrase(f)};
 }
 
 // A fault injected by the awaited rank in the same iteration, at an action that exchanges the

@@ -14,6 +14,7 @@
 #include "core/engine/BackendError.h"
 #include "core/engine/Clock.h"
 #include "core/engine/TensorDigest.h"
+#include "core/events/FaultPhrase.h"
 
 namespace stagescope::engine {
 
@@ -310,7 +311,7 @@ void Communicator::noteFault(const FaultInjector* faults, const events::Transfer
   if (!faults) return;
   events::InjectedFaultRecord fault = faults->matching(rec);
   if (fault.kinds.empty()) return;
-  const std::string kinds = FaultInjector::describeKinds(fault);
+  const std::string kinds = events::faultPhrase(fault);
   fault.rank = me_.rank;
   fault.timeNs = nowNs();
   recorder_.injectedFault(fault);

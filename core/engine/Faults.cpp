@@ -32,17 +32,6 @@ const plan::FaultConfig* FaultInjector::match(const events::TransferRecord& rec,
   return nullptr;
 }
 
-namespace {
-
-// "10 s", "0.5 s": a delay as the config gave it.
-std::string secondsText(double seconds) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", seconds);
-  return buf;
-}
-
-}  // namespace
-
 events::InjectedFaultRecord FaultInjector::matching(const events::TransferRecord& rec) const {
   events::InjectedFaultRecord out;
   out.rank = rec.srcRank;
@@ -58,15 +47,6 @@ events::InjectedFaultRecord FaultInjector::matching(const events::TransferRecord
     if (k == FaultKind::Delay) out.delaySeconds = f->delaySeconds;
   }
   return out;
-}
-
-std::string FaultInjector::describeKinds(const events::InjectedFaultRecord& f) {
-  std::string kinds;
-  for (const auto& k : f.kinds) {
-    kinds += (kinds.empty() ? "" : ",") + k;
-    if (k == plan::toString(plan::FaultKind::Delay)) kinds += " " + secondsText(f.delaySeconds);
-  }
-  return kinds;
 }
 
 void FaultInjector::beforeDigest(const events::TransferRecord& rec, at::Tensor& payload) const {

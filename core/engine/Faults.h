@@ -27,9 +27,6 @@ class FaultInjector {
   // The faults that act on this transfer, as a record (kinds empty: none).  The record's rank,
   // peer, iteration and action come from `rec`; its time is left to the caller.
   events::InjectedFaultRecord matching(const events::TransferRecord& rec) const;
-  // The same kinds as one phrase for a sentence ("drop", "corrupt,nan", "delay 10 s"), "" if
-  // none.
-  static std::string describeKinds(const events::InjectedFaultRecord& f);
   // Called at each compute action; kills the process for a matching kill fault.
   void atCompute(int iteration, int microbatch, bool backward) const;
 

@@ -403,13 +403,16 @@ int stopAtRendezvous(WorkerSession& s, const engine::RendezvousError& e) {
               e.what(), -1,
               e.kind() == Kind::Mismatch  ? engine::kWorkerMismatch
               : e.kind() == Kind::Network ? engine::kWorkerError
-                                          : engine::kWorkerTimeout);
+                                          : engine::kWorkerTimeout,
+              s.live.get());
 }
 
-// The store did not answer in time.
+// The store did not answer in time.  Also after the heartbeats started (the end-of-run
+// barrier): then, as every other path, stop() first claims the finish from the heartbeat thread
+// and tells the peers how this rank ended.
 int stopAtStoreTimeout(WorkerSession& s, const engine::StoreTimeout& e) {
   return stop(s.recorder.get(), s.pendingRank, s.rank, s.errorFile, events::DiagnosisKind::Timeout,
-              e.what(), -1, engine::kWorkerTimeout);
+              e.what(), -1, engine::kWorkerTimeout, s.live.get());
 }
 
 // A received payload that differs from what its sender sent: the Communicator recorded the

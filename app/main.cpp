@@ -125,7 +125,7 @@ int exportCommand(const std::string& run, const std::string& trace) {
 
 // A captured PyTorch job (app/capture) has no stagescope config or plan to judge it by.
 bool isCapturedRun(const model::RunModel& m) {
-  return events::isCapturedConfig(m.info.configText);
+  return m.info.captured();
 }
 
 // A declared-schedule cause for a first line: its sentence up to the section it cites, whose
@@ -340,7 +340,7 @@ void explainCapturedHang(const model::RunModel& m, const std::string& run,
   // One first line: the root cause leads; every timeout and verdict is in the diagnoses.
   if (!hang.headline.empty()) next.reason = hang.headline;
   // Where the job declared its layout, its own schedule against the plan names why.
-  const auto causes = analysis::declaredScheduleCauses(m.info.configText);
+  const auto causes = analysis::declaredScheduleCauses(m.info);
   if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
     std::printf("cause: %s\n", causes.front().c_str());
     std::printf(

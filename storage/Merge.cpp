@@ -147,13 +147,17 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
   // Run-wide facts: the run file's own row (createRunFile) wins over a shard's copy.
   db.exec("INSERT OR IGNORE INTO main.run SELECT * FROM " + alias + ".run");
   db.exec("INSERT OR IGNORE INTO main.modules SELECT * FROM " + alias + ".modules");
-  for (const char* settings : {"run_settings", "module_settings"}) {  // either may predate them
-    if (!db.hasTable(settings) ||
+  // Tables either file may predate.  A run-wide table is taken from a shard only while the run
+  // file has no rows of it (job_schedule has no key to ignore duplicates by; every shard holds
+  // the same rows).
+  for (const char* runWide : {"run_settings", "module_settings", "run_origin", "job_schedule"}) {
+    if (!db.hasTable(runWide) ||
         db.queryInt(std::string("SELECT count(*) FROM ") + alias +
-                    ".sqlite_schema WHERE type='table' AND name='" + settings + "'") == 0)
+                    ".sqlite_schema WHERE type='table' AND name='" + runWide + "'") == 0)
       continue;
-    db.exec(std::string("INSERT OR IGNORE INTO main.") + settings + " SELECT * FROM " + alias +
-            "." + settings);
+    const std::string into = std::string("main.") + runWide;
+    db.exec("INSERT OR IGNORE INTO " + into + " SELECT * FROM " + alias + "." + runWide +
+            " WHERE NOT EXISTS (SELECT 1 FROM " + into + ")");
   }
   db.exec(update + " WHERE id = " + std::to_string(shardId));
   tx.commit();

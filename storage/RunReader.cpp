@@ -20,6 +20,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/events/CapturedLayout.h"
 #include "core/events/FaultPhrase.h"
 #include "core/events/Limits.h"
 #include "core/model/EdgeRanks.h"
@@ -60,6 +61,7 @@ class Loader {
     countRows();
     readRun();
     readSettings();
+    readOrigin();
     const bool values = !opts_.timelineOnly && !opts_.statusOnly;  // gradients, losses, ...
     const bool timeline = !opts_.detailsOnly;
     const bool messages = timeline && !opts_.statusOnly;  // transfers, collectives, waits
@@ -383,6 +385,43 @@ class Loader {
       r.modules.push_back(std::move(ms));
     }
     r.recorded = true;
+  }
+
+  // What produced the file, and a captured job's declared schedule (tables run_origin,
+  // job_schedule).  A file without a run_origin row (written before the tables existed) says
+  // both in its config text (events/CapturedLayout.h): its first line names a captured job and
+  // its "# job schedule:" lines hold the schedule (read in rank order, as the table is).  The one
+  // place that reads them there.
+  void readOrigin() {
+    events::RunInfo& info = m_.info;
+    std::optional<Stmt> origin;
+    if (db_.hasTable("run_origin") && db_.hasTable("job_schedule"))
+      origin.emplace(db_.prepare("SELECT origin FROM run_origin WHERE id = 1"));
+    if (!origin || !origin->step()) {
+      if (!events::beginsWithCapturedLine(info.configText)) return;
+      info.origin = events::RunOrigin::Captured;
+      info.jobSchedule = events::parseJobSchedule(info.configText);
+      std::stable_sort(info.jobSchedule.begin(), info.jobSchedule.end(),
+                       [](const auto& a, const auto& b) { return a.rank < b.rank; });
+      return;
+    }
+    const char* t = "run_origin";
+    info.origin = parse<events::RunOrigin>(t, origin->text(0), [](std::string_view x, auto* o) {
+      return events::parseRunOrigin(std::string(x), o);
+    });
+    t = "job_schedule";
+    Stmt s = db_.prepare("SELECT " + dataColumns(tableDef(t)) +
+                         " FROM job_schedule ORDER BY rank, rowid");
+    while (s.step()) {
+      events::JobStage j;
+      j.rank = bounded(s, 0, t, "rank", 0, kLastRank, false);
+      assign(j.module, s.text(1));
+      j.stage = bounded(s, 2, t, "stage", -1, kMaxRanks, false);
+      j.globalStage = bounded(s, 3, t, "global_stage", -1, kMaxRanks, false);
+      j.totalStages = bounded(s, 4, t, "total_stages", -1, kMaxRanks, false);
+      j.warmup = bounded(s, 5, t, "warmup", -1, kInt32Max, false);
+      info.jobSchedule.push_back(std::move(j));
+    }
   }
 
   void readModules() {

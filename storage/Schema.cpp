@@ -94,6 +94,21 @@ std::vector<TableDef> makeTables() {
                 {"text_len", "INTEGER"},
                 {"vocab", "INTEGER"}},
                false});
+  // What produced the file and, for a captured job, its declared schedule (events::RunOrigin,
+  // events::JobStage; one row per rank and module, all ranks' rows in every shard).  Added in
+  // format 3 without moving it: a file without these tables says both in comment lines of its
+  // config text (RunReader reads them there).
+  t.push_back({"run_origin",
+               {{"id", "INTEGER PRIMARY KEY CHECK (id = 1)"}, {"origin", "TEXT NOT NULL"}},
+               false});
+  t.push_back({"job_schedule",
+               {{"rank", "INTEGER NOT NULL"},
+                {"module", "TEXT NOT NULL"},
+                {"stage", "INTEGER"},
+                {"global_stage", "INTEGER"},
+                {"total_stages", "INTEGER"},
+                {"warmup", "INTEGER"}},
+               false});
   t.push_back({"ranks",
                {{"rank", "INTEGER NOT NULL"},
                 {"module", "TEXT"},
@@ -634,6 +649,27 @@ void writeRunInfo(Db& db, const events::RunInfo& info) {
     mod.run();
   }
   writeRunSettings(db, info.settings);
+  writeRunOrigin(db, info);
+}
+
+void writeRunOrigin(Db& db, const events::RunInfo& info) {
+  if (!db.hasTable("run_origin") || !db.hasTable("job_schedule")) return;  // an older file
+  db.exec("DELETE FROM run_origin");
+  db.exec("DELETE FROM job_schedule");
+  Stmt origin = db.prepare("INSERT INTO run_origin(id, origin) VALUES(1, ?)");
+  origin.bindText(1, events::toString(info.origin));
+  origin.run();
+  Stmt row = db.prepare(insertSql(tableDef("job_schedule")));
+  for (const auto& j : info.jobSchedule) {
+    int i = 1;
+    row.bind(i++, j.rank);
+    row.bindText(i++, j.module);
+    row.bind(i++, j.stage);
+    row.bind(i++, j.globalStage);
+    row.bind(i++, j.totalStages);
+    row.bind(i++, j.warmup);
+    row.run();
+  }
 }
 
 void writeRunSettings(Db& db, const events::RunSettings& s) {

@@ -104,6 +104,9 @@ void writeRunInfo(Db& db, const events::RunInfo& info);
 // Writes the `run_settings` row and the `module_settings` rows (none when !settings.recorded);
 // nothing in a file older than these tables.  Part of writeRunInfo.
 void writeRunSettings(Db& db, const events::RunSettings& settings);
+// Writes the `run_origin` row and the `job_schedule` rows (exactly info.jobSchedule); nothing in
+// a file older than these tables.  Part of writeRunInfo.
+void writeRunOrigin(Db& db, const events::RunInfo& info);
 
 // Opens an existing stagescope file and checks its format; throws RunFileError (NotFound,
 // NotARunFile, NewerVersion, Corrupt) naming the file and the reason.

@@ -583,7 +583,7 @@ void Inspector::draw(PanelContext& panel, const ImVec2& pos, const ImVec2& size)
         row("run id", "%s", info.runId.c_str());
         row("status", "%s %s", events::toString(info.status), info.statusReason.c_str());
         row("world", "%d ranks, %zu modules", info.worldSize, info.modules.size());
-        const bool captured = events::isCapturedConfig(info.configText);
+        const bool captured = info.captured();
         if (captured && info.microbatches == 0)
           row("schedule", "%d iterations (microbatches: no layout declared)", info.iterations);
         else

@@ -36,7 +36,7 @@ void Navigator::zoomFit() {
 void Navigator::zoomOpening() {
   zoomFit();
   const LoadedRun* r = main_.run.get();
-  if (!r || !events::isCapturedConfig(r->model.info.configText)) return;
+  if (!r || !r->model.info.captured()) return;
   const auto& m = r->model;
   int64_t first = m.maxTimeNs;
   for (const auto& t : m.transfers)

@@ -331,7 +331,7 @@ RunProblems findProblems(const model::RunModel& m, const ReplayOrder& replay) {
   auto nonFinite = nonFiniteInCausalOrder(m, replay);
   out.nonFiniteRecords = nonFinite.size();
   if (!nonFinite.empty()) out.firstNonFinite = nonFinite.front();
-  if (const std::string layout = events::declaredLayoutText(m.info.configText); !layout.empty())
+  if (const std::string layout = events::declaredLayoutText(m.info); !layout.empty())
     out.planConformance = analysis::judgeAgainstPlan(m, layout, "the layout the job declared");
   out.firstStuckRank = leadRank(out);
   return out;

@@ -252,6 +252,8 @@ events::RunInfo CaptureSession::runInfo(RunStatus status, const std::string& rea
   info.iterations = maxIteration_ + 1;
   info.microbatches = declaredMicrobatches_;
   info.level = cfg_.level;
+  info.origin = events::RunOrigin::Captured;
+  info.jobSchedule = declaredSchedule_;
   info.modules = declaredModules_;
   if (info.modules.empty()) {
     events::ModuleInfo job;
@@ -276,6 +278,7 @@ namespace {
 struct DeclaredLayout {
   std::vector<events::ModuleInfo> modules;
   std::vector<events::RankInfo> rows;
+  std::vector<events::JobStage> schedule;  // every rank's "# job schedule:" line, as declared
   int microbatches = 0;
 };
 DeclaredLayout parseDeclared(const std::string& text, int rank, int worldSize) {
@@ -297,7 +300,8 @@ DeclaredLayout parseDeclared(const std::string& text, int rank, int worldSize) {
   out.modules = plan::moduleInfos(cfg);
   out.rows = plan::rankInfos(p.ranks.at(static_cast<size_t>(rank)), p);
   out.microbatches = cfg.microbatches;
-  for (const events::JobStage& j : events::parseJobSchedule(text)) {
+  out.schedule = events::parseJobSchedule(text);
+  for (const events::JobStage& j : out.schedule) {
     if (j.rank != rank) continue;
     for (auto& r : out.rows) {
       if (r.module != j.module) continue;
@@ -353,6 +357,7 @@ void CaptureSession::declareLayout(const std::string& configText) {
   declaredLayout_ = configText;
   if (!declaredLayout_.empty() && declaredLayout_.back() != '\n') declaredLayout_ += '\n';
   declaredModules_ = layout.modules;
+  declaredSchedule_ = layout.schedule;
   declaredMicrobatches_ = layout.microbatches;
   if (finished_) return;
   // Every shard names its run by the config's hash (merge refuses a shard of another config):

@@ -187,6 +187,7 @@ class CaptureSession {
   // The declared layout's modules and microbatches: the run's `modules` rows and
   // run.microbatches (none declared: one module "job" of kind "captured", 0 microbatches).
   std::vector<events::ModuleInfo> declaredModules_;
+  std::vector<events::JobStage> declaredSchedule_;  // the job's own stages (table job_schedule)
   int declaredMicrobatches_ = 0;
   // The rank's end (events/DiagnosisKind.h) as a diagnosis row: `rank_end` for Completed, else
   // `rank_failed` with `reason`.  Needs mu_ and an open writer.

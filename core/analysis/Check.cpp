@@ -169,7 +169,7 @@ void checkStatus(Ctx& c, CheckResult& r) {
   // complete fails above; its missing copies are a consequence.  A captured job records what
   // its own calls record (gradients where it calls record_gradients, never inputs): these are
   // stagescope's own runs' contracts, not a capture's (docs/capture.md).
-  const bool captured = events::isCapturedConfig(info.configText);
+  const bool captured = info.captured();
   if (info.status == RunStatus::Completed && !c.run.partial && !captured) {
     const CopyCoverage copies = reducedCopyCoverage(c.run, c.opts.filter);
     if (copies.expected > 0) r.summary += "; " + copies.summary();
@@ -449,12 +449,11 @@ void checkPlanOrder(Ctx& c, CheckResult& r) {
     if (!c.opts.planConfigText.empty()) {
       return checkCapturedAgainstPlan(c, r, c.opts.planConfigText, c.opts.planConfigSource);
     }
-    if (const std::string declared = events::declaredLayoutText(run.info.configText);
-        !declared.empty()) {
+    if (const std::string declared = events::declaredLayoutText(run.info); !declared.empty()) {
       return checkCapturedAgainstPlan(c, r, declared, "the layout the job declared");
     }
     r.status = CheckStatus::Skipped;
-    r.summary = events::isCapturedConfig(run.info.configText)
+    r.summary = run.info.captured()
                     ? "skipped: a captured job that declared no layout (declare_layout, or "
                       "check --plan CONFIG, judges it against the plan)"
                     : "skipped: the run file holds no plan";
@@ -538,7 +537,7 @@ void checkCounts(Ctx& c, CheckResult& r) {
   }
   if (!holdsPlan(run)) {
     r.status = CheckStatus::Skipped;
-    r.summary = events::isCapturedConfig(run.info.configText)
+    r.summary = run.info.captured()
                     ? "skipped: a captured job (plan_order counts its messages against a plan)"
                     : "skipped: the run file holds no plan";
     return;
@@ -908,7 +907,7 @@ void checkReferenceLossesOnly(Ctx& c, CheckResult& r) {
         "the run's compute dtype, which picks the bound (--tol gives one)";
   } else if (losses.empty()) {
     r.status = CheckStatus::Skipped;
-    r.summary = events::isCapturedConfig(c.run.info.configText)
+    r.summary = c.run.info.captured()
                     ? "skipped: a captured job has no single-process reference (its gradients "
                       "are judged by the run's own records)"
                     : "skipped: no reference gradients recorded (run with --reference)";

@@ -54,8 +54,7 @@ std::map<std::string, events::Shape> fullShapes(const model::RunModel& run) {
 
 std::string whyNotComparable(const model::RunModel& a, const model::RunModel& b,
                              const std::string& labelA, const std::string& labelB) {
-  if (events::isCapturedConfig(a.info.configText) || events::isCapturedConfig(b.info.configText))
-    return "";
+  if (a.info.captured() || b.info.captured()) return "";
   const RunSetup sa = runSetupOf(a), sb = runSetupOf(b);
   if (sa.known && sb.known) {
     if (sa.settings.seed != sb.settings.seed)

@@ -98,7 +98,7 @@ RunSummary summarize(const RunModel& run, const std::string& label) {
   s.path = run.path;
   s.runId = run.info.runId;
   s.name = s.runId;
-  if (events::isCapturedConfig(run.info.configText) && !run.path.empty()) {
+  if (run.info.captured() && !run.path.empty()) {
     std::string file = run.path.substr(run.path.find_last_of('/') + 1);
     if (const size_t dot = file.rfind(".db"); dot != std::string::npos && dot + 3 == file.size())
       file.resize(dot);
@@ -196,8 +196,8 @@ void fillLosses(const RunModel& a, const RunModel& b, const CompareOptions& opts
 
 // One sentence: the captured run of the two against the plan the other (an engine run) executed.
 std::string captureAgainstPlan(const RunModel& a, const RunModel& b, const CompareOptions& opts) {
-  const bool capA = events::isCapturedConfig(a.info.configText);
-  const bool capB = events::isCapturedConfig(b.info.configText);
+  const bool capA = a.info.captured();
+  const bool capB = b.info.captured();
   if (capA == capB) return "";
   const RunModel& captured = capA ? a : b;
   const RunModel& engine = capA ? b : a;
@@ -416,7 +416,7 @@ void decideVerdict(const RunModel& a, const RunModel& b, const CompareOptions& o
     c.firstText = describeItem(*c.first);
   }
   std::ostringstream why;
-  if (events::isCapturedConfig(a.info.configText) != events::isCapturedConfig(b.info.configText)) {
+  if (a.info.captured() != b.info.captured()) {
     // Whatever aligns by name, the values come from two different models: no evidence either
     // way, so neither equal nor diverged.
     c.verdict = Verdict::Incomplete;

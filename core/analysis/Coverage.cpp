@@ -79,7 +79,7 @@ std::string CopyCoverage::summary() const {
 
 CopyCoverage reducedCopyCoverage(const RunModel& run, const RecordFilter& filter) {
   CopyCoverage c;
-  if (events::isCapturedConfig(run.info.configText)) return c;
+  if (run.info.captured()) return c;
   // A shard: (module, param, tp, pp) -- the part of the parameter a TP rank of a pipeline stage
   // holds, whatever its partition says (a swapped partition is a wrong value, judged elsewhere,
   // not a missing record); a copy of it: a rank of that (module, tp, pp).

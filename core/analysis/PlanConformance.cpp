@@ -299,14 +299,14 @@ void nameCauses(const std::vector<events::JobStage>& job, const plan::Plan& p, C
 
 }  // namespace
 
-std::vector<std::string> declaredScheduleCauses(const std::string& capturedConfigText) {
-  const std::string layout = events::declaredLayoutText(capturedConfigText);
+std::vector<std::string> declaredScheduleCauses(const events::RunInfo& info) {
+  const std::string layout = events::declaredLayoutText(info);
   if (layout.empty()) return {};
   Conformance c;
   try {
     const plan::RunConfig cfg = plan::parseConfig(layout, "the layout the job declared");
     const plan::Topology topology(cfg);
-    nameCauses(events::parseJobSchedule(capturedConfigText), plan::makePlan(cfg, topology), c);
+    nameCauses(info.jobSchedule, plan::makePlan(cfg, topology), c);
   } catch (const std::exception&) {
     return {};  // check says why (judgeAgainstPlan)
   }
@@ -356,7 +356,7 @@ Conformance judgeAgainstPlan(const model::RunModel& run, const std::string& conf
     judgeRank(run, rows, rp, c.iterations, completed, c.shapeMessages, v);
     c.ranks.push_back(std::move(v));
   }
-  nameCauses(events::parseJobSchedule(run.info.configText), p, c);
+  nameCauses(run.info.jobSchedule, p, c);
   return c;
 }
 

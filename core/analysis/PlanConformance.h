@@ -13,16 +13,16 @@
 // hang, a kill) inside or before an action has stopped there, not deviated.  Boundary
 // broadcasts and collectives are not judged here (their own rows are checked elsewhere).
 //
-// Where the job also declared its own view of each rank's place in the pipeline (the
-// "# job schedule:" lines, CapturedLayout.h), the ranks whose warmup or global stage differs
-// from the plan's are named with the documented reason (docs/schedule.md §7.5: stagescope
-// right-aligns a shorter branch; the original places it at stage 0).  Torch-free.
+// Where the job also declared its own view of each rank's place in the pipeline
+// (RunInfo::jobSchedule, the run file's `job_schedule` rows), the ranks whose warmup or global
+// stage differs from the plan's are named with the documented reason (docs/schedule.md §7.5:
+// stagescope right-aligns a shorter branch; the original places it at stage 0).  Torch-free.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "core/events/CapturedLayout.h"
+#include "core/events/Events.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
@@ -70,9 +70,9 @@ struct Conformance {
 Conformance judgeAgainstPlan(const model::RunModel& run, const std::string& configText,
                              const std::string& layout);
 
-// Conformance::causes of a captured run's own config text (its declared layout and job
-// schedule) alone, without its messages: what `merge` puts first in a hung job's verdict.
+// Conformance::causes of a captured run's declaration alone (its declared layout and job
+// schedule), without its messages: what `merge` puts first in a hung job's verdict.
 // Empty when nothing was declared or the declaration does not parse.
-std::vector<std::string> declaredScheduleCauses(const std::string& capturedConfigText);
+std::vector<std::string> declaredScheduleCauses(const events::RunInfo& info);
 
 }  // namespace stagescope::analysis

@@ -56,7 +56,7 @@ bool firstDifference(const std::vector<events::ActionRecord>& x,
 ScheduleDifference compareSchedules(const model::RunModel& a, const model::RunModel& b) {
   ScheduleDifference d;
   if (a.info.worldSize != b.info.worldSize) return d;
-  if (events::isCapturedConfig(a.info.configText) != events::isCapturedConfig(b.info.configText)) {
+  if (a.info.captured() != b.info.captured()) {
     d.whyNot = "one run is a captured job, whose actions are its messages only";
     return d;
   }

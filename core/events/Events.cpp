@@ -99,6 +99,16 @@ bool parseOptimizerKind(const std::string& text, OptimizerKind* out) {
 }
 
 namespace {
+constexpr std::array<const char*, 2> kRunOriginNames = {"engine", "captured"};
+}  // namespace
+const char* toString(RunOrigin origin) {
+  return kRunOriginNames[static_cast<size_t>(origin)];
+}
+bool parseRunOrigin(const std::string& text, RunOrigin* out) {
+  return parseFrom(kRunOriginNames, text, out);
+}
+
+namespace {
 constexpr std::array<const char*, 4> kWaitOpNames = {"recv", "send", "broadcast", "collective"};
 template <typename T>
 bool listKeeps(const std::vector<T>& list, const T& x) {

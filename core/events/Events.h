@@ -254,6 +254,24 @@ struct RunSettings {
   std::vector<ModuleSettings> modules;  // config order
 };
 
+// What produced a run file (table `run_origin`, docs/run-file.md).
+enum class RunOrigin : uint8_t {
+  Engine = 0,  // stagescope's own engine ran the schedule (`stagescope run` / `worker`)
+  Captured,    // a user's PyTorch job recorded through the stagescope c10d backend (app/capture)
+};
+const char* toString(RunOrigin origin);  // "engine" | "captured"
+bool parseRunOrigin(const std::string& text, RunOrigin* out);
+
+// One rank's own view of its pipeline position in one module, as a captured job declared it
+// (table `job_schedule`; stagescope_torch.megatron.declare_layout computes it the way
+// Megatron-Core does): the stage within the module, the stage in the whole pipeline, how many
+// stages that pipeline has, and the number of warmup forwards.  -1: not declared.
+struct JobStage {
+  int32_t rank = -1;
+  std::string module;
+  int32_t stage = -1, globalStage = -1, totalStages = -1, warmup = -1;
+};
+
 // Run-wide facts, written once by the launcher (rank 0 in multi-host runs).
 struct RunInfo {
   std::string runId;
@@ -271,6 +289,9 @@ struct RunInfo {
   ChecksumFunction checksumFunction = kRecordedChecksum;  // of every checksum column
   RecordFilter recordFilter;                              // what the [record] filters kept
   RunSettings settings;  // what the run computed with (stagescope's own runs)
+  RunOrigin origin = RunOrigin::Engine;
+  std::vector<JobStage> jobSchedule;  // a captured job's declared view, rank order; else empty
+  bool captured() const { return origin == RunOrigin::Captured; }
 };
 
 // One collective operation (all_reduce, broadcast, all_gather, ...) as seen by one member

@@ -31,6 +31,7 @@ model::RunModel declared(int encoderDp, int llmDp) {
                         "\noffset = 0\nlayers = 1\n[[modules]]\nname = " +
                         "\"llm\"\nkind = \"llm\"\ndp = " + std::to_string(llmDp) +
                         "\noffset = " + std::to_string(encoderDp) + "\nlayers = 1\n";
+  run.info.origin = events::RunOrigin::Captured;
   return run;
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "StorageTestUtil.h"
+#include "core/events/CapturedLayout.h"
 #include "storage/Merge.h"
 #include "storage/RunReader.h"
 #include "storage/Schema.h"
@@ -359,6 +360,63 @@ TEST(RoundTrip, InjectedFaultsAsRecordsAndFromTheSentencesOfOlderFiles) {
     db.exec("DROP TABLE injected_faults");
   }
   expectTheFault(loadRun(run));
+}
+
+// A run's origin and a captured job's declared schedule come back as the rows they were written
+// as, through the shards' merge; a file written before the run_origin and job_schedule tables
+// existed gives the same from the comment lines of its config text.  An engine run whose config
+// happens to begin with the captured line stays an engine run: the table decides, not the text.
+TEST(RoundTrip, RunOriginAndJobScheduleAsRowsAndFromTheConfigTextOfOlderFiles) {
+  TempDir dir;
+  const std::string run = dir.file("run.db");
+  events::RunInfo info = sampleRun(2, RecordLevel::Meta);
+  info.origin = events::RunOrigin::Captured;
+  info.configText = std::string(events::kCapturedConfigLine) +
+                    "\n# job schedule: rank=1 module=llm stage=1 global_stage=2 total_stages=3 "
+                    "warmup=0\n# job schedule: rank=0 module=vision stage=0 global_stage=0 "
+                    "total_stages=3 warmup=2\nmicrobatches = 4\n";
+  info.jobSchedule = {{0, "vision", 0, 0, 3, 2}, {1, "llm", 1, 2, 3, 0}};
+  events::RunInfo created = info;  // the run file's row: as the capture's rank 0 starts it
+  created.jobSchedule.clear();
+  createRunFile(run, created);
+  {
+    Db db(run, Db::Mode::ReadWrite);
+    db.exec("DELETE FROM job_schedule");  // the shard's rows fill an empty table
+  }
+  {
+    auto w = ShardWriter::open(shardPathFor(run, 1), RecordLevel::Meta, 1);
+    w->run(info);
+  }
+  ASSERT_TRUE(mergeShards(run, findShards(run)).ok());
+  auto expectTheSchedule = [&](const model::RunModel& m) {
+    EXPECT_TRUE(m.info.captured());
+    ASSERT_EQ(m.info.jobSchedule.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      const auto& got = m.info.jobSchedule[k];
+      const auto& want = info.jobSchedule[k];
+      EXPECT_EQ(got.rank, want.rank);
+      EXPECT_EQ(got.module, want.module);
+      EXPECT_EQ(got.stage, want.stage);
+      EXPECT_EQ(got.globalStage, want.globalStage);
+      EXPECT_EQ(got.totalStages, want.totalStages);
+      EXPECT_EQ(got.warmup, want.warmup);
+    }
+  };
+  expectTheSchedule(loadRun(run));
+  {
+    Db db(run, Db::Mode::ReadWrite);
+    db.exec("DROP TABLE run_origin");
+    db.exec("DROP TABLE job_schedule");
+  }
+  expectTheSchedule(loadRun(run));  // rank order, as the table's
+
+  const std::string engine = dir.file("engine.db");
+  events::RunInfo own = sampleRun(2, RecordLevel::Meta);
+  own.configText = info.configText;  // a user's comment line, not a claim
+  createRunFile(engine, own);
+  const model::RunModel e = loadRun(engine);
+  EXPECT_FALSE(e.info.captured());
+  EXPECT_TRUE(e.info.jobSchedule.empty());
 }
 
 // `merge` judges a run's status from its plan, actions and diagnoses only (statusOnly): those

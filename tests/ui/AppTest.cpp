@@ -268,6 +268,7 @@ TEST(AppTimeline, ACapturedJobOpensOnItsScheduleNotItsSetup) {
   for (const bool captured : {true, false}) {
     SCOPED_TRACE(captured ? "captured" : "recorded");
     m.info.configText = captured ? std::string(events::kCapturedConfigLine) + "\n" : "seed = 1\n";
+    m.info.origin = captured ? events::RunOrigin::Captured : events::RunOrigin::Engine;
     const std::string path = (fx.dir / (captured ? "captured.db" : "recorded.db")).string();
     storage::writeRunFile(m, path);
     App app;

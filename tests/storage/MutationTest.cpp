@@ -103,6 +103,11 @@ const char* const kMutations[] = {
     "UPDATE run_settings SET forward_only = 2",
     "UPDATE module_settings SET dp = 0",
     "UPDATE module_settings SET kind = 'decoder'",
+    // what produced the file, and a captured job's declared schedule
+    "UPDATE run_origin SET origin = 'alien'",
+    "INSERT INTO job_schedule VALUES(-3, 'llm', 0, 0, 2, 1)",
+    "INSERT INTO job_schedule VALUES(0, 'llm', 0, 0, 2, 2147483648)",
+    "INSERT INTO job_schedule VALUES(0, 'llm', 'first', 0, 2, 1)",
 };
 
 TEST(Mutation, OutOfRangeValuesAreRejectedNotTrusted) {

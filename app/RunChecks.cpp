@@ -29,7 +29,7 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     storage::LoadOptions load;
     load.payloads = true;
     model::RunModel run, other;
-    std::string live, otherLive;  // storage/RunLiveness.h
+    model::LiveState live, otherLive;  // storage/RunLiveness.h
     if (against.empty()) {
       run = loadWithProgress(path, load, &live);
     } else {
@@ -41,7 +41,8 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     }
     // A run being written is read as a snapshot: said in one line, and never judged finished.
     for (const auto& [p, l] : {std::pair{&path, &live}, std::pair{&against, &otherLive}}) {
-      if (!l->empty()) std::fprintf(stderr, "%s\n", events::printableLine(*p + ": " + *l).c_str());
+      if (l->live())
+        std::fprintf(stderr, "%s\n", events::printableLine(*p + ": " + l->line()).c_str());
     }
     analysis::CheckOptions opts;
     opts.tolerance = files.tolerance;
@@ -49,7 +50,7 @@ int checkRunFile(const std::string& path, const std::string& against, const Chec
     opts.planConfigText = planText;
     opts.planConfigSource = files.plan;
     opts.live = live;
-    if (live.empty() && (run.partial || run.info.status == events::RunStatus::Running) &&
+    if (!live.live() && (run.partial || run.info.status == events::RunStatus::Running) &&
         !storage::findShards(path).empty())
       opts.recover = "stagescope merge " + path;
     if (!against.empty()) {

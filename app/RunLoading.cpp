@@ -49,7 +49,7 @@ class SharedProgress {
 }  // namespace
 
 model::RunModel loadWithProgress(const std::string& path, storage::LoadOptions opts,
-                                 std::string* live) {
+                                 model::LiveState* live) {
   SharedProgress progress("loading " + path, 1);
   auto model = storage::loadObserved(
       path, opts, [&](float f) { progress.update(0, f); }, live);
@@ -65,7 +65,7 @@ std::pair<model::RunModel, model::RunModel> loadTwoWithProgress(const std::strin
 
 std::pair<model::RunModel, model::RunModel> loadTwoWithProgress(
     const std::string& a, const std::string& b, storage::LoadOptions optsA,
-    storage::LoadOptions optsB, std::string* liveA, std::string* liveB) {
+    storage::LoadOptions optsB, model::LiveState* liveA, model::LiveState* liveB) {
   SharedProgress progress("loading " + a + " and " + b, 2);
   model::RunModel ma, mb;
   std::exception_ptr errorA, errorB;

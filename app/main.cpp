@@ -62,7 +62,7 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   storage::LoadOptions load;
   load.payloads = true;
   load.comparedGradients = true;
-  std::string liveA, liveB;  // storage/RunLiveness.h
+  model::LiveState liveA, liveB;  // storage/RunLiveness.h
   auto [ra, rb] = loadTwoWithProgress(a, b, load, load, &liveA, &liveB);
   analysis::CompareOptions opts;
   opts.labelA = a;
@@ -77,12 +77,12 @@ int compareCommand(const std::string& a, const std::string& b, const std::string
   // A run being written is a snapshot: said in one line, and never complete (INCOMPLETE).
   for (auto [label, live, cov] :
        {std::tuple{&a, &liveA, &*opts.coverageA}, std::tuple{&b, &liveB, &*opts.coverageB}}) {
-    if (live->empty()) continue;
-    std::fprintf(stderr, "%s\n", events::printableLine(*label + ": " + *live).c_str());
+    if (!live->live()) continue;
+    std::fprintf(stderr, "%s\n", events::printableLine(*label + ": " + live->line()).c_str());
     cov->completed = false;
-    cov->status += ", " + live->substr(0, live->find(" ("));
+    cov->status += ", " + live->summary;
     cov->missing.insert(cov->missing.begin(),
-                        "the run has not ended: " + *live + "; compare again once it has");
+                        "the run has not ended: " + live->line() + "; compare again once it has");
   }
   std::vector<std::vector<events::ActionRecord>>().swap(ra.plan);
   std::vector<std::vector<events::ActionRecord>>().swap(rb.plan);
@@ -111,14 +111,15 @@ int exportCommand(const std::string& run, const std::string& trace) {
   storage::claimReportOutputs({{"--chrome-trace", trace, storage::ReportKind::ChromeTrace}}, {run});
   storage::LoadOptions load;
   load.timelineOnly = true;  // the trace shows actions, messages and diagnoses only
-  std::string live;          // storage/RunLiveness.h
+  model::LiveState live;     // storage/RunLiveness.h
   model::RunModel model = loadWithProgress(run, load, &live);
   (void)report::writeChromeTrace(model, trace);
   keepUntilExit(std::move(model));
   // A run being written: the trace holds what its ranks had committed (a snapshot).
-  if (!live.empty())
-    std::fprintf(stderr, "%s\n",
-                 events::printableLine(run + ": " + live + "; the trace is a snapshot").c_str());
+  if (live.live())
+    std::fprintf(
+        stderr, "%s\n",
+        events::printableLine(run + ": " + live.line() + "; the trace is a snapshot").c_str());
   std::printf("wrote %s\n", trace.c_str());
   return 0;
 }

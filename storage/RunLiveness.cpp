@@ -12,14 +12,13 @@ std::string RunLiveness::summary() const {
   return s + (ranks == 1 && writing.size() <= 1 ? " rank" : " ranks") + " still writing";
 }
 
-std::string RunLiveness::line() const {
-  if (!live()) return "";
+std::string RunLiveness::writers() const {
   std::string who;
   if (!writing.empty()) who = writing.front().path + " " + describeWriter(writing.front());
   if (!lockHolder.empty()) {
     who += (who.empty() ? "" : "; ") + std::string("its lock held by ") + lockHolder;
   }
-  return summary() + " (" + who + ")";
+  return who;
 }
 
 RunLiveness observeLiveness(const std::string& run, int worldSize) {
@@ -31,22 +30,22 @@ RunLiveness observeLiveness(const std::string& run, int worldSize) {
   return out;
 }
 
-std::string liveLineOf(const std::string& run, const model::RunModel& snapshot,
-                       const RunLiveness& before) {
-  if (snapshot.info.status != events::RunStatus::Running) return "";
+model::LiveState liveStateOf(const std::string& run, const model::RunModel& snapshot,
+                             const RunLiveness& before) {
+  if (snapshot.info.status != events::RunStatus::Running) return {};
   RunLiveness seen = observeLiveness(run, snapshot.info.worldSize);
   if (!seen.live()) {
     seen = before;  // it ended after the snapshot was read: the snapshot was of a live run
     seen.ranks = snapshot.info.worldSize;
   }
-  return seen.line();
+  return seen.state();
 }
 
 model::RunModel loadObserved(const std::string& run, const storage::LoadOptions& opts,
-                             const std::function<void(float)>& progress, std::string* live) {
+                             const std::function<void(float)>& progress, model::LiveState* live) {
   const RunLiveness before = observeLiveness(run, 0);
   model::RunModel m = storage::loadRun(run, opts, progress);
-  if (live) *live = liveLineOf(run, m, before);
+  if (live) *live = liveStateOf(run, m, before);
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/LiveState.h"
 #include "storage/LiveShards.h"
 #include "storage/RunFileError.h"
 #include "storage/RunReader.h"
@@ -29,23 +30,28 @@ struct RunLiveness {
   // "live, N of M ranks still writing" (M unknown: "live, N ranks still writing"); "" when
   // not live.  Every command that looks at a live run prints this phrase.
   std::string summary() const;
-  // The summary with who writes: "live, 2 of 3 ranks still writing (RUN.rank0.shard being
-  // written by pid P on host H; RUN.lock held by stagescope pid Q on host H)".
-  std::string line() const;
+  // Who writes: "RUN.rank0.shard being written by pid P on host H; its lock held by stagescope
+  // pid Q on host H"; "" when not live.
+  std::string writers() const;
+  // The summary and who writes, as the parts a command prints (model::LiveState): its line()
+  // is "live, 2 of 3 ranks still writing (RUN.rank0.shard being written by ...)".
+  model::LiveState state() const { return {summary(), writers()}; }
+  std::string line() const { return state().line(); }
 };
 
 // What this host sees of `run`'s writers now.  `worldSize` is the run file's (<= 0: count the
 // rank shards found beside it).
 RunLiveness observeLiveness(const std::string& run, int worldSize);
 
-// The live line of `snapshot`, read from `run` after `before` was observed: RunLiveness::line()
-// of what is seen now, or of `before` when the writers ended meanwhile; "" when neither saw a
-// writer, or the snapshot's status is not running.  A live run is never complete: `check`
-// fails its run_status, `compare` calls it INCOMPLETE, the viewer says so in its banner.
-std::string liveLineOf(const std::string& run, const model::RunModel& snapshot,
-                       const RunLiveness& before);
-// loadRun with liveness observed around it: the live line into `*live` (when not null).
+// The live state of `snapshot`, read from `run` after `before` was observed: RunLiveness::state()
+// of what is seen now, or of `before` when the writers ended meanwhile; not live (both parts
+// "") when neither saw a writer, or the snapshot's status is not running.  A live run is never
+// complete: `check` fails its run_status, `compare` calls it INCOMPLETE, the viewer says so in
+// its banner.
+model::LiveState liveStateOf(const std::string& run, const model::RunModel& snapshot,
+                             const RunLiveness& before);
+// loadRun with liveness observed around it: the live state into `*live` (when not null).
 model::RunModel loadObserved(const std::string& run, const storage::LoadOptions& opts,
-                             const std::function<void(float)>& progress, std::string* live);
+                             const std::function<void(float)>& progress, model::LiveState* live);
 
 }  // namespace stagescope::storage

@@ -94,7 +94,7 @@ std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
   storage::LoadOptions opts;
   opts.timelineOnly = true;
   // The reader's own progress takes 90 %, indexing the rest.
-  std::string live;  // whether the run is being written (storage/RunLiveness.h), as the CLI says
+  model::LiveState live;  // whether the run is being written (storage/RunLiveness.h)
   model::RunModel model = storage::loadObserved(
       path, opts,
       [&progress](float f) {
@@ -104,7 +104,7 @@ std::shared_ptr<LoadedRun> openTimeline(const std::string& path,
   double loadSeconds = since(t0);
   auto run = indexTimeline(std::move(model));
   run->loadSeconds = loadSeconds;
-  run->live = std::move(live);
+  run->live = live.line();  // the whole line, as the CLI says it
   if (progress) progress(1.0f);
   return run;
 }

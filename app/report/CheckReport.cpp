@@ -36,8 +36,8 @@ std::string renderJUnit(const CheckReport& rep) {
   x << "      <property name=\"run\" value=\"" << xmlEscape(rep.runPath) << "\"/>\n";
   x << "      <property name=\"run_id\" value=\"" << xmlEscape(rep.runId) << "\"/>\n";
   x << "      <property name=\"status\" value=\"" << xmlEscape(rep.status) << "\"/>\n";
-  if (!rep.live.empty())
-    x << "      <property name=\"live\" value=\"" << xmlEscape(rep.live) << "\"/>\n";
+  if (rep.live.live())
+    x << "      <property name=\"live\" value=\"" << xmlEscape(rep.live.line()) << "\"/>\n";
   x << "      <property name=\"exit_code\" value=\"" << rep.exitCode << "\"/>\n";
   x << "    </properties>\n";
   for (const auto& r : rep.checks) {
@@ -89,7 +89,7 @@ std::string renderCheckJson(const CheckReport& rep) {
   j["run"] = rep.runPath;
   j["run_id"] = rep.runId;
   j["status"] = rep.status;
-  if (!rep.live.empty()) j["live"] = rep.live;  // being written as it was read: no verdict
+  if (rep.live.live()) j["live"] = rep.live.line();  // being written as it was read: no verdict
   j["exit_code"] = rep.exitCode;
   j["passed"] = rep.passed();
   j["seconds"] = rep.seconds;
@@ -149,8 +149,7 @@ std::string renderCheckText(const CheckReport& rep) {
   using events::printableLine;
   o << "stagescope check " << printableLine(rep.runPath.empty() ? rep.runId : rep.runPath)
     << " (status " << printableLine(rep.status)
-    << (rep.live.empty() ? "" : "; " + printableLine(rep.live.substr(0, rep.live.find(" ("))))
-    << ")\n";
+    << (rep.live.live() ? "; " + printableLine(rep.live.summary) : "") << ")\n";
   for (const auto& r : rep.checks) {
     const char* mark = r.status == CheckStatus::Passed   ? "PASS"
                        : r.status == CheckStatus::Failed ? "FAIL"
@@ -170,10 +169,10 @@ std::string renderCheckText(const CheckReport& rep) {
         << " more (--json and --junit list every one)\n";
     }
   }
-  if (!rep.live.empty()) {
+  if (rep.live.live()) {
     // No verdict on a run that is still being written (exit 10, run_status).
     o << "result: NOT ENDED, exit " << rep.exitCode << ": the run is "
-      << printableLine(rep.live.substr(0, rep.live.find(" (")))
+      << printableLine(rep.live.summary)
       << "; the checks above judged a snapshot: check again once it has ended\n";
   } else if (rep.passed()) {
     o << "result: all checks passed (exit 0)\n";

@@ -112,17 +112,17 @@ std::string describeAction(const ActionRecord& a) {
 void checkStatus(Ctx& c, CheckResult& r) {
   const auto& info = c.run.info;
   r.summary = std::string("run status is ") + toString(info.status);
-  if (!c.opts.recover.empty() && c.opts.live.empty()) {
+  if (!c.opts.recover.empty() && !c.opts.live.live()) {
     Finding f;
     f.message = "not all of the run's records are in its file: recover it with `" + c.opts.recover +
                 "`, then check again";
     add(r, c.opts, f);
   }
-  if (!c.opts.live.empty()) {
+  if (c.opts.live.live()) {
     // Being written as it was read: a snapshot, never a finished run, whatever it holds.
-    r.summary += " (" + c.opts.live.substr(0, c.opts.live.find(" (")) + ")";
+    r.summary += " (" + c.opts.live.summary + ")";
     Finding f;
-    f.message = "run has not ended: " + c.opts.live +
+    f.message = "run has not ended: " + c.opts.live.line() +
                 "; this is a snapshot, not a verdict: check again once the run has ended";
     add(r, c.opts, f);
   }
@@ -132,7 +132,7 @@ void checkStatus(Ctx& c, CheckResult& r) {
     m << "run did not complete: status " << toString(info.status);
     if (!info.statusReason.empty()) m << " (" << info.statusReason << ")";
     f.message = m.str();
-    if (c.opts.live.empty()) add(r, c.opts, f);
+    if (!c.opts.live.live()) add(r, c.opts, f);
     for (const auto& d : c.run.diagnoses) {
       if (d.informational()) continue;  // a clock offset is not a failure
       Finding g;

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "core/analysis/Coverage.h"
+#include "core/model/LiveState.h"
 #include "core/model/RunModel.h"
 
 namespace stagescope::analysis {
@@ -115,9 +116,10 @@ struct CheckOptions {
   std::string planConfigText, planConfigSource;
   // Classes to run; empty = all.  Names as in the table above.
   std::vector<std::string> only;
-  // "live, N of M ranks still writing (...)" when the run was being written as it was read
-  // (storage/RunLiveness.h): a snapshot, never a finished run: run_status fails and says so.
-  std::string live;
+  // Live ("live, N of M ranks still writing", and who writes) when the run was being written
+  // as it was read (storage/RunLiveness.h): a snapshot, never a finished run: run_status fails
+  // and says so.
+  model::LiveState live;
   // The command that recovers a run whose records are not all in its file (it ended without a
   // merge: status running and shards beside it, or a partial merge), e.g. "stagescope merge
   // runs/x.db"; "" when nothing is to recover.  run_status leads with it, and the messages whose
@@ -128,7 +130,7 @@ struct CheckOptions {
 struct CheckReport {
   std::string runPath, runId;
   std::string status;               // run status as recorded
-  std::string live;                 // CheckOptions::live: no verdict on a run being written
+  model::LiveState live;            // CheckOptions::live: no verdict on a run being written
   std::vector<CheckResult> checks;  // in table order
   int exitCode = 0;                 // 0, or the code of the most severe failing class
   double seconds = 0;

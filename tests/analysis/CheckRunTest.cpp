@@ -176,6 +176,37 @@ TEST(Check, HungRunWithDiagnosis) {
   EXPECT_EQ(rep.find("message_count")->status, CheckStatus::Skipped);
 }
 
+// A run being written as it was read (CheckOptions::live) is judged a snapshot.  The summary is
+// taken by its field, never cut out of the whole line: one that itself holds " (" is said
+// whole in run_status, in the text's head and in its result, and JSON keeps the whole line.
+TEST(Check, LiveRunIsASnapshotSaidByItsSummary) {
+  auto run = makeRun({.pp = 2});
+  run.info.status = events::RunStatus::Running;
+  CheckOptions opts;
+  opts.live = {"live (a test's phrasing), 1 of 2 ranks still writing",
+               "r.rank1.shard being written by pid 7 on host h"};
+  auto rep = checkRun(run, opts);
+  EXPECT_EQ(rep.exitCode, exit_code::kRunStatus) << renderCheckText(rep);
+  const auto* c = rep.find("run_status");
+  ASSERT_EQ(c->status, CheckStatus::Failed);
+  EXPECT_EQ(c->summary,
+            "run status is running (live (a test's phrasing), 1 of 2 ranks still writing)");
+  ASSERT_EQ(c->findings.size(), 1u) << renderCheckText(rep);  // no "did not complete": a snapshot
+  EXPECT_EQ(c->findings[0].message,
+            "run has not ended: live (a test's phrasing), 1 of 2 ranks still writing "
+            "(r.rank1.shard being written by pid 7 on host h); this is a snapshot, not a "
+            "verdict: check again once the run has ended");
+  const std::string text = renderCheckText(rep);
+  EXPECT_NE(text.find("(status running; live (a test's phrasing), 1 of 2 ranks still writing)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("the run is live (a test's phrasing), 1 of 2 ranks still writing; the "
+                      "checks above judged a snapshot"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(nlohmann::json::parse(renderCheckJson(rep))["live"], opts.live.line());
+}
+
 TEST(Check, PlanOrderDeviation) {
   auto run = makeRun({.pp = 2, .microbatches = 4});
   auto& acts = run.actions[0];

@@ -99,11 +99,18 @@ Awaited sentAt(const model::RunModel& run, int rank, int iteration, int seq) {
   return partAt(planOf(run, rank, iteration), seq, true);
 }
 
-std::string describeAwaited(const Awaited& w, int peer) {
-  if (!w.known) return "rank " + std::to_string(peer);
-  return std::string(w.send ? "to send " : "") + (w.shape ? "the shape of the " : "the ") +
-         events::toString(w.direction) + " of microbatch " + std::to_string(w.microbatch) +
-         (w.send ? " to rank " : " from rank ") + std::to_string(peer);
+// Sets what `e` waits for, or waits to send, from `w` exchanged with `peer`: the phrase
+// (WaitEdge::waitsFor) and whether it is a send (WaitEdge::toSend), set together so that
+// waiting() picks its verb by the field.  An unknown message is its peer ("rank 2"), waited for.
+void setAwaited(WaitEdge& e, const Awaited& w, int peer) {
+  e.toSend = w.known && w.send;
+  if (!w.known) {
+    e.waitsFor = "rank " + std::to_string(peer);
+    return;
+  }
+  e.waitsFor = std::string(w.shape ? "the shape of the " : "the ") + events::toString(w.direction) +
+               " of microbatch " + std::to_string(w.microbatch) +
+               (w.send ? " to rank " : " from rank ") + std::to_string(peer);
 }
 
 // Where a rank is stuck when its record does not say: the first planned action after the last
@@ -258,11 +265,11 @@ WaitEdge edgeOfWaitRow(const model::RunModel& run, const events::WaitRecord& r) 
   e.microbatch = r.microbatch;
   e.direction = r.direction;
   e.sending = r.op == events::WaitOp::Send;
-  e.waitsFor =
-      r.op == events::WaitOp::Broadcast
-          ? "the boundary broadcast from rank " + std::to_string(r.peer)
-          : describeAwaited(
-                {e.sending, r.direction, r.microbatch, true, events::isShapeEdge(r.edge)}, r.peer);
+  if (r.op == events::WaitOp::Broadcast)
+    e.waitsFor = "the boundary broadcast from rank " + std::to_string(r.peer);
+  else
+    setAwaited(e, {e.sending, r.direction, r.microbatch, true, events::isShapeEdge(r.edge)},
+               r.peer);
   e.edge = r.edge;
   e.timeoutSeconds = r.timeoutSeconds;
   if (r.op == events::WaitOp::Collective) {
@@ -304,7 +311,7 @@ bool edgeOfTimeout(const model::RunModel& run, const events::DiagnosisRecord& d,
   e.microbatch = w.microbatch;
   e.direction = w.direction;
   e.sending = w.send;
-  e.waitsFor = describeAwaited(w, d.waitsOnRank);
+  setAwaited(e, w, d.waitsOnRank);
   e.edge = edgeBetween(run, d.rank, d.waitsOnRank);
   e.lastDone = lastDoneOf(run, d.rank);
   *out = e;
@@ -466,8 +473,7 @@ void addFaultVerdicts(const model::RunModel& run, const std::map<int, WaitEdge>&
 }  // namespace
 
 std::string WaitEdge::waiting() const {
-  // describeAwaited() starts a send with "to send ..."
-  return (waitsFor.rfind("to send ", 0) == 0 ? "waits " : "waits for ") + waitsFor;
+  return (toSend ? "waits to send " : "waits for ") + waitsFor;
 }
 
 std::string WaitEdge::sentence() const {

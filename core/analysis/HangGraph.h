@@ -21,11 +21,15 @@ struct WaitEdge {
   int microbatch = -1;  // of the awaited message (from plan order, not the action's own)
   events::Direction direction = events::Direction::Activation;
   bool sending = false;  // blocked sending rather than receiving
-  std::string waitsFor;  // "the activation of microbatch 3 from rank 2", "to send ... to rank 4"
-  std::string lastDone;  // "last completed: iteration 1 F mb 2" / "nothing completed"
-  std::string edge;      // the edge the two ranks exchange on ("" when none was recorded)
+  // What it waits for ("the activation of microbatch 3 from rank 2", "rank 2" when the message is
+  // not known), or with `toSend` what it waits to send ("the activation of microbatch 3 to rank
+  // 4"): the object of waiting()'s verb, which toSend picks.
+  std::string waitsFor;
+  bool toSend = false;        // waitsFor is a message this rank waits to send, not one it waits for
+  std::string lastDone;       // "last completed: iteration 1 F mb 2" / "nothing completed"
+  std::string edge;           // the edge the two ranks exchange on ("" when none was recorded)
   double timeoutSeconds = 0;  // how long it waited before giving up (0: not recorded)
-  // "waits for the activation of microbatch 1 from rank 1" / "waits to send the ..."
+  // "waits for the activation of microbatch 1 from rank 1" / "waits to send the ..." (toSend)
   std::string waiting() const;
   // "rank 2 waits for the activation of microbatch 1 from rank 1 (edge E, iteration 0,
   // action 3 RF)"

@@ -129,16 +129,6 @@ bool isCapturedRun(const model::RunModel& m) {
   return m.info.captured();
 }
 
-// A declared-schedule cause for a first line: its sentence up to the section it cites, whose
-// explanation (printed in full on its own line, and in check's plan_order) is left out:
-// "...; the job places it at global stage 0 of 4, the plan at 1 of 4 (§7.5)".
-std::string shortCause(const std::string& cause) {
-  const size_t section = cause.find(" (\u00a7");
-  if (section == std::string::npos) return cause;
-  const size_t end = cause.find_first_of(":)", section + 3);
-  return end == std::string::npos ? cause : cause.substr(0, end) + ")";
-}
-
 }  // namespace
 
 namespace {
@@ -342,14 +332,16 @@ void explainCapturedHang(const model::RunModel& m, const std::string& run,
   if (!hang.headline.empty()) next.reason = hang.headline;
   // Where the job declared its layout, its own schedule against the plan names why.
   const auto causes = analysis::declaredScheduleCauses(m.info);
-  if (!causes.empty() && next.reason.rfind("cause: ", 0) != 0) {
-    std::printf("cause: %s\n", causes.front().c_str());
+  // The first line is the cause up to the section it cites (ScheduleCause::brief): the section's
+  // explanation is printed in full on its own line, and in check's plan_order.
+  if (!causes.empty()) {
+    std::printf("cause: %s\n", causes.front().line().c_str());
     std::printf(
         "to change: the job's schedule where it parts from the plan (above; `stagescope "
         "check %s` lists each rank's difference)\n",
         events::printableLine(run).c_str());
-    next.reason = "cause: " + shortCause(causes.front()) + "; " +
-                  std::to_string(hang.verdictCount) + " verdicts in the wait-for graph";
+    next.reason = "cause: " + causes.front().brief() + "; " + std::to_string(hang.verdictCount) +
+                  " verdicts in the wait-for graph";
   } else if (!hang.remedy.empty()) {
     std::printf("%s\n", hang.remedy.c_str());
   }

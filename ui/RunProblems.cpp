@@ -282,8 +282,8 @@ RunProblems::Causes RunProblems::causesOf(int rank) const {
   // A captured job's own schedule that differs from the plan (PlanConformance's causes) comes
   // before the waits it led to.
   const auto& c = planConformance;
-  for (size_t i = 0; i < c.causes.size() && i < c.causeRanks.size(); ++i)
-    if (c.causeRanks[i] == rank) out.lines.push_back(c.causes[i]);
+  for (const auto& cause : c.causes)
+    if (cause.rank == rank) out.lines.push_back(cause.line());
   for (const auto& v : hangVerdicts)
     if (v.concerns(rank)) out.lines.push_back(v.sentence);
   out.own = !out.lines.empty();
@@ -293,7 +293,7 @@ RunProblems::Causes RunProblems::causesOf(int rank) const {
     out.lines.push_back("rank " + std::to_string(firstStuckRank) + ": " +
                         ranks[firstStuckRank].why);
   else if (!c.causes.empty())
-    out.lines.push_back(c.causes.front());
+    out.lines.push_back(c.causes.front().line());
   else if (!hangVerdicts.empty())
     out.lines.push_back(hangVerdicts.front().sentence);
   return out;
@@ -306,8 +306,8 @@ int leadRank(const RunProblems& p) {
   // A captured job whose schedule differs from the plan: the rank the first cause is about
   // (the banner, `run` and `check` lead with that cause), when it did not complete.
   const auto& c = p.planConformance;
-  if (!c.causeRanks.empty()) {
-    const int r = c.causeRanks.front();
+  if (!c.causes.empty()) {
+    const int r = c.causes.front().rank;
     if (r >= 0 && r < world && p.ranks[r].fate != RankFate::Completed) return r;
   }
   return root;

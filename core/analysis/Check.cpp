@@ -406,7 +406,7 @@ void checkCapturedAgainstPlan(Ctx& c, CheckResult& r, const std::string& text,
   }
   for (const auto& cause : k.causes) {
     Finding f;
-    f.message = "the job's own schedule differs from the plan: " + cause;
+    f.message = "the job's own schedule differs from the plan: " + cause.line();
     add(r, c.opts, f);
   }
   std::string stopped;

@@ -287,19 +287,29 @@ void nameCauses(const std::vector<events::JobStage>& job, const plan::Plan& p, C
       << j.warmup << " where the plan has " << rp.warmup << "; the job places it at global stage "
       << j.globalStage << " of " << j.totalStages << ", the plan at " << rp.globalStage << " of "
       << p.totalStages;
+    ScheduleCause cause{j.rank, s.str(), "", ""};
     if (j.globalStage < rp.globalStage) {
-      s << " (§7.5: the plan right-aligns a shorter branch next to the first stage it feeds; "
-           "placed from the sources, its warmup exceeds its receiver's by more than one and the "
-           "two sides' combined sends and receives no longer pair up)";
+      cause.section = "§7.5";
+      cause.why =
+          "the plan right-aligns a shorter branch next to the first stage it feeds; placed from "
+          "the sources, its warmup exceeds its receiver's by more than one and the two sides' "
+          "combined sends and receives no longer pair up";
     }
-    c.causes.push_back(s.str());
-    c.causeRanks.push_back(j.rank);
+    c.causes.push_back(std::move(cause));
   }
 }
 
 }  // namespace
 
-std::vector<std::string> declaredScheduleCauses(const events::RunInfo& info) {
+std::string ScheduleCause::line() const {
+  return section.empty() ? what : what + " (" + section + ": " + why + ")";
+}
+
+std::string ScheduleCause::brief() const {
+  return section.empty() ? what : what + " (" + section + ")";
+}
+
+std::vector<ScheduleCause> declaredScheduleCauses(const events::RunInfo& info) {
   const std::string layout = events::declaredLayoutText(info);
   if (layout.empty()) return {};
   Conformance c;

@@ -49,17 +49,33 @@ struct RankConformance {
   std::vector<PlanSpan> spans;      // every planned action the job reached, in order
 };
 
+// A rank whose own declared schedule differs from the plan, in its parts: what differs and,
+// where the documentation explains it, the section and its explanation.  The parts are typed so
+// that a first line (merge's verdict) takes what differs and the section by field, never by
+// cutting the whole sentence at its " (§".
+struct ScheduleCause {
+  int rank = -1;  // the rank it is about
+  // "audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2; the job places it at
+  // global stage 0 of 4, the plan at 1 of 4"
+  std::string what;
+  std::string section;  // "§7.5" (docs/schedule.md), or "" when no section explains it
+  std::string why;      // that section's explanation: "the plan right-aligns a shorter ..."
+  // The whole sentence: "WHAT (SECTION: WHY)", or WHAT alone when no section explains it.
+  std::string line() const;
+  // For a first line, the explanation left out: "WHAT (SECTION)", or WHAT alone.
+  std::string brief() const;
+};
+
 struct Conformance {
   bool judged = false;
   std::string notJudged;  // why not (no layout, the layout does not fit the run, ...)
   std::string layout;     // where the layout came from: "the layout the job declared", a path
   int iterations = 0;
   std::vector<RankConformance> ranks;  // every rank of the plan
-  // The cause of a deviation or hang the job's own schedule shows, with its §: one sentence
-  // each ("audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2 (§7.5 …)").
-  std::vector<std::string> causes;
-  std::vector<int> causeRanks;  // the rank each of `causes` is about (same order)
-  int64_t shapeMessages = 0;    // run-time shape messages folded into their payloads (§5.1)
+  // The cause of a deviation or hang the job's own schedule shows, with its §: one each
+  // ("audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2 (§7.5 …)").
+  std::vector<ScheduleCause> causes;
+  int64_t shapeMessages = 0;  // run-time shape messages folded into their payloads (§5.1)
   int deviating() const;
   int stopped() const;
 };
@@ -73,6 +89,6 @@ Conformance judgeAgainstPlan(const model::RunModel& run, const std::string& conf
 // Conformance::causes of a captured run's declaration alone (its declared layout and job
 // schedule), without its messages: what `merge` puts first in a hung job's verdict.
 // Empty when nothing was declared or the declaration does not parse.
-std::vector<std::string> declaredScheduleCauses(const events::RunInfo& info);
+std::vector<ScheduleCause> declaredScheduleCauses(const events::RunInfo& info);
 
 }  // namespace stagescope::analysis

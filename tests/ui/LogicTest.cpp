@@ -549,20 +549,20 @@ TEST(RunProblems, ACapturedJobsScheduleCauseLeadsItsWaits) {
   cycle.cycle = {1, 2};
   p.hangVerdicts = {cycle};
   p.firstStuckRank = 1;
-  p.planConformance.causes = {"audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2"};
-  p.planConformance.causeRanks = {2};
+  p.planConformance.causes = {
+      {2, "audio stage 0 (rank 2): the job's warmup is 3 where the plan has 2", "", ""}};
   EXPECT_EQ(leadRank(p), 2);
   const auto of2 = p.causesOf(2);
   EXPECT_TRUE(of2.own);
   ASSERT_EQ(of2.lines.size(), 2u);
-  EXPECT_EQ(of2.lines[0], p.planConformance.causes[0]);
+  EXPECT_EQ(of2.lines[0], p.planConformance.causes[0].line());
   EXPECT_EQ(of2.lines[1], cycle.sentence);
   const auto of0 = p.causesOf(0);
   EXPECT_FALSE(of0.own);
   ASSERT_EQ(of0.lines.size(), 1u);
-  EXPECT_EQ(of0.lines[0], p.planConformance.causes[0]);
+  EXPECT_EQ(of0.lines[0], p.planConformance.causes[0].line());
   // A cause about a rank that completed does not take the jump from the graph's root.
-  p.planConformance.causeRanks = {3};
+  p.planConformance.causes[0].rank = 3;
   EXPECT_EQ(leadRank(p), 1);
   // A killed rank leads over both.
   p.ranks[0].fate = RankFate::Killed;

@@ -153,6 +153,7 @@ void recordRankExits(const std::string& out, const engine::LaunchResult& launche
     events::DiagnosisRecord d;
     d.rank = r.rank;
     d.timeNs = r.endedNs;  // the order the ranks ended in: the first killed is the cause
+    d.signal = r.signal;   // the signal that ended it (waitpid), 0 when it exited
     if (r.stoppedByUs) {
       d.kind = events::DiagnosisKind::RankStopped;
       d.message = launched.interrupted ? "stopped: the run was interrupted"

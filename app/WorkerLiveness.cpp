@@ -134,6 +134,7 @@ void WorkerLiveness::announce(const engine::PeerFate& root) {
   d.kind = events::DiagnosisKind::PeerDead;
   d.waitsOnRank = root.rank;
   d.message = sentence;
+  d.signal = root.signal();  // the peer's, as the sentence names it (0: not known)
   recorder_.diagnosis(std::move(d));
 }
 
@@ -210,6 +211,7 @@ void WorkerLiveness::onSignal(int sig, const std::string& errorFile) {
   const std::string how = "signal " + std::to_string(sig) + " (" + engine::signalName(sig) + ")";
   events::DiagnosisRecord d;
   d.rank = rank_;
+  d.signal = sig;  // it ends this rank: raised again below
   if (root) {
     announce(*root);
     d.kind = events::DiagnosisKind::RankStopped;

@@ -149,7 +149,7 @@ std::string runIdOfShards(const std::vector<std::string>& shards) {
 // `rank_killed` row `stagescope run` writes from waitpid (the viewer's "killed" fate), with the
 // verdict's sentence.  Written through a shard of its own next to the run file, as the launcher
 // does; a failure to write it is reported and leaves the run file as judged.
-void recordSilentRank(const std::string& run, int rank, const std::string& reason) {
+void recordSilentRank(const std::string& run, int rank, int signal, const std::string& reason) {
   try {
     const std::string shard = run + ".verdict.shard";
     auto writer = storage::ShardWriter::open(shard, events::RecordLevel::Meta, -1);
@@ -157,6 +157,7 @@ void recordSilentRank(const std::string& run, int rank, const std::string& reaso
     d.rank = rank;
     d.kind = events::DiagnosisKind::RankKilled;
     d.message = "killed or crashed (no record of its own): " + reason;
+    d.signal = signal;  // as its peers saw it (RunVerdict::silentSignal); 0 when none did
     writer->diagnosis(std::move(d));
     writer->close();
     storage::MergeResult m = storage::mergeShards(run, {shard});
@@ -356,7 +357,8 @@ void recordJudgement(const model::RunModel& m, const std::string& run, bool crea
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   storage::updateRunStatus(run, next.status, next.reason, now);
-  if (create && next.silentRank >= 0) recordSilentRank(run, next.silentRank, next.reason);
+  if (create && next.silentRank >= 0)
+    recordSilentRank(run, next.silentRank, next.silentSignal, next.reason);
   std::printf("%s %s: run %s%s%s (was %s)\n", create ? "created" : "re-judged",
               events::printableLine(run).c_str(), events::toString(next.status),
               next.reason.empty() ? "" : ": ", next.reason.c_str(),

@@ -103,6 +103,33 @@ int64_t recordShard(Db& db, const ShardMergeInfo& s, const std::string& state,
   return id.step() ? id.i64(0) : -1;
 }
 
+// The columns table `table` of `schema` ("main", a shard's alias) holds.
+std::set<std::string> columnsOf(Db& db, const std::string& schema, const char* table) {
+  Stmt s = db.prepare("SELECT name FROM pragma_table_info(?, ?)");
+  s.bindText(1, table);
+  s.bindText(2, schema);
+  std::set<std::string> out;
+  while (s.step()) out.emplace(s.text(0));
+  return out;
+}
+
+// The data columns of the plain table `t` to copy from the shard `alias` into the run file,
+// comma-separated in declaration order: those both hold.  A column added within the format
+// (docs/run-file.md: a nullable column does not move it) is missing from a shard or a run file
+// an older build wrote: the copy leaves it out, so it is NULL (not recorded) in the run file,
+// or not kept where the run file predates it (its readers read the older layout).
+std::string copiedColumns(Db& db, const TableDef& t, const std::string& alias) {
+  const std::set<std::string> from = columnsOf(db, alias, t.name);
+  const std::set<std::string> into = columnsOf(db, "main", t.name);
+  std::string out;
+  for (const auto& c : t.columns) {
+    const std::string name = c.name;
+    if (name == "id" || name == "shard_id" || !from.count(name) || !into.count(name)) continue;
+    out += (out.empty() ? "" : ", ") + name;
+  }
+  return out;
+}
+
 // Copies one attached shard in one transaction; returns the number of rows copied.  Rows of
 // an earlier merge of the same shard are deleted first (only when it was seen before: the
 // delete scans the table).
@@ -123,7 +150,6 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
       continue;
     }
     const TableDef& t = tableDef(name);
-    const std::string cols = dataColumns(t);
     const std::string id = std::to_string(shardId);
     const std::string stored = "main." + storedTable(t);
     const std::string source = alias + "." + name;
@@ -132,6 +158,7 @@ int64_t copyShard(Db& db, const std::string& alias, int64_t shardId, bool seenBe
       db.exec(collectTextsSql(t, source, "main.texts"));
       db.exec(copyPackedSql(t, source, stored, "main.texts", id));
     } else {
+      const std::string cols = copiedColumns(db, t, alias);
       db.exec("INSERT INTO " + stored + "(shard_id, " + cols + ") SELECT " + id + ", " + cols +
               " FROM " + source + " ORDER BY rowid");
     }

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -1446,10 +1448,17 @@ class Loader {
     }
   }
 
+  // A signal number as a process's wait status can carry it (7 bits).
+  static constexpr int64_t kLastSignal = 127;
+
   void readDiagnoses() {
+    // A file written before the `signal` column was added (within format 3) has none.
+    const bool signals =
+        db_.queryInt("SELECT count(*) FROM pragma_table_info('diagnoses') WHERE name = 'signal'") >
+        0;
     Stmt s = db_.prepare(
-        "SELECT rank, kind, iteration, action_seq, waits_on_rank, message, time_ns FROM "
-        "diagnoses ORDER BY rowid");
+        std::string("SELECT rank, kind, iteration, action_seq, waits_on_rank, message, time_ns, ") +
+        (signals ? "signal" : "NULL") + " FROM diagnoses ORDER BY rowid");
     while (s.step()) {
       events::DiagnosisRecord d;
       d.rank = bounded(s, 0, "diagnoses", "rank", -1, kLastRank);
@@ -1460,8 +1469,27 @@ class Loader {
       d.waitsOnRank = bounded(s, 4, "diagnoses", "waits_on_rank", -1, kLastRank);
       assign(d.message, s.text(5));
       d.timeNs = s.i64(6);
+      d.signal =
+          s.isNull(7) ? signalOfSentence(d) : bounded(s, 7, "diagnoses", "signal", 0, kLastSignal);
       m_.diagnoses.push_back(std::move(d));
     }
+  }
+
+  // The signal of a record written without its `signal` (an older file, or a row merged from
+  // an older build's shard), read from its sentence, the one place that reads it there: the
+  // peer_dead and rank_killed records that name it say "killed by signal N (NAME)" of the rank
+  // they tell of.  Other kinds are not read: a rank's own timeout or error may quote another
+  // rank's end ("root cause: rank 2 ... killed by signal 9").  0 when the sentence names none.
+  static int32_t signalOfSentence(const events::DiagnosisRecord& d) {
+    if (d.kind != events::DiagnosisKind::PeerDead && d.kind != events::DiagnosisKind::RankKilled)
+      return 0;
+    static constexpr std::string_view kPhrase = "killed by signal ";
+    const size_t at = d.message.find(kPhrase);
+    if (at == std::string::npos) return 0;
+    int32_t signal = 0;
+    const char* first = d.message.data() + at + kPhrase.size();
+    const auto [end, ec] = std::from_chars(first, d.message.data() + d.message.size(), signal);
+    return ec == std::errc() && end != first && signal > 0 && signal <= kLastSignal ? signal : 0;
   }
 
   // Captured jobs that recorded roles only; files written before the table existed have none.

@@ -202,6 +202,9 @@ std::vector<TableDef> makeTables() {
                 {"waits_on_rank", "INTEGER"},
                 {"message", "TEXT"},
                 {"time_ns", "INTEGER"},
+                // Added within format 3 (DiagnosisRecord::signal): a file without it, or a row
+                // with NULL, has the signal only in its sentence (RunReader reads it there).
+                {"signal", "INTEGER"},
                 shardId},
                true});
   // Collectives of captured jobs (app/capture): one row per member per collective.

@@ -317,6 +317,7 @@ struct ShardWriter::Impl {
     b.put(d.waitsOnRank);
     b.text(d.message);
     b.put(d.timeNs);
+    b.put(d.signal);
   }
   void bindCollective(RowBinder& b, int slot, const events::CollectiveRecord& c) {
     b.put(c.rank);

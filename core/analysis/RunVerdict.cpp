@@ -30,6 +30,7 @@ struct RankEnd {
   std::string reason;
   int rank = -1;
   bool seenByPeer = false;  // a silent stop some peer's heartbeat watch recorded
+  int signal = 0;           // the signal that ended it, as a peer saw it (0: none seen)
 };
 
 // Ranks whose last records lie within this of each other stopped together (s): a heartbeat
@@ -42,15 +43,14 @@ bool hasShard(const model::RunModel& run, int rank) {
 }
 
 // What the surviving ranks saw of rank `r` through its heartbeats (core/engine/Liveness): the
-// first `peer_dead` sentence that names a signal, else the first one, else "".
-std::string seenByPeers(const model::RunModel& run, int r) {
+// first `peer_dead` record that knows the signal that ended it, else the first one, else null.
+const events::DiagnosisRecord* seenByPeers(const model::RunModel& run, int r) {
   const events::DiagnosisRecord* best = nullptr;
   for (const auto& d : run.diagnoses) {
     if (d.kind != events::DiagnosisKind::PeerDead || d.waitsOnRank != r) continue;
-    const bool signal = d.message.find("killed by signal") != std::string::npos;
-    if (!best || (signal && best->message.find("killed by signal") == std::string::npos)) best = &d;
+    if (!best || (d.signal != 0 && best->signal == 0)) best = &d;
   }
-  return best ? best->message + " (seen by rank " + std::to_string(best->rank) + ")" : "";
+  return best;
 }
 
 RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& cfg, int r) {
@@ -80,19 +80,20 @@ RankEnd endOf(const model::RunModel& run, const ::stagescope::plan::RunConfig& c
   // A rank the [record] filter keeps in no iteration records no plan and no action by design:
   // its merged shard, no error or timeout of its own (above) and no peer that saw it stop are
   // all the records can say, and they say it finished.
-  if (wanted == 0 && acts.empty() && seenByPeers(run, r).empty()) return {};
+  if (wanted == 0 && acts.empty() && !seenByPeers(run, r)) return {};
   const std::string where = acts.empty() ? "before its first action"
                                          : "after " + std::to_string(acts.size()) +
                                                " of its actions (the last in " + "iteration " +
                                                std::to_string(acts.back().iteration) + ")";
-  const std::string seen = seenByPeers(run, r);
-  if (!seen.empty()) {
+  if (const events::DiagnosisRecord* seen = seenByPeers(run, r)) {
     RankEnd e{kSilentStop,
-              seen + "; its shard holds " + std::to_string(acts.size()) + " of its actions" +
+              seen->message + " (seen by rank " + std::to_string(seen->rank) +
+                  "); its shard holds " + std::to_string(acts.size()) + " of its actions" +
                   (acts.empty()
                        ? std::string()
                        : " (the last in iteration " + std::to_string(acts.back().iteration) + ")")};
     e.seenByPeer = true;
+    e.signal = seen->signal;
     return e;
   }
   return {kSilentStop, who + " stopped " + where +
@@ -147,8 +148,9 @@ RunVerdict judgeWorkerRun(const model::RunModel& run, const ::stagescope::plan::
   if (const std::string together = stoppedTogether(run, ends); !together.empty()) {
     return {events::RunStatus::Killed, together, -1};
   }
+  const bool silent = first.severity == kSilentStop;
   return {first.severity == kWaited ? events::RunStatus::Hung : events::RunStatus::Failed,
-          first.reason, first.severity == kSilentStop ? first.rank : -1};
+          first.reason, silent ? first.rank : -1, silent ? first.signal : 0};
 }
 
 }  // namespace stagescope::analysis

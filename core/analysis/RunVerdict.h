@@ -17,6 +17,9 @@ struct RunVerdict {
   // The root cause is this rank, which stopped without a record of why (killed or crashed);
   // -1 otherwise.  `merge` records it as a `rank_killed` diagnosis, as our launcher does.
   int silentRank = -1;
+  // The signal that ended `silentRank` as its peers saw it (a peer_dead record's signal); 0 when
+  // none was seen.  That rank_killed diagnosis carries it (DiagnosisRecord::signal).
+  int silentSignal = 0;
 };
 
 // Root cause first, as `stagescope run` orders it: a rank that stopped before finishing its

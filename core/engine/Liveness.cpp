@@ -232,6 +232,11 @@ struct Liveness::State {
   }
 };
 
+int PeerFate::signal() const {
+  const bool said = !storeLost.empty() || kind == Kind::Gone;  // what sentence() tells of
+  return said && process.state == ProcessState::Exited ? process.signal : 0;
+}
+
 std::string PeerFate::sentence() const {
   std::string who = "rank " + std::to_string(rank);
   if (id) who += " (host " + id->host + ", pid " + std::to_string(id->pid) + ")";
@@ -242,9 +247,9 @@ std::string PeerFate::sentence() const {
           : " stopped before its first heartbeat";
   if (!storeLost.empty()) {
     std::string how = "killed, crashed or unreachable";
-    if (process.state == ProcessState::Exited && process.signal)
-      how = "process gone: killed by signal " + std::to_string(process.signal) + " (" +
-            signalName(process.signal) + ")";
+    if (signal())
+      how = "process gone: killed by signal " + std::to_string(signal()) + " (" +
+            signalName(signal()) + ")";
     else if (kind == Kind::Gone)
       how = "process gone: killed by a signal (SIGKILL, the OOM killer) or crashed";
     return who + " hosted the store, which stopped answering (" + storeLost + "): " + how;
@@ -253,9 +258,9 @@ std::string PeerFate::sentence() const {
     case Kind::Gone: {
       std::string how = "killed by a signal (SIGKILL, the OOM killer) or crashed";
       if (process.state == ProcessState::Exited) {
-        how = process.signal ? "killed by signal " + std::to_string(process.signal) + " (" +
-                                   signalName(process.signal) + ")"
-                             : "exited with code " + std::to_string(process.exitCode);
+        how = signal() ? "killed by signal " + std::to_string(signal()) + " (" +
+                             signalName(signal()) + ")"
+                       : "exited with code " + std::to_string(process.exitCode);
       }
       return who + stoppedAt + ", process gone: " + how + ", without a record of why";
     }

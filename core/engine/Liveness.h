@@ -58,6 +58,10 @@ struct PeerFate {
            kind == Kind::Failed;
   }
   bool recordedItself() const { return kind == Kind::Killed || kind == Kind::Failed; }
+  // The signal that ended it, as sentence() says it ("killed by signal 9"): its process, gone
+  // from this machine, was ended by one; 0 otherwise (exited, alive, elsewhere, not seen).
+  // A peer_dead record carries it (DiagnosisRecord::signal).
+  int signal() const;
   // "rank 6 (host h, pid p) stopped heartbeating at 2026-12-01 11:52:03.120 UTC (doing at that
   // heartbeat: iteration 1, action 4 F mb 2), process gone: killed by signal 9 (SIGKILL)"
   std::string sentence() const;

@@ -342,6 +342,10 @@ struct DiagnosisRecord {
   std::string message;  // one human sentence
   int64_t timeNs = 0;
   std::string otherKind;  // the row's text when `kind` is Other (a kind this build does not know)
+  // The signal that ended the rank the record tells of (its own `rank`; for peer_dead the peer
+  // it saw stop, `waitsOnRank`), where the writer knew it; 0: none, or not known.  Typed so that
+  // a reader asks the field, never the sentence ("... killed by signal 9 (SIGKILL)").
+  int32_t signal = 0;
   // The row's `kind` text.
   std::string kindName() const { return kind == DiagnosisKind::Other ? otherKind : toString(kind); }
   // Information, not a failure (events/DiagnosisKind.h): never counted among a run's problems.

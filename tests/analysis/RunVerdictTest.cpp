@@ -131,5 +131,52 @@ TEST(RunVerdict, AWorkerRunNamesTheStrongestRankFirst) {
   EXPECT_EQ(v.reason, "rank 0: gave up waiting on rank 1");
 }
 
+// A rank that stopped without a record is told by what its peers saw (peer_dead): the record
+// whose typed signal says what ended it is preferred, however its sentence is phrased, and the
+// verdict carries the signal on to the rank_killed record merge writes.
+TEST(RunVerdict, ASilentRankIsToldByThePeerRecordThatKnowsItsSignal) {
+  const plan::RunConfig cfg = plan::parseConfig(
+      "iterations = 1\nmicrobatches = 1\n[[modules]]\nname = \"llm\"\nkind = \"llm\"\npp = "
+      "2\nlayers = 2\n",
+      "run.toml");
+  model::RunModel m;
+  m.info.worldSize = 2;
+  for (int r = 0; r < 2; ++r) {
+    events::RankInfo info;
+    info.rank = r;
+    m.ranks.push_back(info);
+  }
+  m.plan.resize(2);
+  m.actions.resize(2);
+  for (int seq = 0; seq < 2; ++seq) {
+    events::ActionRecord a;
+    a.rank = 1;
+    a.iteration = 0;
+    a.seq = seq;
+    m.plan[1].push_back(a);
+  }
+  m.actions[1].push_back(m.plan[1].front());  // rank 1 stopped after its first action
+  events::DiagnosisRecord unknown = record(0, DiagnosisKind::PeerDead, "rank 1 is gone", 10);
+  unknown.waitsOnRank = 1;
+  // Phrased without "killed by signal": only the field says what ended it.
+  events::DiagnosisRecord known = record(0, DiagnosisKind::PeerDead, "rank 1 ended on SIGKILL", 20);
+  known.waitsOnRank = 1;
+  known.signal = 9;
+  m.diagnoses = {record(0, DiagnosisKind::Timeout, "gave up waiting on rank 1", 30), unknown,
+                 known};
+  RunVerdict v = judgeWorkerRun(m, cfg);
+  EXPECT_EQ(v.status, RunStatus::Failed);
+  EXPECT_EQ(v.silentRank, 1);
+  EXPECT_EQ(v.silentSignal, 9);
+  EXPECT_EQ(v.reason.rfind("rank 1 ended on SIGKILL (seen by rank 0); its shard holds 1 of", 0), 0u)
+      << v.reason;
+  // A record whose sentence names a signal its field does not know is not preferred.
+  m.diagnoses[1].message =
+      "rank 1 stopped heartbeating, process gone: killed by signal 9 (SIGKILL)";
+  v = judgeWorkerRun(m, cfg);
+  EXPECT_EQ(v.silentSignal, 9);
+  EXPECT_EQ(v.reason.rfind("rank 1 ended on SIGKILL (seen by rank 0)", 0), 0u) << v.reason;
+}
+
 }  // namespace
 }  // namespace stagescope::analysis

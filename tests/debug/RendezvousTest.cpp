@@ -398,6 +398,14 @@ TEST_F(Rendezvous, MergeNamesTheKilledRankNotAHang) {
   EXPECT_GE(db.queryInt("SELECT count(*) FROM diagnoses WHERE kind = 'peer_dead' AND "
                         "waits_on_rank = 2"),
             1);
+  // The signal a survivor saw end it (9 while rank 2 was a zombie; 0 once reaped: not known)
+  // travels as a field from its peer_dead record to the rank_killed record merge wrote.
+  EXPECT_EQ(db.queryInt("SELECT count(*) FROM diagnoses WHERE kind = 'peer_dead' AND "
+                        "waits_on_rank = 2 AND signal NOT IN (0, 9)"),
+            0);
+  EXPECT_EQ(db.queryInt("SELECT signal FROM diagnoses WHERE kind = 'rank_killed' AND rank = 2"),
+            db.queryInt("SELECT max(signal) FROM diagnoses WHERE kind = 'peer_dead' AND "
+                        "waits_on_rank = 2"));
 }
 
 }  // namespace

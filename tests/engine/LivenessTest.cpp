@@ -155,6 +155,7 @@ TEST(Liveness, AKilledProcessOnThisMachineIsGoneWithItsSignalWhileAZombie) {
              "iteration 1, action 4 F), process gone: killed by signal 9 (SIGKILL)"),
       std::string::npos)
       << s;
+  EXPECT_EQ(zombie.signal(), SIGKILL);  // the field its peer_dead record carries
   // Reaped: gone, the signal no longer knowable from here.
   waitpid(child.pid, nullptr, 0);
   child.pid = -1;
@@ -164,6 +165,32 @@ TEST(Liveness, AKilledProcessOnThisMachineIsGoneWithItsSignalWhileAZombie) {
                                  "crashed, without a record of why"),
             std::string::npos)
       << gone.sentence();
+  EXPECT_EQ(gone.signal(), 0);
+}
+
+// PeerFate::signal() is the signal its sentence names, and only that: a process gone from this
+// machine (or the store's host) whose wait status named one; not an exit code, nor what a
+// process elsewhere or still beating could not have told.
+TEST(Liveness, ThePeersSignalIsTheOneItsSentenceNames) {
+  PeerFate f;
+  f.rank = 3;
+  f.kind = PeerFate::Kind::Gone;
+  f.process.state = ProcessState::Exited;
+  f.process.signal = SIGABRT;
+  EXPECT_EQ(f.signal(), SIGABRT);
+  EXPECT_NE(f.sentence().find("killed by signal 6 (SIGABRT)"), std::string::npos) << f.sentence();
+  f.storeLost = "connection reset";
+  EXPECT_EQ(f.signal(), SIGABRT);
+  EXPECT_NE(f.sentence().find("killed by signal 6 (SIGABRT)"), std::string::npos) << f.sentence();
+  f.storeLost.clear();
+  f.process.signal = 0;
+  f.process.exitCode = 1;
+  EXPECT_EQ(f.signal(), 0);
+  EXPECT_NE(f.sentence().find("exited with code 1"), std::string::npos) << f.sentence();
+  f.process.signal = SIGKILL;
+  f.kind = PeerFate::Kind::Silent;  // its sentence tells no signal: neither does the field
+  EXPECT_EQ(f.signal(), 0);
+  EXPECT_EQ(f.sentence().find("signal 9"), std::string::npos) << f.sentence();
 }
 
 TEST(Liveness, APeerElsewhereIsSilentWhenItsBeatStopsAndAliveWhileItMoves) {

@@ -91,6 +91,8 @@ const char* const kMutations[] = {
     "UPDATE losses SET iteration = -5",
     "UPDATE inputs SET shape = '99999999999,99999999999'",
     "UPDATE diagnoses SET rank = 2147483647",
+    "UPDATE diagnoses SET signal = 2147483647",
+    "UPDATE diagnoses SET signal = 'nine'",
     "UPDATE shards SET rank = 2147483647",
     "UPDATE ranks SET clock_offset_ns = -9223372036854775808",
     "UPDATE actions SET start_ns = -9223372036854775808, end_ns = 9223372036854775807",

@@ -99,18 +99,19 @@ Awaited sentAt(const model::RunModel& run, int rank, int iteration, int seq) {
   return partAt(planOf(run, rank, iteration), seq, true);
 }
 
-// Sets what `e` waits for, or waits to send, from `w` exchanged with `peer`: the phrase
-// (WaitEdge::waitsFor) and whether it is a send (WaitEdge::toSend), set together so that
-// waiting() picks its verb by the field.  An unknown message is its peer ("rank 2"), waited for.
+// Sets what `e` waits for, or waits to send, from `w` exchanged with `peer`: the message
+// (WaitEdge::awaited), the phrase with its peer (WaitEdge::waitsFor) and whether it is a send
+// (WaitEdge::toSend), set together so that no reader cuts the phrase apart or tests how it
+// begins.  An unknown message is its peer ("rank 2"), waited for.
 void setAwaited(WaitEdge& e, const Awaited& w, int peer) {
   e.toSend = w.known && w.send;
   if (!w.known) {
-    e.waitsFor = "rank " + std::to_string(peer);
+    e.awaited = e.waitsFor = "rank " + std::to_string(peer);
     return;
   }
-  e.waitsFor = std::string(w.shape ? "the shape of the " : "the ") + events::toString(w.direction) +
-               " of microbatch " + std::to_string(w.microbatch) +
-               (w.send ? " to rank " : " from rank ") + std::to_string(peer);
+  e.awaited = std::string(w.shape ? "the shape of the " : "the ") + events::toString(w.direction) +
+              " of microbatch " + std::to_string(w.microbatch);
+  e.waitsFor = e.awaited + (w.send ? " to rank " : " from rank ") + std::to_string(peer);
 }
 
 // Where a rank is stuck when its record does not say: the first planned action after the last
@@ -239,8 +240,7 @@ void addTooShortWaits(const model::RunModel& run, const std::map<int, WaitEdge>&
   }
   for (int rank : sent) {
     const WaitEdge& e = *receives.at(rank);
-    std::string what = e.waitsFor;
-    what.erase(std::min(what.size(), what.find(" from rank ")));
+    const std::string& what = e.awaited;
     g.verdicts.push_back(
         {rank,
          "rank " + std::to_string(rank) + " gave up" +
@@ -265,11 +265,13 @@ WaitEdge edgeOfWaitRow(const model::RunModel& run, const events::WaitRecord& r) 
   e.microbatch = r.microbatch;
   e.direction = r.direction;
   e.sending = r.op == events::WaitOp::Send;
-  if (r.op == events::WaitOp::Broadcast)
-    e.waitsFor = "the boundary broadcast from rank " + std::to_string(r.peer);
-  else
+  if (r.op == events::WaitOp::Broadcast) {
+    e.awaited = "the boundary broadcast";
+    e.waitsFor = e.awaited + " from rank " + std::to_string(r.peer);
+  } else {
     setAwaited(e, {e.sending, r.direction, r.microbatch, true, events::isShapeEdge(r.edge)},
                r.peer);
+  }
   e.edge = r.edge;
   e.timeoutSeconds = r.timeoutSeconds;
   if (r.op == events::WaitOp::Collective) {
@@ -288,6 +290,7 @@ WaitEdge edgeOfWaitRow(const model::RunModel& run, const events::WaitRecord& r) 
     } else {
       e.waitsFor += " (every member posted it)";
     }
+    e.awaited = e.waitsFor;  // a collective has no one sender to name apart
   }
   e.lastDone = lastDoneOf(run, r.rank);
   return e;
@@ -420,9 +423,7 @@ bool hasKind(const events::InjectedFaultRecord& f, plan::FaultKind kind) {
 // The verdict of a fault that explains rank `waiter`'s wait `e`: a drop was never sent, a delay
 // held the message past the wait, any other kind is named as the rank planted it.
 HangVerdict faultVerdict(const events::InjectedFaultRecord& f, const WaitEdge& e, int waiter) {
-  std::string what = e.waitsFor;
-  const auto from = what.find(" from rank ");
-  if (from != std::string::npos) what.erase(from);
+  const std::string& what = e.awaited;
   const std::string sender = "rank " + std::to_string(e.waitsOn);
   const std::string receiver = "rank " + std::to_string(waiter);
   if (hasKind(f, plan::FaultKind::Drop))

@@ -25,7 +25,12 @@ struct WaitEdge {
   // not known), or with `toSend` what it waits to send ("the activation of microbatch 3 to rank
   // 4"): the object of waiting()'s verb, which toSend picks.
   std::string waitsFor;
-  bool toSend = false;        // waitsFor is a message this rank waits to send, not one it waits for
+  bool toSend = false;  // waitsFor is a message this rank waits to send, not one it waits for
+  // What waitsFor names without the peer it is exchanged with: "the activation of microbatch 3",
+  // "the boundary broadcast", "rank 2" (the message not known); a collective's is its waitsFor.
+  // The verdicts that name the message apart from its sender take it ("rank 1 dropped the
+  // activation of microbatch 3 to rank 2").
+  std::string awaited;
   std::string lastDone;       // "last completed: iteration 1 F mb 2" / "nothing completed"
   std::string edge;           // the edge the two ranks exchange on ("" when none was recorded)
   double timeoutSeconds = 0;  // how long it waited before giving up (0: not recorded)

@@ -270,6 +270,7 @@ struct JobStage {
   int32_t rank = -1;
   std::string module;
   int32_t stage = -1, globalStage = -1, totalStages = -1, warmup = -1;
+  friend bool operator==(const JobStage&, const JobStage&) = default;
 };
 
 // Run-wide facts, written once by the launcher (rank 0 in multi-host runs).

@@ -26,6 +26,16 @@ events::DiagnosisRecord record(int rank, DiagnosisKind kind, const std::string& 
   return d;
 }
 
+// A one-module pipeline of `stages` stages, one per rank, running one iteration of
+// `microbatches`.
+plan::RunConfig pipeline(int stages, int microbatches) {
+  return plan::parseConfig(
+      "iterations = 1\nmicrobatches = " + std::to_string(microbatches) +
+          "\n[[modules]]\nname = \"llm\"\nkind = \"llm\"\npp = " + std::to_string(stages) +
+          "\nlayers = " + std::to_string(stages) + "\n",
+      "run.toml");
+}
+
 TEST(DiagnosisKind, EveryKindReadsBackFromItsText) {
   for (int i = 1; i < events::kDiagnosisKinds; ++i) {
     const auto kind = static_cast<DiagnosisKind>(i);
@@ -109,10 +119,7 @@ TEST(RunVerdict, ACapturedRankThatRaisedFirstDecidesOverItsPeersFailedOperations
 }
 
 TEST(RunVerdict, AWorkerRunNamesTheStrongestRankFirst) {
-  const plan::RunConfig cfg = plan::parseConfig(
-      "iterations = 1\nmicrobatches = 2\n[[modules]]\nname = \"llm\"\nkind = \"llm\"\npp = "
-      "3\nlayers = 3\n",
-      "run.toml");
+  const plan::RunConfig cfg = pipeline(3, 2);
   model::RunModel m;
   m.info.worldSize = 3;
   m.diagnoses = {record(0, DiagnosisKind::Timeout, "gave up waiting on rank 1", 30),
@@ -135,10 +142,7 @@ TEST(RunVerdict, AWorkerRunNamesTheStrongestRankFirst) {
 // whose typed signal says what ended it is preferred, however its sentence is phrased, and the
 // verdict carries the signal on to the rank_killed record merge writes.
 TEST(RunVerdict, ASilentRankIsToldByThePeerRecordThatKnowsItsSignal) {
-  const plan::RunConfig cfg = plan::parseConfig(
-      "iterations = 1\nmicrobatches = 1\n[[modules]]\nname = \"llm\"\nkind = \"llm\"\npp = "
-      "2\nlayers = 2\n",
-      "run.toml");
+  const plan::RunConfig cfg = pipeline(2, 1);
   model::RunModel m;
   m.info.worldSize = 2;
   for (int r = 0; r < 2; ++r) {
